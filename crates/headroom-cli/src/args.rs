@@ -1,0 +1,200 @@
+//! Command-line arguments; scenario flags map one to one onto link fields.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "headroom",
+    version,
+    about = "Will this training step fit on these GPUs, and where does the memory go?",
+    long_about = "Estimates the GPU memory of one training step of a decoder-only transformer: \
+every component with its formula and source, the peak at three levels (tensors, allocator, \
+device), the largest micro-batch and sequence that fit, and what each memory-saving technique \
+saves. Scenario inputs come from flags, a scenario file (--scenario), a named scenario \
+(--named) or a share link (--link); later sources override earlier ones."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Estimate one scenario: breakdown, peaks, verdict, what fits.
+    Estimate {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// The largest micro-batch and the longest sequence that fit.
+    Fit {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Every memory-saving technique applied to this scenario, with the memory it saves.
+    Strategies {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// The model presets.
+    Models {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// The GPU catalog.
+    Gpus {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Print the share link (query string) of a scenario.
+    Link {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// Scenario inputs. Values are checked by the core, so messages match the site's.
+#[derive(Debug, Args)]
+pub struct ScenarioArgs {
+    /// A scenario file (TOML with a [scenario] table, keys as in links).
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<String>,
+    /// A named scenario from content/scenarios (e.g. a worked example).
+    #[arg(long, value_name = "ID", conflicts_with = "scenario")]
+    pub named: Option<String>,
+    /// A share link or its query string (`?v=1&model=...`).
+    #[arg(long, value_name = "URL")]
+    pub link: Option<String>,
+    /// Model preset id (see `headroom models`) or a path to a Hugging Face config.json.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// GPU id (see `headroom gpus`).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// GPUs in total (data x tensor x pipeline parallel).
+    #[arg(long)]
+    pub gpus: Option<String>,
+    /// Micro-batch size (sequences per GPU per forward).
+    #[arg(long)]
+    pub batch: Option<String>,
+    /// Sequence length in tokens.
+    #[arg(long)]
+    pub seq: Option<String>,
+    /// Gradient accumulation steps.
+    #[arg(long)]
+    pub accum: Option<String>,
+    /// full | lora | qlora
+    #[arg(long)]
+    pub method: Option<String>,
+    /// LoRA rank.
+    #[arg(long)]
+    pub rank: Option<String>,
+    /// LoRA targets: attn | all
+    #[arg(long)]
+    pub targets: Option<String>,
+    /// fp32 | bf16 | fp16 | amp-bf16 | amp-fp16
+    #[arg(long)]
+    pub precision: Option<String>,
+    /// adamw | adamw-forloop | adamw-fused | adamw8bit | paged-adamw8bit | lion | adafactor | sgd | sgd-momentum | adam-mini
+    #[arg(long)]
+    pub optimizer: Option<String>,
+    /// eager | sdpa
+    #[arg(long)]
+    pub attention: Option<String>,
+    /// none | full | every:K | selective
+    #[arg(long)]
+    pub checkpointing: Option<String>,
+    /// Override every dropout probability of the model.
+    #[arg(long)]
+    pub dropout: Option<String>,
+    /// Offload saved activations to pinned CPU memory (save_on_cpu).
+    #[arg(long)]
+    pub offload_activations: bool,
+    /// hf | fused
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// The training loop keeps `outputs` (and the logits) alive through backward.
+    #[arg(long)]
+    pub keep_logits: bool,
+    /// ddp | zero1 | zero2 | zero3 | fsdp
+    #[arg(long)]
+    pub dp: Option<String>,
+    /// Tensor-parallel degree.
+    #[arg(long)]
+    pub tp: Option<String>,
+    /// Pipeline-parallel degree.
+    #[arg(long)]
+    pub pp: Option<String>,
+    /// Sequence parallelism (with tp > 1).
+    #[arg(long)]
+    pub sp: bool,
+    /// Optimizer offload: none | cpu | nvme (ZeRO or FSDP).
+    #[arg(long)]
+    pub offload_optimizer: Option<String>,
+    /// Parameter offload: none | cpu | nvme (ZeRO-3 or FSDP).
+    #[arg(long)]
+    pub offload_params: Option<String>,
+    /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    #[arg(long)]
+    pub expandable_segments: bool,
+    /// CUDA graphs on (torch.compile mode="reduce-overhead").
+    #[arg(long)]
+    pub cuda_graphs: bool,
+}
+
+impl ScenarioArgs {
+    /// Flags as link fields (key, value), for the core's codec to check and apply.
+    pub fn flag_pairs(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let opts = [
+            ("gpu", &self.gpu),
+            ("gpus", &self.gpus),
+            ("batch", &self.batch),
+            ("seq", &self.seq),
+            ("accum", &self.accum),
+            ("method", &self.method),
+            ("rank", &self.rank),
+            ("targets", &self.targets),
+            ("precision", &self.precision),
+            ("optimizer", &self.optimizer),
+            ("attention", &self.attention),
+            ("ckpt", &self.checkpointing),
+            ("dropout", &self.dropout),
+            ("loss", &self.loss),
+            ("dp", &self.dp),
+            ("tp", &self.tp),
+            ("pp", &self.pp),
+            ("opt_offload", &self.offload_optimizer),
+            ("param_offload", &self.offload_params),
+        ];
+        for (k, v) in opts {
+            if let Some(v) = v {
+                out.push((k.to_string(), v.clone()));
+            }
+        }
+        let flags = [
+            ("act_offload", self.offload_activations),
+            ("keep_logits", self.keep_logits),
+            ("sp", self.sp),
+            ("expandable", self.expandable_segments),
+            ("graphs", self.cuda_graphs),
+        ];
+        for (k, on) in flags {
+            if on {
+                out.push((k.to_string(), "1".into()));
+            }
+        }
+        out
+    }
+}

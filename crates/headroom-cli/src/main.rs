@@ -1,0 +1,143 @@
+//! `headroom`: the memory model on the command line, as a readable table or JSON.
+
+mod args;
+mod render;
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use headroom_core::catalog::{GpuCatalog, PresetCatalog};
+use headroom_core::estimate::resolve_model;
+use headroom_core::{Calibration, codec, estimate, fit, strategies};
+
+use args::{Cli, Command, Format, ScenarioArgs};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("headroom: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Estimate { scenario, format } => {
+            let scen = scenario.build()?;
+            let est = estimate(&scen)?;
+            let (_, spec) = resolve_model(&scen)?;
+            let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
+            let cal = Calibration::for_gpu(gpu);
+            let fitted = fit::fit(&spec, gpu, &cal, &scen);
+            let link = codec::encode(&scen);
+            match format {
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&render::estimate_json(&est, &fitted, &link))?
+                ),
+                Format::Table => print!("{}", render::estimate_table(&est, &fitted, &link, &scen)),
+            }
+        }
+        Command::Fit { scenario, format } => {
+            let scen = scenario.build()?;
+            let (_, spec) = resolve_model(&scen)?;
+            let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
+            let cal = Calibration::for_gpu(gpu);
+            let fitted = fit::fit(&spec, gpu, &cal, &scen);
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&fitted)?),
+                Format::Table => print!("{}", render::fit_table(&fitted, &scen)),
+            }
+        }
+        Command::Strategies { scenario, format } => {
+            let scen = scenario.build()?;
+            let (_, spec) = resolve_model(&scen)?;
+            let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
+            let cal = Calibration::for_gpu(gpu);
+            let rows = strategies::strategies(&spec, gpu, &cal, &scen);
+            let now = estimate(&scen)?;
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+                Format::Table => print!("{}", render::strategies_table(&rows, &now)),
+            }
+        }
+        Command::Models { format } => {
+            let presets = &PresetCatalog::builtin().presets;
+            if presets.is_empty() {
+                bail!("no model presets are compiled in");
+            }
+            match format {
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&render::models_json(presets))?
+                ),
+                Format::Table => print!("{}", render::models_table(presets)),
+            }
+        }
+        Command::Gpus { format } => {
+            let gpus = &GpuCatalog::builtin().gpus;
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(gpus)?),
+                Format::Table => print!("{}", render::gpus_table(gpus)),
+            }
+        }
+        Command::Link { scenario } => {
+            let scen = scenario.build()?;
+            println!("?{}", codec::encode(&scen));
+        }
+    }
+    Ok(())
+}
+
+impl ScenarioArgs {
+    /// Defaults, then a scenario file or link, then flags; every value checked by the core.
+    fn build(&self) -> Result<headroom_core::Scenario> {
+        let mut scen = headroom_core::Scenario::default();
+        if let Some(path) = &self.scenario {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading scenario file {path}"))?;
+            let id = std::path::Path::new(path)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("scenario");
+            scen = codec::parse_scenario_file(id, &text)
+                .with_context(|| format!("scenario file {path}"))?
+                .scenario;
+        } else if let Some(name) = &self.named {
+            let all = codec::named_scenarios();
+            scen = match all.into_iter().find(|n| n.id == *name) {
+                Some(n) => n.scenario,
+                None => bail!(
+                    "--named: unknown scenario `{name}`; known: {}",
+                    codec::named_scenarios()
+                        .iter()
+                        .map(|n| n.id.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+        }
+        if let Some(link) = &self.link {
+            scen = codec::decode(link).context("--link")?;
+        }
+        let mut pairs = self.flag_pairs();
+        // --model takes a preset id or a path to a config.json.
+        if let Some(model) = &self.model {
+            let path = std::path::Path::new(model);
+            if model.ends_with(".json") || path.is_file() {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("--model: reading {model}"))?;
+                let spec = headroom_core::model::parse_config_json(&text)
+                    .with_context(|| format!("--model {model}"))?;
+                scen.model = headroom_core::scenario::ModelChoice::Custom(Box::new(spec));
+            } else {
+                pairs.push(("model".into(), model.clone()));
+            }
+        }
+        Ok(codec::decode_pairs(scen, &pairs)?)
+    }
+}

@@ -1,0 +1,218 @@
+//! Output: the documented JSON of each command, and plain-text tables for people.
+
+use std::fmt::Write as _;
+
+use headroom_core::Scenario;
+use headroom_core::catalog::{Gpu, Preset};
+use headroom_core::estimate::Estimate;
+use headroom_core::fit::Fit;
+use headroom_core::format::{bytes, count, signed_bytes};
+use headroom_core::strategies::Strategy;
+use serde_json::{Value, json};
+
+/// The `estimate --format json` document (documented in README.md, "JSON output").
+pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str) -> Value {
+    json!({
+        "schema": "headroom.estimate.v1",
+        "model": e.model,
+        "gpu": e.gpu,
+        "parameters": e.parameters,
+        "bytes": e.bytes,
+        "peak_phase": e.peak.phase,
+        "peak": e.peak,
+        "verdict": e.verdict,
+        "fit": fit,
+        "calibrated": e.calibrated,
+        "components": e.components,
+        "timeline": e.timeline,
+        "layer_inventory": e.layer_inventory.iter().map(|s| json!({
+            "what": s.what, "elements": s.elements, "dtype": s.dtype, "copies": s.copies, "bytes": s.bytes(),
+        })).collect::<Vec<_>>(),
+        "link": format!("?{link}"),
+    })
+}
+
+pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> String {
+    let mut s = String::new();
+    let v = &e.verdict;
+    let _ = writeln!(
+        s,
+        "{} on {} x {}: micro-batch {}, sequence {}, {}, {}",
+        e.model,
+        scen.gpus,
+        e.gpu,
+        scen.micro_batch,
+        scen.seq,
+        scen.precision.label(),
+        scen.optimizer.label()
+    );
+    let _ = writeln!(
+        s,
+        "parameters: {} total, {} trainable\n",
+        count(e.parameters.total),
+        count(e.parameters.trainable)
+    );
+    let _ = writeln!(
+        s,
+        "{:<44} {:>12}  {:<10} {:<10} {}",
+        "component", "bytes", "lifetime", "level", "confidence"
+    );
+    for c in &e.components {
+        if c.bytes == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{:<44} {:>12}  {:<10} {:<10} {}",
+            c.name,
+            bytes(c.bytes),
+            format!("{:?}", c.lifetime).to_lowercase(),
+            format!("{:?}", c.level).to_lowercase(),
+            format!("{:?}", c.confidence).to_lowercase()
+        );
+    }
+    let _ = writeln!(s, "\npeak ({}: {})", e.peak.phase.label(), e.peak.at);
+    let _ = writeln!(
+        s,
+        "  tensors    {:>12}   (torch.cuda.max_memory_allocated, live tensors)",
+        bytes(e.peak.tensors)
+    );
+    let _ = writeln!(
+        s,
+        "  allocated  {:>12}   (+ 512 B rounding, cuBLAS workspaces)",
+        bytes(e.peak.allocated)
+    );
+    let _ = writeln!(
+        s,
+        "  reserved   {:>12}   (torch.cuda.max_memory_reserved)",
+        bytes(e.peak.reserved)
+    );
+    let _ = writeln!(
+        s,
+        "  device     {:>12}   (nvidia-smi: + CUDA context, NCCL, paged memory)",
+        bytes(e.peak.device)
+    );
+    let _ = writeln!(
+        s,
+        "\n{} on {} ({} usable): headroom {} ({:.1}%)",
+        if v.fits { "FITS" } else { "DOES NOT FIT" },
+        v.gpu,
+        bytes(v.capacity),
+        signed_bytes(v.headroom),
+        v.headroom_percent
+    );
+    let show = |x: Option<u32>| x.map_or("none".to_string(), |n| n.to_string());
+    let _ = writeln!(
+        s,
+        "largest micro-batch that fits: {}; longest sequence: {}",
+        show(fit.max_micro_batch),
+        show(fit.max_seq)
+    );
+    if !e.calibrated {
+        let _ = writeln!(
+            s,
+            "runtime constants are assumed defaults (no calibration for this GPU yet)"
+        );
+    }
+    let _ = writeln!(s, "link: ?{link}");
+    s
+}
+
+pub fn fit_table(fit: &Fit, scen: &Scenario) -> String {
+    let show = |x: Option<u32>| x.map_or("none fits".to_string(), |n| n.to_string());
+    format!(
+        "largest micro-batch at sequence {}: {}\nlongest sequence at micro-batch {}: {}\n",
+        scen.seq,
+        show(fit.max_micro_batch),
+        scen.micro_batch,
+        show(fit.max_seq)
+    )
+}
+
+pub fn strategies_table(rows: &[Strategy], now: &Estimate) -> String {
+    let mut s = format!(
+        "now: {} at the device level on {} ({})\n\n",
+        bytes(now.peak.device),
+        now.gpu,
+        if now.verdict.fits {
+            "fits"
+        } else {
+            "does not fit"
+        }
+    );
+    let _ = writeln!(
+        s,
+        "{:<36} {:<56} {:>12} {:>12}  fits",
+        "technique", "change", "peak", "saves"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<36} {:<56} {:>12} {:>12}  {}",
+            r.technique,
+            r.change,
+            bytes(r.peak_device),
+            signed_bytes(r.saved),
+            if r.fits { "yes" } else { "no" }
+        );
+    }
+    s
+}
+
+pub fn models_json(presets: &[Preset]) -> Value {
+    Value::Array(
+        presets
+            .iter()
+            .map(|p| {
+                json!({
+                    "id": p.id, "name": p.name, "hf_id": p.hf_id, "source": p.source,
+                    "parameters_total": p.parameters_total, "model_type": p.spec.model_type,
+                    "summary": p.spec.summary(),
+                })
+            })
+            .collect(),
+    )
+}
+
+pub fn models_table(presets: &[Preset]) -> String {
+    let mut s = format!(
+        "{:<22} {:<28} {:>10}  {}\n",
+        "id", "name", "params", "architecture"
+    );
+    for p in presets {
+        let _ = writeln!(
+            s,
+            "{:<22} {:<28} {:>10}  {}",
+            p.id,
+            p.name,
+            count(p.parameters_total),
+            p.spec.summary()
+        );
+    }
+    s
+}
+
+pub fn gpus_table(gpus: &[Gpu]) -> String {
+    let mut s = format!(
+        "{:<18} {:<30} {:>12} {:>10} {:>10}\n",
+        "id", "name", "memory", "bf16 TF/s", "HBM GB/s"
+    );
+    for g in gpus {
+        let tf = g
+            .dense_tflops
+            .bf16
+            .or(g.dense_tflops.fp16)
+            .or(g.dense_tflops.fp32)
+            .unwrap_or(0.0);
+        let _ = writeln!(
+            s,
+            "{:<18} {:<30} {:>12} {:>10.1} {:>10.0}",
+            g.id,
+            g.name,
+            bytes(g.total_bytes),
+            tf,
+            g.memory_bandwidth_gbs
+        );
+    }
+    s
+}

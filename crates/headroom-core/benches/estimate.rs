@@ -1,0 +1,34 @@
+//! Criterion benchmarks: one estimate, and the largest-micro-batch search, natively.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use headroom_core::catalog::{GpuCatalog, PresetCatalog};
+use headroom_core::{Calibration, Scenario, estimate_with, fit};
+use std::hint::black_box;
+
+fn benches(c: &mut Criterion) {
+    let scen = Scenario::default();
+    let preset = PresetCatalog::builtin()
+        .get("llama-3.1-8b")
+        .expect("preset exists");
+    let gpu = GpuCatalog::builtin()
+        .get("h100-sxm-80gb")
+        .expect("gpu exists");
+    let cal = Calibration::for_gpu(gpu);
+    c.bench_function("estimate llama-3.1-8b h100 b1 s4096 amp-bf16", |b| {
+        b.iter(|| {
+            estimate_with(
+                "llama-3.1-8b",
+                black_box(&preset.spec),
+                gpu,
+                &cal,
+                black_box(&scen),
+            )
+        })
+    });
+    c.bench_function("fit: largest micro-batch and sequence", |b| {
+        b.iter(|| fit::fit(black_box(&preset.spec), gpu, &cal, black_box(&scen)))
+    });
+}
+
+criterion_group!(estimate, benches);
+criterion_main!(estimate);

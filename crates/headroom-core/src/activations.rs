@@ -1,0 +1,588 @@
+//! Tensors saved for backward: one decoder layer's inventory, and the parts outside the layers.
+//!
+//! Each entry mirrors a tensor that autograd keeps in transformers 5.x (read from the modeling
+//! code and checked byte for byte against `saved_tensors_hooks` on CPU, see `tests/reference`).
+//! Storages count once: a view saved by two ops is one entry.
+
+use serde::Serialize;
+
+use crate::dtype::DType;
+use crate::model::{Family, MlpKind, ModelSpec, NormKind};
+use crate::scenario::{Attention, Method, Precision, Scenario};
+
+/// One saved tensor (or a group of identical ones), with what keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Saved {
+    /// What it is and which op saves it, e.g. "q/k/v input (saved by q_proj, k_proj, v_proj)".
+    pub what: String,
+    pub elements: u64,
+    pub dtype: DType,
+    /// Identical tensors (e.g. autocast's per-linear input casts).
+    pub copies: u64,
+}
+
+impl Saved {
+    pub fn bytes(&self) -> u64 {
+        self.elements * self.dtype.bytes() * self.copies
+    }
+}
+
+/// The inputs of the activation formulas, derived once from a scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Sequences in the micro-batch.
+    pub b: u64,
+    /// Tokens per sequence on this GPU (sequence parallelism splits it).
+    pub s: u64,
+    /// Tensor-parallel degree: head and intermediate dimensions are split by it.
+    pub tp: u64,
+    /// Whether sequence parallelism also splits the hidden-size tensors.
+    pub sp: bool,
+    pub precision: Precision,
+    pub attention: Attention,
+    pub attention_dropout: f64,
+    pub residual_dropout: f64,
+    pub embedding_dropout: f64,
+    /// Whether the base weights train (false for LoRA and QLoRA).
+    pub base_trainable: bool,
+    /// LoRA rank when adapters are present.
+    pub lora_rank: Option<u64>,
+}
+
+impl Shape {
+    pub fn from_scenario(spec: &ModelSpec, scen: &Scenario) -> Self {
+        let p = |cfg: f64| scen.dropout.unwrap_or(cfg);
+        Shape {
+            b: scen.micro_batch as u64,
+            s: scen.seq as u64,
+            tp: scen.parallel.tensor as u64,
+            sp: scen.parallel.sequence,
+            precision: scen.precision,
+            attention: scen.attention,
+            attention_dropout: p(spec.dropout.attention),
+            residual_dropout: p(spec.dropout.residual),
+            embedding_dropout: p(spec.dropout.embedding),
+            base_trainable: scen.method == Method::Full,
+            lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
+        }
+    }
+
+    /// Tokens in the micro-batch.
+    pub fn tokens(&self) -> u64 {
+        self.b * self.s
+    }
+
+    /// dtype of the residual stream: the weights' dtype (fp32 under autocast).
+    fn stream(&self) -> DType {
+        match self.precision {
+            Precision::Fp32 | Precision::AmpBf16 | Precision::AmpFp16 => DType::F32,
+            Precision::Bf16 => DType::Bf16,
+            Precision::Fp16 => DType::F16,
+        }
+    }
+
+    /// dtype of matrix-multiply outputs.
+    fn compute(&self) -> DType {
+        self.precision.compute_dtype()
+    }
+
+    fn amp(&self) -> bool {
+        self.precision.is_autocast()
+    }
+}
+
+/// Collects saved tensors of one scope.
+#[derive(Debug, Default)]
+struct Inventory {
+    items: Vec<Saved>,
+}
+
+impl Inventory {
+    fn add(&mut self, what: impl Into<String>, elements: u64, dtype: DType) {
+        self.add_n(what, elements, dtype, 1);
+    }
+
+    fn add_n(&mut self, what: impl Into<String>, elements: u64, dtype: DType, copies: u64) {
+        if elements > 0 && copies > 0 {
+            self.items.push(Saved {
+                what: what.into(),
+                elements,
+                dtype,
+                copies,
+            });
+        }
+    }
+}
+
+/// Saved tensors of one decoder layer (a dense one; MoE layers use `moe_layer`).
+pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
+    let mut inv = Inventory::default();
+    match spec.family {
+        Family::Llama | Family::Gemma | Family::Phi3 => llama_layer(&mut inv, spec, sh, false),
+        Family::Gpt2 | Family::GptNeox | Family::Opt => gpt_layer(&mut inv, spec, sh),
+    }
+    inv.items
+}
+
+/// Saved tensors of one MoE layer (tokens spread evenly over experts: an assumption).
+pub fn moe_layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
+    let mut inv = Inventory::default();
+    llama_layer(&mut inv, spec, sh, true);
+    inv.items
+}
+
+/// Bytes of `items`.
+pub fn total(items: &[Saved]) -> u64 {
+    items.iter().map(Saved::bytes).sum()
+}
+
+/// The RMSNorm of Llama-like models: `w * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype)`.
+fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, gemma: bool) {
+    let stream = sh.stream();
+    // x.to(float32) is a copy unless x is already fp32; pow and mul save it.
+    let what = if stream == DType::F32 {
+        "input (saved by pow, mul)"
+    } else {
+        "fp32 copy of the input (saved by pow, mul)"
+    };
+    inv.add(format!("{name}: {what}"), t * h, DType::F32);
+    inv.add(format!("{name}: rsqrt of the variance"), t, DType::F32);
+    if gemma {
+        // Gemma: (x * rsqrt) * (1 + w) in fp32; the product's fp32 input is saved.
+        inv.add(
+            format!("{name}: normalized input, fp32 (saved by mul with 1 + weight)"),
+            t * h,
+            DType::F32,
+        );
+    } else if sh.base_trainable {
+        // weight * x_normed saves x_normed, in the input dtype, because the weight trains.
+        inv.add(
+            format!("{name}: normalized input (saved by mul with weight)"),
+            t * h,
+            stream,
+        );
+    }
+}
+
+/// A Linear's input as autograd keeps it: one tensor shared by the Linears that read it, or
+/// under autocast one cast copy per Linear (autocast caches only weight casts).
+fn linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    if !sh.base_trainable {
+        return lora_inputs(inv, what, elements, consumers, sh);
+    }
+    if sh.amp() {
+        inv.add_n(
+            format!(
+                "{what}, cast to {} by autocast (one per Linear)",
+                sh.compute().torch_name()
+            ),
+            elements,
+            sh.compute(),
+            consumers,
+        );
+    } else {
+        inv.add(
+            format!("{what} (saved by the Linear)"),
+            elements,
+            sh.stream(),
+        );
+    }
+}
+
+/// Under LoRA the frozen base Linear saves nothing; each adapter saves an fp32 copy of its
+/// input (PEFT casts to the adapter dtype) and lora_B saves lora_A's output.
+fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    let Some(r) = sh.lora_rank else { return };
+    let tokens = sh.tokens();
+    inv.add_n(
+        format!("{what}: fp32 copy for lora_A (one per adapted Linear)"),
+        elements,
+        DType::F32,
+        consumers,
+    );
+    inv.add_n(
+        "lora_A output (saved by lora_B)",
+        tokens * r,
+        DType::F32,
+        consumers,
+    );
+}
+
+fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
+    let t = sh.tokens();
+    let tp = sh.tp;
+    // Hidden-size tensors are split by TP only with sequence parallelism.
+    let th = if sh.sp {
+        t * spec.hidden / tp
+    } else {
+        t * spec.hidden
+    };
+    let h_local = th / t.max(1);
+    let heads = spec.heads / tp.min(spec.heads);
+    let kv_heads = (spec.kv_heads / tp).max(1);
+    let q = heads * spec.head_dim;
+    let kv = kv_heads * spec.head_dim;
+    let c = sh.compute();
+    let gemma = spec.family == Family::Gemma;
+    let half_norm_tokens = if sh.sp { t / tp } else { t };
+
+    rms_norm(inv, "input_layernorm", half_norm_tokens, h_local, sh, gemma);
+    // Attention projections.
+    if spec.family == Family::Phi3 {
+        linear_inputs(inv, "qkv_proj input", t * spec.hidden, 1, sh);
+    } else {
+        linear_inputs(inv, "q/k/v_proj input", t * spec.hidden, 3, sh);
+    }
+    // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
+    // fp32; the rotated q, k and v are what attention saves.
+    let roped = if sh.amp() { DType::F32 } else { c };
+    if spec.qk_norm {
+        // Per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3): fp32 input + normalized.
+        let per = if c == DType::F32 { 2 } else { 1 };
+        inv.add(
+            "q_norm/k_norm: fp32 inputs and normalized outputs",
+            (t * (q + kv)) * per,
+            DType::F32,
+        );
+        if c != DType::F32 {
+            inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
+        }
+    }
+    let groups = heads / kv_heads;
+    match sh.attention {
+        Attention::Sdpa if sh.attention_dropout == 0.0 || true => {
+            // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
+            // Under autocast SDPA casts the fp32 rotated q and k to the compute dtype.
+            let qk_saved = c;
+            if spec.family == Family::Phi3 {
+                inv.add("q, k (rotated) (saved by SDPA)", t * (q + kv), qk_saved);
+                inv.add(
+                    "fused qkv output, kept by the v view (saved by SDPA)",
+                    t * (q + 2 * kv),
+                    c,
+                );
+            } else {
+                inv.add("q, k after RoPE (saved by SDPA)", t * (q + kv), qk_saved);
+                inv.add("v (saved by SDPA)", t * kv, c);
+            }
+            let _ = roped;
+            inv.add("attention output (saved by SDPA)", t * q, c);
+            inv.add("logsumexp (saved by SDPA)", sh.b * heads * sh.s, DType::F32);
+            if sh.attention_dropout > 0.0 {
+                // CUDA flash attention regenerates the dropout mask from the saved RNG state.
+                inv.add("dropout RNG state (saved by SDPA)", 2, DType::I64);
+            }
+        }
+        _ => {
+            // Eager: matmul(q, k^T) saves q and the repeated k; softmax saves its fp32 output,
+            // which is cast back to the query dtype (fp32 under autocast, where matmul then
+            // casts it) and saved by matmul(probs, v) with the repeated v.
+            let scores = sh.b * heads * sh.s * sh.s;
+            inv.add("q after RoPE (saved by matmul q k^T)", t * q, c);
+            let k_what = if groups > 1 {
+                "k repeated to all heads (saved by matmul q k^T)"
+            } else {
+                "k after RoPE (saved by matmul q k^T)"
+            };
+            inv.add(k_what, t * kv * groups, c);
+            inv.add(
+                "softmax output, fp32 (saved by softmax)",
+                scores,
+                DType::F32,
+            );
+            if sh.attention_dropout > 0.0 {
+                inv.add(
+                    "attention dropout mask (saved by dropout)",
+                    scores,
+                    DType::Bool,
+                );
+                inv.add("dropped probabilities (saved by matmul probs v)", scores, c);
+            } else if c != DType::F32 {
+                inv.add(
+                    "probabilities cast to the compute dtype (saved by matmul probs v)",
+                    scores,
+                    c,
+                );
+            }
+            let v_what = if groups > 1 {
+                "v repeated to all heads (saved by matmul probs v)"
+            } else {
+                "v (saved by matmul probs v)"
+            };
+            inv.add(v_what, t * kv * groups, c);
+        }
+    }
+    // attn_output.transpose(1, 2).contiguous() is a new tensor: o_proj's input.
+    linear_inputs(
+        inv,
+        "o_proj input (contiguous attention output)",
+        t * q,
+        1,
+        sh,
+    );
+    if sh.residual_dropout > 0.0 {
+        inv.add("residual dropout mask (attention)", th, DType::Bool);
+    }
+    // Gemma 2/3 add a norm after attention and after the MLP, before the residual adds.
+    if spec.norms_per_layer == 4 {
+        rms_norm(
+            inv,
+            "post_attention_layernorm",
+            half_norm_tokens,
+            h_local,
+            sh,
+            gemma,
+        );
+    }
+    let second = if spec.norms_per_layer == 4 {
+        "pre_feedforward_layernorm"
+    } else {
+        "post_attention_layernorm"
+    };
+    rms_norm(inv, second, half_norm_tokens, h_local, sh, gemma);
+    if moe {
+        moe_mlp(inv, spec, sh);
+    } else {
+        let f = spec.intermediate / tp;
+        gated_mlp(inv, spec, sh, f, 1);
+    }
+    if spec.norms_per_layer == 4 {
+        rms_norm(
+            inv,
+            "post_feedforward_layernorm",
+            half_norm_tokens,
+            h_local,
+            sh,
+            gemma,
+        );
+    }
+    if sh.residual_dropout > 0.0 {
+        inv.add("residual dropout mask (MLP)", th, DType::Bool);
+    }
+}
+
+/// act(gate(x)) * up(x) then down: the gate output (activation input), the activation
+/// output and the up output (both saved by the product) and the product (down's input).
+fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64, tokens_scale_den: u64) {
+    let t = sh.tokens() / tokens_scale_den;
+    let c = sh.compute();
+    if spec.family == Family::Phi3 {
+        linear_inputs(inv, "gate_up_proj input", t * spec.hidden, 1, sh);
+    } else {
+        linear_inputs(inv, "gate/up_proj input", t * spec.hidden, 2, sh);
+    }
+    let what = if spec.family == Family::Phi3 {
+        "gate_up output (saved by the activation and the product)"
+    } else {
+        "gate output (saved by the activation)"
+    };
+    if spec.family == Family::Phi3 {
+        inv.add(what, 2 * t * f, c);
+    } else {
+        inv.add(what, t * f, c);
+        inv.add("up output (saved by the product)", t * f, c);
+    }
+    inv.add("activation output (saved by the product)", t * f, c);
+    if sh.base_trainable {
+        inv.add("product act(gate) * up (saved by down_proj)", t * f, c);
+    } else {
+        lora_inputs(inv, "down_proj input", t * f, 1, sh);
+    }
+}
+
+/// Routed experts: each token visits top-k experts; the router saves its logits and probs.
+fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
+    let Some(m) = &spec.moe else { return };
+    let t = sh.tokens();
+    let c = sh.compute();
+    linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
+    inv.add(
+        "router probabilities, fp32 (saved by softmax and topk)",
+        t * m.experts,
+        DType::F32,
+    );
+    // Each routed token carries its hidden state and the expert MLP intermediates.
+    let routed = t * m.top_k;
+    inv.add(
+        "tokens gathered per expert (saved by the experts' Linears)",
+        routed * spec.hidden,
+        c,
+    );
+    let f = m.expert_intermediate / sh.tp;
+    inv.add_n(
+        "expert intermediates (gate, up, activation, product)",
+        routed * f,
+        c,
+        4,
+    );
+    inv.add(
+        "routing weights applied to expert outputs",
+        routed * spec.hidden,
+        c,
+    );
+    if m.shared_intermediate > 0 {
+        gated_mlp(inv, spec, sh, m.shared_intermediate / sh.tp, 1);
+        if m.shared_gate {
+            inv.add("shared expert gate output", t, c);
+        }
+    }
+}
+
+/// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
+fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
+    let t = sh.tokens();
+    let tp = sh.tp;
+    let h = spec.hidden;
+    let th = if sh.sp { t * h / tp } else { t * h };
+    let heads = spec.heads / tp.min(spec.heads);
+    let q = heads * spec.head_dim;
+    let f = spec.intermediate / tp;
+    let c = sh.compute();
+    let stream = sh.stream();
+    let layer_norm = |inv: &mut Inventory, name: &str| {
+        // native_layer_norm saves its input and the fp32 mean and rstd per token.
+        inv.add(format!("{name}: input (saved by layer_norm)"), th, stream);
+        inv.add(format!("{name}: mean and rstd, fp32"), 2 * t, DType::F32);
+    };
+    layer_norm(inv, "attention LayerNorm");
+    let fused_qkv = matches!(spec.family, Family::Gpt2 | Family::GptNeox);
+    if fused_qkv {
+        linear_inputs(inv, "qkv input", t * h, 1, sh);
+    } else {
+        linear_inputs(inv, "q/k/v_proj input", t * h, 3, sh);
+    }
+    let scores = sh.b * heads * sh.s * sh.s;
+    match sh.attention {
+        Attention::Sdpa => {
+            if fused_qkv {
+                inv.add(
+                    "fused qkv output, kept by the q/k/v views (saved by SDPA)",
+                    3 * t * q,
+                    c,
+                );
+            } else {
+                inv.add("q, k, v (saved by SDPA)", 3 * t * q, c);
+            }
+            inv.add("attention output (saved by SDPA)", t * q, c);
+            inv.add("logsumexp (saved by SDPA)", sh.b * heads * sh.s, DType::F32);
+            if sh.attention_dropout > 0.0 {
+                inv.add("dropout RNG state (saved by SDPA)", 2, DType::I64);
+            }
+        }
+        Attention::Eager => {
+            inv.add("q and k (saved by matmul q k^T)", 2 * t * q, c);
+            inv.add(
+                "softmax output, fp32 (saved by softmax)",
+                scores,
+                DType::F32,
+            );
+            if sh.attention_dropout > 0.0 {
+                inv.add(
+                    "attention dropout mask (saved by dropout)",
+                    scores,
+                    DType::Bool,
+                );
+                inv.add("dropped probabilities (saved by matmul probs v)", scores, c);
+            } else if c != DType::F32 {
+                inv.add(
+                    "probabilities in the compute dtype (saved by matmul probs v)",
+                    scores,
+                    c,
+                );
+            }
+            inv.add("v (saved by matmul probs v)", t * q, c);
+        }
+    }
+    linear_inputs(inv, "attention output projection input", t * q, 1, sh);
+    if sh.residual_dropout > 0.0 {
+        inv.add("residual dropout mask (attention)", th, DType::Bool);
+    }
+    layer_norm(inv, "MLP LayerNorm");
+    linear_inputs(inv, "MLP input", t * h, 1, sh);
+    match spec.activation.as_str() {
+        // GPT-2's gelu_new is written out in Python: 0.5 * x * (1 + tanh(...(x + 0.044715 x^3))):
+        // pow saves x, tanh saves its output, the last product saves both factors.
+        "gelu_new" => {
+            inv.add("MLP up output (saved by pow)", t * f, c);
+            inv.add_n(
+                "gelu_new: tanh output, 0.5 * x and 1 + tanh (saved by tanh, mul)",
+                t * f,
+                c,
+                3,
+            );
+        }
+        "relu" => inv.add("ReLU output (saved by relu)", t * f, c),
+        _ => inv.add("MLP up output (saved by gelu)", t * f, c),
+    }
+    if sh.base_trainable {
+        inv.add("activation output (saved by the down projection)", t * f, c);
+    } else {
+        lora_inputs(inv, "down projection input", t * f, 1, sh);
+    }
+    if sh.residual_dropout > 0.0 {
+        inv.add("residual dropout mask (MLP)", th, DType::Bool);
+    }
+    let _ = MlpKind::Plain;
+    let _ = NormKind::LayerNorm;
+}
+
+/// Saved tensors outside the decoder layers: RoPE tables, the final norm, lm_head's input.
+pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
+    let mut inv = Inventory::default();
+    let t = sh.tokens();
+    let h = spec.hidden;
+    match spec.family {
+        Family::Llama | Family::Gemma | Family::Phi3 => {
+            // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
+            let rope = if sh.amp() { DType::F32 } else { sh.stream() };
+            inv.add(
+                "RoPE cos and sin (saved by every layer's RoPE)",
+                2 * sh.s * spec.head_dim,
+                rope,
+            );
+            if spec.final_norm {
+                rms_norm(
+                    &mut inv,
+                    "final norm",
+                    t,
+                    h,
+                    sh,
+                    spec.family == Family::Gemma,
+                );
+            }
+        }
+        Family::Gpt2 | Family::GptNeox | Family::Opt => {
+            if sh.embedding_dropout > 0.0 {
+                inv.add("embedding dropout mask", t * h, DType::Bool);
+            }
+            if spec.final_norm {
+                inv.add("final LayerNorm input", t * h, sh.stream());
+                inv.add("final LayerNorm mean and rstd, fp32", 2 * t, DType::F32);
+            }
+        }
+    }
+    // lm_head's input when the lm_head (or the tied embedding) trains.
+    if sh.base_trainable || !spec.tie_embeddings {
+        if sh.amp() {
+            inv.add("lm_head input, cast by autocast", t * h, sh.compute());
+        } else if sh.base_trainable {
+            inv.add("lm_head input (final norm output)", t * h, sh.stream());
+        }
+    }
+    inv.items
+}
+
+/// Bytes of the layer input that checkpointing keeps per checkpointed layer.
+pub fn checkpoint_input(spec: &ModelSpec, sh: &Shape) -> u64 {
+    let h_local = if sh.sp {
+        spec.hidden / sh.tp
+    } else {
+        spec.hidden
+    };
+    sh.tokens() * h_local * sh.stream().bytes()
+}
+
+/// dtype of the residual stream, exposed for the timeline.
+pub fn stream_dtype(sh: &Shape) -> DType {
+    sh.stream()
+}

@@ -1,0 +1,151 @@
+//! The GPU catalog: memory, throughput and links of each GPU, parsed from `content/gpus.toml`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ContentError, ScenarioError};
+
+/// Dense peak throughput per dtype, in TFLOP/s (absent where the GPU lacks the format).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tflops {
+    pub fp64: Option<f64>,
+    pub fp32: Option<f64>,
+    pub tf32: Option<f64>,
+    pub bf16: Option<f64>,
+    pub fp16: Option<f64>,
+    pub fp8: Option<f64>,
+    pub int8: Option<f64>,
+    pub fp4: Option<f64>,
+}
+
+/// Where a GPU's figures come from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    #[serde(default)]
+    pub specs: Vec<String>,
+    #[serde(default)]
+    pub notes: String,
+}
+
+/// One GPU model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    pub id: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub name: String,
+    pub vendor: String,
+    pub architecture: String,
+    pub compute_capability: String,
+    /// Capacity as marketed, in GB.
+    pub memory_gb: f64,
+    /// Total memory the driver reports: the most any process can ever use.
+    pub total_bytes: u64,
+    #[serde(default)]
+    pub total_bytes_source: String,
+    pub memory_type: String,
+    pub memory_bandwidth_gbs: f64,
+    pub host_link: String,
+    pub host_link_gbs: f64,
+    #[serde(default)]
+    pub peer_link: String,
+    #[serde(default)]
+    pub peer_link_gbs: f64,
+    #[serde(default)]
+    pub tdp_w: f64,
+    pub dense_tflops: Tflops,
+    #[serde(default)]
+    pub provenance: Provenance,
+}
+
+impl Gpu {
+    /// Hopper (sm90) gets a 32 MiB cuBLAS workspace in PyTorch; others get 8 MiB + 128 KiB.
+    pub fn is_sm90(&self) -> bool {
+        self.vendor == "nvidia" && self.compute_capability == "9.0"
+    }
+}
+
+/// All GPUs of the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuCatalog {
+    pub gpus: Vec<Gpu>,
+}
+
+#[derive(Deserialize)]
+struct File {
+    gpu: Vec<Gpu>,
+}
+
+impl GpuCatalog {
+    /// Parses and checks catalog text (ids unique, sizes and throughputs positive).
+    pub fn parse(text: &str) -> Result<Self, ContentError> {
+        let file: File = toml::from_str(text).map_err(|e| ContentError::Parse {
+            file: "gpus.toml".into(),
+            message: e.to_string(),
+        })?;
+        let mut seen = std::collections::BTreeSet::new();
+        for g in &file.gpu {
+            let field = |field: &str, message: String| ContentError::Field {
+                file: format!("gpus.toml [{}]", g.id),
+                field: field.into(),
+                message,
+            };
+            for name in std::iter::once(&g.id).chain(&g.aliases) {
+                if !seen.insert(name.clone()) {
+                    return Err(field("id", format!("`{name}` is used twice")));
+                }
+            }
+            if g.total_bytes < (1 << 30) || g.total_bytes > (1 << 44) {
+                return Err(field(
+                    "total_bytes",
+                    format!("must be between 1 GiB and 16 TiB, found {}", g.total_bytes),
+                ));
+            }
+            if !(g.memory_bandwidth_gbs > 0.0) || !(g.host_link_gbs > 0.0) {
+                return Err(field(
+                    "memory_bandwidth_gbs",
+                    "bandwidths must be positive".into(),
+                ));
+            }
+            if g.dense_tflops
+                .bf16
+                .or(g.dense_tflops.fp16)
+                .or(g.dense_tflops.fp32)
+                .is_none()
+            {
+                return Err(field(
+                    "dense_tflops",
+                    "needs at least one of bf16, fp16, fp32".into(),
+                ));
+            }
+        }
+        Ok(GpuCatalog { gpus: file.gpu })
+    }
+
+    /// The catalog compiled into the core.
+    pub fn builtin() -> &'static GpuCatalog {
+        static CATALOG: std::sync::OnceLock<GpuCatalog> = std::sync::OnceLock::new();
+        CATALOG.get_or_init(|| {
+            // The embedded file is checked by the core's tests; a broken one is a build bug.
+            GpuCatalog::parse(super::embedded::GPUS_TOML).unwrap_or(GpuCatalog { gpus: Vec::new() })
+        })
+    }
+
+    /// Finds a GPU by id or alias.
+    pub fn get(&self, id: &str) -> Result<&Gpu, ScenarioError> {
+        let key = id.trim().to_ascii_lowercase();
+        self.gpus
+            .iter()
+            .find(|g| g.id == key || g.aliases.iter().any(|a| *a == key))
+            .ok_or_else(|| ScenarioError::Unknown {
+                what: "GPU",
+                found: crate::scenario::shorten(id),
+                known: self
+                    .gpus
+                    .iter()
+                    .map(|g| g.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}

@@ -1,0 +1,522 @@
+//! Scenario <-> URL query: short, readable, versioned (`v=1`), only non-default fields written.
+//!
+//! Any string decodes to a scenario or to an error naming the field. Values are limited to
+//! `[A-Za-z0-9._:~-]`, so nothing a link carries can become markup.
+
+use serde_json::{Map, Value};
+
+use crate::error::ScenarioError;
+use crate::model::{Family, ModelSpec, parse_config_json};
+use crate::scenario::{
+    Attention, Checkpointing, DataParallel, LoraTargets, LossImpl, Method, ModelChoice, Offload,
+    Optimizer, Precision, Scenario,
+};
+
+/// The codec version written into every link.
+pub const VERSION: u32 = 1;
+
+/// Query keys in the order they are written.
+pub const KEYS: &[&str] = &[
+    "v",
+    "model",
+    "cfg",
+    "gpu",
+    "gpus",
+    "batch",
+    "seq",
+    "accum",
+    "method",
+    "rank",
+    "targets",
+    "precision",
+    "optimizer",
+    "attention",
+    "dropout",
+    "ckpt",
+    "act_offload",
+    "loss",
+    "keep_logits",
+    "dp",
+    "tp",
+    "pp",
+    "sp",
+    "opt_offload",
+    "param_offload",
+    "bucket_view",
+    "expandable",
+    "graphs",
+];
+
+/// Encodes `scen` as a query string (without `?`).
+pub fn encode(scen: &Scenario) -> String {
+    let d = Scenario::default();
+    let mut out: Vec<(String, String)> = vec![("v".into(), VERSION.to_string())];
+    let mut put = |k: &str, v: String| out.push((k.to_string(), v));
+    match &scen.model {
+        ModelChoice::Preset(id) => {
+            if scen.model != d.model {
+                put("model", id.clone());
+            }
+        }
+        ModelChoice::Custom(spec) => put("cfg", encode_spec(spec)),
+    }
+    if scen.gpu != d.gpu {
+        put("gpu", scen.gpu.clone());
+    }
+    let nums = [
+        ("gpus", scen.gpus, d.gpus),
+        ("batch", scen.micro_batch, d.micro_batch),
+        ("seq", scen.seq, d.seq),
+        ("accum", scen.grad_accum, d.grad_accum),
+    ];
+    for (k, v, dv) in nums {
+        if v != dv {
+            put(k, v.to_string());
+        }
+    }
+    if scen.method != d.method {
+        put("method", scen.method.id().into());
+    }
+    if scen.method != Method::Full {
+        if scen.lora.rank != d.lora.rank {
+            put("rank", scen.lora.rank.to_string());
+        }
+        if scen.lora.targets != d.lora.targets {
+            put("targets", scen.lora.targets.id().into());
+        }
+    }
+    if scen.precision != d.precision {
+        put("precision", scen.precision.id().into());
+    }
+    if scen.optimizer != d.optimizer {
+        put("optimizer", scen.optimizer.id().into());
+    }
+    if scen.attention != d.attention {
+        put("attention", scen.attention.id().into());
+    }
+    if let Some(p) = scen.dropout {
+        put("dropout", format_prob(p));
+    }
+    if scen.checkpointing != d.checkpointing {
+        put("ckpt", scen.checkpointing.id());
+    }
+    let flags = [
+        (
+            "act_offload",
+            scen.offload_activations,
+            d.offload_activations,
+        ),
+        ("keep_logits", scen.keep_logits, d.keep_logits),
+        ("sp", scen.parallel.sequence, d.parallel.sequence),
+        (
+            "bucket_view",
+            scen.parallel.grad_bucket_view,
+            d.parallel.grad_bucket_view,
+        ),
+        (
+            "expandable",
+            scen.runtime.expandable_segments,
+            d.runtime.expandable_segments,
+        ),
+        ("graphs", scen.runtime.cuda_graphs, d.runtime.cuda_graphs),
+    ];
+    if scen.loss != d.loss {
+        put("loss", scen.loss.id().into());
+    }
+    if scen.parallel.data != d.parallel.data {
+        put("dp", scen.parallel.data.id().into());
+    }
+    if scen.parallel.tensor != d.parallel.tensor {
+        put("tp", scen.parallel.tensor.to_string());
+    }
+    if scen.parallel.pipeline != d.parallel.pipeline {
+        put("pp", scen.parallel.pipeline.to_string());
+    }
+    if scen.parallel.offload_optimizer != d.parallel.offload_optimizer {
+        put("opt_offload", scen.parallel.offload_optimizer.id().into());
+    }
+    if scen.parallel.offload_params != d.parallel.offload_params {
+        put("param_offload", scen.parallel.offload_params.id().into());
+    }
+    for (k, v, dv) in flags {
+        if v != dv {
+            put(k, if v { "1".into() } else { "0".into() });
+        }
+    }
+    out.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k).unwrap_or(usize::MAX));
+    out.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn format_prob(p: f64) -> String {
+    let s = format!("{p:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Decodes a query string (with or without a leading `?`, or a whole URL); missing keys take
+/// defaults.
+pub fn decode(query: &str) -> Result<Scenario, ScenarioError> {
+    let query = match query.split_once('?') {
+        Some((_, q)) => q,
+        None => query,
+    };
+    let query = query.split('#').next().unwrap_or("");
+    let mut pairs = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_decode(raw_key)
+            .ok_or_else(|| ScenarioError::invalid("link", "a key has a broken %-escape"))?;
+        let value = percent_decode(raw_value)
+            .ok_or_else(|| ScenarioError::invalid(&key, "broken %-escape"))?;
+        pairs.push((key, value));
+    }
+    decode_pairs(Scenario::default(), &pairs)
+}
+
+/// Applies `key = value` pairs (link keys) on top of `base`, then validates.
+pub fn decode_pairs(base: Scenario, pairs: &[(String, String)]) -> Result<Scenario, ScenarioError> {
+    let mut s = base;
+    let mut seen = std::collections::BTreeSet::new();
+    for (key, value) in pairs {
+        let (key, value) = (key.clone(), value.clone());
+        if !KEYS.contains(&key.as_str()) {
+            return Err(ScenarioError::invalid(
+                crate::scenario::shorten(&key),
+                format!("unknown link field; known: {}", KEYS.join(", ")),
+            ));
+        }
+        if !seen.insert(key.clone()) {
+            return Err(ScenarioError::invalid(&key, "appears twice"));
+        }
+        if value.len() > 2000
+            || !value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._:~-".contains(c))
+        {
+            return Err(ScenarioError::invalid(
+                &key,
+                "has characters a link field may not hold (allowed: letters, digits, . _ : ~ -)",
+            ));
+        }
+        apply(&mut s, &key, &value)?;
+    }
+    s.validate()?;
+    Ok(s)
+}
+
+fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ScenarioError> {
+    v.parse().map_err(|_| {
+        ScenarioError::invalid(
+            key,
+            format!(
+                "must be a whole number, found `{}`",
+                crate::scenario::shorten(v)
+            ),
+        )
+    })
+}
+
+fn flag(key: &str, v: &str) -> Result<bool, ScenarioError> {
+    match v {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(ScenarioError::invalid(
+            key,
+            format!("must be 0 or 1, found `{}`", crate::scenario::shorten(v)),
+        )),
+    }
+}
+
+fn apply(s: &mut Scenario, key: &str, v: &str) -> Result<(), ScenarioError> {
+    match key {
+        "v" => {
+            let version: u32 = num(key, v)?;
+            if version != VERSION {
+                return Err(ScenarioError::invalid(
+                    "v",
+                    format!(
+                        "link version {version} is not known; this page reads version {VERSION}"
+                    ),
+                ));
+            }
+        }
+        "model" => s.model = ModelChoice::Preset(v.to_ascii_lowercase()),
+        "cfg" => s.model = ModelChoice::Custom(Box::new(decode_spec(v)?)),
+        "gpu" => s.gpu = v.to_ascii_lowercase(),
+        "gpus" => s.gpus = num(key, v)?,
+        "batch" => s.micro_batch = num(key, v)?,
+        "seq" => s.seq = num(key, v)?,
+        "accum" => s.grad_accum = num(key, v)?,
+        "method" => s.method = Method::parse(key, v)?,
+        "rank" => s.lora.rank = num(key, v)?,
+        "targets" => s.lora.targets = LoraTargets::parse(key, v)?,
+        "precision" => s.precision = Precision::parse(key, v)?,
+        "optimizer" => s.optimizer = Optimizer::parse(key, v)?,
+        "attention" => s.attention = Attention::parse(key, v)?,
+        "dropout" => {
+            let p: f64 = v
+                .parse()
+                .map_err(|_| ScenarioError::invalid(key, "must be a number in [0, 1)"))?;
+            s.dropout = Some(p);
+        }
+        "ckpt" => s.checkpointing = Checkpointing::parse(key, v)?,
+        "act_offload" => s.offload_activations = flag(key, v)?,
+        "loss" => s.loss = LossImpl::parse(key, v)?,
+        "keep_logits" => s.keep_logits = flag(key, v)?,
+        "dp" => s.parallel.data = DataParallel::parse(key, v)?,
+        "tp" => s.parallel.tensor = num(key, v)?,
+        "pp" => s.parallel.pipeline = num(key, v)?,
+        "sp" => s.parallel.sequence = flag(key, v)?,
+        "opt_offload" => s.parallel.offload_optimizer = Offload::parse(key, v)?,
+        "param_offload" => s.parallel.offload_params = Offload::parse(key, v)?,
+        "bucket_view" => s.parallel.grad_bucket_view = flag(key, v)?,
+        "expandable" => s.runtime.expandable_segments = flag(key, v)?,
+        "graphs" => s.runtime.cuda_graphs = flag(key, v)?,
+        _ => unreachable!("keys are checked against KEYS before apply"),
+    }
+    Ok(())
+}
+
+/// Decodes `%XX` escapes and `+`; `None` on a broken escape or invalid UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Hugging Face config keys that reproduce `spec` for its family (round-trips through
+/// [`parse_config_json`]).
+pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
+    let mut m = Map::new();
+    let mut put = |k: &str, v: Value| {
+        m.insert(k.to_string(), v);
+    };
+    put("model_type", Value::from(spec.model_type.clone()));
+    put("vocab_size", spec.vocab.into());
+    put("tie_word_embeddings", spec.tie_embeddings.into());
+    match spec.family {
+        Family::Gpt2 => {
+            put("n_embd", spec.hidden.into());
+            put("n_layer", spec.layers.into());
+            put("n_head", spec.heads.into());
+            put("n_inner", spec.intermediate.into());
+            put("n_positions", spec.max_positions.into());
+            put("activation_function", spec.activation.clone().into());
+            put("attn_pdrop", spec.dropout.attention.into());
+            put("resid_pdrop", spec.dropout.residual.into());
+            put("embd_pdrop", spec.dropout.embedding.into());
+        }
+        _ => {
+            put("hidden_size", spec.hidden.into());
+            put("num_hidden_layers", spec.layers.into());
+            put("num_attention_heads", spec.heads.into());
+            put("num_key_value_heads", spec.kv_heads.into());
+            put("head_dim", spec.head_dim.into());
+            put("intermediate_size", spec.intermediate.into());
+            put("max_position_embeddings", spec.max_positions.into());
+            put("attention_dropout", spec.dropout.attention.into());
+            if matches!(spec.family, Family::Opt) {
+                put("ffn_dim", spec.intermediate.into());
+                put("word_embed_proj_dim", spec.embed_proj_dim.into());
+                put("do_layer_norm_before", spec.final_norm.into());
+                put("enable_bias", spec.qkv_bias.into());
+                put("dropout", spec.dropout.residual.into());
+                put("activation_function", spec.activation.clone().into());
+            } else if matches!(spec.family, Family::Gemma) {
+                put("hidden_activation", spec.activation.clone().into());
+                put("attention_bias", spec.qkv_bias.into());
+            } else {
+                put("hidden_act", spec.activation.clone().into());
+            }
+            if matches!(spec.family, Family::GptNeox) {
+                put("attention_bias", spec.qkv_bias.into());
+                put("hidden_dropout", spec.dropout.residual.into());
+            }
+            if spec.family == Family::Phi3 {
+                put("resid_pdrop", spec.dropout.residual.into());
+                put("embd_pdrop", spec.dropout.embedding.into());
+            }
+            if spec.family == Family::Llama {
+                if spec.model_type == "llama" {
+                    put("attention_bias", spec.o_bias.into());
+                    put("mlp_bias", spec.mlp_bias.into());
+                }
+                if spec.model_type.starts_with("qwen2") {
+                    put("qkv_bias", spec.qkv_bias.into());
+                }
+                if let Some(w) = spec.sliding_window {
+                    put("sliding_window", w.into());
+                    put("use_sliding_window", true.into());
+                } else if spec.model_type == "mistral" {
+                    put("sliding_window", Value::Null);
+                }
+            }
+            if let Some(moe) = &spec.moe {
+                if spec.model_type == "mixtral" {
+                    put("num_local_experts", moe.experts.into());
+                } else {
+                    put("num_experts", moe.experts.into());
+                    put("moe_intermediate_size", moe.expert_intermediate.into());
+                    put(
+                        "shared_expert_intermediate_size",
+                        moe.shared_intermediate.into(),
+                    );
+                    // Sparse layers are written as the dense ones listed first.
+                    let dense: Vec<Value> = (0..spec.layers - moe.sparse_layers)
+                        .map(Value::from)
+                        .collect();
+                    put("mlp_only_layers", Value::Array(dense));
+                }
+                put("num_experts_per_tok", moe.top_k.into());
+            }
+        }
+    }
+    m
+}
+
+/// `key:value~key:value...` of the config keys; lists as `a.b.c`, null as `null`.
+pub fn encode_spec(spec: &ModelSpec) -> String {
+    spec_to_config(spec)
+        .iter()
+        .map(|(k, v)| {
+            let value = match v {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join("."),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!("{k}:{value}")
+        })
+        .collect::<Vec<_>>()
+        .join("~")
+}
+
+fn decode_spec(v: &str) -> Result<ModelSpec, ScenarioError> {
+    let mut m = Map::new();
+    for item in v.split('~') {
+        let (k, raw) = item.split_once(':').ok_or_else(|| {
+            ScenarioError::invalid(
+                "cfg",
+                format!("`{}` is not key:value", crate::scenario::shorten(item)),
+            )
+        })?;
+        let value = if k == "mlp_only_layers" {
+            let items: Result<Vec<Value>, _> = raw
+                .split('.')
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse::<u64>().map(Value::from))
+                .collect();
+            Value::Array(items.map_err(|_| {
+                ScenarioError::invalid("cfg", "mlp_only_layers must be numbers separated by dots")
+            })?)
+        } else if raw == "null" {
+            Value::Null
+        } else if raw == "true" || raw == "false" {
+            Value::Bool(raw == "true")
+        } else if let Ok(n) = raw.parse::<u64>() {
+            Value::from(n)
+        } else if let Ok(f) = raw.parse::<f64>() {
+            Value::from(f)
+        } else {
+            Value::from(raw.to_string())
+        };
+        m.insert(k.to_string(), value);
+    }
+    parse_config_json(&Value::Object(m).to_string()).map_err(ScenarioError::from)
+}
+
+/// A named scenario file (`content/scenarios/*.toml`): a title, a description and the
+/// scenario's fields under `[scenario]`, with the same keys as links.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedScenario {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub scenario: Scenario,
+}
+
+/// Parses a scenario file; `id` is its file stem. Values may be strings, integers, floats or
+/// booleans; they are checked exactly like link fields.
+pub fn parse_scenario_file(id: &str, text: &str) -> Result<NamedScenario, ScenarioError> {
+    let table: toml::Table = toml::from_str(text)
+        .map_err(|e| ScenarioError::invalid(format!("{id}.toml"), e.to_string()))?;
+    let text_field = |k: &str| {
+        table
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let fields = match table.get("scenario") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        Some(_) => return Err(ScenarioError::invalid("scenario", "must be a table")),
+        None => toml::Table::new(),
+    };
+    let pairs = toml_pairs(&fields)?;
+    Ok(NamedScenario {
+        id: id.to_string(),
+        title: text_field("title"),
+        description: text_field("description"),
+        scenario: decode_pairs(Scenario::default(), &pairs)?,
+    })
+}
+
+/// Converts TOML values to link-style strings.
+pub fn toml_pairs(fields: &toml::Table) -> Result<Vec<(String, String)>, ScenarioError> {
+    fields
+        .iter()
+        .map(|(k, v)| {
+            let s = match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => {
+                    if *b {
+                        "1".into()
+                    } else {
+                        "0".into()
+                    }
+                }
+                _ => {
+                    return Err(ScenarioError::invalid(
+                        k,
+                        "must be a string, number or boolean",
+                    ));
+                }
+            };
+            Ok((k.clone(), s))
+        })
+        .collect()
+}
+
+/// The named scenarios compiled into the core, sorted by id (files that fail to parse are
+/// reported by the core's tests, never shown).
+pub fn named_scenarios() -> Vec<NamedScenario> {
+    crate::catalog::embedded::SCENARIO_FILES
+        .iter()
+        .filter_map(|(id, text)| parse_scenario_file(id, text).ok())
+        .collect()
+}

@@ -1,0 +1,61 @@
+//! Errors of the core, each naming the field that was wrong and what is allowed.
+
+use thiserror::Error;
+
+/// A model description (a Hugging Face `config.json`) that the core cannot use.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ConfigError {
+    #[error("config.json is not valid JSON: {0}")]
+    Json(String),
+    #[error("config.json must be a JSON object")]
+    NotAnObject,
+    #[error("config.json has no `model_type`; supported: {supported}")]
+    MissingModelType { supported: String },
+    #[error("model_type `{found}` is not supported; supported: {supported}")]
+    UnsupportedModelType { found: String, supported: String },
+    #[error("field `{field}` must be {expected}, found {found}")]
+    BadField {
+        field: String,
+        expected: String,
+        found: String,
+    },
+    #[error("field `{field}`: {message}")]
+    Inconsistent { field: String, message: String },
+}
+
+/// A content file (GPU catalog, presets, calibration, named scenario) that does not parse.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ContentError {
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: field `{field}` {message}")]
+    Field {
+        file: String,
+        field: String,
+        message: String,
+    },
+}
+
+/// A scenario that cannot be estimated: an input out of range or an unknown name.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ScenarioError {
+    #[error("`{field}`: {message}")]
+    Invalid { field: String, message: String },
+    #[error("unknown {what} `{found}`; known: {known}")]
+    Unknown {
+        what: &'static str,
+        found: String,
+        known: String,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl ScenarioError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ScenarioError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

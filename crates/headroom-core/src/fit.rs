@@ -1,0 +1,83 @@
+//! The largest micro-batch and the longest sequence that fit on the chosen GPU.
+
+use serde::Serialize;
+
+use crate::calibration::Calibration;
+use crate::catalog::Gpu;
+use crate::estimate::estimate_with;
+use crate::model::ModelSpec;
+use crate::scenario::{MAX_MICRO_BATCH, MAX_SEQ, Scenario};
+
+/// What fits: `None` when not even 1 fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Fit {
+    pub max_micro_batch: Option<u32>,
+    pub max_seq: Option<u32>,
+}
+
+fn fits(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> bool {
+    estimate_with("", spec, gpu, cal, scen).verdict.fits
+}
+
+/// Largest `x` in `1..=hi` with `ok(x)`, assuming `ok` is monotone (memory grows with x).
+fn largest(hi: u32, ok: impl Fn(u32) -> bool) -> Option<u32> {
+    if !ok(1) {
+        return None;
+    }
+    // Gallop up, then bisect: about 2 log2(answer) estimates.
+    let mut lo = 1u32;
+    let mut step = 1u32;
+    let mut upper = None;
+    while upper.is_none() {
+        let probe = lo.saturating_add(step).min(hi);
+        if probe == lo {
+            return Some(lo);
+        }
+        if ok(probe) {
+            lo = probe;
+            step = step.saturating_mul(2);
+        } else {
+            upper = Some(probe);
+        }
+    }
+    let mut hi_bad = upper.unwrap_or(hi);
+    while hi_bad - lo > 1 {
+        let mid = lo + (hi_bad - lo) / 2;
+        if ok(mid) { lo = mid } else { hi_bad = mid }
+    }
+    Some(lo)
+}
+
+/// Searches micro-batch (at this sequence length) and sequence length (at this micro-batch).
+pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> Fit {
+    // Learned position tables cap the sequence; rotary models can be stretched.
+    let max_seq_model = if spec.position_embeddings > 0 {
+        (spec.max_positions.min(MAX_SEQ as u64) as u32).max(1)
+    } else {
+        MAX_SEQ
+    };
+    Fit {
+        max_micro_batch: largest(MAX_MICRO_BATCH, |b| {
+            fits(
+                spec,
+                gpu,
+                cal,
+                &Scenario {
+                    micro_batch: b,
+                    ..scen.clone()
+                },
+            )
+        }),
+        max_seq: largest(max_seq_model.max(1), |s| {
+            fits(
+                spec,
+                gpu,
+                cal,
+                &Scenario {
+                    seq: s,
+                    ..scen.clone()
+                },
+            )
+        }),
+    }
+}

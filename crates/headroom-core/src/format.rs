@@ -1,0 +1,45 @@
+//! Byte formatting for people: binary units, fixed decimals, the same on every platform.
+
+/// `1.50 GiB`, `512.0 MiB`, `12 B`.
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v >= 100.0 {
+        format!("{v:.1} {}", UNITS[unit])
+    } else {
+        format!("{v:.2} {}", UNITS[unit])
+    }
+}
+
+/// Signed bytes, for headroom that can be negative.
+pub fn signed_bytes(b: i64) -> String {
+    if b < 0 {
+        format!("-{}", bytes(b.unsigned_abs()))
+    } else {
+        bytes(b as u64)
+    }
+}
+
+/// 8030261248 -> "8.03B", 124439808 -> "124.4M".
+pub fn count(n: u64) -> String {
+    let v = n as f64;
+    if v >= 1e12 {
+        format!("{:.2}T", v / 1e12)
+    } else if v >= 1e9 {
+        format!("{:.2}B", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}K", v / 1e3)
+    } else {
+        n.to_string()
+    }
+}

@@ -1,0 +1,29 @@
+//! Headroom's core: how much GPU memory one training step of a decoder-only transformer needs.
+//!
+//! Pure: no files, clock, randomness or network. Content (GPU catalog, model presets, named
+//! scenarios, calibrations) is embedded at compile time or passed in as text. Compiles for
+//! `wasm32-unknown-unknown` and natively; the CLI, the site and the guides all call
+//! [`estimate`] with the same [`Scenario`] and get the same bytes.
+
+pub mod activations;
+pub mod calibration;
+pub mod catalog;
+pub mod codec;
+pub mod dtype;
+pub mod error;
+pub mod estimate;
+pub mod fit;
+pub mod format;
+pub mod loss;
+pub mod model;
+pub mod optimizer;
+pub mod scenario;
+pub mod states;
+pub mod strategies;
+
+pub use calibration::Calibration;
+pub use catalog::{Gpu, GpuCatalog, Preset, PresetCatalog};
+pub use error::{ConfigError, ContentError, ScenarioError};
+pub use estimate::{Component, Confidence, Estimate, Phase, estimate, estimate_with};
+pub use fit::fit;
+pub use scenario::Scenario;

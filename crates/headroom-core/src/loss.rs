@@ -1,0 +1,75 @@
+//! Logits and the loss: transformers' fp32 upcast and cross-entropy, or a fused chunked loss.
+//!
+//! transformers' `ForCausalLMLoss` does `logits.float()`, then `cross_entropy`, which is
+//! `log_softmax` (saves its fp32 output) plus `nll_loss` (saves the shifted labels).
+
+use crate::dtype::DType;
+use crate::model::ModelSpec;
+use crate::scenario::LossImpl;
+
+/// Memory of the logits and loss for one micro-batch on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LossMemory {
+    /// Logits as lm_head returns them.
+    pub logits: u64,
+    /// Kept through backward: the log_softmax output and the shifted labels (or, fused, the
+    /// precomputed input and weight gradients).
+    pub retained: u64,
+    /// Peak above everything else during the loss forward.
+    pub forward_peak: u64,
+    /// Peak above everything else during the loss backward (before lm_head's backward).
+    pub backward_peak: u64,
+    /// What the loss backward hands to lm_head's backward: the logits' gradient.
+    pub grad_logits: u64,
+}
+
+/// `tokens` positions, vocabulary split over `tp` GPUs (vocab-parallel), logits in `compute`.
+pub fn loss_memory(
+    spec: &ModelSpec,
+    tokens: u64,
+    tp: u64,
+    compute: DType,
+    imp: LossImpl,
+    keep_logits: bool,
+    b: u64,
+) -> LossMemory {
+    let v = spec.vocab.div_ceil(tp);
+    let nv = tokens * v;
+    let c = compute.bytes();
+    // Labels: pad(labels, (0, 1)) is a transient b x (s + 1); the contiguous shift (b x s int64)
+    // is saved by nll_loss.
+    let shifted = tokens * 8;
+    let padded = tokens * 8 + b * 8;
+    match imp {
+        LossImpl::Hf => {
+            let logits = nv * c;
+            let upcast = if compute == DType::F32 { 0 } else { nv * 4 };
+            let log_softmax = nv * 4;
+            let kept = if keep_logits { logits } else { 0 };
+            LossMemory {
+                logits,
+                retained: log_softmax + shifted + kept,
+                // logits + fp32 copy + log_softmax output (+ label copies).
+                forward_peak: logits + upcast + log_softmax + shifted + padded,
+                // nll grad (fp32) + log_softmax grad (fp32) + the saved output, + kept logits.
+                backward_peak: kept + log_softmax + 2 * nv * 4 + shifted,
+                grad_logits: logits,
+            }
+        }
+        LossImpl::Fused => {
+            // Liger FLCE: logits exist one chunk at a time; chunk = next_pow2(ceil(N / ceil(V / h))).
+            let inc = spec.vocab.div_ceil(spec.hidden).max(1);
+            let chunk = tokens.div_ceil(inc).next_power_of_two().min(tokens.max(1));
+            let chunk_bytes = chunk * v * 4;
+            // grad_input (N x h) and grad_weight (V x h) are computed in forward, held to backward.
+            let held = tokens * spec.hidden * c + v * spec.hidden * c;
+            LossMemory {
+                logits: 0,
+                retained: held,
+                forward_peak: held + 2 * chunk_bytes,
+                backward_peak: held,
+                grad_logits: 0,
+            }
+        }
+    }
+}

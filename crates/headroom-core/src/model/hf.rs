@@ -1,0 +1,650 @@
+//! Hugging Face `config.json` to [`ModelSpec`], with transformers' defaults for missing keys.
+//!
+//! Defaults are those of the transformers 5.x configuration classes (`LlamaConfig`,
+//! `GPT2Config`, ...), so a pasted config that leaves a key out means what it means there.
+
+use serde_json::{Map, Value};
+
+use super::spec::{Dropout, Family, MlpKind, ModelSpec, Moe, NormKind};
+use crate::error::ConfigError;
+
+/// The `model_type`s the core understands.
+pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "phi3",
+    "gpt2",
+    "gpt_neox",
+    "opt",
+];
+
+/// Parses `config.json` text.
+pub fn parse_config_json(text: &str) -> Result<ModelSpec, ConfigError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+    from_config_value(&value)
+}
+
+/// Converts an already parsed `config.json`.
+pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
+    let obj = value.as_object().ok_or(ConfigError::NotAnObject)?;
+    let cfg = Cfg(obj);
+    let supported = SUPPORTED_MODEL_TYPES.join(", ");
+    let model_type = match obj.get("model_type") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(ConfigError::BadField {
+                field: "model_type".into(),
+                expected: "a string".into(),
+                found: other.to_string(),
+            });
+        }
+        None => return Err(ConfigError::MissingModelType { supported }),
+    };
+    let spec = match model_type.as_str() {
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => {
+            llama_like(&cfg, &model_type)?
+        }
+        "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
+        "phi3" => phi3(&cfg)?,
+        "gpt2" => gpt2(&cfg)?,
+        "gpt_neox" => gpt_neox(&cfg)?,
+        "opt" => opt(&cfg)?,
+        other => {
+            return Err(ConfigError::UnsupportedModelType {
+                found: other.to_string(),
+                supported,
+            });
+        }
+    };
+    validate(&spec)?;
+    Ok(spec)
+}
+
+/// Typed access to the JSON object, with errors that name the key.
+struct Cfg<'a>(&'a Map<String, Value>);
+
+impl Cfg<'_> {
+    fn present(&self, key: &str) -> Option<&Value> {
+        self.0.get(key).filter(|v| !v.is_null())
+    }
+
+    fn opt_u64(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                // Some configs write integers as floats (e.g. 4096.0); accept exact ones.
+                Some(n) => Ok(Some(n)),
+                None => match v.as_f64() {
+                    Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok(Some(f as u64)),
+                    _ => Err(bad(key, "a non-negative integer", v)),
+                },
+            },
+        }
+    }
+
+    fn u64_or(&self, key: &str, default: u64) -> Result<u64, ConfigError> {
+        Ok(self.opt_u64(key)?.unwrap_or(default))
+    }
+
+    fn f64_or(&self, key: &str, default: f64) -> Result<f64, ConfigError> {
+        match self.present(key) {
+            None => Ok(default),
+            Some(v) => v.as_f64().ok_or_else(|| bad(key, "a number", v)),
+        }
+    }
+
+    fn bool_or(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.present(key) {
+            None => Ok(default),
+            Some(v) => v.as_bool().ok_or_else(|| bad(key, "true or false", v)),
+        }
+    }
+
+    fn str_or(&self, key: &str, default: &str) -> Result<String, ConfigError> {
+        match self.present(key) {
+            None => Ok(default.to_string()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v) => Err(bad(key, "a string", v)),
+        }
+    }
+
+    /// Length of a list-valued key such as `mlp_only_layers`, with its entries checked.
+    fn index_list(&self, key: &str, layers: u64) -> Result<Vec<u64>, ConfigError> {
+        match self.present(key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v.as_u64() {
+                    Some(i) if i < layers => Ok(i),
+                    _ => Err(bad(
+                        key,
+                        &format!("a list of layer indices below {layers}"),
+                        v,
+                    )),
+                })
+                .collect(),
+            Some(v) => Err(bad(key, "a list of layer indices", v)),
+        }
+    }
+}
+
+fn bad(key: &str, expected: &str, found: &Value) -> ConfigError {
+    let mut shown = found.to_string();
+    if shown.len() > 40 {
+        shown.truncate(40);
+        shown.push_str("...");
+    }
+    ConfigError::BadField {
+        field: key.to_string(),
+        expected: expected.to_string(),
+        found: shown,
+    }
+}
+
+/// Defaults of a config class: (vocab, hidden, intermediate, layers, heads, kv heads or 0 for "= heads").
+struct Defaults {
+    vocab: u64,
+    hidden: u64,
+    intermediate: u64,
+    layers: u64,
+    heads: u64,
+    kv_heads: u64,
+    max_positions: u64,
+    tie: bool,
+}
+
+fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
+    let d = match model_type {
+        "llama" => Defaults {
+            vocab: 32000,
+            hidden: 4096,
+            intermediate: 11008,
+            layers: 32,
+            heads: 32,
+            kv_heads: 0,
+            max_positions: 2048,
+            tie: false,
+        },
+        "mistral" => Defaults {
+            vocab: 32000,
+            hidden: 4096,
+            intermediate: 14336,
+            layers: 32,
+            heads: 32,
+            kv_heads: 8,
+            max_positions: 131072,
+            tie: false,
+        },
+        "mixtral" => Defaults {
+            vocab: 32000,
+            hidden: 4096,
+            intermediate: 14336,
+            layers: 32,
+            heads: 32,
+            kv_heads: 8,
+            max_positions: 131072,
+            tie: false,
+        },
+        "qwen2" => Defaults {
+            vocab: 151936,
+            hidden: 4096,
+            intermediate: 22016,
+            layers: 32,
+            heads: 32,
+            kv_heads: 32,
+            max_positions: 32768,
+            tie: false,
+        },
+        "qwen2_moe" => Defaults {
+            vocab: 151936,
+            hidden: 2048,
+            intermediate: 5632,
+            layers: 24,
+            heads: 16,
+            kv_heads: 16,
+            max_positions: 32768,
+            tie: false,
+        },
+        "qwen3" => Defaults {
+            vocab: 151936,
+            hidden: 4096,
+            intermediate: 22016,
+            layers: 32,
+            heads: 32,
+            kv_heads: 32,
+            max_positions: 32768,
+            tie: false,
+        },
+        // qwen3_moe
+        _ => Defaults {
+            vocab: 151936,
+            hidden: 2048,
+            intermediate: 6144,
+            layers: 24,
+            heads: 32,
+            kv_heads: 4,
+            max_positions: 32768,
+            tie: false,
+        },
+    };
+    let hidden = cfg.u64_or("hidden_size", d.hidden)?;
+    let heads = cfg.u64_or("num_attention_heads", d.heads)?;
+    nonzero("num_attention_heads", heads)?;
+    let kv_default = if d.kv_heads == 0 { heads } else { d.kv_heads };
+    let kv_heads = cfg.u64_or("num_key_value_heads", kv_default)?;
+    let head_dim_default = if model_type == "qwen3" || model_type == "qwen3_moe" {
+        128
+    } else {
+        hidden / heads
+    };
+    let head_dim = cfg.u64_or("head_dim", head_dim_default)?;
+    let layers = cfg.u64_or("num_hidden_layers", d.layers)?;
+    let qwen2ish = model_type == "qwen2" || model_type == "qwen2_moe";
+    // Qwen2 puts biases on q, k and v only; Llama's `attention_bias` covers q, k, v and o.
+    let attention_bias = cfg.bool_or("attention_bias", false)?;
+    let (qkv_bias, o_bias) = if qwen2ish {
+        (cfg.bool_or("qkv_bias", true)?, false)
+    } else {
+        (attention_bias, attention_bias)
+    };
+    let moe = match model_type {
+        "mixtral" => Some(Moe {
+            experts: cfg.u64_or("num_local_experts", 8)?,
+            top_k: cfg.u64_or("num_experts_per_tok", 2)?,
+            expert_intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
+            shared_intermediate: 0,
+            shared_gate: false,
+            sparse_layers: layers,
+        }),
+        "qwen2_moe" | "qwen3_moe" => {
+            let qwen2 = model_type == "qwen2_moe";
+            let experts = cfg.u64_or("num_experts", if qwen2 { 60 } else { 128 })?;
+            let step = cfg.u64_or("decoder_sparse_step", 1)?;
+            let dense_only = cfg.index_list("mlp_only_layers", layers)?;
+            // transformers: a layer is sparse when it is not listed in `mlp_only_layers`,
+            // experts > 0 and (index + 1) % decoder_sparse_step == 0.
+            let sparse_layers = (0..layers)
+                .filter(|i| {
+                    !dense_only.contains(i) && experts > 0 && step > 0 && (i + 1) % step == 0
+                })
+                .count() as u64;
+            Some(Moe {
+                experts,
+                top_k: cfg.u64_or("num_experts_per_tok", if qwen2 { 4 } else { 8 })?,
+                expert_intermediate: cfg
+                    .u64_or("moe_intermediate_size", if qwen2 { 1408 } else { 768 })?,
+                shared_intermediate: if qwen2 {
+                    cfg.u64_or("shared_expert_intermediate_size", 5632)?
+                } else {
+                    0
+                },
+                shared_gate: qwen2,
+                sparse_layers,
+            })
+        }
+        _ => None,
+    };
+    let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
+    let sliding_window = if qwen2ish || model_type == "qwen3" || model_type == "qwen3_moe" {
+        if cfg.bool_or("use_sliding_window", false)? {
+            cfg.opt_u64("sliding_window")?
+        } else {
+            None
+        }
+    } else if model_type == "mistral" {
+        // MistralConfig defaults sliding_window to 4096; an explicit null disables it.
+        match cfg.0.get("sliding_window") {
+            Some(Value::Null) => None,
+            None => Some(4096),
+            Some(_) => cfg.opt_u64("sliding_window")?,
+        }
+    } else {
+        cfg.opt_u64("sliding_window")?
+    };
+    Ok(ModelSpec {
+        model_type: model_type.to_string(),
+        family: Family::Llama,
+        vocab: cfg.u64_or("vocab_size", d.vocab)?,
+        hidden,
+        layers,
+        heads,
+        kv_heads,
+        head_dim,
+        intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
+        mlp: MlpKind::Gated,
+        activation: cfg.str_or("hidden_act", "silu")?,
+        norm: NormKind::RmsNorm,
+        norms_per_layer: 2,
+        qk_norm: model_type == "qwen3" || model_type == "qwen3_moe",
+        qkv_bias,
+        o_bias,
+        mlp_bias: if model_type == "llama" {
+            cfg.bool_or("mlp_bias", false)?
+        } else {
+            false
+        },
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", d.tie)?,
+        position_embeddings: 0,
+        embed_proj_dim: hidden,
+        moe,
+        final_norm: true,
+        dropout: Dropout {
+            attention: attention_dropout,
+            residual: 0.0,
+            embedding: 0.0,
+        },
+        max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
+        sliding_window,
+    })
+}
+
+fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
+    let d = match model_type {
+        "gemma" => Defaults {
+            vocab: 256000,
+            hidden: 3072,
+            intermediate: 24576,
+            layers: 28,
+            heads: 16,
+            kv_heads: 16,
+            max_positions: 8192,
+            tie: true,
+        },
+        "gemma2" => Defaults {
+            vocab: 256000,
+            hidden: 2304,
+            intermediate: 9216,
+            layers: 26,
+            heads: 8,
+            kv_heads: 4,
+            max_positions: 8192,
+            tie: true,
+        },
+        _ => Defaults {
+            vocab: 262208,
+            hidden: 2304,
+            intermediate: 9216,
+            layers: 26,
+            heads: 8,
+            kv_heads: 4,
+            max_positions: 131072,
+            tie: true,
+        },
+    };
+    let hidden = cfg.u64_or("hidden_size", d.hidden)?;
+    let heads = cfg.u64_or("num_attention_heads", d.heads)?;
+    nonzero("num_attention_heads", heads)?;
+    let v1 = model_type == "gemma";
+    let act_default = "gelu_pytorch_tanh";
+    let activation = match cfg.present("hidden_activation") {
+        Some(_) => cfg.str_or("hidden_activation", act_default)?,
+        None => cfg.str_or("hidden_act", act_default)?,
+    };
+    let attention_bias = cfg.bool_or("attention_bias", false)?;
+    Ok(ModelSpec {
+        model_type: model_type.to_string(),
+        family: Family::Gemma,
+        vocab: cfg.u64_or("vocab_size", d.vocab)?,
+        hidden,
+        layers: cfg.u64_or("num_hidden_layers", d.layers)?,
+        heads,
+        kv_heads: cfg.u64_or("num_key_value_heads", d.kv_heads)?,
+        head_dim: cfg.u64_or("head_dim", 256)?,
+        intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
+        mlp: MlpKind::Gated,
+        activation,
+        norm: NormKind::RmsNorm,
+        norms_per_layer: if v1 { 2 } else { 4 },
+        qk_norm: model_type == "gemma3_text",
+        qkv_bias: attention_bias,
+        o_bias: attention_bias,
+        mlp_bias: false,
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", d.tie)?,
+        position_embeddings: 0,
+        embed_proj_dim: hidden,
+        moe: None,
+        final_norm: true,
+        dropout: Dropout {
+            attention: cfg.f64_or("attention_dropout", 0.0)?,
+            residual: 0.0,
+            embedding: 0.0,
+        },
+        max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
+        sliding_window: if v1 {
+            None
+        } else {
+            cfg.opt_u64("sliding_window")?.or(Some(4096))
+        },
+    })
+}
+
+fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let hidden = cfg.u64_or("hidden_size", 3072)?;
+    let heads = cfg.u64_or("num_attention_heads", 32)?;
+    nonzero("num_attention_heads", heads)?;
+    Ok(ModelSpec {
+        model_type: "phi3".into(),
+        family: Family::Phi3,
+        vocab: cfg.u64_or("vocab_size", 32064)?,
+        hidden,
+        layers: cfg.u64_or("num_hidden_layers", 32)?,
+        heads,
+        kv_heads: cfg.u64_or("num_key_value_heads", heads)?,
+        head_dim: cfg.u64_or("head_dim", hidden / heads)?,
+        intermediate: cfg.u64_or("intermediate_size", 8192)?,
+        mlp: MlpKind::Gated,
+        activation: cfg.str_or("hidden_act", "silu")?,
+        norm: NormKind::RmsNorm,
+        norms_per_layer: 2,
+        qk_norm: false,
+        qkv_bias: false,
+        o_bias: false,
+        mlp_bias: false,
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", false)?,
+        position_embeddings: 0,
+        embed_proj_dim: hidden,
+        moe: None,
+        final_norm: true,
+        dropout: Dropout {
+            attention: cfg.f64_or("attention_dropout", 0.0)?,
+            residual: cfg.f64_or("resid_pdrop", 0.0)?,
+            embedding: cfg.f64_or("embd_pdrop", 0.0)?,
+        },
+        max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
+        sliding_window: cfg.opt_u64("sliding_window")?,
+    })
+}
+
+fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let hidden = cfg.u64_or("n_embd", 768)?;
+    let heads = cfg.u64_or("n_head", 12)?;
+    nonzero("n_head", heads)?;
+    Ok(ModelSpec {
+        model_type: "gpt2".into(),
+        family: Family::Gpt2,
+        vocab: cfg.u64_or("vocab_size", 50257)?,
+        hidden,
+        layers: cfg.u64_or("n_layer", 12)?,
+        heads,
+        kv_heads: heads,
+        head_dim: hidden / heads,
+        intermediate: cfg.u64_or("n_inner", 4 * hidden)?,
+        mlp: MlpKind::Plain,
+        activation: cfg.str_or("activation_function", "gelu_new")?,
+        norm: NormKind::LayerNorm,
+        norms_per_layer: 2,
+        qk_norm: false,
+        qkv_bias: true,
+        o_bias: true,
+        mlp_bias: true,
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", true)?,
+        position_embeddings: cfg.u64_or("n_positions", 1024)?,
+        embed_proj_dim: hidden,
+        moe: None,
+        final_norm: true,
+        dropout: Dropout {
+            attention: cfg.f64_or("attn_pdrop", 0.1)?,
+            residual: cfg.f64_or("resid_pdrop", 0.1)?,
+            embedding: cfg.f64_or("embd_pdrop", 0.1)?,
+        },
+        max_positions: cfg.u64_or("n_positions", 1024)?,
+        sliding_window: None,
+    })
+}
+
+fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let hidden = cfg.u64_or("hidden_size", 6144)?;
+    let heads = cfg.u64_or("num_attention_heads", 64)?;
+    nonzero("num_attention_heads", heads)?;
+    let bias = cfg.bool_or("attention_bias", true)?;
+    Ok(ModelSpec {
+        model_type: "gpt_neox".into(),
+        family: Family::GptNeox,
+        vocab: cfg.u64_or("vocab_size", 50432)?,
+        hidden,
+        layers: cfg.u64_or("num_hidden_layers", 44)?,
+        heads,
+        kv_heads: heads,
+        head_dim: hidden / heads,
+        intermediate: cfg.u64_or("intermediate_size", 24576)?,
+        mlp: MlpKind::Plain,
+        activation: cfg.str_or("hidden_act", "gelu")?,
+        norm: NormKind::LayerNorm,
+        norms_per_layer: 2,
+        qk_norm: false,
+        qkv_bias: bias,
+        o_bias: bias,
+        mlp_bias: true,
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", false)?,
+        position_embeddings: 0,
+        embed_proj_dim: hidden,
+        moe: None,
+        final_norm: true,
+        dropout: Dropout {
+            attention: cfg.f64_or("attention_dropout", 0.0)?,
+            residual: cfg.f64_or("hidden_dropout", 0.0)?,
+            embedding: 0.0,
+        },
+        max_positions: cfg.u64_or("max_position_embeddings", 2048)?,
+        sliding_window: None,
+    })
+}
+
+fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let hidden = cfg.u64_or("hidden_size", 768)?;
+    let heads = cfg.u64_or("num_attention_heads", 12)?;
+    nonzero("num_attention_heads", heads)?;
+    let bias = cfg.bool_or("enable_bias", true)?;
+    let max_positions = cfg.u64_or("max_position_embeddings", 2048)?;
+    let final_norm = cfg.bool_or("do_layer_norm_before", true)?
+        && !cfg.bool_or("_remove_final_layer_norm", false)?;
+    Ok(ModelSpec {
+        model_type: "opt".into(),
+        family: Family::Opt,
+        vocab: cfg.u64_or("vocab_size", 50272)?,
+        hidden,
+        layers: cfg.u64_or("num_hidden_layers", 12)?,
+        heads,
+        kv_heads: heads,
+        head_dim: hidden / heads,
+        intermediate: cfg.u64_or("ffn_dim", 3072)?,
+        mlp: MlpKind::Plain,
+        activation: cfg.str_or("activation_function", "relu")?,
+        norm: NormKind::LayerNorm,
+        norms_per_layer: 2,
+        qk_norm: false,
+        qkv_bias: bias,
+        o_bias: bias,
+        mlp_bias: bias,
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", true)?,
+        // OPT's learned positions carry an offset of 2 rows.
+        position_embeddings: max_positions + 2,
+        embed_proj_dim: cfg.u64_or("word_embed_proj_dim", hidden)?,
+        moe: None,
+        final_norm,
+        dropout: Dropout {
+            attention: cfg.f64_or("attention_dropout", 0.0)?,
+            residual: cfg.f64_or("dropout", 0.1)?,
+            embedding: 0.0,
+        },
+        max_positions,
+        sliding_window: None,
+    })
+}
+
+fn nonzero(field: &str, value: u64) -> Result<(), ConfigError> {
+    if value == 0 {
+        return Err(ConfigError::BadField {
+            field: field.into(),
+            expected: "a positive integer".into(),
+            found: "0".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Rejects configs whose sizes cannot describe a real model, so no formula divides by zero
+/// or overflows.
+fn validate(s: &ModelSpec) -> Result<(), ConfigError> {
+    const MAX: u64 = 1 << 24;
+    let dims = [
+        ("vocab_size", s.vocab),
+        ("hidden_size", s.hidden),
+        ("num_hidden_layers", s.layers),
+        ("num_attention_heads", s.heads),
+        ("num_key_value_heads", s.kv_heads),
+        ("head_dim", s.head_dim),
+        ("intermediate_size", s.intermediate),
+    ];
+    for (field, v) in dims {
+        if v == 0 || v > MAX {
+            return Err(ConfigError::BadField {
+                field: field.into(),
+                expected: format!("an integer from 1 to {MAX}"),
+                found: v.to_string(),
+            });
+        }
+    }
+    if s.heads % s.kv_heads != 0 {
+        return Err(ConfigError::Inconsistent {
+            field: "num_key_value_heads".into(),
+            message: format!(
+                "must divide num_attention_heads ({}), found {}",
+                s.heads, s.kv_heads
+            ),
+        });
+    }
+    for (field, p) in [
+        ("attention_dropout", s.dropout.attention),
+        ("resid_pdrop", s.dropout.residual),
+        ("embd_pdrop", s.dropout.embedding),
+    ] {
+        if !(0.0..1.0).contains(&p) {
+            return Err(ConfigError::BadField {
+                field: field.into(),
+                expected: "a probability in [0, 1)".into(),
+                found: p.to_string(),
+            });
+        }
+    }
+    if let Some(m) = &s.moe
+        && (m.experts == 0 || m.top_k == 0 || m.top_k > m.experts || m.experts > 4096)
+    {
+        return Err(ConfigError::Inconsistent {
+            field: "num_experts_per_tok".into(),
+            message: format!(
+                "must be between 1 and the number of experts ({})",
+                m.experts
+            ),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! Models: the normalized spec, Hugging Face config parsing and the parameter inventory.
+
+pub mod hf;
+pub mod params;
+pub mod spec;
+
+pub use hf::{SUPPORTED_MODEL_TYPES, from_config_value, parse_config_json};
+pub use params::{ParamInventory, ParamTensor, Scope, inventory};
+pub use spec::{Dropout, Family, MlpKind, ModelSpec, Moe, NormKind};

@@ -1,0 +1,412 @@
+//! The parameter inventory of a model: every weight tensor, its shape and where it sits.
+//!
+//! Counts equal transformers' `model.num_parameters()` for the same config: tied embeddings
+//! count once, biases and norms are included, MoE counts every expert.
+
+use serde::Serialize;
+
+use super::spec::{Family, MlpKind, ModelSpec, NormKind};
+
+/// Where a parameter tensor lives, which decides how many copies exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Once per model (embeddings, final norm, lm_head).
+    Model,
+    /// Once in every decoder layer.
+    Layer,
+    /// Once in every layer with a dense MLP.
+    DenseLayer,
+    /// Once in every layer with a sparse (MoE) MLP.
+    SparseLayer,
+}
+
+/// One parameter tensor (or a stack of identical ones, e.g. the experts of a layer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParamTensor {
+    /// Module path as in transformers, with `*` for the layer index.
+    pub name: String,
+    /// Input features of a Linear (columns of its weight); 1 for vectors and embeddings' rows.
+    pub d_in: u64,
+    /// Output features (rows), or the length of a vector.
+    pub d_out: u64,
+    /// Identical copies inside the scope (experts of a layer).
+    pub copies: u64,
+    pub scope: Scope,
+    /// The Linear module name LoRA targets by (`q_proj`, `c_attn`, ...), if it is one.
+    pub linear: Option<&'static str>,
+    /// Whether this is a matrix that quantization (QLoRA) replaces.
+    pub quantizable: bool,
+}
+
+impl ParamTensor {
+    pub fn numel(&self) -> u64 {
+        self.d_in * self.d_out * self.copies
+    }
+}
+
+/// Every parameter tensor of a model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParamInventory {
+    pub tensors: Vec<ParamTensor>,
+    pub dense_layers: u64,
+    pub sparse_layers: u64,
+}
+
+impl ParamInventory {
+    fn multiplicity(&self, scope: Scope) -> u64 {
+        match scope {
+            Scope::Model => 1,
+            Scope::Layer => self.dense_layers + self.sparse_layers,
+            Scope::DenseLayer => self.dense_layers,
+            Scope::SparseLayer => self.sparse_layers,
+        }
+    }
+
+    /// Total parameters, equal to transformers' `num_parameters()`.
+    pub fn total(&self) -> u64 {
+        self.tensors
+            .iter()
+            .map(|t| t.numel() * self.multiplicity(t.scope))
+            .sum()
+    }
+
+    /// Parameters of the tensors that `keep` selects, over all layers.
+    pub fn sum_where(&self, keep: impl Fn(&ParamTensor) -> bool) -> u64 {
+        self.tensors
+            .iter()
+            .filter(|t| keep(t))
+            .map(|t| t.numel() * self.multiplicity(t.scope))
+            .sum()
+    }
+
+    /// Parameters of one decoder layer (the largest kind when MoE and dense layers mix).
+    pub fn per_layer(&self) -> u64 {
+        let common: u64 = self.scoped(Scope::Layer);
+        let dense = if self.dense_layers > 0 {
+            self.scoped(Scope::DenseLayer)
+        } else {
+            0
+        };
+        let sparse = if self.sparse_layers > 0 {
+            self.scoped(Scope::SparseLayer)
+        } else {
+            0
+        };
+        common + dense.max(sparse)
+    }
+
+    /// Parameters outside the decoder layers (embeddings, final norm, lm_head).
+    pub fn outside_layers(&self) -> u64 {
+        self.scoped(Scope::Model)
+    }
+
+    fn scoped(&self, scope: Scope) -> u64 {
+        self.tensors
+            .iter()
+            .filter(|t| t.scope == scope)
+            .map(ParamTensor::numel)
+            .sum()
+    }
+
+    /// The largest single tensor (DeepSpeed ZeRO-3 gathers at least this much at once).
+    pub fn largest_tensor(&self) -> u64 {
+        self.tensors
+            .iter()
+            .map(|t| t.d_in * t.d_out)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Linear layers LoRA can target, each with (d_in, d_out, copies per layer).
+    pub fn linears(&self) -> impl Iterator<Item = &ParamTensor> {
+        self.tensors.iter().filter(|t| t.linear.is_some())
+    }
+}
+
+struct Builder {
+    tensors: Vec<ParamTensor>,
+}
+
+impl Builder {
+    fn linear(
+        &mut self,
+        scope: Scope,
+        name: &'static str,
+        path: &str,
+        d_in: u64,
+        d_out: u64,
+        bias: bool,
+    ) {
+        self.push(ParamTensor {
+            name: format!("{path}.weight"),
+            d_in,
+            d_out,
+            copies: 1,
+            scope,
+            linear: Some(name),
+            quantizable: true,
+        });
+        if bias {
+            self.vector(scope, &format!("{path}.bias"), d_out);
+        }
+    }
+
+    fn experts(&mut self, path: &str, experts: u64, hidden: u64, inter: u64) {
+        for (name, d_in, d_out) in [
+            ("gate_proj", hidden, inter),
+            ("up_proj", hidden, inter),
+            ("down_proj", inter, hidden),
+        ] {
+            self.push(ParamTensor {
+                name: format!("{path}.experts.*.{name}.weight"),
+                d_in,
+                d_out,
+                copies: experts,
+                scope: Scope::SparseLayer,
+                linear: Some(name),
+                quantizable: true,
+            });
+        }
+    }
+
+    fn vector(&mut self, scope: Scope, name: &str, len: u64) {
+        self.push(ParamTensor {
+            name: name.to_string(),
+            d_in: 1,
+            d_out: len,
+            copies: 1,
+            scope,
+            linear: None,
+            quantizable: false,
+        });
+    }
+
+    fn norm(&mut self, scope: Scope, name: &str, len: u64, kind: NormKind) {
+        self.vector(scope, &format!("{name}.weight"), len);
+        if kind == NormKind::LayerNorm {
+            self.vector(scope, &format!("{name}.bias"), len);
+        }
+    }
+
+    fn embedding(&mut self, name: &str, rows: u64, dim: u64) {
+        self.push(ParamTensor {
+            name: name.to_string(),
+            d_in: dim,
+            d_out: rows,
+            copies: 1,
+            scope: Scope::Model,
+            linear: None,
+            quantizable: false,
+        });
+    }
+
+    fn push(&mut self, t: ParamTensor) {
+        self.tensors.push(t);
+    }
+}
+
+/// Builds the inventory of `spec`, module by module as transformers lays it out.
+pub fn inventory(spec: &ModelSpec) -> ParamInventory {
+    let mut b = Builder {
+        tensors: Vec::new(),
+    };
+    let h = spec.hidden;
+    let (q, kv) = (spec.q_dim(), spec.kv_dim());
+    let f = spec.intermediate;
+    let l = Scope::Layer;
+    match spec.family {
+        Family::Llama | Family::Gemma | Family::Phi3 => {
+            b.embedding("model.embed_tokens.weight", spec.vocab, h);
+            if spec.family == Family::Phi3 {
+                b.linear(
+                    l,
+                    "qkv_proj",
+                    "self_attn.qkv_proj",
+                    h,
+                    q + 2 * kv,
+                    spec.qkv_bias,
+                );
+            } else {
+                b.linear(l, "q_proj", "self_attn.q_proj", h, q, spec.qkv_bias);
+                b.linear(l, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
+                b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
+            }
+            b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
+            if spec.qk_norm {
+                b.vector(l, "self_attn.q_norm.weight", spec.head_dim);
+                b.vector(l, "self_attn.k_norm.weight", spec.head_dim);
+            }
+            let norm_names: &[&str] = if spec.norms_per_layer == 4 {
+                &[
+                    "input_layernorm",
+                    "post_attention_layernorm",
+                    "pre_feedforward_layernorm",
+                    "post_feedforward_layernorm",
+                ]
+            } else {
+                &["input_layernorm", "post_attention_layernorm"]
+            };
+            for n in norm_names {
+                b.norm(l, n, h, NormKind::RmsNorm);
+            }
+            let dense = Scope::DenseLayer;
+            if spec.family == Family::Phi3 {
+                b.linear(
+                    dense,
+                    "gate_up_proj",
+                    "mlp.gate_up_proj",
+                    h,
+                    2 * f,
+                    spec.mlp_bias,
+                );
+            } else {
+                b.linear(dense, "gate_proj", "mlp.gate_proj", h, f, spec.mlp_bias);
+                b.linear(dense, "up_proj", "mlp.up_proj", h, f, spec.mlp_bias);
+            }
+            b.linear(dense, "down_proj", "mlp.down_proj", f, h, spec.mlp_bias);
+            if let Some(m) = &spec.moe {
+                let s = Scope::SparseLayer;
+                b.push(ParamTensor {
+                    name: "mlp.gate.weight".into(),
+                    d_in: h,
+                    d_out: m.experts,
+                    copies: 1,
+                    scope: s,
+                    linear: None,
+                    quantizable: false,
+                });
+                b.experts("mlp", m.experts, h, m.expert_intermediate);
+                if m.shared_intermediate > 0 {
+                    let si = m.shared_intermediate;
+                    b.linear(s, "gate_proj", "mlp.shared_expert.gate_proj", h, si, false);
+                    b.linear(s, "up_proj", "mlp.shared_expert.up_proj", h, si, false);
+                    b.linear(s, "down_proj", "mlp.shared_expert.down_proj", si, h, false);
+                }
+                if m.shared_gate {
+                    b.push(ParamTensor {
+                        name: "mlp.shared_expert_gate.weight".into(),
+                        d_in: h,
+                        d_out: 1,
+                        copies: 1,
+                        scope: s,
+                        linear: None,
+                        quantizable: false,
+                    });
+                }
+            }
+            b.norm(Scope::Model, "model.norm", h, NormKind::RmsNorm);
+        }
+        Family::Gpt2 => {
+            b.embedding("transformer.wte.weight", spec.vocab, h);
+            b.embedding("transformer.wpe.weight", spec.position_embeddings, h);
+            b.norm(l, "ln_1", h, NormKind::LayerNorm);
+            b.linear(l, "c_attn", "attn.c_attn", h, 3 * h, true);
+            b.linear(l, "c_proj", "attn.c_proj", h, h, true);
+            b.norm(l, "ln_2", h, NormKind::LayerNorm);
+            b.linear(l, "c_fc", "mlp.c_fc", h, f, true);
+            b.linear(l, "c_proj", "mlp.c_proj", f, h, true);
+            b.norm(Scope::Model, "transformer.ln_f", h, NormKind::LayerNorm);
+        }
+        Family::GptNeox => {
+            b.embedding("gpt_neox.embed_in.weight", spec.vocab, h);
+            b.norm(l, "input_layernorm", h, NormKind::LayerNorm);
+            b.norm(l, "post_attention_layernorm", h, NormKind::LayerNorm);
+            b.linear(
+                l,
+                "query_key_value",
+                "attention.query_key_value",
+                h,
+                3 * h,
+                spec.qkv_bias,
+            );
+            b.linear(l, "dense", "attention.dense", h, h, spec.o_bias);
+            b.linear(l, "dense_h_to_4h", "mlp.dense_h_to_4h", h, f, true);
+            b.linear(l, "dense_4h_to_h", "mlp.dense_4h_to_h", f, h, true);
+            b.norm(
+                Scope::Model,
+                "gpt_neox.final_layer_norm",
+                h,
+                NormKind::LayerNorm,
+            );
+        }
+        Family::Opt => {
+            let p = spec.embed_proj_dim;
+            b.embedding("model.decoder.embed_tokens.weight", spec.vocab, p);
+            b.embedding(
+                "model.decoder.embed_positions.weight",
+                spec.position_embeddings,
+                h,
+            );
+            if p != h {
+                b.linear(
+                    Scope::Model,
+                    "project_out",
+                    "model.decoder.project_out",
+                    h,
+                    p,
+                    false,
+                );
+                b.linear(
+                    Scope::Model,
+                    "project_in",
+                    "model.decoder.project_in",
+                    p,
+                    h,
+                    false,
+                );
+            }
+            for (name, path) in [
+                ("q_proj", "self_attn.q_proj"),
+                ("k_proj", "self_attn.k_proj"),
+                ("v_proj", "self_attn.v_proj"),
+                ("out_proj", "self_attn.out_proj"),
+            ] {
+                b.linear(l, name, path, h, h, spec.qkv_bias);
+            }
+            b.norm(l, "self_attn_layer_norm", h, NormKind::LayerNorm);
+            b.linear(l, "fc1", "fc1", h, f, spec.mlp_bias);
+            b.linear(l, "fc2", "fc2", f, h, spec.mlp_bias);
+            b.norm(l, "final_layer_norm", h, NormKind::LayerNorm);
+            // OPT-350m (post-norm layers) has no final layer norm.
+            if spec.final_norm {
+                b.norm(
+                    Scope::Model,
+                    "model.decoder.final_layer_norm",
+                    h,
+                    NormKind::LayerNorm,
+                );
+            }
+        }
+    }
+    if !spec.tie_embeddings {
+        let dim = if spec.family == Family::Opt {
+            spec.embed_proj_dim
+        } else {
+            h
+        };
+        b.push(ParamTensor {
+            name: "lm_head.weight".into(),
+            d_in: dim,
+            d_out: spec.vocab,
+            copies: 1,
+            scope: Scope::Model,
+            linear: None,
+            quantizable: false,
+        });
+    }
+    let sparse = spec.moe.as_ref().map_or(0, |m| m.sparse_layers);
+    ParamInventory {
+        tensors: b.tensors,
+        dense_layers: spec.layers - sparse,
+        sparse_layers: sparse,
+    }
+}
+
+/// The MLP kind check used by the activation formulas (kept here so both read one place).
+pub fn mlp_matrices(spec: &ModelSpec) -> u64 {
+    match spec.mlp {
+        MlpKind::Gated => 3,
+        MlpKind::Plain => 2,
+    }
+}

@@ -1,0 +1,130 @@
+//! The normalized description of a decoder-only transformer that every formula reads.
+
+use serde::{Deserialize, Serialize};
+
+/// How a family lays out its decoder layer; decides which tensors exist and what they save.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Llama, Mistral, Mixtral, Qwen2/3 (+MoE): RMSNorm, RoPE, gated MLP, separate q/k/v.
+    Llama,
+    /// Gemma 1/2/3: Llama-like with GeGLU, scaled embeddings, (1 + w) RMSNorm, extra norms.
+    Gemma,
+    /// Phi-3: fused qkv and fused gate/up projections.
+    Phi3,
+    /// GPT-2: Conv1D projections, LayerNorm, learned positions, GELU MLP, dropout.
+    Gpt2,
+    /// GPT-NeoX / Pythia: fused qkv, parallel residual, partial rotary, GELU MLP.
+    GptNeox,
+    /// OPT: LayerNorm, learned positions (offset 2), ReLU MLP, optional projections.
+    Opt,
+}
+
+/// The normalization layer a family uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormKind {
+    RmsNorm,
+    LayerNorm,
+}
+
+/// The MLP's shape: gated (SwiGLU/GeGLU, three matrices) or plain (two matrices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MlpKind {
+    Gated,
+    Plain,
+}
+
+/// Mixture-of-experts layout of the MLP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moe {
+    pub experts: u64,
+    pub top_k: u64,
+    /// Intermediate size of one routed expert.
+    pub expert_intermediate: u64,
+    /// Intermediate size of the always-on shared expert (Qwen2-MoE), 0 if none.
+    pub shared_intermediate: u64,
+    /// Whether the shared expert has a sigmoid gate (Qwen2-MoE: a Linear(h, 1)).
+    pub shared_gate: bool,
+    /// Number of layers whose MLP is sparse; the rest use a dense MLP of `intermediate`.
+    pub sparse_layers: u64,
+}
+
+/// Dropout probabilities the model applies in training (0 where a family has none).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Dropout {
+    /// On the attention probabilities.
+    pub attention: f64,
+    /// On the attention and MLP outputs before the residual add.
+    pub residual: f64,
+    /// On the embedding output.
+    pub embedding: f64,
+}
+
+/// A decoder-only transformer, normalized from its `config.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub model_type: String,
+    pub family: Family,
+    pub vocab: u64,
+    pub hidden: u64,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    /// Dense MLP intermediate size.
+    pub intermediate: u64,
+    pub mlp: MlpKind,
+    /// Hugging Face activation name (`silu`, `gelu_new`, `gelu_pytorch_tanh`, `relu`, ...).
+    pub activation: String,
+    pub norm: NormKind,
+    /// Norm layers inside one decoder layer (2 for most, 4 for Gemma 2/3).
+    pub norms_per_layer: u64,
+    /// Per-head RMSNorm on q and k (Qwen3, Gemma 3).
+    pub qk_norm: bool,
+    pub qkv_bias: bool,
+    pub o_bias: bool,
+    pub mlp_bias: bool,
+    pub tie_embeddings: bool,
+    /// Rows of a learned position embedding (GPT-2, OPT), 0 with rotary embeddings.
+    pub position_embeddings: u64,
+    /// OPT's `word_embed_proj_dim` when it differs from `hidden` (adds project_in/out).
+    pub embed_proj_dim: u64,
+    pub moe: Option<Moe>,
+    /// Whether a norm follows the last layer (OPT-350m, with post-norm layers, has none).
+    pub final_norm: bool,
+    pub dropout: Dropout,
+    pub max_positions: u64,
+    /// Sliding-window attention size, if the model uses one.
+    pub sliding_window: Option<u64>,
+}
+
+impl ModelSpec {
+    /// Width of all query heads together.
+    pub fn q_dim(&self) -> u64 {
+        self.heads * self.head_dim
+    }
+
+    /// Width of all key (or value) heads together.
+    pub fn kv_dim(&self) -> u64 {
+        self.kv_heads * self.head_dim
+    }
+
+    /// Layers whose MLP is dense (all of them for non-MoE models).
+    pub fn dense_layers(&self) -> u64 {
+        self.layers - self.moe.as_ref().map_or(0, |m| m.sparse_layers)
+    }
+
+    /// A short human description, e.g. "llama, 32 layers, hidden 4096, 32/8 heads".
+    pub fn summary(&self) -> String {
+        let moe = match &self.moe {
+            Some(m) => format!(", {} experts top-{}", m.experts, m.top_k),
+            None => String::new(),
+        };
+        format!(
+            "{}, {} layers, hidden {}, {}/{} heads, vocab {}{}",
+            self.model_type, self.layers, self.hidden, self.heads, self.kv_heads, self.vocab, moe
+        )
+    }
+}

@@ -1,0 +1,418 @@
+//! A training scenario: every input of an estimate, with defaults, names and validation.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::DType;
+use crate::error::ScenarioError;
+use crate::model::ModelSpec;
+
+/// Declares a fieldless enum with its identifiers (as typed in flags and links) and labels.
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal { $($variant:ident => $id:literal, $label:literal;)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The identifier used in flags, links and JSON.
+            pub const fn id(self) -> &'static str {
+                match self { $($name::$variant => $id),+ }
+            }
+
+            /// A label for people.
+            pub const fn label(self) -> &'static str {
+                match self { $($name::$variant => $label),+ }
+            }
+
+            /// Parses an identifier, naming the allowed ones on failure.
+            pub fn parse(field: &str, s: &str) -> Result<Self, ScenarioError> {
+                match s {
+                    $($id => Ok($name::$variant),)+
+                    _ => Err(ScenarioError::invalid(field, format!(
+                        "unknown {} `{}`; allowed: {}", $what, crate::scenario::shorten(s),
+                        [$($id),+].join(", ")))),
+                }
+            }
+        }
+    };
+}
+
+pub(crate) fn shorten(s: &str) -> String {
+    let mut out: String = s.chars().take(40).collect();
+    if s.chars().count() > 40 {
+        out.push_str("...");
+    }
+    out
+}
+
+named_enum!(
+    /// Number formats of weights, gradients and compute.
+    Precision, "precision" {
+        Fp32 => "fp32", "fp32 everywhere";
+        Bf16 => "bf16", "pure bf16 (weights, grads, states in bf16)";
+        Fp16 => "fp16", "pure fp16";
+        AmpBf16 => "amp-bf16", "mixed: fp32 weights, bf16 autocast";
+        AmpFp16 => "amp-fp16", "mixed: fp32 weights, fp16 autocast + GradScaler";
+    }
+);
+
+impl Precision {
+    /// The dtype of the weights the model holds (and of their gradients) for full training.
+    pub const fn param_dtype(self) -> DType {
+        match self {
+            Precision::Fp32 | Precision::AmpBf16 | Precision::AmpFp16 => DType::F32,
+            Precision::Bf16 => DType::Bf16,
+            Precision::Fp16 => DType::F16,
+        }
+    }
+
+    /// The dtype matrix multiplies run in.
+    pub const fn compute_dtype(self) -> DType {
+        match self {
+            Precision::Fp32 => DType::F32,
+            Precision::Bf16 | Precision::AmpBf16 => DType::Bf16,
+            Precision::Fp16 | Precision::AmpFp16 => DType::F16,
+        }
+    }
+
+    pub const fn is_autocast(self) -> bool {
+        matches!(self, Precision::AmpBf16 | Precision::AmpFp16)
+    }
+
+    /// The 16-bit type of this precision family (bf16 for fp32, which has none).
+    pub const fn half_dtype(self) -> DType {
+        match self {
+            Precision::Fp16 | Precision::AmpFp16 => DType::F16,
+            _ => DType::Bf16,
+        }
+    }
+}
+
+named_enum!(
+    /// The optimizer and its implementation (which sets the step's transient memory).
+    Optimizer, "optimizer" {
+        AdamW => "adamw", "AdamW (foreach, PyTorch's CUDA default)";
+        AdamWForLoop => "adamw-forloop", "AdamW (for-loop)";
+        AdamWFused => "adamw-fused", "AdamW (fused)";
+        AdamW8bit => "adamw8bit", "8-bit AdamW (bitsandbytes)";
+        PagedAdamW8bit => "paged-adamw8bit", "paged 8-bit AdamW (bitsandbytes)";
+        Lion => "lion", "Lion";
+        Adafactor => "adafactor", "Adafactor (factored, no momentum)";
+        Sgd => "sgd", "SGD";
+        SgdMomentum => "sgd-momentum", "SGD with momentum";
+        AdamMini => "adam-mini", "Adam-mini";
+    }
+);
+
+named_enum!(
+    /// The attention implementation.
+    Attention, "attention" {
+        Eager => "eager", "eager (materializes s x s scores)";
+        Sdpa => "sdpa", "SDPA / FlashAttention";
+    }
+);
+
+named_enum!(
+    /// How the loss is computed from the last hidden states.
+    LossImpl, "loss" {
+        Hf => "hf", "transformers' loss (fp32 upcast of the logits)";
+        Fused => "fused", "fused linear cross-entropy (Liger), chunked logits";
+    }
+);
+
+named_enum!(
+    /// Multi-GPU data-parallel strategy (with its sharding).
+    DataParallel, "data-parallel strategy" {
+        Ddp => "ddp", "DDP";
+        Zero1 => "zero1", "DeepSpeed ZeRO-1";
+        Zero2 => "zero2", "DeepSpeed ZeRO-2";
+        Zero3 => "zero3", "DeepSpeed ZeRO-3";
+        Fsdp => "fsdp", "FSDP2 (fully_shard)";
+    }
+);
+
+named_enum!(
+    /// Where ZeRO offloads optimizer states or parameters.
+    Offload, "offload target" {
+        None => "none", "no offload";
+        Cpu => "cpu", "CPU (pinned host memory)";
+        Nvme => "nvme", "NVMe";
+    }
+);
+
+named_enum!(
+    /// Training method: which weights train.
+    Method, "training method" {
+        Full => "full", "full training";
+        Lora => "lora", "LoRA";
+        Qlora => "qlora", "QLoRA (4-bit NF4 base)";
+    }
+);
+
+named_enum!(
+    /// Which Linear layers LoRA adapts.
+    LoraTargets, "LoRA targets" {
+        Attention => "attn", "attention projections";
+        AllLinear => "all", "all linear layers";
+    }
+);
+
+/// Activation checkpointing mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Checkpointing {
+    None,
+    /// Every decoder layer keeps only its input and is recomputed in backward.
+    Full,
+    /// One layer in every `k` is checkpointed (k = 1 is `Full`).
+    Every(u32),
+    /// Attention internals only are recomputed (Korthikanti's selective recompute).
+    Selective,
+}
+
+impl Checkpointing {
+    pub fn id(self) -> String {
+        match self {
+            Checkpointing::None => "none".into(),
+            Checkpointing::Full => "full".into(),
+            Checkpointing::Every(k) => format!("every:{k}"),
+            Checkpointing::Selective => "selective".into(),
+        }
+    }
+
+    pub fn parse(field: &str, s: &str) -> Result<Self, ScenarioError> {
+        match s {
+            "none" | "off" => Ok(Checkpointing::None),
+            "full" | "on" => Ok(Checkpointing::Full),
+            "selective" => Ok(Checkpointing::Selective),
+            _ => match s.strip_prefix("every:").map(str::parse::<u32>) {
+                Some(Ok(1)) => Ok(Checkpointing::Full),
+                Some(Ok(k)) if (2..=1024).contains(&k) => Ok(Checkpointing::Every(k)),
+                _ => Err(ScenarioError::invalid(
+                    field,
+                    format!(
+                        "unknown checkpointing `{}`; allowed: none, full, every:K (K from 1 to 1024), selective",
+                        shorten(s)
+                    ),
+                )),
+            },
+        }
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            Checkpointing::None => "no checkpointing".into(),
+            Checkpointing::Full => "every layer".into(),
+            Checkpointing::Every(k) => format!("every {k}th layer"),
+            Checkpointing::Selective => "selective (attention)".into(),
+        }
+    }
+}
+
+/// The model a scenario trains: a preset id, or a parsed config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ModelChoice {
+    Preset(String),
+    Custom(Box<ModelSpec>),
+}
+
+/// LoRA settings (used when the method is LoRA or QLoRA).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Lora {
+    pub rank: u32,
+    pub targets: LoraTargets,
+    /// Adapter weights' dtype: PEFT casts 16-bit adapters to fp32 by default.
+    pub adapter_dtype: DType,
+}
+
+/// Parallelism across GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Parallel {
+    pub data: DataParallel,
+    pub tensor: u32,
+    pub pipeline: u32,
+    /// Megatron-style sequence parallelism (with tensor parallelism).
+    pub sequence: bool,
+    pub offload_optimizer: Offload,
+    pub offload_params: Offload,
+    /// DDP's `gradient_as_bucket_view` (saves a full copy of the gradients).
+    pub grad_bucket_view: bool,
+}
+
+/// Runtime and allocator settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Runtime {
+    /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+    pub expandable_segments: bool,
+    /// CUDA graphs (torch.compile "reduce-overhead"): a private pool holds its high-water mark.
+    pub cuda_graphs: bool,
+}
+
+/// Everything an estimate needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    pub model: ModelChoice,
+    pub gpu: String,
+    /// GPUs in total (data x tensor x pipeline parallel).
+    pub gpus: u32,
+    pub micro_batch: u32,
+    pub seq: u32,
+    pub grad_accum: u32,
+    pub method: Method,
+    pub lora: Lora,
+    pub precision: Precision,
+    pub optimizer: Optimizer,
+    pub attention: Attention,
+    /// Overrides every dropout probability of the model; `None` keeps the config's.
+    pub dropout: Option<f64>,
+    pub checkpointing: Checkpointing,
+    /// `torch.autograd.graph.save_on_cpu(pin_memory=True)` around the forward.
+    pub offload_activations: bool,
+    pub loss: LossImpl,
+    /// Whether the training loop keeps `outputs` (and so the logits) alive through backward.
+    pub keep_logits: bool,
+    pub parallel: Parallel,
+    pub runtime: Runtime,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            model: ModelChoice::Preset("llama-3.1-8b".into()),
+            gpu: "h100-sxm-80gb".into(),
+            gpus: 1,
+            micro_batch: 1,
+            seq: 4096,
+            grad_accum: 1,
+            method: Method::Full,
+            lora: Lora {
+                rank: 16,
+                targets: LoraTargets::AllLinear,
+                adapter_dtype: DType::F32,
+            },
+            precision: Precision::AmpBf16,
+            optimizer: Optimizer::AdamW,
+            attention: Attention::Sdpa,
+            dropout: None,
+            checkpointing: Checkpointing::None,
+            offload_activations: false,
+            loss: LossImpl::Hf,
+            keep_logits: false,
+            parallel: Parallel {
+                data: DataParallel::Ddp,
+                tensor: 1,
+                pipeline: 1,
+                sequence: false,
+                offload_optimizer: Offload::None,
+                offload_params: Offload::None,
+                grad_bucket_view: false,
+            },
+            runtime: Runtime {
+                expandable_segments: false,
+                cuda_graphs: false,
+            },
+        }
+    }
+}
+
+/// Largest values accepted, so no product of inputs overflows `u64` and the page stays sane.
+pub const MAX_GPUS: u32 = 65_536;
+pub const MAX_MICRO_BATCH: u32 = 65_536;
+pub const MAX_SEQ: u32 = 4_194_304;
+pub const MAX_GRAD_ACCUM: u32 = 1_000_000;
+pub const MAX_LORA_RANK: u32 = 65_536;
+
+impl Scenario {
+    /// Data-parallel degree: GPUs divided by tensor and pipeline degrees.
+    pub fn data_parallel(&self) -> u32 {
+        self.gpus / (self.parallel.tensor * self.parallel.pipeline).max(1)
+    }
+
+    /// Sequences per optimizer step over all GPUs.
+    pub fn global_batch(&self) -> u64 {
+        self.micro_batch as u64 * self.grad_accum as u64 * self.data_parallel() as u64
+    }
+
+    /// Checks ranges and combinations; every message names the field.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        range("gpus", self.gpus, 1, MAX_GPUS)?;
+        range("batch", self.micro_batch, 1, MAX_MICRO_BATCH)?;
+        range("seq", self.seq, 1, MAX_SEQ)?;
+        range("grad_accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
+        range("tp", self.parallel.tensor, 1, 1024)?;
+        range("pp", self.parallel.pipeline, 1, 1024)?;
+        if self.method != Method::Full {
+            range("lora_rank", self.lora.rank, 1, MAX_LORA_RANK)?;
+        }
+        let model_parallel = self.parallel.tensor * self.parallel.pipeline;
+        if self.gpus % model_parallel != 0 {
+            return Err(ScenarioError::invalid(
+                "gpus",
+                format!(
+                    "must be a multiple of tp x pp = {model_parallel}, found {}",
+                    self.gpus
+                ),
+            ));
+        }
+        if let Some(p) = self.dropout
+            && !(0.0..1.0).contains(&p)
+        {
+            return Err(ScenarioError::invalid(
+                "dropout",
+                format!("must be a probability in [0, 1), found {p}"),
+            ));
+        }
+        let zero = matches!(
+            self.parallel.data,
+            DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3
+        );
+        if self.parallel.offload_optimizer != Offload::None
+            && !zero
+            && self.parallel.data != DataParallel::Fsdp
+        {
+            return Err(ScenarioError::invalid(
+                "offload_optimizer",
+                "optimizer offload needs ZeRO (zero1, zero2, zero3) or FSDP",
+            ));
+        }
+        if self.parallel.offload_params != Offload::None
+            && !matches!(self.parallel.data, DataParallel::Zero3 | DataParallel::Fsdp)
+        {
+            return Err(ScenarioError::invalid(
+                "offload_params",
+                "parameter offload needs ZeRO-3 or FSDP",
+            ));
+        }
+        if self.parallel.data == DataParallel::Fsdp && self.parallel.offload_params == Offload::Nvme
+        {
+            return Err(ScenarioError::invalid(
+                "offload_params",
+                "FSDP offloads to CPU only; NVMe needs DeepSpeed ZeRO-3",
+            ));
+        }
+        if self.parallel.sequence && self.parallel.tensor == 1 {
+            return Err(ScenarioError::invalid(
+                "sp",
+                "sequence parallelism needs tp > 1",
+            ));
+        }
+        if self.method == Method::Qlora && self.precision == Precision::Fp32 {
+            return Err(ScenarioError::invalid(
+                "precision",
+                "QLoRA computes in 16 bits: choose bf16, fp16, amp-bf16 or amp-fp16",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn range(field: &str, v: u32, lo: u32, hi: u32) -> Result<(), ScenarioError> {
+    if v < lo || v > hi {
+        return Err(ScenarioError::invalid(
+            field,
+            format!("must be an integer from {lo} to {hi}, found {v}"),
+        ));
+    }
+    Ok(())
+}
