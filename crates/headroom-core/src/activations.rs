@@ -235,7 +235,6 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
     }
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
     // fp32; the rotated q, k and v are what attention saves.
-    let roped = if sh.amp() { DType::F32 } else { c };
     if spec.qk_norm {
         // Per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3): fp32 input + normalized.
         let per = if c == DType::F32 { 2 } else { 1 };
@@ -250,7 +249,7 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
     }
     let groups = heads / kv_heads;
     match sh.attention {
-        Attention::Sdpa if sh.attention_dropout == 0.0 || true => {
+        Attention::Sdpa => {
             // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
             // Under autocast SDPA casts the fp32 rotated q and k to the compute dtype.
             let qk_saved = c;
@@ -262,10 +261,10 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
                     c,
                 );
             } else {
-                inv.add("q, k after RoPE (saved by SDPA)", t * (q + kv), qk_saved);
+                inv.add("q after RoPE (saved by SDPA)", t * q, qk_saved);
+                inv.add("k after RoPE (saved by SDPA)", t * kv, qk_saved);
                 inv.add("v (saved by SDPA)", t * kv, c);
             }
-            let _ = roped;
             inv.add("attention output (saved by SDPA)", t * q, c);
             inv.add("logsumexp (saved by SDPA)", sh.b * heads * sh.s, DType::F32);
             if sh.attention_dropout > 0.0 {
@@ -312,14 +311,18 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
             inv.add(v_what, t * kv * groups, c);
         }
     }
-    // attn_output.transpose(1, 2).contiguous() is a new tensor: o_proj's input.
-    linear_inputs(
-        inv,
-        "o_proj input (contiguous attention output)",
-        t * q,
-        1,
-        sh,
-    );
+    // attn_output.transpose(1, 2).contiguous(): SDPA already writes its output in
+    // (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's matmul output
+    // is (batch, heads, seq, dim) and the transpose makes a copy that o_proj saves.
+    if sh.attention == Attention::Eager || !sh.base_trainable {
+        linear_inputs(
+            inv,
+            "o_proj input (contiguous attention output)",
+            t * q,
+            1,
+            sh,
+        );
+    }
     if sh.residual_dropout > 0.0 {
         inv.add("residual dropout mask (attention)", th, DType::Bool);
     }
@@ -454,9 +457,19 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     let scores = sh.b * heads * sh.s * sh.s;
     match sh.attention {
         Attention::Sdpa => {
-            if fused_qkv {
+            if spec.family == Family::Gpt2 {
+                // q and k are split views of c_attn's output; SDPA receives contiguous copies
+                // of them (measured on CPU, 2 x T x h), and v keeps the whole fused output.
                 inv.add(
-                    "fused qkv output, kept by the q/k/v views (saved by SDPA)",
+                    "fused qkv output, kept by the v view (saved by SDPA)",
+                    3 * t * q,
+                    c,
+                );
+                inv.add("contiguous copies of q and k (saved by SDPA)", 2 * t * q, c);
+            } else if fused_qkv {
+                inv.add("q and k after RoPE (saved by SDPA)", 2 * t * q, c);
+                inv.add(
+                    "fused qkv output, kept by the v view (saved by SDPA)",
                     3 * t * q,
                     c,
                 );
@@ -493,7 +506,11 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             inv.add("v (saved by matmul probs v)", t * q, c);
         }
     }
-    linear_inputs(inv, "attention output projection input", t * q, 1, sh);
+    if sh.attention == Attention::Eager || !sh.base_trainable {
+        if sh.attention == Attention::Eager || !sh.base_trainable {
+            linear_inputs(inv, "attention output projection input", t * q, 1, sh);
+        }
+    }
     if sh.residual_dropout > 0.0 {
         inv.add("residual dropout mask (attention)", th, DType::Bool);
     }

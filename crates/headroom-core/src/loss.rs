@@ -48,7 +48,8 @@ pub fn loss_memory(
             let kept = if keep_logits { logits } else { 0 };
             LossMemory {
                 logits,
-                retained: log_softmax + shifted + kept,
+                // + nll_loss's fp32 total_weight and the fp32 loss, 4 B each.
+                retained: log_softmax + shifted + kept + 8,
                 // logits + fp32 copy + log_softmax output (+ label copies).
                 forward_peak: logits + upcast + log_softmax + shifted + padded,
                 // nll grad (fp32) + log_softmax grad (fp32) + the saved output, + kept logits.
