@@ -484,11 +484,9 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         }
         Attention::Eager => {
             inv.add("q and k (saved by matmul q k^T)", 2 * t * q, c);
-            inv.add(
-                "softmax output, fp32 (saved by softmax)",
-                scores,
-                DType::F32,
-            );
+            // GPT-2/NeoX/OPT eager attention calls softmax in the scores' own dtype (no fp32
+            // upcast, unlike Llama), then casts to v's dtype, a no-op.
+            inv.add("softmax output (saved by softmax)", scores, c);
             if sh.attention_dropout > 0.0 {
                 inv.add(
                     "attention dropout mask (saved by dropout)",
@@ -496,12 +494,6 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
                     DType::Bool,
                 );
                 inv.add("dropped probabilities (saved by matmul probs v)", scores, c);
-            } else if c != DType::F32 {
-                inv.add(
-                    "probabilities in the compute dtype (saved by matmul probs v)",
-                    scores,
-                    c,
-                );
             }
             inv.add("v (saved by matmul probs v)", t * q, c);
         }

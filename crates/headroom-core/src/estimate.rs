@@ -325,7 +325,11 @@ pub fn estimate_with(
             + layer_fwd_tmp;
         tl.push(Phase::Forward, format!("layer {} forward", i + 1), during);
         acts += on_gpu(kept(i));
-        cache += cache_layer;
+        // A checkpointed layer runs without saving its weight casts, and autocast's cache
+        // is cleared when the forward's autocast region exits.
+        if !recompute_free {
+            cache += cache_layer;
+        }
         if i + 1 == layers || layers <= 48 || i % (layers / 24).max(1) == 0 {
             tl.push(
                 Phase::Forward,

@@ -1,0 +1,159 @@
+//! Parameter counts, the scenario codec and validation.
+
+use headroom_core::codec::{decode, encode, named_scenarios};
+use headroom_core::model::{inventory, parse_config_json};
+use headroom_core::scenario::{
+    Checkpointing, DataParallel, Method, ModelChoice, Optimizer, Precision,
+};
+use headroom_core::{Scenario, estimate};
+
+#[track_caller]
+fn params(config: &str, expect: u64) {
+    let spec = parse_config_json(config).expect("config parses");
+    assert_eq!(inventory(&spec).total(), expect);
+}
+
+// Expected counts are transformers' num_parameters() for the same config (also recorded in
+// content/models/presets.toml and re-checked against transformers in tests/reference).
+#[test]
+fn gpt2_small_params() {
+    params(
+        r#"{"model_type":"gpt2","n_embd":768,"n_layer":12,"n_head":12,"vocab_size":50257,"n_positions":1024}"#,
+        124_439_808,
+    );
+}
+
+#[test]
+fn llama_3_1_8b_params() {
+    params(
+        r#"{"model_type":"llama","vocab_size":128256,"hidden_size":4096,"intermediate_size":14336,"num_hidden_layers":32,
+        "num_attention_heads":32,"num_key_value_heads":8,"tie_word_embeddings":false}"#,
+        8_030_261_248,
+    );
+}
+
+#[test]
+fn llama_2_7b_params_with_defaults() {
+    // LlamaConfig's defaults are Llama-2-7B's shape.
+    params(r#"{"model_type":"llama"}"#, 6_738_415_616);
+}
+
+#[test]
+fn mistral_7b_params() {
+    params(
+        r#"{"model_type":"mistral","vocab_size":32000}"#,
+        7_241_732_096,
+    );
+}
+
+#[test]
+fn bad_configs_name_the_field() {
+    let err = |c: &str| parse_config_json(c).expect_err("must fail").to_string();
+    assert!(err("{").contains("not valid JSON"));
+    assert!(err(r#"{"model_type":"bert"}"#).contains("model_type `bert` is not supported"));
+    assert!(err(r#"{"model_type":"llama","hidden_size":"big"}"#).contains("`hidden_size`"));
+    assert!(
+        err(r#"{"model_type":"llama","num_attention_heads":0}"#).contains("num_attention_heads")
+    );
+    assert!(
+        err(r#"{"model_type":"llama","num_key_value_heads":5}"#).contains("num_key_value_heads")
+    );
+    assert!(err(r#"{}"#).contains("model_type"));
+}
+
+#[test]
+fn default_link_is_short_and_round_trips() {
+    let s = Scenario::default();
+    assert_eq!(encode(&s), "v=1");
+    assert_eq!(decode("?v=1").expect("decodes"), s);
+}
+
+#[test]
+fn every_field_round_trips() {
+    let mut s = Scenario::default();
+    s.model = ModelChoice::Preset("llama-3.1-8b".into());
+    s.gpus = 8;
+    s.micro_batch = 4;
+    s.seq = 8192;
+    s.grad_accum = 16;
+    s.method = Method::Lora;
+    s.lora.rank = 64;
+    s.precision = Precision::Bf16;
+    s.optimizer = Optimizer::PagedAdamW8bit;
+    s.checkpointing = Checkpointing::Every(4);
+    s.dropout = Some(0.1);
+    s.parallel.data = DataParallel::Zero3;
+    s.parallel.tensor = 2;
+    s.runtime.expandable_segments = true;
+    s.keep_logits = true;
+    let link = encode(&s);
+    assert_eq!(decode(&link).expect("decodes"), s, "{link}");
+}
+
+#[test]
+fn custom_config_round_trips_through_the_link() {
+    let spec = parse_config_json(
+        r#"{"model_type":"qwen2_moe","num_hidden_layers":4,"mlp_only_layers":[0]}"#,
+    )
+    .expect("parses");
+    let s = Scenario {
+        model: ModelChoice::Custom(Box::new(spec)),
+        ..Scenario::default()
+    };
+    assert_eq!(decode(&encode(&s)).expect("decodes"), s);
+}
+
+#[test]
+fn bad_links_name_the_field() {
+    let err = |q: &str| decode(q).expect_err("must fail").to_string();
+    assert!(err("v=2").contains("`v`"));
+    assert!(err("batch=0").contains("`batch`"));
+    assert!(err("batch=abc").contains("`batch`"));
+    assert!(err("precision=fp64").contains("`precision`"));
+    assert!(err("ckpt=every:0").contains("`ckpt`"));
+    assert!(err("bogus=1").contains("unknown link field"));
+    assert!(err("seq=1&seq=2").contains("twice"));
+    assert!(err("gpus=3&tp=2").contains("`gpus`"));
+    assert!(err("dropout=1.5").contains("`dropout`"));
+}
+
+#[test]
+fn hostile_links_are_rejected_without_echoing_markup() {
+    for q in [
+        "model=%3Cscript%3Ealert(1)%3C/script%3E",
+        "gpu=<img src=x onerror=alert(1)>",
+        "cfg=model_type:%22%3E%3Csvg",
+        "%ZZ=1",
+        "batch=%FF",
+    ] {
+        let e = decode(q)
+            .expect_err("hostile input must not decode")
+            .to_string();
+        assert!(!e.contains('<') && !e.contains('>'), "{q} -> {e}");
+    }
+}
+
+#[test]
+fn unknown_model_and_gpu_are_clear_errors() {
+    let s = decode("model=nope").expect("decodes: known only at estimate time");
+    assert!(
+        estimate(&s)
+            .expect_err("unknown model")
+            .to_string()
+            .contains("unknown model preset `nope`")
+    );
+    let s = decode("gpu=nope").expect("decodes");
+    assert!(
+        estimate(&s)
+            .expect_err("unknown gpu")
+            .to_string()
+            .contains("unknown GPU `nope`")
+    );
+}
+
+#[test]
+fn named_scenarios_parse_and_estimate() {
+    for n in named_scenarios() {
+        estimate(&n.scenario).unwrap_or_else(|e| panic!("{}: {e}", n.id));
+    }
+}

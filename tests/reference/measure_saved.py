@@ -1,0 +1,122 @@
+"""Measures one training step of a real transformers model on CPU, byte for byte.
+
+Saved tensors come from `torch.autograd.graph.saved_tensors_hooks` (each storage once,
+parameters excluded); gradients and optimizer states are summed after the step. The figures
+are turned into their CUDA equivalents with explicit, named corrections (`cuda_corrections`).
+"""
+import json
+import torch
+import transformers
+
+LAYER_NORM_FAMILIES = {"gpt2"}
+
+
+def build(config, precision, attention, checkpointing):
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(**config)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+    model.train()
+    if checkpointing == "full":
+        # transformers' default: torch.utils.checkpoint with use_reentrant=True, whose
+        # CheckpointFunction saves the layer inputs through save_for_backward (visible to hooks).
+        model.gradient_checkpointing_enable()
+    return model
+
+
+def decoder_layers(model):
+    if hasattr(model, "transformer"):
+        return model.transformer.h
+    return model.model.layers
+
+
+def measure(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False):
+    model = build(config, precision, attention, checkpointing)
+    layers = decoder_layers(model)
+    params = list(model.parameters())
+    param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+    # Autocast saves a cast weight as the transposed view of shape (in, out): match both.
+    weight_shapes = {s for p in params if p.dim() == 2 for s in (tuple(p.shape), tuple(p.shape[::-1]))}
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    vocab = config["vocab_size"]
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(vocab, (batch, seq), generator=gen)
+    amp = precision.startswith("amp")
+
+    result = {}
+    for step in range(2):
+        current = ["outside"]
+        saved = {}
+        hooks = []
+        for i, layer in enumerate(layers):
+            hooks.append(layer.register_forward_pre_hook(lambda m, a, i=i: current.__setitem__(0, i)))
+            hooks.append(layer.register_forward_hook(lambda m, a, o: current.__setitem__(0, "outside")))
+
+        def pack(t):
+            st = t.untyped_storage()
+            key = st.data_ptr()
+            if key not in param_ptrs and key not in saved:
+                cast = amp and t.dim() == 2 and t.dtype == torch.bfloat16 and (tuple(t.shape) in weight_shapes)
+                saved[key] = (current[0], st.nbytes(), cast, t.dtype, t)
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                out = model(input_ids=ids, labels=ids)
+        for h in hooks:
+            h.remove()
+        loss = out.loss
+        logits_bytes = out.logits.untyped_storage().nbytes()
+        if not keep_logits:
+            del out
+        ids_ptr = ids.untyped_storage().data_ptr()
+        per_layer = [0] * len(layers)
+        retained = loss.untyped_storage().nbytes() + (logits_bytes if keep_logits else 0)
+        for key, (where, nbytes, cast, dtype, t) in saved.items():
+            if key == ids_ptr:
+                continue
+            retained += nbytes
+            if where != "outside" and not cast:
+                per_layer[where] += nbytes
+        loss.backward()
+        grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
+        opt.step()
+        # `step` is a CPU scalar on CUDA too (not fused, not capturable): not GPU memory.
+        states = sum(v.untyped_storage().nbytes() for s in opt.state.values() for k, v in s.items() if k != "step")
+        opt.zero_grad(set_to_none=True)
+        saved.clear()
+        result = {
+            "parameters_total": model.num_parameters(),
+            "parameters_trainable": model.num_parameters(only_trainable=True),
+            "weights": sum(p.untyped_storage().nbytes() for p in params),
+            "activations_per_layer": per_layer[len(layers) // 2],
+            "retained_after_forward": retained,
+            "gradients": grads,
+            "optimizer_states": states,
+        }
+    fixes = cuda_corrections(config, batch, seq, precision, checkpointing, len(layers))
+    result["raw_cpu"] = dict(result)
+    for key in ("activations_per_layer", "retained_after_forward"):
+        result[key] += fixes.get(key, 0)
+    result["corrections"] = fixes["corrections"]
+    return result
+
+
+def cuda_corrections(config, batch, seq, precision, checkpointing, n_layers):
+    """What CUDA does differently from the CPU run, in bytes (added to the CPU figures)."""
+    out = {"corrections": []}
+    tokens = batch * seq
+    if config["model_type"] in LAYER_NORM_FAMILIES and precision == "bf16":
+        # native_layer_norm: CPU keeps mean and rstd in the input dtype, CUDA in fp32.
+        per_norm = 2 * tokens * (4 - 2)
+        layer = 2 * per_norm
+        out["corrections"].append({"why": "LayerNorm mean/rstd fp32 on CUDA, bf16 on CPU", "per_layer": layer})
+        out["activations_per_layer"] = layer
+        out["retained_after_forward"] = 0 if checkpointing == "full" else layer * n_layers + per_norm
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+    print(json.dumps(measure(json.loads(sys.argv[1]), *map(int, sys.argv[2:4]), *sys.argv[4:])))

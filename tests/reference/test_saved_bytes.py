@@ -1,0 +1,105 @@
+"""The core's predictions against real transformers/torch, live, for 36 scenarios.
+
+Exact: parameters, weights, gradients, optimizer states, one layer's saved bytes.
+Within 1%: everything alive after forward and loss (`retained_after_forward`).
+Run by scripts/test.sh with HEADROOM_BIN pointing at the CLI.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import pytest
+
+from measure_saved import measure
+
+HERE = pathlib.Path(__file__).parent
+BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
+
+CONFIGS = {
+    "llama": {"model_type": "llama", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+              "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2,
+              "tie_word_embeddings": False},
+    "mistral": {"model_type": "mistral", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 448,
+                "num_hidden_layers": 3, "num_attention_heads": 6, "num_key_value_heads": 3,
+                "sliding_window": None},
+    "qwen2": {"model_type": "qwen2", "vocab_size": 3000, "hidden_size": 160, "intermediate_size": 480,
+              "num_hidden_layers": 3, "num_attention_heads": 5, "num_key_value_heads": 1,
+              "tie_word_embeddings": True},
+    "gpt2": {"model_type": "gpt2", "vocab_size": 3000, "n_embd": 192, "n_layer": 4, "n_head": 6,
+             "n_positions": 1024, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0},
+}
+
+SCENARIOS = [
+    (fam, prec, attn, "none", 2, 64, False)
+    for fam in CONFIGS
+    for prec in ("fp32", "bf16", "amp-bf16")
+    for attn in ("eager", "sdpa")
+] + [
+    ("llama", "bf16", "sdpa", "full", 2, 64, False),
+    ("llama", "fp32", "eager", "full", 2, 64, False),
+    ("gpt2", "fp32", "sdpa", "full", 2, 64, False),
+    ("llama", "bf16", "sdpa", "none", 2, 64, True),
+    ("qwen2", "amp-bf16", "sdpa", "none", 1, 96, True),
+    ("mistral", "bf16", "eager", "none", 4, 48, False),
+    ("gpt2", "amp-bf16", "eager", "none", 1, 112, True),
+    ("llama", "amp-bf16", "eager", "full", 3, 40, False),
+]
+
+REPORT = []
+
+
+def predict(config, batch, seq, precision, attention, checkpointing, keep_logits):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    args = [BIN, "estimate", "--model", f.name, "--batch", str(batch), "--seq", str(seq),
+            "--precision", precision, "--attention", attention, "--checkpointing", checkpointing,
+            "--optimizer", "adamw", "--format", "json"]
+    if keep_logits:
+        args.append("--keep-logits")
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    os.unlink(f.name)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("fam,prec,attn,ckpt,b,s,keep", SCENARIOS,
+                         ids=[f"{f}-{p}-{a}-ckpt_{c}-b{b}s{s}{'-keep' if k else ''}" for f, p, a, c, b, s, k in SCENARIOS])
+def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
+    if fam == "gpt2" and prec.startswith("amp"):
+        # CPU and CUDA autocast lists differ: CUDA runs gelu_new's pow in fp32, CPU in bf16,
+        # so a CPU run cannot stand for CUDA here. Compared on a GPU by calibrate (issue 5).
+        pytest.xfail("gpt2 under autocast: CPU and CUDA autocast op lists differ (pow)")
+    config = CONFIGS[fam]
+    m = measure(config, b, s, prec, attn, ckpt, keep)
+    p = predict(config, b, s, prec, attn, ckpt, keep)
+    got = {
+        "parameters_total": p["parameters"]["total"],
+        "parameters_trainable": p["parameters"]["trainable"],
+        "weights": p["bytes"]["weights"],
+        "gradients": p["bytes"]["gradients"],
+        "optimizer_states": p["bytes"]["optimizer_states"],
+        "activations_per_layer": p["bytes"]["activations_per_layer"],
+        "retained_after_forward": p["bytes"]["retained_after_forward"],
+    }
+    want = m  # CPU measurement with the CUDA corrections of measure_saved.cuda_corrections
+    REPORT.append((f"{fam} {prec} {attn} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}", got, want))
+    for key in ("parameters_total", "parameters_trainable", "weights", "gradients", "optimizer_states"):
+        assert got[key] == want[key], f"{key}: predicted {got[key]}, measured {want[key]}"
+    # One layer without checkpointing is compared in the no-checkpointing scenarios.
+    if ckpt == "none":
+        assert got["activations_per_layer"] == want["activations_per_layer"], (
+            f"activations_per_layer: predicted {got['activations_per_layer']}, measured (CUDA-corrected) {want['activations_per_layer']}")
+    r_got, r_want = got["retained_after_forward"], want["retained_after_forward"]
+    assert abs(r_got - r_want) <= 0.01 * r_want, (
+        f"retained_after_forward: predicted {r_got}, measured {r_want} ({100 * (r_got - r_want) / r_want:+.2f}%)")
+
+
+def teardown_module(module):
+    lines = ["| scenario | layer predicted | layer measured | retained predicted | retained measured | error |",
+             "|---|---|---|---|---|---|"]
+    for name, got, want in REPORT:
+        err = 100 * (got["retained_after_forward"] - want["retained_after_forward"]) / max(want["retained_after_forward"], 1)
+        lines.append(f"| {name} | {got['activations_per_layer']} | {want['activations_per_layer']} | "
+                     f"{got['retained_after_forward']} | {want['retained_after_forward']} | {err:+.2f}% |")
+    (HERE / "report.md").write_text("\n".join(lines) + "\n")
