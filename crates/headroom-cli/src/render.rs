@@ -54,8 +54,8 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
     );
     let _ = writeln!(
         s,
-        "{:<44} {:>12}  {:<10} {:<10} {}",
-        "component", "bytes", "lifetime", "level", "confidence"
+        "{:<44} {:>12}  {:<10} {:<10} confidence",
+        "component", "bytes", "lifetime", "level"
     );
     for c in &e.components {
         if c.bytes == 0 {

@@ -499,9 +499,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         }
     }
     if sh.attention == Attention::Eager || !sh.base_trainable {
-        if sh.attention == Attention::Eager || !sh.base_trainable {
-            linear_inputs(inv, "attention output projection input", t * q, 1, sh);
-        }
+        linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
     if sh.residual_dropout > 0.0 {
         inv.add("residual dropout mask (attention)", th, DType::Bool);

@@ -231,7 +231,7 @@ pub fn estimate_with(
             Checkpointing::None => layer_full(i),
             Checkpointing::Full => ckpt_input,
             Checkpointing::Every(k) => {
-                if i % k as u64 == 0 {
+                if i.is_multiple_of(k as u64) {
                     ckpt_input
                 } else {
                     layer_full(i)
@@ -347,7 +347,7 @@ pub fn estimate_with(
         "logits and loss (fp32 upcast, log_softmax)",
         before_loss + lm.forward_peak,
     );
-    let retained = acts_total + cache + lm.retained + if offload { 0 } else { 0 };
+    let retained = acts_total + cache + lm.retained;
     tl.push(Phase::Loss, "after loss", base + retained + gather);
     // Backward: loss, lm_head, then layers last to first.
     let backward_base = base + acts_total + cache + gather;
@@ -482,7 +482,7 @@ pub fn estimate_with(
         dense_items
             .iter()
             .map(|s| s.elements * s.dtype.bytes())
-            .map(|b| b.next_power_of_two() * 1)
+            .map(u64::next_power_of_two)
             .sum::<u64>()
             * layers
             * in_flight

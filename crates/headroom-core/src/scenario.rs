@@ -346,7 +346,7 @@ impl Scenario {
             range("lora_rank", self.lora.rank, 1, MAX_LORA_RANK)?;
         }
         let model_parallel = self.parallel.tensor * self.parallel.pipeline;
-        if self.gpus % model_parallel != 0 {
+        if !self.gpus.is_multiple_of(model_parallel) {
             return Err(ScenarioError::invalid(
                 "gpus",
                 format!(

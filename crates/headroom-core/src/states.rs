@@ -388,8 +388,7 @@ fn trainable_full(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> u6
         gpus: 1,
         ..scen.clone()
     };
-    let s = model_states_params_only(spec, inv, &single);
-    s
+    model_states_params_only(spec, inv, &single)
 }
 
 fn model_states_params_only(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> u64 {

@@ -101,7 +101,11 @@ impl GpuCatalog {
                     format!("must be between 1 GiB and 16 TiB, found {}", g.total_bytes),
                 ));
             }
-            if !(g.memory_bandwidth_gbs > 0.0) || !(g.host_link_gbs > 0.0) {
+            if g.memory_bandwidth_gbs.is_nan()
+                || g.host_link_gbs.is_nan()
+                || g.memory_bandwidth_gbs <= 0.0
+                || g.host_link_gbs <= 0.0
+            {
                 return Err(field(
                     "memory_bandwidth_gbs",
                     "bandwidths must be positive".into(),
@@ -136,7 +140,7 @@ impl GpuCatalog {
         let key = id.trim().to_ascii_lowercase();
         self.gpus
             .iter()
-            .find(|g| g.id == key || g.aliases.iter().any(|a| *a == key))
+            .find(|g| g.id == key || g.aliases.contains(&key))
             .ok_or_else(|| ScenarioError::Unknown {
                 what: "GPU",
                 found: crate::scenario::shorten(id),

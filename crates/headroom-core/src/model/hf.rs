@@ -613,7 +613,7 @@ fn validate(s: &ModelSpec) -> Result<(), ConfigError> {
             });
         }
     }
-    if s.heads % s.kv_heads != 0 {
+    if !s.heads.is_multiple_of(s.kv_heads) {
         return Err(ConfigError::Inconsistent {
             field: "num_key_value_heads".into(),
             message: format!(
