@@ -70,22 +70,24 @@ fn default_link_is_short_and_round_trips() {
 
 #[test]
 fn every_field_round_trips() {
-    let mut s = Scenario::default();
-    s.model = ModelChoice::Preset("llama-3.1-8b".into());
-    s.gpus = 8;
-    s.micro_batch = 4;
-    s.seq = 8192;
-    s.grad_accum = 16;
-    s.method = Method::Lora;
+    let mut s = Scenario {
+        model: ModelChoice::Preset("llama-3.1-8b".into()),
+        gpus: 8,
+        micro_batch: 4,
+        seq: 8192,
+        grad_accum: 16,
+        method: Method::Lora,
+        precision: Precision::Bf16,
+        optimizer: Optimizer::PagedAdamW8bit,
+        checkpointing: Checkpointing::Every(4),
+        dropout: Some(0.1),
+        keep_logits: true,
+        ..Scenario::default()
+    };
     s.lora.rank = 64;
-    s.precision = Precision::Bf16;
-    s.optimizer = Optimizer::PagedAdamW8bit;
-    s.checkpointing = Checkpointing::Every(4);
-    s.dropout = Some(0.1);
     s.parallel.data = DataParallel::Zero3;
     s.parallel.tensor = 2;
     s.runtime.expandable_segments = true;
-    s.keep_logits = true;
     let link = encode(&s);
     assert_eq!(decode(&link).expect("decodes"), s, "{link}");
 }
