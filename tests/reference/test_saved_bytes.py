@@ -1,4 +1,4 @@
-"""The core's predictions against real transformers/torch, live, for 36 scenarios.
+"""The core's predictions against real transformers/torch, live, for 32 scenarios.
 
 Exact: parameters, weights, gradients, optimizer states, one layer's saved bytes.
 Within 1%: everything alive after forward and loss (`retained_after_forward`).
