@@ -17,7 +17,9 @@ pub struct Preset {
     pub spec: ModelSpec,
 }
 
+// Unknown keys are errors, so a misspelt `parameters_total` fails instead of being ignored.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Entry {
     id: String,
     name: String,
@@ -27,6 +29,7 @@ struct Entry {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Index {
     preset: Vec<Entry>,
 }
@@ -46,6 +49,14 @@ impl PresetCatalog {
         })?;
         let mut presets = Vec::new();
         for e in index.preset {
+            // `get` finds the first match, so a repeated id would hide its second entry.
+            if presets.iter().any(|p: &Preset| p.id == e.id) {
+                return Err(ContentError::Field {
+                    file: "models/presets.toml".into(),
+                    field: "id".into(),
+                    message: format!("`{}` appears twice", e.id),
+                });
+            }
             let file = format!("models/{}.json", e.id);
             let text = configs
                 .iter()

@@ -240,7 +240,10 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     nonzero("num_attention_heads", heads)?;
     let kv_default = if d.kv_heads == 0 { heads } else { d.kv_heads };
     let kv_heads = cfg.u64_or("num_key_value_heads", kv_default)?;
-    let head_dim_default = if model_type == "qwen3" || model_type == "qwen3_moe" {
+    // Qwen3Config declares `head_dim: int = 128`; Qwen3MoeConfig declares no head_dim, so
+    // Qwen3MoeAttention falls back to `getattr(config, "head_dim", hidden_size //
+    // num_attention_heads)` (transformers 5.23, modeling_qwen3_moe.py), as Llama-likes do.
+    let head_dim_default = if model_type == "qwen3" {
         128
     } else {
         hidden / heads
@@ -250,8 +253,16 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     let qwen2ish = model_type == "qwen2" || model_type == "qwen2_moe";
     // Qwen2 puts biases on q, k and v only; Llama's `attention_bias` covers q, k, v and o.
     let attention_bias = cfg.bool_or("attention_bias", false)?;
-    let (qkv_bias, o_bias) = if qwen2ish {
+    let (qkv_bias, o_bias) = if model_type == "qwen2" {
+        // Qwen2Attention hard-codes `bias=True` on q/k/v (modeling_qwen2.py); no key turns it off.
+        (true, false)
+    } else if model_type == "qwen2_moe" {
+        // Qwen2MoeAttention reads `bias=config.qkv_bias` (Qwen2MoeConfig: `qkv_bias = True`).
         (cfg.bool_or("qkv_bias", true)?, false)
+    } else if model_type == "mistral" || model_type == "mixtral" {
+        // MistralAttention and MixtralAttention hard-code `bias=False` on q/k/v/o
+        // (modeling_mistral.py, modeling_mixtral.py); their configs have no attention_bias.
+        (false, false)
     } else {
         (attention_bias, attention_bias)
     };

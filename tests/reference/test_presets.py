@@ -1,0 +1,102 @@
+"""Every model preset: transformers' count == presets.toml's parameters_total == the CLI's.
+
+For each `[[preset]]` in content/models/presets.toml, the preset's config.json is built with
+transformers on the meta device (no memory, so Llama 3.1 405B costs nothing) and its
+`num_parameters()` is compared with the recorded `parameters_total` and with what
+`headroom estimate --model <id> --format json` reports as `parameters.total`.
+VARIANTS are small configs that exercise keys and defaults no preset uses (OPT's projections,
+MoE layer selection, bias switches, per-type head_dim defaults), compared the same way.
+Run by scripts/test.sh with HEADROOM_BIN pointing at the CLI.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+import tomllib
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+HERE = pathlib.Path(__file__).parent
+MODELS = HERE.parent.parent / "content" / "models"
+BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
+
+PRESETS = tomllib.loads((MODELS / "presets.toml").read_text())["preset"]
+
+
+def transformers_count(config: dict) -> int:
+    cfg = AutoConfig.for_model(**config)
+    # Meta tensors have shapes but no storage: the count is exact and costs no memory.
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    return model.num_parameters()
+
+
+def cli_json(*args):
+    out = subprocess.run([BIN, *args, "--format", "json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def cli_models():
+    return {m["id"]: m for m in cli_json("models")}
+
+
+def test_at_least_25_presets():
+    assert len(PRESETS) >= 25
+    assert len({p["id"] for p in PRESETS}) == len(PRESETS), "duplicate preset ids"
+
+
+def test_cli_lists_every_preset(cli_models):
+    assert set(cli_models) == {p["id"] for p in PRESETS}
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=[p["id"] for p in PRESETS])
+def test_preset_count(preset, cli_models):
+    config = json.loads((MODELS / f"{preset['id']}.json").read_text())
+    expected = transformers_count(config)
+    assert preset["parameters_total"] == expected, "presets.toml disagrees with transformers"
+    assert cli_models[preset["id"]]["parameters_total"] == expected, "`headroom models` disagrees"
+    got = cli_json("estimate", "--model", preset["id"])["parameters"]["total"]
+    assert got == expected, "the core's count disagrees with transformers"
+
+
+SMALL = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "vocab_size": 1000}
+MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
+VARIANTS = {
+    "opt-350m": {"model_type": "opt", "hidden_size": 1024, "ffn_dim": 4096, "num_hidden_layers": 24,
+                 "num_attention_heads": 16, "word_embed_proj_dim": 512, "do_layer_norm_before": False,
+                 "vocab_size": 50272, "max_position_embeddings": 2048},
+    "opt-no-bias": {"model_type": "opt", "hidden_size": 256, "ffn_dim": 512, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "enable_bias": False, "vocab_size": 1000},
+    "qwen3_moe-defaults": {"model_type": "qwen3_moe"},
+    "qwen3_moe-mlp-only": dict(SMALL, model_type="qwen3_moe", mlp_only_layers=[0, 2], **MOE),
+    "qwen3_moe-step-2": dict(SMALL, model_type="qwen3_moe", decoder_sparse_step=2, attention_bias=True, **MOE),
+    "qwen2_moe-step-2": dict(SMALL, model_type="qwen2_moe", decoder_sparse_step=2, qkv_bias=False,
+                             shared_expert_intermediate_size=96, **MOE),
+    "qwen2-qkv-bias-key": dict(SMALL, model_type="qwen2", qkv_bias=False),
+    "mistral-attention-bias": dict(SMALL, model_type="mistral", attention_bias=True, head_dim=128),
+    "mixtral-attention-bias": dict(SMALL, model_type="mixtral", attention_bias=True, num_local_experts=4),
+    "llama-biases-tied": dict(SMALL, model_type="llama", attention_bias=True, mlp_bias=True, tie_word_embeddings=True),
+    "gemma3_text-untied": dict(SMALL, model_type="gemma3_text", head_dim=64, tie_word_embeddings=False),
+    "gemma2-bias": dict(SMALL, model_type="gemma2", attention_bias=True, head_dim=32),
+    "phi3-gqa-tied": dict(SMALL, model_type="phi3", pad_token_id=None, tie_word_embeddings=True),
+    "gpt_neox-no-bias-tied": dict(SMALL, model_type="gpt_neox", attention_bias=False, tie_word_embeddings=True),
+    "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
+                     "vocab_size": 1000, "n_positions": 64},
+}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variant_count(name):
+    config = VARIANTS[name]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    try:
+        got = cli_json("estimate", "--model", f.name)["parameters"]["total"]
+    finally:
+        os.unlink(f.name)
+    assert got == transformers_count(config)
