@@ -1,0 +1,261 @@
+//! The `calibrate` binary: measures this machine's GPU and writes `content/calibration/*.json`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use calibrate::device::{Device, DeviceError};
+use calibrate::fake::{FakeDevice, FakeTrainer};
+use calibrate::probe::{PythonTrainer, Trainer};
+use calibrate::progress::Bar;
+use calibrate::report::{CalibrationFile, write_atomic};
+use calibrate::{CalibrateError, Options, calibrate};
+use clap::Parser;
+use headroom_core::GpuCatalog;
+
+/// Measures one GPU and its software stack, fits the constants Headroom's estimates take from a
+/// calibration, and writes them to one JSON file per GPU and stack.
+///
+/// Native part (CUDA through cudarc, libraries loaded at run time): device name, compute
+/// capability, driver and CUDA versions, total and free memory, the CUDA context's size, the
+/// allocation granularity, a cuBLAS handle's and first GEMM's memory, GEMM throughput in bf16,
+/// fp16, tf32 and fp32 over sizes from 256 to 16384 (the efficiency curve), and copy bandwidth
+/// device-to-device and host<->device, pinned and pageable: each repeated, with median and
+/// spread.
+///
+/// PyTorch part (when `--python` has torch with CUDA and transformers; peft for LoRA): real
+/// training steps over a grid of 42 scenarios (small llama, qwen2, mistral and gpt2 configs built
+/// with from_config, no downloads) measuring max_memory_allocated, max_memory_reserved and the
+/// process's device memory (NVML) per phase; out-of-memory is recorded and the grid goes on.
+/// Constants are fitted on two thirds of the grid and checked on the held-out third.
+///
+/// Libraries: libcuda from the driver; libcublas and libnvrtc from the system or from
+/// LD_LIBRARY_PATH (a python environment's nvidia/cublas/lib and nvidia/cuda_nvrtc/lib work).
+/// Exits with status 1 and one sentence when there is no GPU or driver.
+#[derive(Debug, Parser)]
+#[command(name = "calibrate", version)]
+struct Args {
+    /// Fewer repetitions, GEMM sizes and training scenarios (minutes instead of a quarter hour).
+    /// A quick run never replaces an existing full run's file.
+    #[arg(long)]
+    quick: bool,
+
+    /// Folder for the calibration file (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "content/calibration")]
+    out: PathBuf,
+
+    /// CUDA device ordinal to measure.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    device: usize,
+
+    /// File the results under this GPU catalog id instead of the one matched from the device's
+    /// name, compute capability and memory.
+    #[arg(long, value_name = "ID")]
+    gpu: Option<String>,
+
+    /// The python interpreter for the PyTorch part.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    python: PathBuf,
+
+    /// Skip the PyTorch part even where torch is installed.
+    #[arg(long)]
+    native_only: bool,
+
+    /// Replace an existing file even with a quick run.
+    #[arg(long)]
+    force: bool,
+
+    /// Use the fake H100 device and trainer (for tests and to see the output format anywhere).
+    #[arg(long)]
+    fake: bool,
+}
+
+fn open_device(args: &Args) -> Result<Box<dyn Device>, DeviceError> {
+    if args.fake {
+        return Ok(Box::new(FakeDevice::default()));
+    }
+    #[cfg(feature = "cuda")]
+    {
+        Ok(Box::new(calibrate::cuda::CudaDevice::open(args.device)?))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(DeviceError::NoDevice(
+            "this calibrate was built without the `cuda` feature, so it cannot measure a GPU"
+                .into(),
+        ))
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut dev = match open_device(&args) {
+        Ok(d) => d,
+        Err(DeviceError::NoDevice(why)) => {
+            eprintln!("calibrate: {why}.");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("calibrate: cannot open the GPU: {e}.");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&args, dev.as_mut()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("calibrate: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
+    let now_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the system clock is before 1970")?
+        .as_secs();
+    let opts = Options {
+        quick: args.quick,
+        gpu: args.gpu.clone(),
+        native_only: args.native_only,
+        now_secs,
+    };
+    let mut bar = Bar::default();
+    let mut trainer: Box<dyn Trainer> = if args.fake {
+        let gpu = GpuCatalog::builtin()
+            .get(args.gpu.as_deref().unwrap_or("h100-sxm-80gb"))
+            .context("--gpu")?;
+        Box::new(FakeTrainer::h100(gpu))
+    } else {
+        Box::new(PythonTrainer::new(&args.python, "cuda").context("preparing the PyTorch probe")?)
+    };
+    let file = match calibrate(dev, Some(trainer.as_mut()), &opts, &mut bar) {
+        Ok(f) => f,
+        Err(CalibrateError::Device(e)) => bail!("measuring the GPU failed: {e}"),
+        Err(e) => return Err(e.into()),
+    };
+    bar.finish();
+    let name = file.file_name();
+    let target = args.out.join(&name);
+    if !args.force && file.mode == "quick" && target.exists() {
+        let existing: Option<CalibrationFile> = std::fs::read_to_string(&target)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        if existing.is_some_and(|e| e.mode == "full") {
+            bail!(
+                "{} holds a full run; a quick run does not replace it (pass --force to replace it)",
+                target.display()
+            );
+        }
+    }
+    let text = serde_json::to_string_pretty(&file).context("serializing the calibration")?;
+    // The core must accept what was written (range checks included) before it lands.
+    headroom_core::Calibration::parse(&name, &text)
+        .map_err(|e| anyhow::anyhow!("the core rejects the result: {e}"))?;
+    let path = write_atomic(&args.out, &name, &(text + "\n"))
+        .with_context(|| format!("writing {}", target.display()))?;
+    print!("{}", summary(&file, &path));
+    Ok(())
+}
+
+fn mib(b: f64) -> String {
+    format!("{:.0} MiB", b / (1u64 << 20) as f64)
+}
+
+fn summary(f: &CalibrationFile, path: &std::path::Path) -> String {
+    let mut s = String::new();
+    let m = &f.machine;
+    s.push_str(&format!(
+        "\n{} ({}; compute capability {}; driver {}; CUDA {}), measured {}\n",
+        m.gpu_name,
+        f.gpu_id,
+        m.compute_capability,
+        m.driver_version.as_deref().unwrap_or("?"),
+        f.software.cuda,
+        f.measured_on
+    ));
+    let n = &f.native;
+    s.push_str(&format!(
+        "  CUDA context {} (IQR {}-{}), cuBLAS handle {} + first GEMM {}, granularity {} KiB\n",
+        mib(n.context_bytes.median),
+        mib(n.context_bytes.q1),
+        mib(n.context_bytes.q3),
+        mib(n.cublas_handle_bytes.median),
+        mib(n.cublas_first_gemm_bytes.median),
+        n.granularity_recommended_bytes / 1024
+    ));
+    for dtype in ["bf16", "fp16", "tf32", "fp32"] {
+        if let Some(p) = n
+            .matmul
+            .iter()
+            .filter(|p| p.dtype == dtype)
+            .max_by(|a, b| a.tflops.median.total_cmp(&b.tflops.median))
+        {
+            s.push_str(&format!(
+                "  GEMM {dtype}: best {:.0} TFLOP/s at n={}{}\n",
+                p.tflops.median,
+                p.n,
+                p.efficiency
+                    .map(|e| format!(" ({:.0}% of the catalog's peak)", e * 100.0))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    for u in &n.matmul_unsupported {
+        s.push_str(&format!(
+            "  GEMM {}: not measured ({})\n",
+            u.dtype, u.reason
+        ));
+    }
+    for b in &n.bandwidth {
+        s.push_str(&format!(
+            "  {}: {:.1} GB/s\n",
+            b.kind.replace('_', " "),
+            b.gb_per_s.median
+        ));
+    }
+    let t = &f.torch;
+    if t.status == "measured" {
+        s.push_str(&format!(
+            "  PyTorch {}: {} scenarios, {} measured, {} out of memory, {} failed, {} skipped\n",
+            f.software.torch.torch.as_deref().unwrap_or("?"),
+            t.scenarios,
+            t.ok,
+            t.oom,
+            t.errors,
+            t.skipped
+        ));
+        if let (Some(b), Some(a)) = (&t.held_out_before, &t.held_out_after) {
+            s.push_str(&format!(
+                "  held-out error ({} scenarios), mean |error| before -> after fitting:\n",
+                a.device.rows
+            ));
+            for (level, lb, la) in [
+                ("allocated", &b.allocated, &a.allocated),
+                ("reserved", &b.reserved, &a.reserved),
+                ("device", &b.device, &a.device),
+            ] {
+                s.push_str(&format!(
+                    "    {level:<9} {:>6.2}% -> {:>6.2}%  (max {:.2}% -> {:.2}%)\n",
+                    lb.mean_abs_pct, la.mean_abs_pct, lb.max_abs_pct, la.max_abs_pct
+                ));
+            }
+        }
+    } else {
+        s.push_str(&format!(
+            "  PyTorch part skipped: {}\n",
+            t.reason.as_deref().unwrap_or("")
+        ));
+    }
+    let c = &f.constants;
+    s.push_str(&format!(
+        "  constants: context {}, cuBLAS workspaces {} x {}, reserved slack {:.3} (expandable {:.3})\n",
+        mib(c.cuda_context_bytes as f64),
+        c.cublas_workspaces,
+        mib(c.cublas_workspace_bytes as f64),
+        c.reserved_slack_fraction,
+        c.reserved_slack_fraction_expandable
+    ));
+    s.push_str(&format!("wrote {}\n", path.display()));
+    s
+}
