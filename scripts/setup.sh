@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Headroom's build and tests need, skipping what is already there at the right
-# version: the wasm32 target (the core must build for it) and a Python venv with the pinned
-# torch and transformers for the reference suite (tests/reference/requirements.txt).
+# version: the wasm32 target; the web toolchain (trunk, wasm-bindgen-cli, binaryen's wasm-opt,
+# Chromium and chromedriver); and a Python venv with the pinned torch and transformers for the
+# reference suite (tests/reference/requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,48 @@ if command -v rustup >/dev/null 2>&1; then
   fi
 fi
 
+# The web toolchain (site build and browser tests), at the versions Trunk.toml and Cargo.lock
+# pin. Each is skipped when already there at the right version.
+export PATH="$HOME/.cargo/bin:$HOME/.local/webtools/node_modules/.bin:$PATH"
+TRUNK_VERSION=0.21.14
+WASM_BINDGEN_VERSION=$(sed -n '/^name = "wasm-bindgen"$/{n;s/^version = "\(.*\)"/\1/p;q}' Cargo.lock)
+BINARYEN_VERSION=132.0.0
+have_version() { command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -q "$2"; }
+
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+  log "chromium and chromedriver: present"
+else
+  log "installing chromium and chromium-driver (Debian packages)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+if have_version trunk "$TRUNK_VERSION"; then
+  log "trunk $TRUNK_VERSION: present"
+else
+  log "installing trunk $TRUNK_VERSION (cargo install, several minutes)"
+  cargo install --locked --quiet "trunk@$TRUNK_VERSION"
+fi
+if have_version wasm-bindgen "$WASM_BINDGEN_VERSION"; then
+  log "wasm-bindgen-cli $WASM_BINDGEN_VERSION: present"
+else
+  log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (cargo install, several minutes)"
+  # Not --locked: its lockfile names a crate version this registry mirror lacks.
+  cargo install --quiet wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+if have_version wasm-opt "version ${BINARYEN_VERSION%%.*}"; then
+  log "wasm-opt (binaryen $BINARYEN_VERSION): present"
+else
+  # Debian's binaryen is too old for what wasm-bindgen emits; npm's package ships the binary.
+  log "installing binaryen $BINARYEN_VERSION from npm into ~/.local/webtools"
+  npm install --silent --prefix "$HOME/.local/webtools" --no-audit --no-fund "binaryen@$BINARYEN_VERSION"
+fi
+
+# The reference venv (skipped by the run command, which needs no Python).
+if [ "${SKIP_VENV:-0}" = 1 ]; then
+  log "done (python venv skipped)"
+  exit 0
+fi
 # The reference venv: recreate it when the pinned versions are not the ones installed.
 req=tests/reference/requirements.txt
 want_torch=$(sed -n 's/^torch==//p' "$req")

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Runs every test in the repository (the README's test command; CI runs exactly this):
 # formatting and lints, the Rust tests, the core on wasm32 and its dependency rules, the
-# benchmarks' build, and the reference suite against real PyTorch.
+# benchmarks' build, the site's release build, its component tests in headless Chromium, the
+# end-to-end browser tests and budgets, and the reference suite against real PyTorch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$HOME/.local/webtools/node_modules/.bin:$PATH"
+export TRUNK_SKIP_VERSION_CHECK=true
+export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 
 step() { printf '\n=== %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy -D warnings"
+step "cargo clippy -D warnings (native, and the site for wasm32)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p headroom-site --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
 
-step "cargo test"
-cargo test --workspace --locked
+step "cargo test (all crates but the browser tests, which need the site's build)"
+cargo test --workspace --exclude headroom-e2e --locked
 
 step "headroom-core builds for wasm32-unknown-unknown"
 cargo build -p headroom-core --target wasm32-unknown-unknown --locked
@@ -33,6 +38,20 @@ echo "ok"
 step "benchmarks build"
 cargo bench -p headroom-core --no-run --locked
 
-step "reference suite: the core against real PyTorch (CPU)"
+step "site: release build (trunk, wasm-opt)"
+cargo fetch --locked
+trunk build --release --offline
+
+step "site: component tests in headless Chromium (wasm-bindgen-test)"
+(cd site && cargo test --target wasm32-unknown-unknown --locked)
+
+step "site: end-to-end tests in headless Chromium (WebDriver) against the release build"
 cargo build -p headroom-cli --locked
-HEADROOM_BIN="$PWD/target/debug/headroom" .venv/bin/python -m pytest -q tests/reference -p no:cacheprovider
+export HEADROOM_BIN="$PWD/target/debug/headroom"
+cargo test -p headroom-e2e --locked
+
+step "site: budgets (bundle size is checked; times are reported)"
+cargo run -q -p headroom-e2e --bin budgets --locked
+
+step "reference suite: the core against real PyTorch (CPU)"
+.venv/bin/python -m pytest -q tests/reference -p no:cacheprovider

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::estimate::resolve_model;
-use headroom_core::{Calibration, codec, estimate, fit, strategies};
+use headroom_core::{Calibration, analyze, codec, estimate, fit, strategies};
 
 use args::{Cli, Command, Format, ScenarioArgs};
 
@@ -28,18 +28,20 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Estimate { scenario, format } => {
             let scen = scenario.build()?;
-            let est = estimate(&scen)?;
-            let (_, spec) = resolve_model(&scen)?;
-            let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
-            let cal = Calibration::for_gpu(gpu);
-            let fitted = fit::fit(&spec, gpu, &cal, &scen);
-            let link = codec::encode(&scen);
+            let a = analyze(&scen)?;
             match format {
                 Format::Json => println!(
                     "{}",
-                    serde_json::to_string_pretty(&render::estimate_json(&est, &fitted, &link))?
+                    serde_json::to_string_pretty(&render::estimate_json(
+                        &a.estimate,
+                        &a.fit,
+                        &a.link
+                    ))?
                 ),
-                Format::Table => print!("{}", render::estimate_table(&est, &fitted, &link, &scen)),
+                Format::Table => print!(
+                    "{}",
+                    render::estimate_table(&a.estimate, &a.fit, &a.link, &scen)
+                ),
             }
         }
         Command::Fit { scenario, format } => {

@@ -158,6 +158,11 @@ fn format_prob(p: f64) -> String {
 /// Decodes a query string (with or without a leading `?`, or a whole URL); missing keys take
 /// defaults.
 pub fn decode(query: &str) -> Result<Scenario, ScenarioError> {
+    decode_pairs(Scenario::default(), &query_pairs(query)?)
+}
+
+/// Splits a query string (with or without a leading `?`, or a whole URL) into decoded pairs.
+pub fn query_pairs(query: &str) -> Result<Vec<(String, String)>, ScenarioError> {
     let query = match query.split_once('?') {
         Some((_, q)) => q,
         None => query,
@@ -169,10 +174,61 @@ pub fn decode(query: &str) -> Result<Scenario, ScenarioError> {
         let key = percent_decode(raw_key)
             .ok_or_else(|| ScenarioError::invalid("link", "a key has a broken %-escape"))?;
         let value = percent_decode(raw_value)
-            .ok_or_else(|| ScenarioError::invalid(&key, "broken %-escape"))?;
+            .ok_or_else(|| ScenarioError::invalid(printable(&key), "broken %-escape"))?;
         pairs.push((key, value));
     }
-    decode_pairs(Scenario::default(), &pairs)
+    Ok(pairs)
+}
+
+/// Decodes as much of a link as is valid: each bad field is reported and left at its default,
+/// the rest is kept. For pages, which must open on a scenario whatever the link holds.
+///
+/// Pairs are applied in the order links are written (`gpus` before `tp`, `dp` before
+/// `opt_offload`), each followed by validation, so one field that breaks a combination is the
+/// one reported and dropped.
+pub fn decode_lenient(
+    base: Scenario,
+    pairs: &[(String, String)],
+) -> (Scenario, Vec<ScenarioError>) {
+    let mut ordered: Vec<&(String, String)> = pairs.iter().collect();
+    ordered.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k).unwrap_or(usize::MAX));
+    let mut scen = base;
+    let mut errors = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for pair in ordered {
+        if !seen.insert(pair.0.clone()) {
+            errors.push(ScenarioError::invalid(
+                printable(&pair.0),
+                "appears twice; the first is used",
+            ));
+            continue;
+        }
+        match decode_pairs(scen.clone(), std::slice::from_ref(pair)) {
+            Ok(next) => scen = next,
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Err(e) = scen.validate() {
+        // The base itself was invalid: fall back to the defaults entirely.
+        errors.push(e);
+        scen = Scenario::default();
+    }
+    (scen, errors)
+}
+
+/// A link key as it may be quoted back: characters outside `[A-Za-z0-9._:~-]` become `?`, so a
+/// message never carries markup from a link.
+fn printable(key: &str) -> String {
+    crate::scenario::shorten(key)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._:~-".contains(c) {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect()
 }
 
 /// Applies `key = value` pairs (link keys) on top of `base`, then validates.
@@ -183,7 +239,7 @@ pub fn decode_pairs(base: Scenario, pairs: &[(String, String)]) -> Result<Scenar
         let (key, value) = (key.clone(), value.clone());
         if !KEYS.contains(&key.as_str()) {
             return Err(ScenarioError::invalid(
-                crate::scenario::shorten(&key),
+                printable(&key),
                 format!("unknown link field; known: {}", KEYS.join(", ")),
             ));
         }
@@ -519,4 +575,43 @@ pub fn named_scenarios() -> Vec<NamedScenario> {
         .iter()
         .filter_map(|(id, text)| parse_scenario_file(id, text).ok())
         .collect()
+}
+
+/// The value of one link field in `scen`, as a link writes it (`None` for `v`, `cfg` and
+/// unknown keys; an empty string for a dropout left at the config's values). Forms show these,
+/// and send edits back through [`decode_pairs`], so a form and a link validate alike.
+pub fn field_value(scen: &Scenario, key: &str) -> Option<String> {
+    let flag = |b: bool| if b { "1" } else { "0" }.to_string();
+    Some(match key {
+        "model" => match &scen.model {
+            ModelChoice::Preset(id) => id.clone(),
+            ModelChoice::Custom(_) => "custom".into(),
+        },
+        "gpu" => scen.gpu.clone(),
+        "gpus" => scen.gpus.to_string(),
+        "batch" => scen.micro_batch.to_string(),
+        "seq" => scen.seq.to_string(),
+        "accum" => scen.grad_accum.to_string(),
+        "method" => scen.method.id().into(),
+        "rank" => scen.lora.rank.to_string(),
+        "targets" => scen.lora.targets.id().into(),
+        "precision" => scen.precision.id().into(),
+        "optimizer" => scen.optimizer.id().into(),
+        "attention" => scen.attention.id().into(),
+        "dropout" => scen.dropout.map(format_prob).unwrap_or_default(),
+        "ckpt" => scen.checkpointing.id(),
+        "act_offload" => flag(scen.offload_activations),
+        "loss" => scen.loss.id().into(),
+        "keep_logits" => flag(scen.keep_logits),
+        "dp" => scen.parallel.data.id().into(),
+        "tp" => scen.parallel.tensor.to_string(),
+        "pp" => scen.parallel.pipeline.to_string(),
+        "sp" => flag(scen.parallel.sequence),
+        "opt_offload" => scen.parallel.offload_optimizer.id().into(),
+        "param_offload" => scen.parallel.offload_params.id().into(),
+        "bucket_view" => flag(scen.parallel.grad_bucket_view),
+        "expandable" => flag(scen.runtime.expandable_segments),
+        "graphs" => flag(scen.runtime.cuda_graphs),
+        _ => return None,
+    })
 }

@@ -6,6 +6,7 @@
 //! [`estimate`] with the same [`Scenario`] and get the same bytes.
 
 pub mod activations;
+pub mod analysis;
 pub mod calibration;
 pub mod catalog;
 pub mod codec;
@@ -21,6 +22,7 @@ pub mod scenario;
 pub mod states;
 pub mod strategies;
 
+pub use analysis::{Analysis, analyze, analyze_with};
 pub use calibration::Calibration;
 pub use catalog::{Gpu, GpuCatalog, Preset, PresetCatalog};
 pub use error::{ConfigError, ContentError, ScenarioError};

@@ -39,7 +39,7 @@ macro_rules! named_enum {
     };
 }
 
-pub(crate) fn shorten(s: &str) -> String {
+pub fn shorten(s: &str) -> String {
     let mut out: String = s.chars().take(40).collect();
     if s.chars().count() > 40 {
         out.push_str("...");

@@ -1,0 +1,51 @@
+//! Everything one scenario shows: the estimate, what fits, the strategy table and the link.
+//!
+//! The CLI, the site and the guides all call [`analyze`], so a number printed by one is the
+//! number shown by the others.
+
+use serde::Serialize;
+
+use crate::calibration::Calibration;
+use crate::catalog::{Gpu, GpuCatalog};
+use crate::codec;
+use crate::error::ScenarioError;
+use crate::estimate::{Estimate, estimate_with, resolve_model};
+use crate::fit::{Fit, fit};
+use crate::model::ModelSpec;
+use crate::scenario::Scenario;
+use crate::strategies::{Strategy, strategies};
+
+/// The full answer for one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Analysis {
+    pub estimate: Estimate,
+    pub fit: Fit,
+    pub strategies: Vec<Strategy>,
+    /// The scenario's share link (a query string without `?`).
+    pub link: String,
+}
+
+/// Analyzes a scenario with the built-in catalogs and the GPU's calibration.
+pub fn analyze(scen: &Scenario) -> Result<Analysis, ScenarioError> {
+    scen.validate()?;
+    let (name, spec) = resolve_model(scen)?;
+    let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
+    let cal = Calibration::for_gpu(gpu);
+    Ok(analyze_with(&name, &spec, gpu, &cal, scen))
+}
+
+/// Analyzes with an explicit model, GPU and calibration (a user's own calibration file, say).
+pub fn analyze_with(
+    name: &str,
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+) -> Analysis {
+    Analysis {
+        estimate: estimate_with(name, spec, gpu, cal, scen),
+        fit: fit(spec, gpu, cal, scen),
+        strategies: strategies(spec, gpu, cal, scen),
+        link: codec::encode(scen),
+    }
+}

@@ -1,0 +1,112 @@
+//! Links as pages read them: lenient decoding keeps the good fields and names each bad one.
+
+use headroom_core::codec::{decode_lenient, encode, query_pairs};
+use headroom_core::scenario::{Checkpointing, Scenario};
+use headroom_core::{ScenarioError, analyze};
+
+#[track_caller]
+fn lenient(query: &str) -> (Scenario, Vec<String>) {
+    let pairs = query_pairs(query).expect("the query splits");
+    let (scen, errors) = decode_lenient(Scenario::default(), &pairs);
+    (scen, errors.iter().map(ToString::to_string).collect())
+}
+
+#[test]
+fn a_valid_link_decodes_without_errors() {
+    let (scen, errors) = lenient("?v=1&batch=4&ckpt=full&gpu=a100-sxm4-80gb");
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(scen.micro_batch, 4);
+    assert_eq!(scen.checkpointing, Checkpointing::Full);
+    assert_eq!(scen.gpu, "a100-sxm4-80gb");
+}
+
+#[test]
+fn bad_fields_are_named_and_the_rest_is_kept() {
+    let (scen, errors) = lenient("batch=abc&seq=2048&precision=fp64&ckpt=full");
+    assert_eq!(scen.seq, 2048);
+    assert_eq!(scen.checkpointing, Checkpointing::Full);
+    assert_eq!(scen.micro_batch, Scenario::default().micro_batch);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("batch"), "{errors:?}");
+    assert!(errors[1].contains("precision") && errors[1].contains("amp-bf16"));
+}
+
+#[test]
+fn a_field_that_breaks_a_combination_is_dropped_alone() {
+    // 8 GPUs with tp = 8 is fine; pp = 2 would need 16 GPUs.
+    let (scen, errors) = lenient("gpus=8&pp=2&tp=8");
+    assert_eq!(
+        (scen.gpus, scen.parallel.tensor, scen.parallel.pipeline),
+        (8, 8, 1)
+    );
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].contains("gpus"), "{errors:?}");
+}
+
+#[test]
+fn hostile_values_never_pass_through() {
+    let hostile = [
+        "model=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+        "gpu=%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E",
+        "%3Cb%3E=1",
+        "batch=%ZZ",
+        "cfg=%3Csvg%20onload%3Dalert(1)%3E",
+    ];
+    for q in hostile {
+        let (scen, errors) = match query_pairs(q) {
+            Ok(pairs) => decode_lenient(Scenario::default(), &pairs),
+            Err(e) => (Scenario::default(), vec![e]),
+        };
+        assert_eq!(scen, Scenario::default(), "{q}");
+        assert!(!errors.is_empty(), "{q}");
+        for e in &errors {
+            let text = e.to_string();
+            // Messages may quote the field, but never a `<` that could open markup.
+            assert!(!text.contains('<'), "{q}: {text}");
+        }
+    }
+}
+
+#[test]
+fn duplicate_keys_keep_the_first() {
+    let (scen, errors) = lenient("batch=2&batch=8");
+    assert_eq!(scen.micro_batch, 2);
+    assert_eq!(errors.len(), 1);
+}
+
+#[test]
+fn analyze_agrees_with_its_parts() {
+    let scen = Scenario::default();
+    let a = analyze(&scen).expect("the default scenario analyzes");
+    assert_eq!(
+        a.estimate,
+        headroom_core::estimate(&scen).expect("estimates")
+    );
+    assert_eq!(a.link, encode(&scen));
+    assert!(!a.strategies.is_empty());
+    let bad = Scenario {
+        gpu: "no-such-gpu".into(),
+        ..Scenario::default()
+    };
+    assert!(matches!(analyze(&bad), Err(ScenarioError::Unknown { .. })));
+}
+
+#[test]
+fn every_field_value_round_trips_through_the_codec() {
+    let scen = headroom_core::codec::decode(
+        "batch=3&seq=1024&method=lora&rank=8&targets=attn&ckpt=every:4&dropout=0.1&dp=zero3\
+         &gpus=8&opt_offload=cpu&param_offload=cpu&expandable=1",
+    )
+    .expect("a valid link");
+    let pairs: Vec<(String, String)> = headroom_core::codec::KEYS
+        .iter()
+        .filter_map(|k| headroom_core::codec::field_value(&scen, k).map(|v| (k.to_string(), v)))
+        .collect();
+    assert_eq!(
+        pairs.len(),
+        headroom_core::codec::KEYS.len() - 2,
+        "all but v and cfg"
+    );
+    let back = headroom_core::codec::decode_pairs(Scenario::default(), &pairs).expect("valid");
+    assert_eq!(back, scen);
+}

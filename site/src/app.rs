@@ -1,0 +1,79 @@
+//! The app: the router, and the site's header and footer around every page but embeds.
+
+use headroom_core::codec::named_scenarios;
+use yew::prelude::*;
+use yew_router::prelude::*;
+
+use crate::dom;
+use crate::pages::{calculator::Calculator, compare::Compare, embed::Embed, not_found::NotFound};
+use crate::route::Route;
+
+fn switch(route: Route) -> Html {
+    match route {
+        Route::Embed => html! { <Embed/> },
+        other => html! { <Chrome>{ page(other) }</Chrome> },
+    }
+}
+
+fn page(route: Route) -> Html {
+    match route {
+        Route::Calculator => html! { <Calculator/> },
+        Route::Named { id } => {
+            let key = id.clone();
+            html! { <Calculator key={key} named={id}/> }
+        }
+        Route::Compare => html! { <Compare/> },
+        Route::Embed | Route::NotFound => html! { <NotFound/> },
+    }
+}
+
+#[derive(Properties, PartialEq)]
+struct ChromeProps {
+    children: Html,
+}
+
+/// Header (name, navigation, examples) and footer.
+#[component]
+fn Chrome(props: &ChromeProps) -> Html {
+    let base = dom::base_path();
+    let examples = named_scenarios();
+    html! {
+        <>
+            <a class="skip" href="#main">{ "Skip to content" }</a>
+            <header class="site-header">
+                <a class="brand" href={format!("{base}/")}>
+                    <span class="logo" aria-hidden="true">{ "▮▮▯" }</span>{ "Headroom" }
+                </a>
+                <p class="tagline">{ "Will this training run fit on these GPUs?" }</p>
+                <nav aria-label="Site">
+                    <a href={format!("{base}/")}>{ "Calculator" }</a>
+                    <a href={format!("{base}/compare")}>{ "Compare" }</a>
+                    if !examples.is_empty() {
+                        <details class="menu">
+                            <summary>{ "Examples" }</summary>
+                            <ul>
+                                { for examples.iter().map(|n| html! {
+                                    <li><a href={format!("{base}/s/{}", n.id)}>{ &n.title }</a></li>
+                                }) }
+                            </ul>
+                        </details>
+                    }
+                </nav>
+            </header>
+            { props.children.clone() }
+            <footer class="site-footer">
+                <p>{ "Every number is computed in your browser by headroom-core, the same code as the headroom CLI. Per-layer activation bytes are checked against real PyTorch and transformers code." }</p>
+            </footer>
+        </>
+    }
+}
+
+#[component]
+pub fn App() -> Html {
+    use_effect_with((), |_| dom::register_service_worker());
+    html! {
+        <BrowserRouter>
+            <Switch<Route> render={switch}/>
+        </BrowserRouter>
+    }
+}

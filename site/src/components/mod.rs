@@ -1,0 +1,9 @@
+//! Reusable pieces of the pages: inputs, results, charts, sharing.
+
+pub mod chart;
+pub mod form;
+pub mod model_picker;
+pub mod notices;
+pub mod num;
+pub mod report;
+pub mod share;

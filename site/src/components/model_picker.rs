@@ -1,0 +1,187 @@
+//! The model: a preset, or a custom `config.json` pasted, uploaded or fetched from the Hub.
+
+use std::rc::Rc;
+
+use headroom_core::model::parse_config_json;
+use headroom_core::scenario::ModelChoice;
+use yew::prelude::*;
+
+use crate::fields::model_options;
+use crate::state::{Action, CalcState};
+
+#[derive(Properties, PartialEq)]
+pub struct PickerProps {
+    pub state: Rc<CalcState>,
+    pub dispatch: Callback<Action>,
+    pub id_prefix: AttrValue,
+}
+
+const CUSTOM: &str = "__custom";
+
+/// Parses config text into the scenario's model, or returns the message to show.
+fn apply_config(text: &str, dispatch: &Callback<Action>) -> Result<(), String> {
+    let spec = parse_config_json(text).map_err(|e| format!("This config cannot be used: {e}"))?;
+    crate::dom::edit_started();
+    dispatch.emit(Action::CustomModel(Box::new(spec)));
+    Ok(())
+}
+
+#[component]
+pub fn ModelPicker(props: &PickerProps) -> Html {
+    let custom_open = use_state(|| matches!(props.state.scenario.model, ModelChoice::Custom(_)));
+    let message = use_state(|| None::<(bool, String)>);
+    let paste_ref = use_node_ref();
+    let hub_ref = use_node_ref();
+    let busy = use_state(|| false);
+    let p = &props.id_prefix;
+    let (select_id, paste_id, file_id, hub_id) = (
+        format!("{p}-model"),
+        format!("{p}-config-text"),
+        format!("{p}-config-file"),
+        format!("{p}-hub-id"),
+    );
+
+    let current = match &props.state.scenario.model {
+        ModelChoice::Preset(id) => id.clone(),
+        ModelChoice::Custom(_) => CUSTOM.to_string(),
+    };
+    let on_select = {
+        let (dispatch, custom_open) = (props.dispatch.clone(), custom_open.clone());
+        Callback::from(move |e: Event| {
+            let Some(sel) = e.target_dyn_into::<web_sys::HtmlSelectElement>() else {
+                return;
+            };
+            let v = sel.value();
+            if v == CUSTOM {
+                custom_open.set(true);
+            } else {
+                crate::dom::edit_started();
+                dispatch.emit(Action::Edit("model".into(), v));
+            }
+        })
+    };
+    let on_paste_apply = {
+        let (dispatch, message, paste_ref) =
+            (props.dispatch.clone(), message.clone(), paste_ref.clone());
+        Callback::from(move |_: MouseEvent| {
+            let text = paste_ref
+                .cast::<web_sys::HtmlTextAreaElement>()
+                .map(|t| t.value())
+                .unwrap_or_default();
+            message.set(Some(match apply_config(&text, &dispatch) {
+                Ok(()) => (true, "Using the pasted config.".into()),
+                Err(e) => (false, e),
+            }));
+        })
+    };
+    let on_file = {
+        let (dispatch, message) = (props.dispatch.clone(), message.clone());
+        Callback::from(move |e: Event| {
+            let Some(input) = e.target_dyn_into::<web_sys::HtmlInputElement>() else {
+                return;
+            };
+            let Some(file) = input.files().and_then(|f| f.get(0)) else {
+                return;
+            };
+            if file.size() > 2_000_000.0 {
+                message.set(Some((
+                    false,
+                    "That file is over 2 MB: a config.json is a few KB.".into(),
+                )));
+                return;
+            }
+            let (dispatch, message) = (dispatch.clone(), message.clone());
+            wasm_bindgen_futures::spawn_local(async move {
+                let text = wasm_bindgen_futures::JsFuture::from(file.text()).await;
+                let text = text.ok().and_then(|t| t.as_string());
+                message.set(Some(match text {
+                    Some(t) => match apply_config(&t, &dispatch) {
+                        Ok(()) => (true, format!("Using {}.", file.name())),
+                        Err(e) => (false, e),
+                    },
+                    None => (false, "The file could not be read as text.".into()),
+                }));
+            });
+        })
+    };
+    let on_fetch = {
+        let (dispatch, message, hub_ref, busy) = (
+            props.dispatch.clone(),
+            message.clone(),
+            hub_ref.clone(),
+            busy.clone(),
+        );
+        Callback::from(move |_: MouseEvent| {
+            let id = hub_ref
+                .cast::<web_sys::HtmlInputElement>()
+                .map(|i| i.value())
+                .unwrap_or_default();
+            let (dispatch, message, busy) = (dispatch.clone(), message.clone(), busy.clone());
+            busy.set(true);
+            message.set(Some((true, format!("Fetching {} ...", id.trim()))));
+            wasm_bindgen_futures::spawn_local(async move {
+                let result = crate::hub::fetch_config(&id).await;
+                busy.set(false);
+                message.set(Some(match result {
+                    Ok(text) => match apply_config(&text, &dispatch) {
+                        Ok(()) => (
+                            true,
+                            format!("Using {}'s config.json from the Hub.", id.trim()),
+                        ),
+                        Err(e) => (false, e),
+                    },
+                    Err(e) => (false, e),
+                }));
+            });
+        })
+    };
+
+    let options = model_options();
+    let custom_label = if current == CUSTOM {
+        match &props.state.scenario.model {
+            ModelChoice::Custom(spec) => format!(
+                "Custom {} ({} layers, hidden {})",
+                spec.model_type, spec.layers, spec.hidden
+            ),
+            ModelChoice::Preset(_) => String::new(),
+        }
+    } else {
+        "Custom config.json ...".to_string()
+    };
+    html! {
+        <div class="model-picker">
+            <div class="field">
+                <label for={select_id.clone()}>{ "Model" }</label>
+                <select id={select_id} onchange={on_select}>
+                    { for options.into_iter().map(|(v, label)| {
+                        let selected = v == current;
+                        html! { <option value={v} {selected}>{ label }</option> }
+                    }) }
+                    <option value={CUSTOM} selected={current == CUSTOM}>{ custom_label }</option>
+                </select>
+                <p class="help">{ "A preset (a real Hugging Face config), or your own config.json." }</p>
+            </div>
+            if *custom_open {
+                <div class="custom-config">
+                    <label for={paste_id.clone()}>{ "Paste a config.json" }</label>
+                    <textarea id={paste_id} ref={paste_ref} rows="4" spellcheck="false"
+                              placeholder={"{\"model_type\": \"llama\", \"hidden_size\": 4096, ...}"}/>
+                    <div class="row">
+                        <button type="button" onclick={on_paste_apply}>{ "Use pasted config" }</button>
+                        <label class="file-label" for={file_id.clone()}>{ "or upload a file" }</label>
+                        <input id={file_id} type="file" accept=".json,application/json" onchange={on_file}/>
+                    </div>
+                    <label for={hub_id.clone()}>{ "Or fetch from the Hugging Face Hub" }</label>
+                    <div class="row">
+                        <input id={hub_id} ref={hub_ref} type="text" placeholder="Qwen/Qwen2.5-7B"
+                               autocomplete="off" spellcheck="false"/>
+                        <button type="button" onclick={on_fetch} disabled={*busy}>{ "Fetch" }</button>
+                    </div>
+                </div>
+            }
+            if let Some((ok, text)) = &*message {
+                <p class={if *ok { "help ok" } else { "field-error" }} role="status" id="model-message">{ text }</p>
+            }
+        </div>
+    }
+}

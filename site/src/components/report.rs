@@ -1,0 +1,250 @@
+//! The results of one analysis: verdict, headline numbers, breakdown, strategies, layer tensors.
+//! Every component can show its formula, source and confidence.
+
+use headroom_core::Analysis;
+use headroom_core::catalog::GpuCatalog;
+use headroom_core::estimate::{Component, Confidence, Level, Lifetime};
+use headroom_core::format;
+use yew::prelude::*;
+
+use super::num::Bytes;
+
+#[derive(Properties, PartialEq)]
+pub struct AnalysisProps {
+    pub analysis: std::rc::Rc<Analysis>,
+    /// Number of GPUs (for the verdict's wording).
+    pub gpus: u32,
+}
+
+fn gpu_name(id: &str) -> String {
+    GpuCatalog::builtin()
+        .get(id)
+        .map_or_else(|_| id.to_string(), |g| g.name.clone())
+}
+
+/// Fits or not, the headroom, and what would fit.
+#[component]
+pub fn Verdict(props: &AnalysisProps) -> Html {
+    let e = &props.analysis.estimate;
+    let v = &e.verdict;
+    let fit = &props.analysis.fit;
+    let class = if v.fits {
+        "verdict fits"
+    } else {
+        "verdict oom"
+    };
+    let gpu = gpu_name(&v.gpu);
+    let per = if props.gpus > 1 { " per GPU" } else { "" };
+    let headline = if v.fits {
+        format!("Fits on {} x {gpu}", props.gpus)
+    } else {
+        format!("Does not fit on {} x {gpu}", props.gpus)
+    };
+    let max_batch = fit
+        .max_micro_batch
+        .map_or_else(|| "none (not even 1)".to_string(), |b| b.to_string());
+    let max_seq = fit
+        .max_seq
+        .map_or_else(|| "none (not even 1 token)".to_string(), |s| s.to_string());
+    html! {
+        <section class={class} id="verdict" aria-live="polite" data-fits={v.fits.to_string()}>
+            <h2>{ headline }</h2>
+            <p class="verdict-line">
+                { "Peak " }<Bytes bytes={e.peak.device} id="peak-device"/>{ per }
+                { " of " }<Bytes bytes={v.capacity} id="capacity"/>
+                { if v.fits { " — headroom " } else { " — short by " } }
+                <span class="num" id="headroom" data-bytes={v.headroom.to_string()}>
+                    { format::bytes(v.headroom.unsigned_abs()) }
+                </span>
+                { format!(" ({:.1}%)", v.headroom_percent.abs()) }
+            </p>
+            <p class="verdict-line">
+                { format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at) }
+            </p>
+            <dl class="fit">
+                <div><dt>{ "Largest micro-batch that fits" }</dt>
+                     <dd id="max-batch">{ max_batch }</dd></div>
+                <div><dt>{ "Longest sequence that fits" }</dt>
+                     <dd id="max-seq">{ max_seq }</dd></div>
+            </dl>
+        </section>
+    }
+}
+
+/// The headline numbers, each with what it means.
+#[component]
+pub fn KeyNumbers(props: &AnalysisProps) -> Html {
+    let e = &props.analysis.estimate;
+    let b = &e.bytes;
+    let row = |id: &'static str, label: &'static str, bytes: u64, note: &'static str| {
+        html! {
+            <tr><th scope="row">{ label }</th>
+                <td><Bytes bytes={bytes} id={id}/></td>
+                <td class="note">{ note }</td></tr>
+        }
+    };
+    html! {
+        <section class="card" aria-labelledby="key-title">
+            <h2 id="key-title">{ "Where the memory goes" }</h2>
+            <p class="params">
+                { format!("{} parameters ({} trainable, {} per GPU before sharding). ",
+                    format::count(e.parameters.total), format::count(e.parameters.trainable),
+                    format::count(e.parameters.per_gpu)) }
+                <span id="params-total" data-count={e.parameters.total.to_string()}>
+                    { format!("Exactly {}.", super::num::grouped(e.parameters.total)) }
+                </span>
+            </p>
+            <table class="numbers">
+                <tbody>
+                    { row("weights", "Weights", b.weights, "per GPU, after LoRA/QLoRA and sharding") }
+                    { row("gradients", "Gradients", b.gradients, "of the trainable parameters") }
+                    { row("optimizer-states", "Optimizer states", b.optimizer_states, "incl. fp32 master weights where kept") }
+                    { row("activations-per-layer", "Activations, one layer", b.activations_per_layer, "tensors autograd saves, no checkpointing") }
+                    { row("retained", "Alive after forward + loss", b.retained_after_forward, "saved activations, weight copies, loss buffers") }
+                    { row("peak-tensors", "Peak, live tensors", b.peak_tensors, "torch.cuda.max_memory_allocated") }
+                    { row("peak-allocated", "Peak, allocated", b.peak_allocated, "with 512-byte rounding and cuBLAS workspaces") }
+                    { row("peak-reserved", "Peak, reserved", b.peak_reserved, "torch.cuda.max_memory_reserved") }
+                    { row("peak-device", "Peak, device", b.peak_device, "nvidia-smi: reserved + CUDA context + NCCL") }
+                    if b.host > 0 { { row("host", "Host (CPU) memory", b.host, "offloaded states or activations") } }
+                    if b.nvme > 0 { { row("nvme", "NVMe", b.nvme, "ZeRO-Infinity offload") } }
+                </tbody>
+            </table>
+            if !e.calibrated {
+                <p class="note">{ "Runtime constants (CUDA context, allocator slack) are documented defaults: no calibration of this GPU is published yet." }</p>
+            }
+        </section>
+    }
+}
+
+fn confidence(c: Confidence) -> (&'static str, &'static str) {
+    match c {
+        Confidence::Exact => (
+            "exact",
+            "follows from shapes and dtypes; checked against real PyTorch where covered",
+        ),
+        Confidence::Calibrated => ("calibrated", "measured on this GPU by calibrate"),
+        Confidence::Assumed => ("assumed", "a documented default or modelling assumption"),
+    }
+}
+
+fn level(l: Level) -> &'static str {
+    match l {
+        Level::Tensors => "tensors",
+        Level::Allocator => "allocator",
+        Level::Device => "device",
+    }
+}
+
+/// One row of the breakdown with its explanation on demand.
+fn component_row(c: &Component) -> Html {
+    let (conf, conf_help) = confidence(c.confidence);
+    let life = match c.lifetime {
+        Lifetime::Persistent => "persistent",
+        Lifetime::Transient => "transient",
+    };
+    html! {
+        <tr class={classes!("component", life)} data-id={c.id}>
+            <th scope="row">
+                <details class="why">
+                    <summary>{ &c.name }</summary>
+                    <dl>
+                        <dt>{ "Formula" }</dt><dd><code>{ &c.formula }</code></dd>
+                        <dt>{ "Source" }</dt><dd>{ &c.source }</dd>
+                        <dt>{ "Confidence" }</dt><dd>{ format!("{conf}: {conf_help}") }</dd>
+                        <dt>{ "Level" }</dt><dd>{ level(c.level) }</dd>
+                    </dl>
+                </details>
+            </th>
+            <td><Bytes bytes={c.bytes}/></td>
+            <td>{ life }</td>
+            <td>{ c.phase.label() }</td>
+            <td><span class={classes!("badge", conf)} title={conf_help}>{ conf }</span></td>
+        </tr>
+    }
+}
+
+/// Every component: persistent first, then transient, largest first within each.
+#[component]
+pub fn BreakdownTable(props: &AnalysisProps) -> Html {
+    let mut rows: Vec<&Component> = props
+        .analysis
+        .estimate
+        .components
+        .iter()
+        .filter(|c| c.bytes > 0)
+        .collect();
+    rows.sort_by_key(|c| {
+        (
+            c.lifetime == Lifetime::Transient,
+            std::cmp::Reverse(c.bytes),
+        )
+    });
+    html! {
+        <div class="table-wrap">
+            <table class="breakdown" id="breakdown-table">
+                <caption>{ "Open a row for its formula, source and confidence." }</caption>
+                <thead><tr><th scope="col">{ "Component" }</th><th scope="col">{ "Bytes" }</th>
+                    <th scope="col">{ "Lifetime" }</th><th scope="col">{ "Phase" }</th>
+                    <th scope="col">{ "Confidence" }</th></tr></thead>
+                <tbody>{ for rows.into_iter().map(component_row) }</tbody>
+            </table>
+        </div>
+    }
+}
+
+/// Each memory-saving technique applied to this scenario, largest saving first.
+#[component]
+pub fn StrategyTable(props: &AnalysisProps) -> Html {
+    let rows = &props.analysis.strategies;
+    if rows.is_empty() {
+        return html! { <p>{ "No further technique applies to this scenario." }</p> };
+    }
+    html! {
+        <div class="table-wrap">
+            <table class="strategies" id="strategy-table">
+                <thead><tr><th scope="col">{ "Technique" }</th><th scope="col">{ "Change" }</th>
+                    <th scope="col">{ "Peak after" }</th><th scope="col">{ "Saves" }</th>
+                    <th scope="col">{ "Fits" }</th></tr></thead>
+                <tbody>
+                { for rows.iter().map(|s| html! {
+                    <tr data-id={s.id}>
+                        <th scope="row">{ &s.technique }</th>
+                        <td>{ &s.change }</td>
+                        <td><Bytes bytes={s.peak_device}/></td>
+                        <td class={if s.saved < 0 { "costs" } else { "saves" }}>
+                            { if s.saved < 0 { format!("costs {}", format::bytes(s.saved.unsigned_abs())) }
+                              else { format::bytes(s.saved as u64) } }
+                        </td>
+                        <td>{ if s.fits { "yes" } else { "no" } }</td>
+                    </tr>
+                }) }
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+/// Every tensor one decoder layer saves for backward.
+#[component]
+pub fn LayerInventory(props: &AnalysisProps) -> Html {
+    let inv = &props.analysis.estimate.layer_inventory;
+    html! {
+        <details class="card inventory">
+            <summary><h2>{ "What one layer saves for backward" }</h2></summary>
+            <div class="table-wrap">
+                <table>
+                    <thead><tr><th scope="col">{ "Tensor" }</th><th scope="col">{ "Elements" }</th>
+                        <th scope="col">{ "dtype" }</th><th scope="col">{ "Bytes" }</th></tr></thead>
+                    <tbody>
+                    { for inv.iter().map(|s| html! {
+                        <tr><th scope="row">{ &s.what }</th>
+                            <td>{ super::num::grouped(s.elements * s.copies.max(1)) }</td>
+                            <td>{ s.dtype.torch_name() }</td>
+                            <td><Bytes bytes={s.bytes()}/></td></tr>
+                    }) }
+                    </tbody>
+                </table>
+            </div>
+        </details>
+    }
+}

@@ -1,0 +1,180 @@
+//! Browser glue: the URL, the clipboard, downloads, the colour scheme, the embed's height
+//! message and the timing marks the budget script reads. Every call tolerates a missing API.
+
+use wasm_bindgen::{JsCast, JsValue};
+
+fn window() -> Option<web_sys::Window> {
+    web_sys::window()
+}
+
+/// The site's base path (from `<base href>`, so the site works under a sub-path), no trailing `/`.
+pub fn base_path() -> String {
+    yew_router::utils::base_url().unwrap_or_default()
+}
+
+/// An absolute URL of a site path such as `/embed?view=timeline` (for links and embed code).
+pub fn absolute_url(path_and_query: &str) -> String {
+    let origin = window()
+        .and_then(|w| w.location().origin().ok())
+        .unwrap_or_default();
+    format!("{origin}{}{path_and_query}", base_path())
+}
+
+/// The current query string, with its `?`.
+pub fn current_query() -> String {
+    window()
+        .and_then(|w| w.location().search().ok())
+        .unwrap_or_default()
+}
+
+/// Replaces the address bar's path and query (no history entry: typing must not flood "back").
+pub fn replace_url(path_and_query: &str) {
+    let url = format!("{}{path_and_query}", base_path());
+    if let Some(history) = window().and_then(|w| w.history().ok()) {
+        let same = window()
+            .and_then(|w| {
+                let l = w.location();
+                Some(format!("{}{}", l.pathname().ok()?, l.search().ok()?))
+            })
+            .is_some_and(|now| now == url);
+        if !same {
+            let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url));
+        }
+    }
+}
+
+/// Copies text to the clipboard; `Err` with a reason when the browser refuses.
+pub async fn copy_text(text: &str) -> Result<(), String> {
+    let clipboard = window()
+        .map(|w| w.navigator().clipboard())
+        .ok_or("no clipboard in this browser")?;
+    wasm_bindgen_futures::JsFuture::from(clipboard.write_text(text))
+        .await
+        .map(|_| ())
+        .map_err(|_| "the browser refused clipboard access; select the text and copy it".into())
+}
+
+/// Offers `data` as a file download.
+pub fn download(file_name: &str, mime: &str, data: &str) -> Result<(), String> {
+    let parts = js_sys::Array::of1(&JsValue::from_str(data));
+    let opts = web_sys::BlobPropertyBag::new();
+    opts.set_type(mime);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts)
+        .map_err(|_| "could not create the file")?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)
+        .map_err(|_| "could not create the file's address")?;
+    let result = download_url(file_name, &url);
+    let _ = web_sys::Url::revoke_object_url(&url);
+    result
+}
+
+/// Offers a URL (a `data:` URL of a PNG, say) as a file download.
+pub fn download_url(file_name: &str, url: &str) -> Result<(), String> {
+    let document = window().and_then(|w| w.document()).ok_or("no document")?;
+    let a: web_sys::HtmlAnchorElement = document
+        .create_element("a")
+        .map_err(|_| "could not create a link")?
+        .unchecked_into();
+    a.set_href(url);
+    a.set_download(file_name);
+    a.click();
+    Ok(())
+}
+
+/// Whether the system asks for a dark colour scheme (charts follow it like the CSS does).
+pub fn prefers_dark() -> bool {
+    window()
+        .and_then(|w| w.match_media("(prefers-color-scheme: dark)").ok().flatten())
+        .is_some_and(|m| m.matches())
+}
+
+/// Device pixels per CSS pixel, for crisp canvases.
+pub fn pixel_ratio() -> f64 {
+    window()
+        .map_or(1.0, |w| w.device_pixel_ratio())
+        .clamp(1.0, 4.0)
+}
+
+/// Milliseconds since navigation started.
+pub fn now_ms() -> f64 {
+    window()
+        .and_then(|w| w.performance())
+        .map_or(0.0, |p| p.now())
+}
+
+fn set_body_attr(name: &str, value: &str) {
+    if let Some(body) = window().and_then(|w| w.document()).and_then(|d| d.body()) {
+        let _ = body.set_attribute(name, value);
+    }
+}
+
+thread_local! {
+    static EDIT_STARTED: std::cell::Cell<f64> = const { std::cell::Cell::new(-1.0) };
+}
+
+/// Marks the start of an input change (the budget script times recompute plus redraw).
+pub fn edit_started() {
+    EDIT_STARTED.with(|c| c.set(now_ms()));
+}
+
+/// Marks that the page is drawn: the first time, the app is interactive
+/// (`data-ready-ms` on `<body>`); after an edit, the edit's recompute-and-redraw time
+/// (`data-update-ms`). Tests wait for these attributes instead of sleeping.
+pub fn frame_done() {
+    let now = now_ms();
+    let Some(body) = window().and_then(|w| w.document()).and_then(|d| d.body()) else {
+        return;
+    };
+    if !body.has_attribute("data-ready-ms") {
+        set_body_attr("data-ready-ms", &format!("{now:.1}"));
+    }
+    let started = EDIT_STARTED.with(|c| c.get());
+    if started >= 0.0 {
+        set_body_attr("data-update-ms", &format!("{:.2}", now - started));
+    }
+}
+
+/// Tells the parent page (an iframe's host) this document's height, so it can resize the frame.
+pub fn post_height() {
+    let Some(w) = window() else { return };
+    let Some(document) = w.document() else { return };
+    let Some(root) = document.document_element() else {
+        return;
+    };
+    let height = root.scroll_height();
+    let Ok(Some(parent)) = w.parent() else { return };
+    if parent == w {
+        return;
+    }
+    let msg = js_sys::Object::new();
+    let _ = js_sys::Reflect::set(&msg, &"headroom".into(), &"resize".into());
+    let _ = js_sys::Reflect::set(&msg, &"height".into(), &JsValue::from(height));
+    let _ = parent.post_message(&msg, "*");
+}
+
+/// Calls [`post_height`] whenever the document's size changes (kept alive for the page's life).
+pub fn watch_height() {
+    let Some(root) = window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.document_element())
+    else {
+        return;
+    };
+    let callback = wasm_bindgen::closure::Closure::<dyn FnMut(JsValue)>::new(|_| post_height());
+    if let Ok(observer) = web_sys::ResizeObserver::new(callback.as_ref().unchecked_ref()) {
+        observer.observe(&root);
+    }
+    callback.forget();
+    post_height();
+}
+
+/// Registers the service worker that keeps the site working offline once loaded.
+pub fn register_service_worker() {
+    if let Some(w) = window() {
+        let has_sw = js_sys::Reflect::has(&w.navigator(), &"serviceWorker".into()).unwrap_or(false);
+        if has_sw {
+            let url = format!("{}/sw.js", base_path());
+            let _ = w.navigator().service_worker().register(&url);
+        }
+    }
+}

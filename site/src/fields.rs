@@ -1,0 +1,428 @@
+//! The calculator's inputs: one entry per link field, grouped so a newcomer is not buried.
+//!
+//! Each field is keyed by its link key: an edit goes through the core's codec exactly like a
+//! link does, so the form, the URL and the CLI accept and reject the same values.
+
+use headroom_core::catalog::{GpuCatalog, PresetCatalog};
+use headroom_core::format;
+use headroom_core::scenario::{
+    Attention, Checkpointing, DataParallel, LoraTargets, LossImpl, Method, Offload, Optimizer,
+    Precision, Scenario,
+};
+
+/// How a field is edited.
+#[derive(Debug, Clone, Copy)]
+pub enum Control {
+    /// A choice among `(value, label)` options.
+    Select(fn(&Scenario) -> Vec<(String, String)>),
+    /// A whole number (or a probability for dropout) in a range.
+    Number { min: f64, max: f64, step: f64 },
+    /// On or off (`1` / `0`).
+    Check,
+}
+
+/// One input.
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub help: &'static str,
+    pub control: Control,
+    /// Whether the field applies to this scenario (LoRA rank only with LoRA, say).
+    pub shown: fn(&Scenario) -> bool,
+}
+
+/// A group of inputs under one heading.
+#[derive(Debug, Clone, Copy)]
+pub struct Group {
+    pub id: &'static str,
+    pub title: &'static str,
+    /// Open on first view (the groups most people change).
+    pub open: bool,
+    pub fields: &'static [Field],
+}
+
+fn always(_: &Scenario) -> bool {
+    true
+}
+
+fn adapters(s: &Scenario) -> bool {
+    s.method != Method::Full
+}
+
+fn sharded(s: &Scenario) -> bool {
+    s.parallel.data != DataParallel::Ddp
+}
+
+fn params_offloadable(s: &Scenario) -> bool {
+    matches!(s.parallel.data, DataParallel::Zero3 | DataParallel::Fsdp)
+}
+
+fn with_tp(s: &Scenario) -> bool {
+    s.parallel.tensor > 1
+}
+
+fn ddp(s: &Scenario) -> bool {
+    s.parallel.data == DataParallel::Ddp && s.gpus > 1
+}
+
+fn options<T: Copy>(
+    all: &[T],
+    id: fn(T) -> &'static str,
+    label: fn(T) -> &'static str,
+) -> Vec<(String, String)> {
+    all.iter()
+        .map(|x| (id(*x).to_string(), label(*x).to_string()))
+        .collect()
+}
+
+fn gpu_options(_: &Scenario) -> Vec<(String, String)> {
+    GpuCatalog::builtin()
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                g.id.clone(),
+                format!("{} ({})", g.name, format::bytes(g.total_bytes)),
+            )
+        })
+        .collect()
+}
+
+/// Preset ids and names; the model field itself is drawn by the model picker.
+pub fn model_options() -> Vec<(String, String)> {
+    PresetCatalog::builtin()
+        .presets
+        .iter()
+        .map(|p| {
+            (
+                p.id.clone(),
+                format!("{} ({})", p.name, format::count(p.parameters_total)),
+            )
+        })
+        .collect()
+}
+
+fn method_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Method::ALL, Method::id, Method::label)
+}
+fn target_options(_: &Scenario) -> Vec<(String, String)> {
+    options(LoraTargets::ALL, LoraTargets::id, LoraTargets::label)
+}
+fn precision_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Precision::ALL, Precision::id, Precision::label)
+}
+fn optimizer_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Optimizer::ALL, Optimizer::id, Optimizer::label)
+}
+fn attention_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Attention::ALL, Attention::id, Attention::label)
+}
+fn loss_options(_: &Scenario) -> Vec<(String, String)> {
+    options(LossImpl::ALL, LossImpl::id, LossImpl::label)
+}
+fn dp_options(_: &Scenario) -> Vec<(String, String)> {
+    options(DataParallel::ALL, DataParallel::id, DataParallel::label)
+}
+fn offload_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Offload::ALL, Offload::id, Offload::label)
+}
+
+fn ckpt_options(s: &Scenario) -> Vec<(String, String)> {
+    let mut modes = vec![
+        Checkpointing::None,
+        Checkpointing::Full,
+        Checkpointing::Every(2),
+        Checkpointing::Every(4),
+        Checkpointing::Selective,
+    ];
+    // A link may hold any k: keep it selectable.
+    if !modes.contains(&s.checkpointing) {
+        modes.push(s.checkpointing);
+    }
+    modes.into_iter().map(|c| (c.id(), c.label())).collect()
+}
+
+const INT: Control = Control::Number {
+    min: 1.0,
+    max: 4_194_304.0,
+    step: 1.0,
+};
+
+pub static GROUPS: &[Group] = &[
+    Group {
+        id: "hardware",
+        title: "GPUs",
+        open: true,
+        fields: &[
+            Field {
+                key: "gpu",
+                label: "GPU",
+                help: "Memory is the total the driver reports; the verdict subtracts the CUDA context.",
+                control: Control::Select(gpu_options),
+                shown: always,
+            },
+            Field {
+                key: "gpus",
+                label: "Number of GPUs",
+                help: "All GPUs of the job: data x tensor x pipeline parallel.",
+                control: INT,
+                shown: always,
+            },
+        ],
+    },
+    Group {
+        id: "batch",
+        title: "Batch and sequence",
+        open: true,
+        fields: &[
+            Field {
+                key: "batch",
+                label: "Micro-batch (sequences per GPU)",
+                help: "Sequences in one forward/backward on one GPU.",
+                control: INT,
+                shown: always,
+            },
+            Field {
+                key: "seq",
+                label: "Sequence length (tokens)",
+                help: "Tokens per sequence; activations and logits grow with it.",
+                control: INT,
+                shown: always,
+            },
+            Field {
+                key: "accum",
+                label: "Gradient accumulation steps",
+                help: "Micro-batches per optimizer step; raises the global batch at no memory cost.",
+                control: INT,
+                shown: always,
+            },
+        ],
+    },
+    Group {
+        id: "training",
+        title: "Precision, optimizer and method",
+        open: true,
+        fields: &[
+            Field {
+                key: "precision",
+                label: "Precision",
+                help: "Mixed precision keeps fp32 weights and runs matmuls in 16 bits.",
+                control: Control::Select(precision_options),
+                shown: always,
+            },
+            Field {
+                key: "optimizer",
+                label: "Optimizer",
+                help: "Sets the state bytes per parameter and the step's temporaries.",
+                control: Control::Select(optimizer_options),
+                shown: always,
+            },
+            Field {
+                key: "method",
+                label: "Training method",
+                help: "LoRA trains small adapters; QLoRA also stores the base in 4-bit NF4.",
+                control: Control::Select(method_options),
+                shown: always,
+            },
+            Field {
+                key: "rank",
+                label: "LoRA rank",
+                help: "Adapter rank r: each adapted Linear gains r x (in + out) parameters.",
+                control: Control::Number {
+                    min: 1.0,
+                    max: 65_536.0,
+                    step: 1.0,
+                },
+                shown: adapters,
+            },
+            Field {
+                key: "targets",
+                label: "LoRA targets",
+                help: "Which Linear layers get adapters.",
+                control: Control::Select(target_options),
+                shown: adapters,
+            },
+        ],
+    },
+    Group {
+        id: "activations",
+        title: "Activations and loss",
+        open: false,
+        fields: &[
+            Field {
+                key: "attention",
+                label: "Attention",
+                help: "Eager attention saves the s x s probabilities; SDPA/flash does not.",
+                control: Control::Select(attention_options),
+                shown: always,
+            },
+            Field {
+                key: "ckpt",
+                label: "Activation checkpointing",
+                help: "Checkpointed layers keep only their input and recompute in backward.",
+                control: Control::Select(ckpt_options),
+                shown: always,
+            },
+            Field {
+                key: "dropout",
+                label: "Dropout probability",
+                help: "Empty keeps the config's values; dropout saves a mask per dropout.",
+                control: Control::Number {
+                    min: 0.0,
+                    max: 0.99,
+                    step: 0.05,
+                },
+                shown: always,
+            },
+            Field {
+                key: "act_offload",
+                label: "Offload activations to CPU (save_on_cpu)",
+                help: "Saved tensors go to pinned host memory during forward.",
+                control: Control::Check,
+                shown: always,
+            },
+            Field {
+                key: "loss",
+                label: "Loss implementation",
+                help: "The fused loss never materializes fp32 logits for the whole batch.",
+                control: Control::Select(loss_options),
+                shown: always,
+            },
+            Field {
+                key: "keep_logits",
+                label: "Training loop keeps the logits through backward",
+                help: "Holding `outputs` alive keeps the logits tensor during backward.",
+                control: Control::Check,
+                shown: always,
+            },
+        ],
+    },
+    Group {
+        id: "parallel",
+        title: "Parallelism and offload",
+        open: false,
+        fields: &[
+            Field {
+                key: "dp",
+                label: "Data parallelism",
+                help: "DDP replicates everything; ZeRO and FSDP shard states, gradients, weights.",
+                control: Control::Select(dp_options),
+                shown: always,
+            },
+            Field {
+                key: "tp",
+                label: "Tensor parallel degree",
+                help: "Splits each layer's matrices across GPUs.",
+                control: Control::Number {
+                    min: 1.0,
+                    max: 1024.0,
+                    step: 1.0,
+                },
+                shown: always,
+            },
+            Field {
+                key: "pp",
+                label: "Pipeline parallel degree",
+                help: "Splits the layers into stages; early stages hold activations of several micro-batches.",
+                control: Control::Number {
+                    min: 1.0,
+                    max: 1024.0,
+                    step: 1.0,
+                },
+                shown: always,
+            },
+            Field {
+                key: "sp",
+                label: "Sequence parallelism (with TP)",
+                help: "Shards norms' and dropouts' activations along the sequence.",
+                control: Control::Check,
+                shown: with_tp,
+            },
+            Field {
+                key: "opt_offload",
+                label: "Optimizer offload",
+                help: "ZeRO-Offload/Infinity: optimizer states in host memory or on NVMe.",
+                control: Control::Select(offload_options),
+                shown: sharded,
+            },
+            Field {
+                key: "param_offload",
+                label: "Parameter offload",
+                help: "ZeRO-3 or FSDP: parameters in host memory (or NVMe with ZeRO-3).",
+                control: Control::Select(offload_options),
+                shown: params_offloadable,
+            },
+            Field {
+                key: "bucket_view",
+                label: "DDP gradient_as_bucket_view",
+                help: "Gradients live in DDP's buckets instead of a second copy.",
+                control: Control::Check,
+                shown: ddp,
+            },
+        ],
+    },
+    Group {
+        id: "runtime",
+        title: "Advanced overheads",
+        open: false,
+        fields: &[
+            Field {
+                key: "expandable",
+                label: "expandable_segments:True",
+                help: "PYTORCH_CUDA_ALLOC_CONF: segments grow in place, less reserved slack.",
+                control: Control::Check,
+                shown: always,
+            },
+            Field {
+                key: "graphs",
+                label: "CUDA graphs",
+                help: "torch.compile reduce-overhead: a private pool keeps its high-water mark.",
+                control: Control::Check,
+                shown: always,
+            },
+        ],
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use headroom_core::codec::{KEYS, field_value};
+
+    #[test]
+    fn every_link_field_but_model_has_one_input() {
+        let mut keys: Vec<&str> = GROUPS
+            .iter()
+            .flat_map(|g| g.fields.iter().map(|f| f.key))
+            .collect();
+        keys.sort_unstable();
+        let before = keys.len();
+        keys.dedup();
+        assert_eq!(before, keys.len(), "a key appears twice");
+        let mut expected: Vec<&str> = KEYS
+            .iter()
+            .copied()
+            .filter(|k| !matches!(*k, "v" | "model" | "cfg"))
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn every_select_offers_the_current_value() {
+        let scen = Scenario::default();
+        for g in GROUPS {
+            for f in g.fields {
+                if let Control::Select(opts) = f.control {
+                    let value = field_value(&scen, f.key).expect("a link field");
+                    assert!(
+                        opts(&scen).iter().any(|(v, _)| *v == value),
+                        "{}: {value} not offered",
+                        f.key
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The calculator: inputs on one side, the answer on the other, the state in the URL.
+
+use std::rc::Rc;
+
+use headroom_core::codec::named_scenarios;
+use headroom_core::{Analysis, Scenario};
+use yew::prelude::*;
+
+use super::{Outcome, outcome};
+use crate::charts::ChartKind;
+use crate::components::chart::Chart;
+use crate::components::form::ScenarioForm;
+use crate::components::notices::LinkErrors;
+use crate::components::report::{
+    BreakdownTable, KeyNumbers, LayerInventory, StrategyTable, Verdict,
+};
+use crate::components::share::Share;
+use crate::dom;
+use crate::query::{calculator_query, compare_query, parse};
+use crate::state::{Action, CalcState};
+
+#[derive(Properties, PartialEq)]
+pub struct CalculatorProps {
+    /// A named scenario (short link `/s/<id>`); `None` for the plain calculator.
+    #[prop_or_default]
+    pub named: Option<AttrValue>,
+}
+
+/// The state a page opens on: the named scenario (if any), then the link's fields on top.
+fn initial_state(named: Option<&str>) -> (CalcState, Option<(String, String)>) {
+    let mut errors = Vec::new();
+    let mut base = Scenario::default();
+    let mut title = None;
+    if let Some(id) = named {
+        match named_scenarios().into_iter().find(|n| n.id == id) {
+            Some(n) => {
+                base = n.scenario;
+                title = Some((n.title, n.description));
+            }
+            None => errors.push(format!(
+                "There is no named scenario `{}`; the default scenario is shown.",
+                headroom_core::scenario::shorten(id)
+            )),
+        }
+    }
+    let q = parse(&dom::current_query(), base);
+    errors.extend(q.errors);
+    (CalcState::new(q.scenario, errors), title)
+}
+
+/// The results column for one analysis.
+pub fn results(a: &Rc<Analysis>, gpus: u32, file_stem: &str) -> Html {
+    let est = Rc::new(a.estimate.clone());
+    html! {
+        <>
+            <Verdict analysis={a.clone()} gpus={gpus}/>
+            <section class="card" aria-labelledby="timeline-title">
+                <h2 id="timeline-title">{ "Memory over one training step" }</h2>
+                <p class="help">{ "Live tensors, what the caching allocator holds, and what nvidia-smi shows, point by point through forward, loss, backward and the optimizer step." }</p>
+                <Chart kind={ChartKind::Timeline} estimate={est.clone()} file_stem={file_stem.to_string()}
+                       label={format!("Memory timeline: peak {} in the {}", headroom_core::format::bytes(a.estimate.peak.device), a.estimate.peak.phase.label())}/>
+            </section>
+            <KeyNumbers analysis={a.clone()} gpus={gpus}/>
+            <section class="card" aria-labelledby="breakdown-title">
+                <h2 id="breakdown-title">{ "Breakdown" }</h2>
+                <Chart kind={ChartKind::Breakdown} estimate={est} file_stem={file_stem.to_string()}
+                       label="Memory by component, persistent and transient"/>
+                <BreakdownTable analysis={a.clone()} gpus={gpus}/>
+            </section>
+            <section class="card" aria-labelledby="strategies-title">
+                <h2 id="strategies-title">{ "What each technique saves here" }</h2>
+                <StrategyTable analysis={a.clone()} gpus={gpus}/>
+            </section>
+            <LayerInventory analysis={a.clone()} gpus={gpus}/>
+        </>
+    }
+}
+
+#[component]
+pub fn Calculator(props: &CalculatorProps) -> Html {
+    let named = props.named.clone();
+    let opened = use_memo((), move |_| initial_state(named.as_deref()));
+    let state = {
+        let opened = opened.clone();
+        use_reducer(move || opened.0.clone())
+    };
+    let analysis: Rc<Outcome> = use_memo(state.scenario.clone(), outcome);
+    {
+        // The link follows every change (replace, not push); the short link stays until then.
+        let first = opened.0.scenario.clone();
+        use_effect_with(state.scenario.clone(), move |s| {
+            if *s != first {
+                dom::replace_url(&format!("/?{}", calculator_query(s)));
+            }
+            dom::frame_done();
+        });
+    }
+    let dispatch = {
+        let state = state.clone();
+        Callback::from(move |a: Action| state.dispatch(a))
+    };
+    let dismiss = dispatch.reform(|_| Action::DismissLinkErrors);
+    let scen = state.scenario.clone();
+    let compare_href = format!(
+        "{}/compare?{}",
+        dom::base_path(),
+        compare_query(&scen, &scen)
+    );
+    html! {
+        <main class="calc" id="main">
+            <aside class="inputs" aria-label="Inputs">
+                <ScenarioForm state={Rc::new((*state).clone())} dispatch={dispatch.clone()}/>
+            </aside>
+            <div class="results">
+                if let Some((title, description)) = &opened.1 {
+                    <header class="named">
+                        <h1>{ title }</h1>
+                        <p>{ description }</p>
+                    </header>
+                }
+                <LinkErrors errors={state.link_errors.clone()} on_dismiss={dismiss}/>
+                <div class="toolbar">
+                    <Share scenario={scen.clone()}/>
+                    <a class="button-like" href={compare_href} id="compare-link">{ "Compare with a change" }</a>
+                </div>
+                { match &*analysis {
+                    Ok(a) => results(a, scen.gpus, "headroom"),
+                    Err(e) => html! { <div class="notice error" role="alert" id="estimate-error">{ e }</div> },
+                } }
+            </div>
+        </main>
+    }
+}

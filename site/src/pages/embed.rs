@@ -1,0 +1,60 @@
+//! The embed layout: one view of a scenario for an iframe, without the site's chrome. It tells
+//! its parent page its height whenever that changes, so the frame can fit its content.
+
+use std::rc::Rc;
+
+use yew::prelude::*;
+
+use super::calculator::results;
+use super::{Outcome, outcome};
+use crate::charts::ChartKind;
+use crate::components::chart::Chart;
+use crate::components::report::{BreakdownTable, StrategyTable, Verdict};
+use crate::dom;
+use crate::query::{View, calculator_query, parse};
+
+#[component]
+pub fn Embed() -> Html {
+    let q = use_memo((), |_| parse(&dom::current_query(), Default::default()));
+    let result: Rc<Outcome> = use_memo(q.scenario.clone(), outcome);
+    use_effect_with((), |_| {
+        dom::watch_height();
+        dom::frame_done();
+    });
+    let open = dom::absolute_url(&format!("/?{}", calculator_query(&q.scenario)));
+    let body = match &*result {
+        Err(e) => html! { <div class="notice error" role="alert">{ e }</div> },
+        Ok(a) => {
+            let est = Rc::new(a.estimate.clone());
+            let gpus = q.scenario.gpus;
+            match q.view {
+                View::Calculator => results(a, gpus, "headroom"),
+                View::Timeline => html! {
+                    <Chart kind={ChartKind::Timeline} estimate={est} label="Memory over one training step"/>
+                },
+                View::Breakdown => html! {
+                    <>
+                        <Verdict analysis={a.clone()} gpus={gpus}/>
+                        <Chart kind={ChartKind::Breakdown} estimate={est} label="Memory by component"/>
+                        <BreakdownTable analysis={a.clone()} gpus={gpus}/>
+                    </>
+                },
+                View::Strategies => html! { <StrategyTable analysis={a.clone()} gpus={gpus}/> },
+            }
+        }
+    };
+    html! {
+        <main class="embed" id="main" data-view={q.view.id()}>
+            if !q.errors.is_empty() {
+                <div class="notice" role="alert" id="link-errors">
+                    <ul>{ for q.errors.iter().map(|e| html! { <li>{ e }</li> }) }</ul>
+                </div>
+            }
+            { body }
+            <p class="embed-footer">
+                <a href={open} target="_blank" rel="noopener">{ "Open in Headroom" }</a>
+                { " · computed in your browser" }
+            </p>
+        </main>
+    }
+}

@@ -1,0 +1,210 @@
+//! Component tests in headless Chromium (wasm-bindgen-test): components mounted alone, checked
+//! through the DOM they produce. Run by scripts/test.sh with
+//! `cargo test -p headroom-site --target wasm32-unknown-unknown`.
+#![cfg(target_arch = "wasm32")]
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use headroom_core::analyze;
+use headroom_site::charts::ChartKind;
+use headroom_site::components::chart::{Chart, ChartProps};
+use headroom_site::components::form::ScenarioForm;
+use headroom_site::components::notices::{LinkErrors, LinkErrorsProps};
+use headroom_site::components::report::{AnalysisProps, StrategyTable, Verdict};
+use headroom_site::state::CalcState;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_test::*;
+use yew::prelude::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn root() -> web_sys::Element {
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .expect("a document");
+    let div = document.create_element("div").expect("a div");
+    document
+        .body()
+        .expect("a body")
+        .append_child(&div)
+        .expect("appended");
+    div
+}
+
+async fn settle() {
+    yew::platform::time::sleep(Duration::from_millis(30)).await;
+}
+
+fn analysis(query: &str) -> Rc<headroom_core::Analysis> {
+    let scen = headroom_core::codec::decode(query).expect("a valid link");
+    Rc::new(analyze(&scen).expect("it analyzes"))
+}
+
+#[wasm_bindgen_test]
+async fn the_verdict_says_whether_it_fits() {
+    let div = root();
+    let a = analysis(
+        "model=llama-3.1-8b&gpu=rtx-4090-24gb&method=lora&precision=bf16&seq=2048&ckpt=full",
+    );
+    let fits = a.estimate.verdict.fits;
+    yew::Renderer::<Verdict>::with_root_and_props(
+        div.clone(),
+        AnalysisProps {
+            analysis: a,
+            gpus: 1,
+        },
+    )
+    .render();
+    settle().await;
+    let html = div.inner_html();
+    assert!(fits);
+    assert!(html.contains("Fits on 1 x"), "{html}");
+    assert!(
+        div.query_selector("#peak-device[data-bytes]")
+            .ok()
+            .flatten()
+            .is_some()
+    );
+
+    let div = root();
+    let a = analysis("model=llama-3.1-8b");
+    yew::Renderer::<Verdict>::with_root_and_props(
+        div.clone(),
+        AnalysisProps {
+            analysis: a,
+            gpus: 1,
+        },
+    )
+    .render();
+    settle().await;
+    assert!(
+        div.inner_html().contains("Does not fit"),
+        "{}",
+        div.inner_html()
+    );
+}
+
+#[wasm_bindgen_test]
+async fn link_messages_are_text_never_markup() {
+    let div = root();
+    let hostile =
+        "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>".to_string();
+    yew::Renderer::<LinkErrors>::with_root_and_props(
+        div.clone(),
+        LinkErrorsProps {
+            errors: vec![hostile.clone()],
+            on_dismiss: Callback::noop(),
+        },
+    )
+    .render();
+    settle().await;
+    assert!(div.query_selector("img, script").ok().flatten().is_none());
+    assert!(div.text_content().unwrap_or_default().contains(&hostile));
+}
+
+#[wasm_bindgen_test]
+async fn the_strategy_table_has_a_row_per_technique() {
+    let div = root();
+    let a = analysis("model=llama-3.1-8b");
+    let n = a.strategies.len();
+    assert!(n > 3);
+    yew::Renderer::<StrategyTable>::with_root_and_props(
+        div.clone(),
+        AnalysisProps {
+            analysis: a,
+            gpus: 1,
+        },
+    )
+    .render();
+    settle().await;
+    let rows = div
+        .query_selector_all("#strategy-table tbody tr")
+        .expect("rows");
+    assert_eq!(rows.length() as usize, n);
+}
+
+#[wasm_bindgen_test]
+async fn a_chart_draws_on_its_canvas() {
+    let div = root();
+    let a = analysis("batch=2");
+    yew::Renderer::<Chart>::with_root_and_props(
+        div.clone(),
+        ChartProps {
+            kind: ChartKind::Timeline,
+            estimate: Rc::new(a.estimate.clone()),
+            label: "timeline".into(),
+            file_stem: "t".into(),
+        },
+    )
+    .render();
+    settle().await;
+    let canvas: web_sys::HtmlCanvasElement = div
+        .query_selector("canvas")
+        .ok()
+        .flatten()
+        .expect("a canvas")
+        .unchecked_into();
+    assert!(
+        canvas.width() >= 280 && canvas.height() >= 200,
+        "{}x{}",
+        canvas.width(),
+        canvas.height()
+    );
+}
+
+/// Holds a scenario in state and shows it, so the form's edits can be observed.
+#[component]
+fn FormHarness() -> Html {
+    let state = use_reducer(CalcState::default);
+    let dispatch = {
+        let state = state.clone();
+        Callback::from(move |a| state.dispatch(a))
+    };
+    html! {
+        <>
+            <ScenarioForm state={Rc::new((*state).clone())} dispatch={dispatch}/>
+            <output id="batch-now">{ state.scenario.micro_batch }</output>
+        </>
+    }
+}
+
+#[wasm_bindgen_test]
+async fn the_form_applies_valid_edits_and_names_invalid_ones() {
+    let div = root();
+    yew::Renderer::<FormHarness>::with_root(div.clone()).render();
+    settle().await;
+    let input: web_sys::HtmlInputElement = div
+        .query_selector("#f-batch")
+        .ok()
+        .flatten()
+        .expect("the batch input")
+        .unchecked_into();
+    let type_value = |v: &str| {
+        input.set_value(v);
+        let ev = web_sys::InputEvent::new("input").expect("an event");
+        input.dispatch_event(&ev).expect("dispatched");
+    };
+    type_value("5");
+    settle().await;
+    let now = || {
+        div.query_selector("#batch-now")
+            .ok()
+            .flatten()
+            .and_then(|e| e.text_content())
+    };
+    assert_eq!(now().as_deref(), Some("5"));
+    type_value("0");
+    settle().await;
+    assert_eq!(
+        now().as_deref(),
+        Some("5"),
+        "an invalid value keeps the last good one"
+    );
+    let err = div
+        .query_selector("#f-batch-error")
+        .ok()
+        .flatten()
+        .expect("a message");
+    assert!(err.text_content().unwrap_or_default().contains("batch"));
+}

@@ -1,0 +1,111 @@
+//! Measures the site's budgets on the release build and prints them (issue 3):
+//! - the wasm plus JS, gzip -9: must stay under 350 KB (checked: exits non-zero above it);
+//! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
+//!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
+//! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`).
+//!
+//! Times are reported, not asserted: these machines are shared and noisy. Run by
+//! `scripts/test.sh` after the end-to-end tests; `cargo run -p headroom-e2e --bin budgets`.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use headroom_e2e::server::StaticServer;
+use headroom_e2e::webdriver::Driver;
+use serde_json::json;
+
+const SIZE_BUDGET: u64 = 350 * 1000;
+
+fn gzip_len(bytes: &[u8]) -> u64 {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(bytes).expect("gzip in memory");
+    enc.finish().expect("gzip in memory").len() as u64
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+fn main() {
+    let dist = headroom_e2e::dist_dir();
+    let mut raw = 0u64;
+    let mut gz = 0u64;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dist).unwrap_or_else(|e| panic!("{}: {e}", dist.display())) {
+        let path = entry.expect("a directory entry").path();
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if matches!(ext, "wasm" | "js") && path.file_name().is_some_and(|n| n != "sw.js") {
+            let bytes = std::fs::read(&path).expect("a build file");
+            let z = gzip_len(&bytes);
+            files.push(format!(
+                "  {:<40} {:>8} B raw {:>8} B gzip",
+                path.file_name().and_then(|n| n.to_str()).unwrap_or("?"),
+                bytes.len(),
+                z
+            ));
+            raw += bytes.len() as u64;
+            gz += z;
+        }
+    }
+    println!("bundle (wasm + js):");
+    for f in &files {
+        println!("{f}");
+    }
+    println!(
+        "  total {raw} B raw, {gz} B gzip ({:.1} KB; budget {} KB)",
+        gz as f64 / 1000.0,
+        SIZE_BUDGET / 1000
+    );
+
+    let server = StaticServer::start(&dist).expect("a local server");
+    let driver = Driver::start();
+    let mut ready = Vec::new();
+    for _ in 0..7 {
+        let s = driver.session(1280, 900);
+        s.goto(&server.url("/"));
+        ready.push(s.wait_ready());
+    }
+    println!(
+        "interactive after navigation (fresh profile, n=7): median {:.0} ms, runs {:?}",
+        median(ready.clone()),
+        ready.iter().map(|x| x.round()).collect::<Vec<_>>()
+    );
+
+    let s = driver.session(1280, 900);
+    s.goto(&server.url("/"));
+    s.wait_ready();
+    let batch = s.find("#f-batch");
+    let mut updates = Vec::new();
+    for i in 0..15 {
+        s.js("document.body.removeAttribute('data-update-ms')", json!([]));
+        s.clear(&batch);
+        s.type_text(&batch, &format!("{}", 1 + i % 4));
+        let ms = s.wait_for(
+            "return document.body.getAttribute('data-update-ms')",
+            Duration::from_secs(10),
+            "the redraw after an edit",
+        );
+        if let Some(v) = ms.as_str().and_then(|v| v.parse::<f64>().ok()) {
+            updates.push(v);
+        }
+    }
+    println!(
+        "recompute + redraw after an input change (n={}): median {:.1} ms, max {:.1} ms",
+        updates.len(),
+        median(updates.clone()),
+        updates.iter().copied().fold(0.0, f64::max)
+    );
+    if gz > SIZE_BUDGET {
+        eprintln!("the bundle is over its size budget");
+        std::process::exit(1);
+    }
+}

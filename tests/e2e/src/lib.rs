@@ -1,0 +1,40 @@
+//! Harness for the site's end-to-end tests and budget measurements: a static file server for
+//! the release build (with the index.html fallback deep links need), a chromedriver process,
+//! and a small blocking WebDriver client. Every process and thread it starts is owned and
+//! stopped in `Drop`.
+
+pub mod server;
+pub mod webdriver;
+
+use std::path::PathBuf;
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The release build of the site, which `scripts/test.sh` makes with Trunk before these tests.
+pub fn dist_dir() -> PathBuf {
+    std::env::var_os("HEADROOM_DIST").map_or_else(|| repo_root().join("dist"), PathBuf::from)
+}
+
+/// The `headroom` CLI the page's numbers are compared with.
+pub fn cli_path() -> PathBuf {
+    std::env::var_os("HEADROOM_BIN")
+        .map_or_else(|| repo_root().join("target/debug/headroom"), PathBuf::from)
+}
+
+/// Runs the CLI with `args` and parses its JSON output.
+pub fn cli_json(args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(cli_path())
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", cli_path().display()));
+    assert!(
+        out.status.success(),
+        "headroom {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the CLI prints JSON")
+}

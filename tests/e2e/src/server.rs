@@ -1,0 +1,115 @@
+//! A static file server on 127.0.0.1 for the site's build folder. Paths without a file behind
+//! them get index.html (as a static host configured for a single-page app would answer).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+#[derive(Debug)]
+pub struct StaticServer {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StaticServer {
+    /// Serves `root` on a free port until dropped.
+    pub fn start(root: &Path) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let root = root.to_path_buf();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let root = root.clone();
+                        std::thread::spawn(move || {
+                            let _ = serve(stream, &root);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+        });
+        Ok(StaticServer {
+            port,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for StaticServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn content_type(path: &Path) -> &'static str {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript",
+        Some("wasm") => "application/wasm",
+        Some("css") => "text/css",
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("json") => "application/json",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The file for a request path, never outside `root`.
+fn resolve(root: &Path, url_path: &str) -> PathBuf {
+    let path = url_path.split(['?', '#']).next().unwrap_or("/");
+    let mut out = root.to_path_buf();
+    for c in Path::new(path.trim_start_matches('/')).components() {
+        if let Component::Normal(part) = c {
+            out.push(part);
+        }
+    }
+    if out.is_file() {
+        out
+    } else {
+        root.join("index.html")
+    }
+}
+
+fn serve(stream: TcpStream, root: &Path) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    // Drain the headers.
+    let mut line = String::new();
+    while reader.read_line(&mut line)? > 2 {
+        line.clear();
+    }
+    let target = request_line.split_whitespace().nth(1).unwrap_or("/");
+    let file = resolve(root, target);
+    let (status, body) = match std::fs::read(&file) {
+        Ok(b) => ("200 OK", b),
+        Err(_) => ("404 Not Found", b"not found".to_vec()),
+    };
+    let mut stream = stream;
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        content_type(&file),
+        body.len()
+    )?;
+    stream.write_all(&body)?;
+    stream.flush()
+}

@@ -1,0 +1,380 @@
+//! End-to-end tests of the release build in headless Chromium: short links, inputs and the
+//! URL, malformed and hostile links, the embed layout and its resize message, phone width.
+//! The numbers on the page are compared with the `headroom` CLI's for the same scenario.
+
+use std::time::Duration;
+
+use headroom_e2e::server::StaticServer;
+use headroom_e2e::webdriver::{Driver, Session};
+use headroom_e2e::{cli_json, dist_dir, repo_root};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn server() -> StaticServer {
+    let dist = dist_dir();
+    assert!(
+        dist.join("index.html").is_file(),
+        "no site build at {}: run `trunk build --release` (scripts/test.sh does)",
+        dist.display()
+    );
+    StaticServer::start(&dist).expect("a local server")
+}
+
+/// The page's headline numbers equal the CLI's JSON for the same scenario.
+#[track_caller]
+fn assert_numbers_match(s: &Session, cli: &serde_json::Value) {
+    for (id, key) in [
+        ("peak-device", "peak_device"),
+        ("peak-reserved", "peak_reserved"),
+        ("peak-allocated", "peak_allocated"),
+        ("peak-tensors", "peak_tensors"),
+        ("weights", "weights"),
+        ("gradients", "gradients"),
+        ("optimizer-states", "optimizer_states"),
+        ("activations-per-layer", "activations_per_layer"),
+        ("retained", "retained_after_forward"),
+    ] {
+        assert_eq!(
+            s.bytes_of(id),
+            cli["bytes"][key].as_u64().expect("a byte count"),
+            "{id} on the page vs bytes.{key} from the CLI"
+        );
+    }
+    let params = s.js(
+        "return document.getElementById('params-total').getAttribute('data-count')",
+        json!([]),
+    );
+    assert_eq!(
+        params.as_str(),
+        Some(cli["parameters"]["total"].to_string().as_str())
+    );
+    let max_batch = s.js(
+        "return document.getElementById('max-batch').textContent",
+        json!([]),
+    );
+    match cli["fit"]["max_micro_batch"].as_u64() {
+        Some(b) => assert_eq!(max_batch.as_str(), Some(b.to_string().as_str())),
+        None => assert!(max_batch.as_str().unwrap_or("").starts_with("none")),
+    }
+}
+
+#[test]
+fn a_named_short_link_shows_the_clis_numbers() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    for id in [
+        "llama-3.1-8b-lora-4090",
+        "mistral-7b-qlora-t4",
+        "qwen2.5-0.5b-a10g",
+    ] {
+        s.goto(&srv.url(&format!("/s/{id}")));
+        s.wait_ready();
+        assert_numbers_match(&s, &cli_json(&["estimate", "--named", id]));
+        let title = s.js(
+            "return document.querySelector('.named h1').textContent",
+            json!([]),
+        );
+        assert!(
+            title.as_str().is_some_and(|t| !t.is_empty()),
+            "{id}: no title"
+        );
+        assert!(
+            s.url().ends_with(&format!("/s/{id}")),
+            "the short link stays until a change"
+        );
+    }
+}
+
+#[test]
+fn changing_inputs_updates_the_link_and_the_numbers() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/"));
+    s.wait_ready();
+    assert_numbers_match(&s, &cli_json(&["estimate"]));
+
+    let batch = s.find("#f-batch");
+    s.clear(&batch);
+    s.type_text(&batch, "3");
+    s.wait_for(
+        "return location.search.includes('batch=3')",
+        WAIT,
+        "batch=3 in the URL",
+    );
+    assert_numbers_match(&s, &cli_json(&["estimate", "--batch", "3"]));
+
+    // A select: checkpointing, then the GPU.
+    s.js(
+        "const e = document.getElementById('f-ckpt'); e.value = 'full'; e.dispatchEvent(new Event('change', {bubbles: true}));",
+        json!([]),
+    );
+    s.wait_for(
+        "return location.search.includes('ckpt=full')",
+        WAIT,
+        "ckpt=full",
+    );
+    s.js(
+        "const e = document.getElementById('f-gpu'); e.value = 'a100-sxm4-80gb'; e.dispatchEvent(new Event('change', {bubbles: true}));",
+        json!([]),
+    );
+    s.wait_for(
+        "return location.search.includes('gpu=a100-sxm4-80gb')",
+        WAIT,
+        "gpu in URL",
+    );
+    assert_numbers_match(
+        &s,
+        &cli_json(&[
+            "estimate",
+            "--batch",
+            "3",
+            "--checkpointing",
+            "full",
+            "--gpu",
+            "a100-sxm4-80gb",
+        ]),
+    );
+    // Replace, not push: typing must not fill the history.
+    let length = s.js("return history.length", json!([]));
+    assert_eq!(length, json!(1), "the URL is replaced, not pushed");
+
+    // An invalid value keeps the last good scenario and says what is wrong next to the field.
+    s.clear(&batch);
+    s.type_text(&batch, "0");
+    let msg = s.wait_for(
+        "const e = document.getElementById('f-batch-error'); return e && e.textContent",
+        WAIT,
+        "an error under the batch field",
+    );
+    assert!(msg.as_str().is_some_and(|m| m.contains("batch")), "{msg}");
+    assert!(
+        s.url().contains("batch=3"),
+        "the last valid scenario stays in the link"
+    );
+
+    // The link reproduces the scenario in a fresh window.
+    let link = s.url();
+    let other = driver.session(1280, 900);
+    other.goto(&link);
+    other.wait_ready();
+    assert_numbers_match(
+        &other,
+        &cli_json(&[
+            "estimate",
+            "--batch",
+            "3",
+            "--checkpointing",
+            "full",
+            "--gpu",
+            "a100-sxm4-80gb",
+        ]),
+    );
+}
+
+#[test]
+fn a_malformed_link_names_the_field_and_shows_defaults_for_the_rest() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/?v=1&batch=lots&precision=fp64&seq=1024&bogus=1&dp=zero3&tp=3"));
+    s.wait_ready();
+    let notice = s
+        .js(
+            "return document.getElementById('link-errors').textContent",
+            json!([]),
+        )
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for field in ["`batch`", "`precision`", "`bogus`", "`gpus`"] {
+        assert!(notice.contains(field), "{field} not named in: {notice}");
+    }
+    let seq = s.js("return document.getElementById('f-seq').value", json!([]));
+    assert_eq!(seq, json!("1024"));
+    assert_numbers_match(
+        &s,
+        &cli_json(&["estimate", "--seq", "1024", "--dp", "zero3"]),
+    );
+
+    // An unknown named scenario and an unknown page also answer with a message.
+    s.goto(&srv.url("/s/no-such-scenario"));
+    s.wait_ready();
+    let notice = s.js(
+        "return document.getElementById('link-errors').textContent",
+        json!([]),
+    );
+    assert!(
+        notice
+            .as_str()
+            .is_some_and(|t| t.contains("no-such-scenario"))
+    );
+    s.goto(&srv.url("/no/such/page"));
+    s.wait_for(
+        "return document.querySelector('main h1')",
+        WAIT,
+        "the not-found page",
+    );
+}
+
+#[test]
+fn hostile_links_inject_nothing() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    let payloads = [
+        "%3Cimg%20src%3Dx%20onerror%3D%22window.__pwned%3D1%22%3E",
+        "%3Cscript%3Ewindow.__pwned%3D1%3C%2Fscript%3E",
+        "%22%3E%3Csvg%20onload%3Dwindow.__pwned%3D1%3E",
+        "javascript%3Awindow.__pwned%3D1",
+    ];
+    let keys = headroom_core_keys();
+    for p in payloads {
+        // Every field at once, the payload as a key, and in an embed's view.
+        let mut q: Vec<String> = keys.iter().map(|k| format!("{k}={p}")).collect();
+        q.push(format!("{p}=1"));
+        q.push(format!("b.batch={p}"));
+        for path in ["/", "/compare", "/embed"] {
+            let url = srv.url(&format!("{path}?{}&view={p}", q.join("&")));
+            s.goto(&url);
+            s.wait_ready();
+            let verdict = s.js(
+                "return window.__pwned === undefined && !document.querySelector('img[src=x], svg[onload], script:not([src]):not([type])')",
+                json!([]),
+            );
+            assert_eq!(verdict, json!(true), "{path} with {p}: markup got through");
+            let notice = s.js("return !!document.getElementById('link-errors')", json!([]));
+            assert_eq!(notice, json!(true), "{path} with {p}: no message");
+        }
+        s.goto(&srv.url(&format!("/s/{p}")));
+        s.wait_ready();
+        assert_eq!(
+            s.js("return window.__pwned === undefined", json!([])),
+            json!(true)
+        );
+    }
+}
+
+/// The link keys, from the CLI so this test stays in step with the codec.
+fn headroom_core_keys() -> Vec<String> {
+    [
+        "v",
+        "model",
+        "cfg",
+        "gpu",
+        "gpus",
+        "batch",
+        "seq",
+        "accum",
+        "method",
+        "rank",
+        "targets",
+        "precision",
+        "optimizer",
+        "attention",
+        "dropout",
+        "ckpt",
+        "act_offload",
+        "loss",
+        "keep_logits",
+        "dp",
+        "tp",
+        "pp",
+        "sp",
+        "opt_offload",
+        "param_offload",
+        "bucket_view",
+        "expandable",
+        "graphs",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn the_embed_has_no_chrome_and_resizes_its_frame() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1000, 800);
+    s.goto(&srv.url("/embed?view=timeline&batch=2"));
+    s.wait_ready();
+    let layout = s.js(
+        "return [!!document.querySelector('.site-header'), !!document.querySelector('#chart-timeline canvas'), document.querySelector('main').dataset.view]",
+        json!([]),
+    );
+    assert_eq!(layout, json!([false, true, "timeline"]));
+
+    // A plain host page with the embed snippet: the frame starts 50 px high and must grow.
+    s.goto(&srv.url("/embed-test.html"));
+    let height = s.wait_for(
+        "const f = document.getElementById('frame'); const h = parseInt(f.style.height || '0'); return h > 200 && h",
+        WAIT,
+        "the frame to take its content's height",
+    );
+    assert!(height.as_u64().is_some_and(|h| h > 200), "{height}");
+}
+
+#[test]
+fn the_comparison_page_reads_both_scenarios_from_its_link() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/compare?v=1&batch=2&b.ckpt=full&b.optimizer=adamw8bit"));
+    s.wait_ready();
+    let values = s.js(
+        "return [document.getElementById('a-ckpt').value, document.getElementById('b-ckpt').value, document.getElementById('b-optimizer').value, document.getElementById('b-batch').value]",
+        json!([]),
+    );
+    assert_eq!(values, json!(["none", "full", "adamw8bit", "2"]));
+    let cli_a = cli_json(&["estimate", "--batch", "2"]);
+    let cli_b = cli_json(&[
+        "estimate",
+        "--batch",
+        "2",
+        "--checkpointing",
+        "full",
+        "--optimizer",
+        "adamw8bit",
+    ]);
+    let cells = s.js(
+        "return [...document.querySelectorAll('#compare-table tr[data-id=peak-device] td')].map(td => td.dataset.value || null)",
+        json!([]),
+    );
+    assert_eq!(
+        cells,
+        json!([
+            cli_a["bytes"]["peak_device"].to_string(),
+            cli_b["bytes"]["peak_device"].to_string(),
+            null
+        ])
+    );
+}
+
+#[test]
+fn the_page_fits_a_phone_screen() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(390, 844);
+    s.goto(&srv.url("/s/llama-3.1-8b-lora-4090"));
+    s.wait_ready();
+    let overflow = s.js(
+        "return document.documentElement.scrollWidth - window.innerWidth",
+        json!([]),
+    );
+    assert!(
+        overflow.as_i64().is_some_and(|o| o <= 0),
+        "wider than the screen by {overflow} px"
+    );
+    let fonts_ok = s.js(
+        "return [...document.querySelectorAll('input, select, button')].every(e => parseFloat(getComputedStyle(e).fontSize) >= 13)",
+        json!([]),
+    );
+    assert_eq!(fonts_ok, json!(true), "inputs are readable at phone width");
+    s.screenshot(&repo_root().join("target/e2e/phone.png"));
+    let desktop = driver.session(1280, 900);
+    desktop.goto(&srv.url("/s/llama-3.1-8b-lora-4090"));
+    desktop.wait_ready();
+    desktop.screenshot(&repo_root().join("target/e2e/desktop.png"));
+}
