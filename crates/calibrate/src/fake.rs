@@ -116,6 +116,8 @@ pub struct FakeTrainer {
     pub truth: Calibration,
     /// Whether `peft` is "installed" (LoRA scenarios are skipped without it).
     pub peft: bool,
+    /// Relative measurement noise added to every peak (deterministic), e.g. 0.005.
+    pub noise: f64,
 }
 
 impl FakeTrainer {
@@ -131,6 +133,7 @@ impl FakeTrainer {
             gpu: gpu.clone(),
             truth,
             peft: true,
+            noise: 0.0,
         }
     }
 }
@@ -176,7 +179,18 @@ impl Trainer for FakeTrainer {
                     device: 0,
                 },
             };
-            let m = predict(&sample, &self.gpu, &self.truth);
+            let mut m = predict(&sample, &self.gpu, &self.truth);
+            if self.noise > 0.0 {
+                let mut j = Jitter(
+                    p.id.bytes()
+                        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))),
+                );
+                let scale = |x: u64, j: &mut Jitter| (x as f64 * (1.0 + j.next(self.noise))) as u64;
+                m.allocated = scale(m.allocated, &mut j).div_ceil(512) * 512;
+                m.reserved =
+                    (scale(m.reserved, &mut j).div_ceil(2 * MIB) * 2 * MIB).max(m.allocated);
+                m.device = scale(m.device, &mut j).max(m.reserved);
+            }
             let e = headroom_core::estimate_with(
                 &p.id,
                 &sample.spec,

@@ -387,6 +387,15 @@ fn torch_part(
     if train.is_empty() {
         // Nothing measured in PyTorch: fall back to the native figures.
         cal = native_constants(defaults, native, sources);
+    } else if cal.cuda_context_bytes < 1 << 20 {
+        // A context below 1 MiB means the device readings did not include it (whole-device
+        // readings gone wrong); the native figure is the better one.
+        let native_cal = native_constants(defaults, native, &mut BTreeMap::new());
+        cal.cuda_context_bytes = native_cal.cuda_context_bytes;
+        sources.insert(
+            "cuda_context_bytes".into(),
+            "native (the fitted device-level residual was below 1 MiB): bare context plus one cuBLAS handle".into(),
+        );
     }
     let count = |st: Status| out.rows.iter().filter(|r| r.status == st).count();
     let rows: Vec<RowReport> = scenarios

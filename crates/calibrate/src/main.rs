@@ -125,7 +125,11 @@ fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
         let gpu = GpuCatalog::builtin()
             .get(args.gpu.as_deref().unwrap_or("h100-sxm-80gb"))
             .context("--gpu")?;
-        Box::new(FakeTrainer::h100(gpu))
+        // Half a percent of noise, so the fixture's error tables look like measurements.
+        Box::new(FakeTrainer {
+            noise: 0.005,
+            ..FakeTrainer::h100(gpu)
+        })
     } else {
         Box::new(PythonTrainer::new(&args.python, "cuda").context("preparing the PyTorch probe")?)
     };
@@ -149,9 +153,16 @@ fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
         }
     }
     let text = serde_json::to_string_pretty(&file).context("serializing the calibration")?;
-    // The core must accept what was written (range checks included) before it lands.
-    headroom_core::Calibration::parse(&name, &text)
-        .map_err(|e| anyhow::anyhow!("the core rejects the result: {e}"))?;
+    // The core must accept the result (range checks included) before it lands where the build
+    // embeds it; a rejected result is kept beside it, under a name the build ignores.
+    if let Err(e) = headroom_core::Calibration::parse(&name, &text) {
+        let kept = write_atomic(&args.out, &format!("{name}.rejected"), &text)
+            .with_context(|| format!("writing {}.rejected", target.display()))?;
+        bail!(
+            "the core rejects the result ({e}); it is kept in {} for inspection",
+            kept.display()
+        );
+    }
     let path = write_atomic(&args.out, &name, &(text + "\n"))
         .with_context(|| format!("writing {}", target.display()))?;
     print!("{}", summary(&file, &path));

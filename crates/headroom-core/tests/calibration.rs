@@ -1,0 +1,195 @@
+//! Calibration files: every committed one parses and is in range; the fixture written by
+//! calibrate's fake backend parses and is used; bad files give errors naming the field.
+
+use headroom_core::catalog::embedded::CALIBRATION_FILES;
+use headroom_core::{Calibration, ContentError, GpuCatalog, Scenario, estimate_with};
+use serde_json::{Value, json};
+
+const FIXTURE_NAME: &str = "h100-sxm-80gb-cuda13.0-torch2.11";
+const FIXTURE: &str = include_str!("fixtures/calibration/h100-sxm-80gb-cuda13.0-torch2.11.json");
+
+#[test]
+fn every_committed_calibration_file_parses_is_in_range_and_is_used() {
+    let catalog = GpuCatalog::builtin();
+    for (name, text) in CALIBRATION_FILES {
+        let cal = Calibration::check(name, text, catalog)
+            .unwrap_or_else(|e| panic!("content/calibration/{name}.json: {e}"));
+        assert!(cal.is_measured());
+        let (gpu_id, _) = Calibration::parse(name, text).expect("checked above");
+        let gpu = catalog.get(&gpu_id).expect("checked above");
+        assert!(
+            Calibration::for_gpu(gpu).is_measured(),
+            "{name}: the core does not pick a file for {gpu_id}"
+        );
+    }
+}
+
+#[test]
+fn the_fake_backends_fixture_parses_and_drives_estimates() {
+    let (gpu_id, cal) = Calibration::parse(FIXTURE_NAME, FIXTURE).expect("fixture parses");
+    assert_eq!(gpu_id, "h100-sxm-80gb");
+    assert!(cal.is_measured());
+    assert!(
+        (256 << 20..=2 << 30).contains(&cal.cuda_context_bytes),
+        "{cal:?}"
+    );
+    assert!((0.0..0.5).contains(&cal.reserved_slack_fraction), "{cal:?}");
+    let gpu = GpuCatalog::builtin().get(&gpu_id).expect("in the catalog");
+    let picked = Calibration::pick(&[(FIXTURE_NAME, FIXTURE)], gpu);
+    assert_eq!(picked, cal);
+    let a100 = GpuCatalog::builtin()
+        .get("a100-sxm4-80gb")
+        .expect("in the catalog");
+    assert!(!Calibration::pick(&[(FIXTURE_NAME, FIXTURE)], a100).is_measured());
+
+    let scen = Scenario::default();
+    let (_, spec) = headroom_core::estimate::resolve_model(&scen).expect("default model");
+    let e = estimate_with("llama-3.1-8b", &spec, gpu, &cal, &scen);
+    assert!(e.calibrated);
+    let ctx = e
+        .components
+        .iter()
+        .find(|c| c.bytes == cal.cuda_context_bytes && c.source.contains(FIXTURE_NAME))
+        .expect("a component carries the measured context and names the file");
+    assert_eq!(ctx.confidence, headroom_core::Confidence::Calibrated);
+
+    // Fake data must never pass as a committed measurement.
+    let err = Calibration::check(FIXTURE_NAME, FIXTURE, GpuCatalog::builtin())
+        .expect_err("fake data is refused");
+    assert_eq!(field(&err), "native.backend");
+}
+
+#[test]
+fn the_newest_file_for_a_gpu_wins() {
+    let gpu = GpuCatalog::builtin()
+        .get("h100-sxm-80gb")
+        .expect("in the catalog");
+    let older = edit(|v| {
+        v["measured_on"] = json!("2026-01-05");
+        v["constants"]["cuda_context_bytes"] = json!(400u64 << 20);
+    });
+    let files = [("b-older", older.as_str()), (FIXTURE_NAME, FIXTURE)];
+    let (_, newest) = Calibration::parse(FIXTURE_NAME, FIXTURE).expect("fixture parses");
+    assert_eq!(Calibration::pick(&files, gpu), newest);
+    let files = [(FIXTURE_NAME, FIXTURE), ("b-older", older.as_str())];
+    assert_eq!(Calibration::pick(&files, gpu), newest);
+}
+
+fn edit(f: impl FnOnce(&mut Value)) -> String {
+    let mut v: Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
+    f(&mut v);
+    v.to_string()
+}
+
+fn field(e: &ContentError) -> &str {
+    match e {
+        ContentError::Field { field, .. } => field,
+        ContentError::Parse { .. } => "(parse)",
+    }
+}
+
+#[track_caller]
+fn check_bad(f: impl FnOnce(&mut Value), expect_field: &str, expect_message: &str) {
+    let text = edit(f);
+    let err = Calibration::parse("bad", &text).expect_err("must be rejected");
+    assert_eq!(field(&err), expect_field, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains(expect_message), "{msg}");
+    assert!(msg.starts_with("bad: "), "names the file: {msg}");
+}
+
+#[test]
+fn bad_files_name_the_field() {
+    check_bad(
+        |v| v["schema_version"] = json!(2),
+        "schema_version",
+        "must be 1, found 2",
+    );
+    check_bad(
+        |v| {
+            v.as_object_mut().expect("object").remove("schema_version");
+        },
+        "schema_version",
+        "is missing",
+    );
+    check_bad(|v| v["gpu_id"] = json!("H100 SXM!"), "gpu_id", "catalog id");
+    check_bad(|v| v["gpu_id"] = json!(7), "gpu_id", "must be a string");
+    check_bad(
+        |v| v["measured_on"] = json!("22/11/2026"),
+        "measured_on",
+        "YYYY-MM-DD",
+    );
+    check_bad(
+        |v| v["measured_on"] = json!("2026-13-01"),
+        "measured_on",
+        "YYYY-MM-DD",
+    );
+    check_bad(
+        |v| v["constants"] = json!(3),
+        "constants",
+        "must be an object",
+    );
+    check_bad(
+        |v| {
+            v["constants"]
+                .as_object_mut()
+                .expect("object")
+                .remove("cuda_context_bytes");
+        },
+        "constants.cuda_context_bytes",
+        "is missing",
+    );
+    check_bad(
+        |v| v["constants"]["cuda_context_bytes"] = json!(-5),
+        "constants.cuda_context_bytes",
+        "non-negative integer",
+    );
+    check_bad(
+        |v| v["constants"]["cuda_context_bytes"] = json!(9u64 << 30),
+        "constants.cuda_context_bytes",
+        "must be from 1048576 to 8589934592",
+    );
+    check_bad(
+        |v| v["constants"]["cuda_context_bytes"] = json!(1000),
+        "constants.cuda_context_bytes",
+        "must be from",
+    );
+    check_bad(
+        |v| v["constants"]["cublas_workspace_bytes"] = json!(2u64 << 30),
+        "constants.cublas_workspace_bytes",
+        "must be from 0 to 1073741824",
+    );
+    check_bad(
+        |v| v["constants"]["cublas_workspaces"] = json!(65),
+        "constants.cublas_workspaces",
+        "must be from 0 to 64, found 65",
+    );
+    check_bad(
+        |v| v["constants"]["reserved_slack_fraction"] = json!(1.5),
+        "constants.reserved_slack_fraction",
+        "from 0 to 1, found 1.5",
+    );
+    check_bad(
+        |v| v["constants"]["reserved_slack_fraction_expandable"] = json!("0.1"),
+        "constants.reserved_slack_fraction_expandable",
+        "must be a number",
+    );
+    check_bad(
+        |v| v["constants"]["nccl_bytes"] = json!(1u64 << 40),
+        "constants.nccl_bytes",
+        "must be from 0",
+    );
+    let err = Calibration::parse("broken", "{\"schema_version\": 1,").expect_err("not JSON");
+    assert!(matches!(err, ContentError::Parse { .. }), "{err}");
+
+    // A GPU the catalog lacks is caught by the committed-file check.
+    let text = edit(|v| {
+        v["gpu_id"] = json!("nvidia-h100-80gb-hbm3");
+        v["native"]["backend"] = json!("cuda");
+    });
+    let err = Calibration::check("x", &text, GpuCatalog::builtin()).expect_err("unknown GPU");
+    assert_eq!(field(&err), "gpu_id");
+    assert!(err.to_string().contains("--gpu"), "{err}");
+    let text = edit(|v| v["native"]["backend"] = json!("cuda"));
+    assert!(Calibration::check("x", &text, GpuCatalog::builtin()).is_ok());
+}
