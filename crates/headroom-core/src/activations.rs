@@ -579,6 +579,30 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     inv.items
 }
 
+/// Bytes of a layer's saved tensors that its backward frees before it reaches the attention
+/// core: everything from the second norm on (the MLP side), the attention output projection's
+/// input and the attention residual dropout mask. Backward runs the layer in reverse, so these
+/// are released (each node drops its saved tensors once it ran) while the MLP, norm and output
+/// projection gradients accumulate (torch/csrc/autograd/engine.cpp, `release_variables`).
+pub fn freed_before_attention(items: &[Saved]) -> u64 {
+    let start = items.iter().position(|s| {
+        s.what.starts_with("post_attention_layernorm")
+            || s.what.starts_with("pre_feedforward_layernorm")
+            || s.what.starts_with("MLP LayerNorm")
+    });
+    items
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            start.is_some_and(|k| *i >= k)
+                || s.what.starts_with("o_proj input")
+                || s.what.starts_with("attention output projection input")
+                || s.what.starts_with("residual dropout mask (attention)")
+        })
+        .map(|(_, s)| s.bytes())
+        .sum()
+}
+
 /// Bytes of the layer input that checkpointing keeps per checkpointed layer.
 pub fn checkpoint_input(spec: &ModelSpec, sh: &Shape) -> u64 {
     let h_local = if sh.sp {

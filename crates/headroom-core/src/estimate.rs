@@ -9,8 +9,10 @@ use crate::catalog::{Gpu, GpuCatalog, PresetCatalog};
 use crate::dtype::DType;
 use crate::error::ScenarioError;
 use crate::loss::{LossMemory, loss_memory};
-use crate::model::{ModelSpec, inventory};
-use crate::scenario::{Attention, Checkpointing, ModelChoice, Optimizer, Precision, Scenario};
+use crate::model::{Family, MlpKind, ModelSpec, NormKind, inventory};
+use crate::scenario::{
+    Attention, Checkpointing, Method, ModelChoice, Optimizer, Precision, Scenario,
+};
 use crate::states::{ModelStates, model_states};
 
 /// How sure a number is.
@@ -296,6 +298,12 @@ pub fn estimate_with(
     };
     let layer_bwd_tmp = mlp_bwd.max(attn_bwd) + t * spec.hidden * stream.bytes();
     let residual_grad = t * spec.hidden * stream.bytes();
+    let bwd = LayerBackward::new(spec, scen, &sh, &dense_items, st.autocast_cache_per_layer);
+    // transformers' decoder models return a KV cache in training too (`use_cache` defaults to
+    // True; `DynamicLayer.update` keeps the key/value tensors themselves). It lives as long as
+    // the outputs: through the loss, and to the end of the step when the loop keeps `outputs`.
+    let kv = kv_cache(spec, scen, &sh);
+    let kv_unsaved = kv.unsaved * layers;
 
     let mut tl = Timeline::default();
     tl.push(
@@ -308,6 +316,11 @@ pub fn estimate_with(
     let mut acts = on_gpu(outside.min(outside)); // RoPE tables etc. are saved up front
     let gather = st.gather_transient;
     let mut cache = 0u64;
+    // autocast's cache holds every cast weight until the autocast region exits (after the
+    // loss), a checkpointed layer's too: `cached_cast` does not look at grad mode
+    // (aten/src/ATen/autocast_mode.cpp), so the no_grad forward of reentrant checkpointing
+    // fills it as well; only the non-checkpointed layers' casts are also saved for backward.
+    let mut fwd_cache = 0u64;
     for i in 0..layers {
         let full_i = layer_full(i);
         let recompute_free = kept(i) != full_i;
@@ -318,11 +331,12 @@ pub fn estimate_with(
         };
         let during = base
             + acts * in_flight
-            + cache
+            + fwd_cache
             + fwd_model_tmp
             + gather
             + on_gpu(inner)
-            + layer_fwd_tmp;
+            + layer_fwd_tmp
+            + kv.unsaved * i;
         tl.push(Phase::Forward, format!("layer {} forward", i + 1), during);
         acts += on_gpu(kept(i));
         // A checkpointed layer runs without saving its weight casts, and autocast's cache
@@ -330,27 +344,41 @@ pub fn estimate_with(
         if !recompute_free {
             cache += cache_layer;
         }
+        fwd_cache += cache_layer;
         if i + 1 == layers || layers <= 48 || i % (layers / 24).max(1) == 0 {
             tl.push(
                 Phase::Forward,
                 format!("after layer {}", i + 1),
-                base + acts * in_flight + cache + fwd_model_tmp + gather,
+                base + acts * in_flight + fwd_cache + fwd_model_tmp + gather + kv.unsaved * (i + 1),
             );
         }
     }
     let acts_total = acts * in_flight;
     cache += st.autocast_cache_outside;
+    fwd_cache += st.autocast_cache_outside;
     // The loss.
-    let before_loss = base + acts_total + cache + gather;
+    // `LlamaForCausalLM.forward` (and the other *ForCausalLM) holds `outputs.last_hidden_state`
+    // while lm_head and the loss run; under autocast it is the fp32 final norm output, which
+    // nothing saves (lm_head saves its bf16 cast), otherwise it is lm_head's saved input.
+    let last_hidden = if scen.precision.is_autocast() {
+        t * spec.hidden * stream.bytes()
+    } else {
+        0
+    };
+    let before_loss = base + acts_total + fwd_cache + gather + last_hidden;
     tl.push(
         Phase::Loss,
         "logits and loss (fp32 upcast, log_softmax)",
-        before_loss + lm.forward_peak,
+        before_loss + lm.forward_peak + kv_unsaved,
     );
     let retained = acts_total + cache + lm.retained;
     tl.push(Phase::Loss, "after loss", base + retained + gather);
     // Backward: loss, lm_head, then layers last to first.
-    let backward_base = base + acts_total + cache + gather;
+    // With `outputs` kept, the logits and the whole KV cache stay alive to the end of the step
+    // (of the cache, what attention does not save itself is extra while backward runs).
+    let kept_logits = if scen.keep_logits { lm.logits } else { 0 };
+    let kept_kv = if scen.keep_logits { kv_unsaved } else { 0 };
+    let backward_base = base + acts_total + cache + gather + kept_kv;
     tl.push(
         Phase::Backward,
         "loss backward (fp32 logit gradients)",
@@ -364,9 +392,15 @@ pub fn estimate_with(
         0
     };
     let outside_grads = st.outside_grad_bytes;
-    let kept_logits = if scen.keep_logits { lm.logits } else { 0 };
-    let after_lm =
-        backward_base - st.autocast_cache_outside + outside_grads + kept_logits + residual_grad;
+    // lm_head's backward (MmBackward0): the logits' gradient (cast back to the logits' dtype by
+    // the fp32 upcast's ToCopyBackward0), lm_head's weight gradient and its input gradient.
+    // Only lm_head's gradient exists yet: the embedding's comes after the first layer
+    // (EmbeddingBackward0 is the last node), and the final norm's right after lm_head.
+    let lm_grad = outside_grads.min(bwd.lm_head_grad);
+    let norm_grad = outside_grads
+        .saturating_sub(lm_grad)
+        .min(bwd.final_norm_grad);
+    let embed_grads = outside_grads - lm_grad - norm_grad;
     tl.push(
         Phase::Backward,
         "lm_head backward",
@@ -374,19 +408,69 @@ pub fn estimate_with(
             + kept_logits
             + lm.grad_logits
             + t * spec.hidden * compute.bytes()
-            + outside_grads
+            + lm_grad
             + lm_grad_tmp,
     );
-    grads += outside_grads;
+    // After the final norm's backward: its saved tensors and lm_head's input are released (the
+    // RoPE tables and the embedding dropout mask stay until the first layer / the embedding).
+    let outside_freed = on_gpu(
+        outside_items
+            .iter()
+            .filter(|s| !s.what.contains("RoPE") && !s.what.contains("embedding dropout"))
+            .map(Saved::bytes)
+            .sum::<u64>(),
+    );
+    let after_lm = backward_base - st.autocast_cache_outside - outside_freed
+        + lm_grad
+        + norm_grad
+        + kept_logits
+        + residual_grad;
+    grads += lm_grad + norm_grad;
     let mut live = after_lm;
+    let shares_input =
+        matches!(spec.family, Family::Gpt2 | Family::GptNeox | Family::Opt) || stream == DType::F32;
+    let mut kv_released = 0u64;
+    let recompute_free = |i: u64| kept(i) != layer_full(i);
+    // GPT-2 with SDPA: the contiguous k and v that SDPA saves come from the KV cache
+    // (`DynamicLayer.update` concatenates), which gradient checkpointing turns off
+    // (`use_cache=False`); the recomputed layer saves views of c_attn's output instead.
+    let gpt2_cache_copies = if spec.family == Family::Gpt2 && scen.attention == Attention::Sdpa {
+        2 * t * spec.q_dim() / scen.parallel.tensor as u64 * compute.bytes()
+    } else {
+        0
+    };
     for i in (0..layers).rev() {
         let full_i = layer_full(i);
-        let recompute = on_gpu(full_i).saturating_sub(on_gpu(kept(i)));
+        let checkpointed = kept(i) != full_i && kept(i) == ckpt_input;
+        // Reentrant checkpointing reruns the layer's forward inside backward: everything it
+        // saves is allocated again, except the kept input when the first norm saves the input
+        // itself (fp32 stream or LayerNorm: the detached input shares its storage).
+        let recompute = if checkpointed {
+            on_gpu(full_i)
+                .saturating_sub(if shares_input { on_gpu(kept(i)) } else { 0 })
+                .saturating_sub(on_gpu(gpt2_cache_copies))
+        } else {
+            on_gpu(full_i).saturating_sub(on_gpu(kept(i)))
+        };
+        // Its autocast weight copies: saved since the forward (cleared from autocast's cache
+        // when the forward's region exited), or cast again by a checkpointed layer's recompute
+        // (checkpoint restores the autocast state); either way released by this backward.
+        let recompute = recompute + if recompute_free(i) { cache_layer } else { 0 };
         let offload_back = if offload { full_i } else { 0 };
-        let during =
-            live + recompute + offload_back + layer_bwd_tmp + st.layer_grad_bytes + gather / 2;
+        let inner = if spec.moe.is_some() && i >= spec.layers - sparse_frac {
+            // MoE layers: the routed experts' backward is not modelled op by op (assumed).
+            layer_bwd_tmp + st.layer_grad_bytes
+        } else {
+            bwd.peak(st.layer_grad_bytes)
+        };
+        let during = live + recompute + offload_back + inner + gather / 2;
         tl.push(Phase::Backward, format!("layer {} backward", i + 1), during);
-        live = live + st.layer_grad_bytes - on_gpu(kept(i)) * in_flight - cache_layer;
+        if scen.keep_logits {
+            kv_released += kv.saved;
+        }
+        live = live + st.layer_grad_bytes + if scen.keep_logits { kv.saved } else { 0 }
+            - on_gpu(kept(i)) * in_flight
+            - if recompute_free(i) { 0 } else { cache_layer };
         grads += st.layer_grad_bytes;
         if i == 0 || layers <= 48 || i % (layers / 24).max(1) == 0 {
             tl.push(
@@ -396,7 +480,21 @@ pub fn estimate_with(
             );
         }
     }
-    let end_backward = base + st.gradients;
+    grads += embed_grads;
+    // EmbeddingBackward0 (embedding_dense_backward) writes a fresh vocab x hidden gradient;
+    // with tied embeddings AccumulateGrad adds it into lm_head's gradient and frees it.
+    let end_backward = base + st.gradients + kept_logits + kept_kv + kv_released;
+    tl.push(
+        Phase::Backward,
+        "embedding backward",
+        end_backward
+            + residual_grad
+            + if spec.tie_embeddings {
+                bwd.lm_head_grad
+            } else {
+                0
+            },
+    );
     tl.push(
         Phase::Backward,
         "end of backward: all gradients",
@@ -950,4 +1048,138 @@ fn components(c: ComponentInputs) -> Vec<Component> {
     let _ = Optimizer::AdamW;
     let _ = Precision::Fp32;
     v
+}
+
+/// One decoder layer's backward, from the autograd nodes transformers' layers record (reverse
+/// order; each node frees its saved tensors once it ran, `release_variables` in
+/// torch/csrc/autograd/engine.cpp; AccumulateGrad steals a fresh gradient as `.grad`). Two
+/// points set a dense layer's backward peak above its start (saved tensors, incoming gradient):
+/// - the MLP's output side: the output projection's weight gradient, then the product's (or
+///   the activation's) input gradients while the incoming one replaced the freed projection
+///   input: `dW_out + n x T x f` (n = 2 for act(gate) * up, gelu_new's last product and ReLU,
+///   whose saved output is freed only after it ran; 1 for gelu/gelu_tanh). Under autocast the
+///   output projection's bf16 weight copy is released by then;
+/// - the attention core: the MLP, second norm and output projection gradients have
+///   accumulated while their saved tensors were released; eager attention then holds the
+///   probabilities' and the scores' gradients (both in softmax's dtype: fp32 in Llama-like
+///   models, `softmax(..., dtype=float32)`) and v's gradient; the 16-bit copy of the
+///   probabilities that matmul saved is freed by then (MmBackward ran). SDPA holds q/k/v's
+///   gradients and the flash kernel's fp32 dq accumulator (assumed from its CUDA code).
+///
+/// Checked against the CPU allocator's events in tests/reference/test_step_peak.py.
+struct LayerBackward {
+    lm_head_grad: u64,
+    final_norm_grad: u64,
+    mlp_out: u64,
+    before_attention_grads: u64,
+    before_attention_freed: u64,
+    attention_inflight: u64,
+}
+
+impl LayerBackward {
+    fn new(
+        spec: &ModelSpec,
+        scen: &Scenario,
+        sh: &Shape,
+        items: &[Saved],
+        autocast_cache_per_layer: u64,
+    ) -> Self {
+        let tp = scen.parallel.tensor as u64;
+        let t = sh.tokens();
+        let h = spec.hidden;
+        let c = scen.precision.compute_dtype().bytes();
+        let pb = activations::stream_dtype(sh).bytes();
+        let full = scen.method == Method::Full;
+        let trained = |x: u64| if full { x * pb } else { 0 };
+        let f = spec.intermediate / tp;
+        let q = spec.q_dim() / tp;
+        let heads = spec.heads / tp.min(spec.heads);
+        let norm_params = match spec.norm {
+            NormKind::RmsNorm => h,
+            NormKind::LayerNorm => 2 * h,
+        };
+        let amp = autocast_cache_per_layer > 0;
+        let mats = crate::model::params::mlp_matrices(spec);
+        let out_bias = if spec.mlp_bias { h } else { 0 };
+        let n = match spec.mlp {
+            MlpKind::Gated => 2,
+            MlpKind::Plain if matches!(spec.activation.as_str(), "gelu_new" | "relu") => 2,
+            MlpKind::Plain => 1,
+        };
+        let mlp_out = trained(h * f + out_bias) + n * t * f * c - if amp { h * f * c } else { 0 };
+        let mlp_params = mats * h * f + if spec.mlp_bias { (mats - 1) * f + h } else { 0 };
+        let post_norms = match spec.family {
+            Family::Llama | Family::Gemma | Family::Phi3 => spec.norms_per_layer - 1,
+            _ => 1,
+        };
+        let o_params = q * h + if spec.o_bias { h } else { 0 };
+        let before_attention_grads = trained(mlp_params + post_norms * norm_params + o_params);
+        let before_attention_freed = activations::freed_before_attention(items)
+            + if amp { (mats * h * f + q * h) * c } else { 0 };
+        let scores = sh.b * heads * sh.s * sh.s;
+        let attention_inflight = match scen.attention {
+            Attention::Eager => {
+                let llama_like =
+                    matches!(spec.family, Family::Llama | Family::Gemma | Family::Phi3);
+                let soft = if llama_like { 4 } else { c };
+                let cast_freed = if soft != c { scores * c } else { 0 };
+                2 * scores * soft - cast_freed + t * q * c
+            }
+            Attention::Sdpa => {
+                t * (spec.q_dim() + 2 * spec.kv_dim()) / tp * c + t * q * 4 + t * q * c
+            }
+        };
+        LayerBackward {
+            lm_head_grad: trained(spec.vocab.div_ceil(tp) * h),
+            final_norm_grad: if spec.final_norm {
+                trained(norm_params)
+            } else {
+                0
+            },
+            mlp_out,
+            before_attention_grads,
+            before_attention_freed,
+            attention_inflight,
+        }
+    }
+
+    /// The layer's backward peak above its start (its gradients as this GPU keeps them).
+    fn peak(&self, layer_grads: u64) -> u64 {
+        let attention = (self.before_attention_grads.min(layer_grads) + self.attention_inflight)
+            .saturating_sub(self.before_attention_freed);
+        self.mlp_out.max(attention)
+    }
+}
+
+/// The KV cache transformers returns in training (Llama-like families; off under gradient
+/// checkpointing, which sets `use_cache=False`): bytes per layer, split into what attention
+/// saves anyway (the same storages) and what only the cache holds: the un-repeated k and v of
+/// eager attention with grouped heads, and under autocast the fp32 k after RoPE (fp32 cos/sin
+/// promote it; SDPA and matmul save bf16 casts).
+#[derive(Debug, Clone, Copy, Default)]
+struct KvCache {
+    saved: u64,
+    unsaved: u64,
+}
+
+fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache {
+    let llama_like = matches!(spec.family, Family::Llama | Family::Gemma | Family::Phi3);
+    if !llama_like || scen.checkpointing != Checkpointing::None {
+        return KvCache::default();
+    }
+    let tp = scen.parallel.tensor as u64;
+    let kv = (spec.kv_heads / tp).max(1) * spec.head_dim * sh.tokens();
+    let c = scen.precision.compute_dtype().bytes();
+    let amp = scen.precision.is_autocast();
+    let grouped = spec.heads > spec.kv_heads;
+    let eager = scen.attention == Attention::Eager;
+    let k = kv * if amp { 4 } else { c };
+    let v = kv * c;
+    let k_unsaved = amp || (eager && grouped);
+    let v_unsaved = eager && grouped;
+    let unsaved = if k_unsaved { k } else { 0 } + if v_unsaved { v } else { 0 };
+    KvCache {
+        saved: k + v - unsaved,
+        unsaved,
+    }
 }

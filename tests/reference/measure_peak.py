@@ -1,0 +1,203 @@
+"""Measures the live tensor bytes of one steady-state training step of a real transformers
+model on CPU, and its peak: the figure the core reports as `bytes.peak_tensors`.
+
+Method
+------
+Two full training steps run (forward with the HF loss via `labels`, `loss.backward()`,
+`torch.optim.AdamW(foreach=True).step()`, `zero_grad(set_to_none=True)`). The second one, in
+which the optimizer states already exist, runs under
+
+    torch.profiler.profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+
+which records every allocation and free of PyTorch's CPU allocator (c10's
+`ProfiledCPUMemoryReporter`) as an `Allocation` event with a signed `alloc_size`. Sorted by
+time and accumulated, they give the bytes allocated since the step began, including what
+kernels allocate internally, as `torch.cuda.memory_allocated` does on a GPU (without its
+512-byte rounding, which the core counts at the allocator level, not in `peak_tensors`).
+
+The step begins with exactly what the core's "step start" counts, each summed by storage:
+the weights (parameters), AdamW's `exp_avg` and `exp_avg_sq` (its `step` counters are CPU
+scalars on CUDA too), `input_ids` and `labels` (two int64 tensors), no gradients (set to
+None). So
+
+    live(t) = weights + states + inputs + sum of alloc_size of the events up to t
+
+and the peak is its maximum over the step. Module buffers (RoPE's `inv_freq`) are allocated
+before the step and never freed during it: they are left out, as the core leaves them out.
+The step must end where it began (everything it allocated freed); `residual` checks that.
+
+The phase of each event is read from markers: the forward starts at the model call, the loss
+at lm_head's forward pre-hook (the core counts the logits in the loss phase), the backward at
+`loss.backward()`, the optimizer at `opt.step()` (zero_grad included).
+
+`keep_logits` means the loop holds the model's `outputs` (and so the logits) until the step
+ends, as `outputs = model(...); outputs.loss.backward(); opt.step()` does.
+
+The method is checked on tensors of known sizes by `validate()` (run by the test suite).
+
+CPU against CUDA
+----------------
+The measured figure is CPU's. Where CUDA allocates differently, `cuda_corrections` adds the
+difference, each a named correction with its reason (see its docstring).
+"""
+import json
+
+import torch
+from torch._C._profiler import _EventType
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from measure_saved import LAYER_NORM_FAMILIES, build, decoder_layers
+
+PHASES = ("forward", "loss", "backward", "optimizer")
+
+
+def _allocations(prof):
+    """(time_ns, signed bytes) of every CPU allocator event, in time order."""
+    out = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
+            out.append((node.start_time_ns, node.extra_fields.alloc_size))
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def _marks(prof):
+    """(start time, name) of each `mark:<phase>[:<point>]` record_function, in time order."""
+    marks = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.name.startswith("mark:"):
+            marks.append((node.start_time_ns, node.name[5:]))
+    return sorted(marks)
+
+
+def _mark(phase):
+    with record_function(f"mark:{phase}"):
+        pass
+
+
+def peak_of(prof, base):
+    """Walks the events: the peak, the phase it is in, the bytes per phase, the residual."""
+    bounds = _marks(prof)
+    live = base
+    peak, peak_phase = base, "start"
+    phase_peak, segments = {}, []
+    k = -1
+    for t, size in _allocations(prof):
+        while k + 1 < len(bounds) and t >= bounds[k + 1][0]:
+            k += 1
+            segments.append([bounds[k][1], live, live])
+        live += size
+        phase = bounds[k][1].split(":")[0] if k >= 0 else "start"
+        if k >= 0:
+            segments[-1][2] = max(segments[-1][2], live)
+        if live > phase_peak.get(phase, 0):
+            phase_peak[phase] = live
+        if live > peak:
+            peak, peak_phase = live, phase
+    return {"peak": peak, "phase": peak_phase, "phase_peaks": phase_peak, "residual": live - base,
+            "segments": segments}
+
+
+def validate():
+    """Known sizes: 4,000 + 6,000 allocated, 4,000 freed, 800 allocated, then 6,000 freed:
+    peak 10,000 above the base, in phase "forward"; 800 left at the end."""
+    base_tensor = torch.ones(1000)  # allocated before profiling: part of the base
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+        _mark("forward")
+        a = torch.empty(1000, dtype=torch.float32)
+        b = torch.empty(3000, dtype=torch.bfloat16)
+        del a
+        c = torch.empty(10, 10, dtype=torch.float64)
+        _mark("backward")
+        del b
+    r = peak_of(prof, base_tensor.nbytes)
+    del c
+    return r
+
+
+def measure_step(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False,
+                 detail=False):
+    model = build(config, precision, attention, checkpointing)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    vocab = config["vocab_size"]
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(vocab, (batch, seq), generator=gen)
+    labels = ids.clone()
+    amp = precision.startswith("amp")
+    lm_head = model.get_output_embeddings()
+    hooks = [lm_head.register_forward_pre_hook(lambda m, a: _mark("loss"))]
+    if detail:
+        # Finer marks for reading the timeline (not used by the comparison): each decoder
+        # layer's forward and backward, lm_head's backward.
+        for i, layer in enumerate(decoder_layers(model)):
+            hooks.append(layer.register_forward_pre_hook(lambda m, a, i=i: _mark(f"forward:layer {i + 1}")))
+            hooks.append(layer.register_full_backward_pre_hook(lambda m, g, i=i: _mark(f"backward:layer {i + 1}")))
+        hooks.append(lm_head.register_full_backward_pre_hook(lambda m, g: _mark("backward:lm_head")))
+
+    def step():
+        _mark("forward")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out = model(input_ids=ids, labels=labels)
+        loss = out.loss
+        if not keep_logits:
+            del out
+        _mark("backward")
+        loss.backward()
+        _mark("optimizer")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        if keep_logits:
+            del out
+
+    step()
+    storages = lambda ts: sum(t.untyped_storage().nbytes() for t in ts)
+    weights = storages(params)
+    states = storages(v for s in opt.state.values() for k, v in s.items() if k != "step")
+    inputs = storages((ids, labels))
+    base = weights + states + inputs
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+        step()
+    for h in hooks:
+        h.remove()
+    r = peak_of(prof, base)
+    r.update(weights=weights, optimizer_states=states, inputs=inputs, layers=len(decoder_layers(model)))
+    fixes = cuda_corrections(config, batch, seq, precision, attention, checkpointing, r)
+    r["raw_cpu_peak"] = r["peak"]
+    r["peak"] += sum(f["bytes"] for f in fixes)
+    r["corrections"] = fixes
+    return r
+
+
+def cuda_corrections(config, batch, seq, precision, attention, checkpointing, measured):
+    """What CUDA allocates differently from the CPU run at the peak, in bytes (added to the
+    CPU figure). Each entry names its reason; none is fitted."""
+    out = []
+    tokens = batch * seq
+    if config["model_type"] in LAYER_NORM_FAMILIES and precision == "bf16" and measured["phase"] != "optimizer":
+        # native_layer_norm: CPU keeps mean and rstd in the input dtype (bf16), CUDA in fp32
+        # (as in measure_saved.cuda_corrections); they are alive at a forward/loss/backward peak
+        # for every LayerNorm whose saved tensors are still held.
+        per_norm = 2 * tokens * (4 - 2)
+        n_layers = measured["layers"]
+        held = 1 if checkpointing == "full" else 2 * n_layers + 1
+        out.append({"why": "LayerNorm mean/rstd fp32 on CUDA, bf16 on CPU", "bytes": per_norm * held})
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) == 1:
+        print(json.dumps(validate()))
+    else:
+        args = sys.argv[1:]
+        print(json.dumps(measure_step(json.loads(args[0]), int(args[1]), int(args[2]), *args[3:6],
+                                      keep_logits=len(args) > 6 and args[6] == "keep"), default=str))
