@@ -31,6 +31,20 @@ fn library_present(which: &str) -> bool {
     }
 }
 
+/// The CUDA libraries besides the driver that cannot be loaded (`libcublas`, `libnvrtc`).
+pub fn missing_libraries() -> Vec<&'static str> {
+    [("cublas", "libcublas"), ("nvrtc", "libnvrtc")]
+        .into_iter()
+        .filter(|(which, _)| !library_present(which))
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Whether the driver library (`libcuda`) can be loaded.
+pub fn driver_present() -> bool {
+    library_present("driver")
+}
+
 fn call<T, E: std::fmt::Debug>(what: &str, r: Result<T, E>) -> Result<T, DeviceError> {
     r.map_err(|e| DeviceError::call(what, format!("{e:?}")))
 }

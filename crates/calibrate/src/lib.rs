@@ -433,6 +433,7 @@ fn torch_part(
                 error: r.and_then(|r| r.error.clone()),
                 measured,
                 phases: r.map(|r| r.phases.clone()).unwrap_or_default(),
+                allocated_before: r.map_or(0, |r| r.allocated_before),
                 alloc_retries: r.map_or(0, |r| r.alloc_retries),
                 seconds: r.map_or(0.0, |r| r.seconds),
                 predicted_before: prediction(&sample, gpu, defaults),

@@ -30,7 +30,9 @@ use headroom_core::GpuCatalog;
 /// Constants are fitted on two thirds of the grid and checked on the held-out third.
 ///
 /// Libraries: libcuda from the driver; libcublas and libnvrtc from the system or from
-/// LD_LIBRARY_PATH (a python environment's nvidia/cublas/lib and nvidia/cuda_nvrtc/lib work).
+/// LD_LIBRARY_PATH; when they are missing there but `--python`'s environment has PyTorch's
+/// nvidia wheels (site-packages/nvidia/*/lib), calibrate runs itself again with those folders on
+/// LD_LIBRARY_PATH.
 /// Exits with status 1 and one sentence when there is no GPU or driver.
 #[derive(Debug, Parser)]
 #[command(name = "calibrate", version)]
@@ -87,8 +89,72 @@ fn open_device(args: &Args) -> Result<Box<dyn Device>, DeviceError> {
     }
 }
 
+/// Where a python environment keeps CUDA's libraries (`site-packages/nvidia/*/lib`).
+#[cfg(feature = "cuda")]
+fn python_cuda_lib_dirs(python: &std::path::Path) -> Vec<String> {
+    let code = "import glob, site\n\
+                dirs = site.getsitepackages() + [site.getusersitepackages()]\n\
+                print(':'.join(p for d in dirs for p in sorted(glob.glob(d + '/nvidia/*/lib'))))";
+    std::process::Command::new(python)
+        .args(["-c", code])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .split(':')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// When cuBLAS or NVRTC cannot be loaded but the python environment ships them (PyTorch's
+/// `nvidia-*` wheels), runs this binary again with them on `LD_LIBRARY_PATH` (the loader reads
+/// it only at start). Returns the child's exit code, or `None` to go on in this process.
+#[cfg(feature = "cuda")]
+fn rerun_with_python_libraries(args: &Args) -> Option<ExitCode> {
+    const MARK: &str = "CALIBRATE_LIBRARY_PATH_SET";
+    if args.fake
+        || std::env::var_os(MARK).is_some()
+        || !calibrate::cuda::driver_present()
+        || calibrate::cuda::missing_libraries().is_empty()
+    {
+        return None;
+    }
+    let dirs = python_cuda_lib_dirs(&args.python);
+    if dirs.is_empty() {
+        return None;
+    }
+    let mut path = dirs.join(":");
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        path.push(':');
+        path.push_str(&old.to_string_lossy());
+    }
+    eprintln!("calibrate: loading CUDA libraries from {}", dirs.join(", "));
+    let exe = std::env::current_exe().ok()?;
+    let status = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env("LD_LIBRARY_PATH", path)
+        .env(MARK, "1")
+        .status()
+        .ok()?;
+    Some(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    #[cfg(feature = "cuda")]
+    if let Some(code) = rerun_with_python_libraries(&args) {
+        return code;
+    }
     let mut dev = match open_device(&args) {
         Ok(d) => d,
         Err(DeviceError::NoDevice(why)) => {

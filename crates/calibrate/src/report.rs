@@ -104,6 +104,10 @@ pub struct RowReport {
     pub error: Option<String>,
     pub measured: Option<Levels>,
     pub phases: Vec<Phase>,
+    /// `memory_allocated` before the scenario started (PyTorch's cuBLAS workspaces, kept
+    /// between scenarios; anything more is a leak from an earlier one).
+    pub allocated_before: u64,
+    /// `num_alloc_retries` of the caching allocator (cache flushes under memory pressure).
     pub alloc_retries: u64,
     pub seconds: f64,
     pub predicted_before: Prediction,
