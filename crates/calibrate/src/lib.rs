@@ -196,25 +196,36 @@ pub fn calibrate(
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
     let (stack, torch_part, rows, cal) = match trainer {
         Some(t) if !opts.native_only => match t.stack() {
-            Ok(stack) => {
-                let (part, rows, cal) = torch_part(
-                    t,
-                    &stack,
-                    &gpu,
-                    &defaults,
-                    &native,
-                    opts,
-                    progress,
-                    &mut sources,
-                )?;
-                (stack, part, rows, cal)
-            }
+            Ok(stack) => match torch_part(
+                t,
+                &stack,
+                &gpu,
+                &defaults,
+                &native,
+                opts,
+                progress,
+                &mut sources,
+            ) {
+                Ok((part, rows, cal)) => (stack, part, rows, cal),
+                // The probe itself broke: keep the native measurements rather than lose them.
+                Err(CalibrateError::Probe(e)) => {
+                    progress.note(&format!("PyTorch part failed: {e}"));
+                    sources.clear();
+                    let cal = native_constants(&defaults, &native, &mut sources);
+                    (stack, failed(&e.to_string()), Vec::new(), cal)
+                }
+                Err(e) => return Err(e),
+            },
             Err(ProbeError::Unavailable(reason)) => {
                 progress.note(&format!("PyTorch part skipped: {reason}"));
                 let cal = native_constants(&defaults, &native, &mut sources);
                 (Default::default(), skipped(&reason), Vec::new(), cal)
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                progress.note(&format!("PyTorch part failed: {e}"));
+                let cal = native_constants(&defaults, &native, &mut sources);
+                (Default::default(), failed(&e.to_string()), Vec::new(), cal)
+            }
         },
         _ => {
             let reason = "skipped (--native-only)";
@@ -265,6 +276,13 @@ pub fn calibrate(
         defaults: constants(&defaults),
         rows,
     })
+}
+
+fn failed(reason: &str) -> TorchPart {
+    TorchPart {
+        status: "failed".into(),
+        ..skipped(reason)
+    }
 }
 
 fn skipped(reason: &str) -> TorchPart {

@@ -38,7 +38,8 @@ use headroom_core::GpuCatalog;
 #[command(name = "calibrate", version)]
 struct Args {
     /// Fewer repetitions, GEMM sizes and training scenarios (minutes instead of a quarter hour).
-    /// A quick run never replaces an existing full run's file.
+    /// A quick run never replaces an existing full run's file, nor a run without PyTorch data
+    /// one with it (unless --force).
     #[arg(long)]
     quick: bool,
 
@@ -63,7 +64,7 @@ struct Args {
     #[arg(long)]
     native_only: bool,
 
-    /// Replace an existing file even with a quick run.
+    /// Replace an existing file even with a less complete run.
     #[arg(long)]
     force: bool,
 
@@ -197,7 +198,10 @@ fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
             ..FakeTrainer::h100(gpu)
         })
     } else {
-        Box::new(PythonTrainer::new(&args.python, "cuda").context("preparing the PyTorch probe")?)
+        Box::new(
+            PythonTrainer::on_ordinal(&args.python, "cuda", args.device)
+                .context("preparing the PyTorch probe")?,
+        )
     };
     let file = match calibrate(dev, Some(trainer.as_mut()), &opts, &mut bar) {
         Ok(f) => f,
@@ -207,14 +211,19 @@ fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
     bar.finish();
     let name = file.file_name();
     let target = args.out.join(&name);
-    if !args.force && file.mode == "quick" && target.exists() {
+    if !args.force && target.exists() {
         let existing: Option<CalibrationFile> = std::fs::read_to_string(&target)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
-        if existing.is_some_and(|e| e.mode == "full") {
+        if existing.is_some_and(|e| file.is_less_complete_than(&e)) {
             bail!(
-                "{} holds a full run; a quick run does not replace it (pass --force to replace it)",
-                target.display()
+                "{} holds a more complete run ({} than this one); it is kept (pass --force to replace it)",
+                target.display(),
+                if file.mode == "quick" {
+                    "a full run"
+                } else {
+                    "PyTorch data"
+                }
             );
         }
     }

@@ -136,11 +136,19 @@ pub struct PythonTrainer {
     dir: PathBuf,
     /// `cuda`, or `cpu` to check the script where there is no GPU (all figures 0).
     device: String,
+    /// The CUDA ordinal calibrate measures natively; the probe is pointed at the same GPU.
+    ordinal: usize,
 }
 
 impl PythonTrainer {
     /// Writes the probe script into a fresh temporary folder.
     pub fn new(python: &Path, device: &str) -> Result<Self, ProbeError> {
+        Self::on_ordinal(python, device, 0)
+    }
+
+    /// Like [`PythonTrainer::new`], for CUDA device `ordinal` (as numbered within
+    /// `CUDA_VISIBLE_DEVICES` when that is set, as cudarc numbers it).
+    pub fn on_ordinal(python: &Path, device: &str, ordinal: usize) -> Result<Self, ProbeError> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -153,6 +161,7 @@ impl PythonTrainer {
             python: python.to_path_buf(),
             dir,
             device: device.to_string(),
+            ordinal,
         })
     }
 
@@ -164,6 +173,16 @@ impl PythonTrainer {
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("TRANSFORMERS_VERBOSITY", "error")
             .env("HF_HUB_OFFLINE", "1");
+        if self.ordinal != 0 {
+            // The probe trains on cuda:0; make that the GPU calibrate measured natively.
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+            let pick = visible
+                .as_deref()
+                .and_then(|v| v.split(',').nth(self.ordinal).map(str::trim))
+                .map(str::to_string)
+                .unwrap_or_else(|| self.ordinal.to_string());
+            c.env("CUDA_VISIBLE_DEVICES", pick);
+        }
         c
     }
 

@@ -56,7 +56,8 @@ pub struct Software {
 /// The PyTorch part: what ran, what was fitted, how well.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TorchPart {
-    /// `measured`, or `skipped` with `reason`.
+    /// `measured`; `skipped` (no torch, or `--native-only`) or `failed` (the probe broke), with
+    /// `reason`.
     pub status: String,
     pub reason: Option<String>,
     pub scenarios: usize,
@@ -139,6 +140,13 @@ pub struct CalibrationFile {
 }
 
 impl CalibrationFile {
+    /// Whether this run has less than `existing` (quick versus full, or no PyTorch data where
+    /// it had some): such a run must not replace it.
+    pub fn is_less_complete_than(&self, existing: &CalibrationFile) -> bool {
+        (existing.mode == "full" && self.mode != "full")
+            || (existing.torch.status == "measured" && self.torch.status != "measured")
+    }
+
     /// `<gpu_id>-<stack>.json`.
     pub fn file_name(&self) -> String {
         format!("{}-{}.json", self.gpu_id, self.software.stack)

@@ -211,3 +211,43 @@ fn an_unknown_gpu_override_is_an_error_and_a_known_one_is_used() {
         Some("h100-sxm-80gb")
     );
 }
+
+/// A probe that breaks mid-run (python crashed before printing anything useful).
+struct Broken;
+
+impl Trainer for Broken {
+    fn stack(&mut self) -> Result<Stack, ProbeError> {
+        Ok(Stack {
+            torch: Some("2.11.0+cu130".into()),
+            torch_cuda: Some("13.0".into()),
+            ..Stack::default()
+        })
+    }
+    fn run(
+        &mut self,
+        _: &[calibrate::grid::ProbeScenario],
+        _: &Stack,
+        _: &mut dyn FnMut(&str),
+    ) -> Result<ProbeOutput, ProbeError> {
+        Err(ProbeError::Failed("a row the probe wrote: EOF".into()))
+    }
+}
+
+#[test]
+fn a_broken_probe_keeps_the_native_part_and_never_replaces_a_complete_file() {
+    let gpu = GpuCatalog::builtin().get("h100-sxm-80gb").expect("catalog");
+    let mut dev = FakeDevice::default();
+    let broken = calibrate(&mut dev, Some(&mut Broken), &opts(true), &mut Silent).expect("runs");
+    assert_eq!(broken.torch.status, "failed");
+    assert!(broken.torch.reason.as_deref().unwrap_or("").contains("EOF"));
+    assert!(broken.constants_source["cuda_context_bytes"].starts_with("native"));
+    assert_eq!(broken.file_name(), "h100-sxm-80gb-cuda13.0-torch2.11.json");
+
+    let mut trainer = FakeTrainer::h100(gpu);
+    let quick = calibrate(&mut dev, Some(&mut trainer), &opts(true), &mut Silent).expect("runs");
+    let full = calibrate(&mut dev, Some(&mut trainer), &opts(false), &mut Silent).expect("runs");
+    assert!(broken.is_less_complete_than(&quick));
+    assert!(quick.is_less_complete_than(&full));
+    assert!(!full.is_less_complete_than(&quick));
+    assert!(!quick.is_less_complete_than(&broken));
+}
