@@ -97,6 +97,47 @@ impl Device for FakeDevice {
     }
 }
 
+/// A fake device whose fp16 GEMMs and pageable device-to-host copies fail (a library refusing
+/// them): the run must record that and go on.
+#[derive(Debug, Clone, Default)]
+pub struct FlakyDevice(pub FakeDevice);
+
+impl Device for FlakyDevice {
+    fn info(&mut self) -> Result<DeviceInfo, DeviceError> {
+        self.0.info()
+    }
+    fn context_bytes(&mut self) -> Result<u64, DeviceError> {
+        self.0.context_bytes()
+    }
+    fn granularity(&mut self) -> Result<(u64, u64), DeviceError> {
+        self.0.granularity()
+    }
+    fn cublas_cost(&mut self) -> Result<CublasCost, DeviceError> {
+        self.0.cublas_cost()
+    }
+    fn matmul_seconds(&mut self, dtype: MatmulDtype, n: u64) -> Result<Option<f64>, DeviceError> {
+        if dtype == MatmulDtype::Fp16 && n >= 1024 {
+            return Err(DeviceError::call(
+                "cublasGemmEx",
+                "CUBLAS_STATUS_EXECUTION_FAILED",
+            ));
+        }
+        self.0.matmul_seconds(dtype, n)
+    }
+    fn copy_seconds(&mut self, kind: CopyKind, bytes: u64) -> Result<f64, DeviceError> {
+        if kind == CopyKind::DeviceToHostPageable {
+            return Err(DeviceError::call(
+                "cuMemcpyDtoH (pageable)",
+                "CUDA_ERROR_UNKNOWN",
+            ));
+        }
+        self.0.copy_seconds(kind, bytes)
+    }
+    fn backend(&self) -> &'static str {
+        "fake"
+    }
+}
+
 /// A device that is not there: what the binary sees on a machine without a driver.
 #[derive(Debug, Clone, Default)]
 pub struct NoDevice;

@@ -300,6 +300,13 @@ fn summary(f: &CalibrationFile, path: &std::path::Path) -> String {
             b.gb_per_s.median
         ));
     }
+    for b in &n.bandwidth_failed {
+        s.push_str(&format!(
+            "  {}: failed ({})\n",
+            b.dtype.replace('_', " "),
+            b.reason
+        ));
+    }
     let t = &f.torch;
     if t.status == "measured" {
         s.push_str(&format!(
@@ -329,7 +336,8 @@ fn summary(f: &CalibrationFile, path: &std::path::Path) -> String {
         }
     } else {
         s.push_str(&format!(
-            "  PyTorch part skipped: {}\n",
+            "  PyTorch part {}: {}\n",
+            t.status,
             t.reason.as_deref().unwrap_or("")
         ));
     }

@@ -48,7 +48,7 @@ pub struct MatmulPoint {
     pub efficiency: Option<f64>,
 }
 
-/// A format that was not measured, and why.
+/// A format (or copy) that was not measured, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unsupported {
     pub dtype: String,
@@ -76,6 +76,9 @@ pub struct NativeReport {
     pub matmul: Vec<MatmulPoint>,
     pub matmul_unsupported: Vec<Unsupported>,
     pub bandwidth: Vec<Bandwidth>,
+    /// Copies that failed (`dtype` holds the copy kind), with the error.
+    #[serde(default)]
+    pub bandwidth_failed: Vec<Unsupported>,
 }
 
 fn summarize(unit: &str, method: &str, samples: &[f64]) -> Result<Measured, DeviceError> {
@@ -140,10 +143,15 @@ pub fn measure(
             let flops = 2.0 * (n as f64).powi(3);
             let mut samples = Vec::new();
             for _ in 0..reps {
-                match dev.matmul_seconds(dtype, n)? {
-                    Some(s) if s > 0.0 => samples.push(flops / s / 1e12),
-                    _ => {
+                // One format failing (a library refusing it) must not cost the rest of the run.
+                match dev.matmul_seconds(dtype, n) {
+                    Ok(Some(s)) if s > 0.0 => samples.push(flops / s / 1e12),
+                    Ok(_) => {
                         reason = Some(unsupported_reason(dtype, info));
+                        break;
+                    }
+                    Err(e) => {
+                        reason = Some(format!("failed at n={n}: {e}"));
                         break;
                     }
                 }
@@ -173,12 +181,26 @@ pub fn measure(
     }
 
     let mut bandwidth = Vec::new();
+    let mut bandwidth_failed = Vec::new();
     for kind in CopyKind::ALL {
         tick(&format!("bandwidth {}", kind.id()));
         let mut samples = Vec::new();
+        let mut failure = None;
         for _ in 0..reps {
-            let s = dev.copy_seconds(kind, plan.copy_bytes)?;
-            samples.push(plan.copy_bytes as f64 * kind.traffic_factor() / s / 1e9);
+            match dev.copy_seconds(kind, plan.copy_bytes) {
+                Ok(s) => samples.push(plan.copy_bytes as f64 * kind.traffic_factor() / s / 1e9),
+                Err(e) => {
+                    failure = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        if let Some(reason) = failure {
+            bandwidth_failed.push(Unsupported {
+                dtype: kind.id().to_string(),
+                reason,
+            });
+            continue;
         }
         bandwidth.push(Bandwidth {
             kind: kind.id().to_string(),
@@ -201,6 +223,7 @@ pub fn measure(
         matmul,
         matmul_unsupported,
         bandwidth,
+        bandwidth_failed,
     })
 }
 

@@ -251,3 +251,41 @@ fn a_broken_probe_keeps_the_native_part_and_never_replaces_a_complete_file() {
     assert!(!full.is_less_complete_than(&quick));
     assert!(!quick.is_less_complete_than(&broken));
 }
+
+#[test]
+fn a_failing_measurement_is_recorded_and_the_run_goes_on() {
+    let mut dev = calibrate::fake::FlakyDevice::default();
+    let mut o = opts(true);
+    o.native_only = true;
+    let file = calibrate(&mut dev, None, &o, &mut Silent).expect("runs");
+    let fp16 = file
+        .native
+        .matmul_unsupported
+        .iter()
+        .find(|u| u.dtype == "fp16")
+        .expect("fp16 recorded");
+    assert!(fp16.reason.contains("failed at n=1024"), "{}", fp16.reason);
+    // The sizes before the failure are kept; the other formats are whole.
+    assert_eq!(
+        file.native
+            .matmul
+            .iter()
+            .filter(|p| p.dtype == "fp16")
+            .count(),
+        1
+    );
+    assert_eq!(
+        file.native
+            .matmul
+            .iter()
+            .filter(|p| p.dtype == "bf16")
+            .count(),
+        3
+    );
+    assert_eq!(file.native.bandwidth.len(), 4);
+    assert_eq!(file.native.bandwidth_failed.len(), 1);
+    assert_eq!(
+        file.native.bandwidth_failed[0].dtype,
+        "device_to_host_pageable"
+    );
+}
