@@ -3,14 +3,15 @@
 Shipped inside the `calibrate` binary (include_str!) and written to a temporary folder.
 
   python3 probe.py check                      one JSON line: the software stack, or why not
-  python3 probe.py run SCENARIOS.json [--device cpu]
+  python3 probe.py run SCENARIOS.json [--device cpu [--simulate-stats]]
                                               one JSON line per event, flushed as it goes:
                                               {"type": "workspace", ...} then one
                                               {"type": "row", ...} per scenario
 
 A scenario that runs out of memory is recorded with status "oom" and the run goes on; any other
 failure is recorded with status "error". `--device cpu` runs the same code without CUDA (all
-memory figures 0): calibrate's tests use it to check this script where no GPU exists.
+memory figures 0); `--simulate-stats` adds made-up allocator counters so the measuring code
+path runs too: calibrate's tests use both to check this script where no GPU exists.
 """
 import gc
 import json
@@ -83,6 +84,82 @@ class Nvml:
                 pass
         free, total = torch.cuda.mem_get_info()
         return int(total - free), "torch.cuda.mem_get_info total minus free (whole device, other processes included)"
+
+
+class CudaStats:
+    """The caching allocator's counters, from torch.cuda."""
+
+    def __init__(self):
+        import torch
+
+        self.c = torch.cuda
+
+    def sync(self):
+        self.c.synchronize()
+
+    def reset_peak(self):
+        self.c.reset_peak_memory_stats()
+
+    def allocated(self):
+        return self.c.memory_allocated()
+
+    def reserved(self):
+        return self.c.memory_reserved()
+
+    def max_allocated(self):
+        return self.c.max_memory_allocated()
+
+    def max_reserved(self):
+        return self.c.max_memory_reserved()
+
+    def retries(self):
+        return int(self.c.memory_stats().get("num_alloc_retries", 0))
+
+    def empty_cache(self):
+        self.c.empty_cache()
+
+
+class SimulatedStats:
+    """Counters that move deterministically: runs the measuring code path on CPU, where
+    torch.cuda has no allocator (`--simulate-stats`, used by calibrate's tests)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def _next(self, scale):
+        self.n += 1
+        return (self.n % 7 + 1) * scale
+
+    def sync(self):
+        pass
+
+    def reset_peak(self):
+        pass
+
+    def allocated(self):
+        return self._next(MIB)
+
+    def reserved(self):
+        return self._next(2 * MIB) + 8 * MIB
+
+    def max_allocated(self):
+        return self._next(MIB) + 8 * MIB
+
+    def max_reserved(self):
+        return self._next(2 * MIB) + 16 * MIB
+
+    def retries(self):
+        return 0
+
+    def empty_cache(self):
+        pass
+
+
+class SimulatedNvml:
+    kind = "simulated"
+
+    def used(self):
+        return 64 * MIB, "simulated"
 
 
 def check():
@@ -197,11 +274,11 @@ def optimizer(sc, params):
     raise ValueError(f"optimizer {o!r} is not supported by the probe")
 
 
-def train(sc, device, nv, phases):
-    """Two training steps; appends one record per phase to `phases`."""
+def train(sc, device, stats, nv, phases):
+    """Two training steps; appends one record per phase to `phases` (figures from `stats`, or 0
+    when there is nothing to measure)."""
     import torch
 
-    cuda = device == "cuda"
     cfg, model = build(sc, device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = optimizer(sc, params)
@@ -212,24 +289,24 @@ def train(sc, device, nv, phases):
     labels = ids.clone()
 
     def begin():
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+        if stats is not None:
+            stats.sync()
+            stats.reset_peak()
 
     def record(step, phase):
-        if not cuda:
+        if stats is None:
             phases.append({"step": step, "phase": phase, "allocated": 0, "reserved": 0,
                            "max_allocated": 0, "max_reserved": 0, "device": 0})
             return
-        torch.cuda.synchronize()
+        stats.sync()
         used, method = nv.used()
         phases.append({
             "step": step,
             "phase": phase,
-            "allocated": torch.cuda.memory_allocated(),
-            "reserved": torch.cuda.memory_reserved(),
-            "max_allocated": torch.cuda.max_memory_allocated(),
-            "max_reserved": torch.cuda.max_memory_reserved(),
+            "allocated": stats.allocated(),
+            "reserved": stats.reserved(),
+            "max_allocated": stats.max_allocated(),
+            "max_reserved": stats.max_reserved(),
             "device": used,
             "device_method": method,
         })
@@ -255,19 +332,18 @@ def train(sc, device, nv, phases):
         record(step, "optimizer")
 
 
-def run_one(sc, device, nv):
+def run_one(sc, device, stats, nv):
     import torch
 
-    cuda = device == "cuda"
     row = {"type": "row", "id": sc["id"], "status": "ok", "error": None}
     phases = []
     t0 = time.time()
-    if cuda:
-        torch.cuda.synchronize()
-        row["allocated_before"] = torch.cuda.memory_allocated()
+    if stats is not None:
+        stats.sync()
+        row["allocated_before"] = stats.allocated()
     oom_type = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
     try:
-        train(sc, device, nv, phases)
+        train(sc, device, stats, nv, phases)
     except Exception as e:  # noqa: BLE001 - recorded, and the grid goes on
         text = str(e).splitlines()[0][:300] if str(e) else ""
         # cuBLAS and NCCL report exhaustion as RuntimeErrors mentioning memory.
@@ -278,31 +354,32 @@ def run_one(sc, device, nv):
     gc.collect()
     row["phases"] = phases
     row["seconds"] = round(time.time() - t0, 3)
-    if cuda:
-        stats = torch.cuda.memory_stats()
-        row["alloc_retries"] = int(stats.get("num_alloc_retries", 0))
+    if stats is not None:
+        row["alloc_retries"] = stats.retries()
         row["allocated"] = max((p["max_allocated"] for p in phases), default=0)
         row["reserved"] = max((p["max_reserved"] for p in phases), default=0)
         # Reserved memory is cached, so the process's device use at a phase's end plus what the
         # phase reserved at its peak beyond the end is the phase's device peak.
         row["device"] = max((p["device"] + p["max_reserved"] - p["reserved"] for p in phases), default=0)
         row["device_method"] = phases[-1]["device_method"] if phases else None
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+        stats.empty_cache()
+        stats.reset_peak()
     else:
         row.update({"alloc_retries": 0, "allocated": 0, "reserved": 0, "device": 0, "device_method": None})
     return row
 
 
-def run(path, device):
-    nv = Nvml(device == "cuda")
+def run(path, device, simulate):
+    cuda = device == "cuda"
+    nv = SimulatedNvml() if simulate else Nvml(cuda)
     import torch  # noqa: F401 - after the NVML baseline
 
+    stats = SimulatedStats() if simulate else (CudaStats() if cuda else None)
     with open(path) as f:
         scenarios = json.load(f)
     emit(workspace_probe(device))
     for sc in scenarios:
-        emit(run_one(sc, device, nv))
+        emit(run_one(sc, device, stats, nv))
     return 0
 
 
@@ -311,7 +388,7 @@ def main(argv):
         return check()
     if len(argv) >= 3 and argv[1] == "run":
         device = "cpu" if "--device" in argv and argv[argv.index("--device") + 1] == "cpu" else "cuda"
-        return run(argv[2], device)
+        return run(argv[2], device, "--simulate-stats" in argv)
     sys.stderr.write(__doc__)
     return 2
 

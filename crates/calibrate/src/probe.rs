@@ -138,6 +138,8 @@ pub struct PythonTrainer {
     device: String,
     /// The CUDA ordinal calibrate measures natively; the probe is pointed at the same GPU.
     ordinal: usize,
+    /// Made-up allocator counters (with `cpu`), so tests run the measuring code path.
+    simulate_stats: bool,
 }
 
 impl PythonTrainer {
@@ -162,7 +164,15 @@ impl PythonTrainer {
             dir,
             device: device.to_string(),
             ordinal,
+            simulate_stats: false,
         })
+    }
+
+    /// Has the probe report made-up allocator counters (for tests on CPU): the code that reads
+    /// and combines the counters runs as it does on a GPU.
+    pub fn simulating_stats(mut self) -> Self {
+        self.simulate_stats = true;
+        self
     }
 
     fn command(&self) -> Command {
@@ -201,6 +211,9 @@ impl PythonTrainer {
         let log = std::fs::File::create(self.dir.join(format!("probe-{name}.log")))?;
         let mut cmd = self.command();
         cmd.arg("run").arg(&path).arg("--device").arg(&self.device);
+        if self.simulate_stats {
+            cmd.arg("--simulate-stats");
+        }
         // The allocator reads this once, at CUDA initialization: one process per setting.
         if expandable {
             cmd.env("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True");

@@ -93,3 +93,39 @@ fn the_probe_script_trains_on_cpu() {
         out.rows[5].error
     );
 }
+
+#[test]
+fn the_probe_scripts_measuring_path_runs_with_simulated_counters() {
+    let Some(py) = python() else {
+        eprintln!("no python with torch and transformers: probe script not exercised");
+        return;
+    };
+    let llama = json!({"model_type": "llama", "vocab_size": 500, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "max_position_embeddings": 64});
+    let ok = tiny("llama-ok", llama.clone(), "amp-bf16", "adamw");
+    let bad = tiny("llama-bad", llama, "fp32", "nope");
+    let mut t = PythonTrainer::new(&py, "cpu")
+        .expect("temp files")
+        .simulating_stats();
+    let out = t
+        .run(&[ok, bad], &Stack::default(), &mut |_| {})
+        .expect("probe runs");
+    let r = &out.rows[0];
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+    assert_eq!(r.phases.len(), 6);
+    assert!(r.allocated > 0 && r.reserved > 0 && r.device > 0, "{r:?}");
+    assert!(r.allocated_before > 0);
+    assert_eq!(r.device_method.as_deref(), Some("simulated"));
+    // The peak is the largest per-phase maximum, and device adds what was freed after it.
+    let max_alloc = r.phases.iter().map(|p| p.max_allocated).max();
+    assert_eq!(Some(r.allocated), max_alloc);
+    let dev = r
+        .phases
+        .iter()
+        .map(|p| p.device + p.max_reserved - p.reserved)
+        .max();
+    assert_eq!(Some(r.device), dev);
+    assert_eq!(out.rows[1].status, Status::Error);
+    assert!(out.rows[1].phases.is_empty());
+}
