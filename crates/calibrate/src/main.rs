@@ -37,7 +37,7 @@ use headroom_core::GpuCatalog;
 #[derive(Debug, Parser)]
 #[command(name = "calibrate", version)]
 struct Args {
-    /// Fewer repetitions, GEMM sizes and training scenarios (minutes instead of a quarter hour).
+    /// Fewer repetitions, GEMM sizes and training scenarios (a fraction of the full run).
     /// A quick run never replaces an existing full run's file, nor a run without PyTorch data
     /// one with it (unless --force).
     #[arg(long)]
