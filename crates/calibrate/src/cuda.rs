@@ -92,6 +92,10 @@ impl CudaDevice {
             )));
         }
         let ctx = call("cuCtx (primary context)", CudaContext::new(ordinal))?;
+        // SAFETY: every allocation and every use of it happens on the one stream below, in
+        // order, so cudarc's cross-stream event tracking has nothing to order; without it a
+        // small GEMM's time is not inflated by recording events around each call.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         Ok(CudaDevice {
             ordinal,
