@@ -149,8 +149,9 @@ impl Calibration {
         Ok(cal)
     }
 
-    /// The calibration for `gpu`: the newest committed file for it (by `measured_on`, then by
-    /// file name), the defaults otherwise.
+    /// The calibration for `gpu`: the best committed file for it, the defaults otherwise.
+    /// Best: fitted on PyTorch training steps before native-only, a full run before a quick
+    /// one, then the newest (`measured_on`), then the last file name.
     pub fn for_gpu(gpu: &Gpu) -> Self {
         Calibration::pick(crate::catalog::embedded::CALIBRATION_FILES, gpu)
     }
@@ -159,10 +160,12 @@ impl Calibration {
     pub fn pick(files: &[(&str, &str)], gpu: &Gpu) -> Self {
         files
             .iter()
-            .filter_map(|(name, text)| Calibration::parse(name, text).ok())
-            .filter(|(id, _)| *id == gpu.id)
+            .filter_map(|(name, text)| {
+                let (id, cal) = Calibration::parse(name, text).ok()?;
+                (id == gpu.id).then(|| (rank(text), cal))
+            })
+            .max_by(|(ra, a), (rb, b)| (ra, a.sort_key()).cmp(&(rb, b.sort_key())))
             .map(|(_, c)| c)
-            .max_by(|a, b| a.sort_key().cmp(&b.sort_key()))
             .unwrap_or_else(|| Calibration::assumed(gpu))
     }
 
@@ -178,6 +181,15 @@ impl Calibration {
     pub fn is_measured(&self) -> bool {
         matches!(self.source, CalibrationSource::Measured { .. })
     }
+}
+
+/// How complete a file is: (constants fitted on PyTorch steps, full rather than quick run).
+fn rank(text: &str) -> (bool, bool) {
+    let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    (
+        v.pointer("/torch/status").and_then(Value::as_str) == Some("measured"),
+        v.get("mode").and_then(Value::as_str) != Some("quick"),
+    )
 }
 
 /// Typed, range-checked access to a calibration file's fields by dotted path.

@@ -75,6 +75,41 @@ fn the_newest_file_for_a_gpu_wins() {
     assert_eq!(Calibration::pick(&files, gpu), newest);
 }
 
+#[test]
+fn fitted_and_full_runs_win_over_newer_native_only_or_quick_ones() {
+    let gpu = GpuCatalog::builtin()
+        .get("h100-sxm-80gb")
+        .expect("in the catalog");
+    let full = edit(|v| {
+        v["mode"] = json!("full");
+        v["measured_on"] = json!("2026-10-01");
+        v["constants"]["cuda_context_bytes"] = json!(500u64 << 20);
+    });
+    let newer_quick = edit(|v| {
+        v["mode"] = json!("quick");
+        v["measured_on"] = json!("2026-11-01");
+    });
+    let newest_native = edit(|v| {
+        v["mode"] = json!("full");
+        v["torch"]["status"] = json!("skipped");
+        v["measured_on"] = json!("2026-12-01");
+    });
+    let files = [
+        ("c-native", newest_native.as_str()),
+        ("a-full", full.as_str()),
+        ("b-quick", newer_quick.as_str()),
+    ];
+    let picked = Calibration::pick(&files, gpu);
+    assert_eq!(picked.cuda_context_bytes, 500 << 20, "{picked:?}");
+    let files = [
+        ("c-native", newest_native.as_str()),
+        ("b-quick", newer_quick.as_str()),
+    ];
+    let picked = Calibration::pick(&files, gpu);
+    let (_, quick) = Calibration::parse("b-quick", &newer_quick).expect("parses");
+    assert_eq!(picked, quick, "fitted on PyTorch beats native-only");
+}
+
 fn edit(f: impl FnOnce(&mut Value)) -> String {
     let mut v: Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
     f(&mut v);
