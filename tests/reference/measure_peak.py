@@ -123,6 +123,18 @@ def validate():
 
 def measure_step(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False,
                  detail=False):
+    # One intra-op thread: on a small shared CI machine, 2+ threads oversubscribe and run
+    # several times slower; one thread also leaves out per-thread kernel scratch buffers that
+    # a GPU does not have. Restored afterwards.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _measure_step(config, batch, seq, precision, attention, checkpointing, keep_logits, detail)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure_step(config, batch, seq, precision, attention, checkpointing, keep_logits, detail):
     model = build(config, precision, attention, checkpointing)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)

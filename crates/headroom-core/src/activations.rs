@@ -483,7 +483,20 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             }
         }
         Attention::Eager => {
-            inv.add("q and k (saved by matmul q k^T)", 2 * t * q, c);
+            if spec.family == Family::Gpt2 && sh.b == 1 && !sh.amp() {
+                // q is a transposed view of c_attn's output. at::matmul folds (b, heads, s, d)
+                // into (b * heads, s, d) for bmm: with b = 1 that is a view, so bmm saves the
+                // whole fused output; with b > 1 it is a copy of q alone (under autocast the
+                // cast is the copy). k (from the KV cache's concatenation) is contiguous.
+                inv.add(
+                    "fused qkv output, kept by the q view (saved by matmul q k^T)",
+                    3 * t * q,
+                    c,
+                );
+                inv.add("k (saved by matmul q k^T)", t * q, c);
+            } else {
+                inv.add("q and k (saved by matmul q k^T)", 2 * t * q, c);
+            }
             // GPT-2/NeoX/OPT eager attention calls softmax in the scores' own dtype (no fp32
             // upcast, unlike Llama), then casts to v's dtype, a no-op.
             inv.add("softmax output (saved by softmax)", scores, c);

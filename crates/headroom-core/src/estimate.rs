@@ -481,18 +481,20 @@ pub fn estimate_with(
         }
     }
     grads += embed_grads;
-    // EmbeddingBackward0 (embedding_dense_backward) writes a fresh vocab x hidden gradient;
-    // with tied embeddings AccumulateGrad adds it into lm_head's gradient and frees it.
+    // EmbeddingBackward0 (embedding_dense_backward) writes a fresh vocab x hidden gradient
+    // while the embedding output's gradient is alive. With tied embeddings lm_head's gradient
+    // waited in the weight's input buffer (its AccumulateGrad runs once both arrived), and the
+    // engine adds the two out of place (torch/csrc/autograd/input_buffer.cpp: lm_head's is a
+    // transposed view, not stealable): two fresh vocab x hidden tensors beside the first.
     let end_backward = base + st.gradients + kept_logits + kept_kv + kv_released;
     tl.push(
         Phase::Backward,
         "embedding backward",
         end_backward
-            + residual_grad
             + if spec.tie_embeddings {
-                bwd.lm_head_grad
+                2 * bwd.lm_head_grad
             } else {
-                0
+                residual_grad
             },
     );
     tl.push(
@@ -618,7 +620,12 @@ pub fn estimate_with(
         reserved_slack: peak.reserved - peak.allocated,
         nccl,
         graph_pool,
-        layer_bwd_tmp,
+        layer_bwd_tmp: if spec.moe.is_some() {
+            layer_bwd_tmp + st.layer_grad_bytes
+        } else {
+            bwd.peak(st.layer_grad_bytes)
+        },
+        layer_bwd_exact: spec.moe.is_none(),
         fwd_model_tmp,
         host_acts,
     });
@@ -673,6 +680,7 @@ struct ComponentInputs<'a> {
     nccl: u64,
     graph_pool: u64,
     layer_bwd_tmp: u64,
+    layer_bwd_exact: bool,
     fwd_model_tmp: u64,
     host_acts: u64,
 }
@@ -894,14 +902,25 @@ fn components(c: ComponentInputs) -> Vec<Component> {
     );
     push(
         "layer_backward",
-        "One layer's backward temporaries",
+        "One layer's backward peak above its saved tensors",
         c.layer_bwd_tmp,
         Transient,
         Phase::Backward,
         Level::Tensors,
-        "activation gradients in flight inside one layer + the residual gradient".into(),
-        "autograd formulas of mul, silu/gelu, softmax, linear",
-        Confidence::Assumed,
+        if c.layer_bwd_exact {
+            "max of: MLP output projection's weight gradient + 2 (1 for gelu) x tokens x intermediate gradients in flight; \
+             MLP/norm/o_proj gradients - their released saved tensors + attention's in-flight gradients (eager: 2 x b x heads x s^2 in softmax's dtype)"
+                .into()
+        } else {
+            "MoE layer: all its gradients + the largest activation gradients in flight (assumed)"
+                .into()
+        },
+        "autograd engine node order and release_variables (torch/csrc/autograd/engine.cpp); checked against the CPU allocator (tests/reference/test_step_peak.py)",
+        if c.layer_bwd_exact {
+            Confidence::Exact
+        } else {
+            Confidence::Assumed
+        },
     );
     if c.fwd_model_tmp > 0 {
         push("forward_temporaries", "Forward temporaries (mask, embeddings)", c.fwd_model_tmp, Transient, Phase::Forward, Level::Tensors, "eager causal mask b x s x s and the 16-bit embedding output, alive for the whole model forward".into(), SRC_HF, Confidence::Exact);
@@ -1164,10 +1183,21 @@ struct KvCache {
 
 fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache {
     let llama_like = matches!(spec.family, Family::Llama | Family::Gemma | Family::Phi3);
-    if !llama_like || scen.checkpointing != Checkpointing::None {
+    if scen.checkpointing != Checkpointing::None {
         return KvCache::default();
     }
     let tp = scen.parallel.tensor as u64;
+    if spec.family == Family::Gpt2 {
+        // `DynamicLayer.update` concatenates: contiguous k and v, which attention saves.
+        let c = scen.precision.compute_dtype().bytes();
+        return KvCache {
+            saved: 2 * sh.tokens() * spec.q_dim() / tp * c,
+            unsaved: 0,
+        };
+    }
+    if !llama_like {
+        return KvCache::default();
+    }
     let kv = (spec.kv_heads / tp).max(1) * spec.head_dim * sh.tokens();
     let c = scen.precision.compute_dtype().bytes();
     let amp = scen.precision.is_autocast();
