@@ -2,24 +2,13 @@
 //! model: whatever `estimate_with` computes, the constants are chosen so its three peaks
 //! (allocated, reserved, device) match the measurements of the training part of the grid.
 
+pub use headroom_core::calibration::schema::{ErrorTable, LevelError, Levels, WorkspaceProbe};
 use headroom_core::model::ModelSpec;
 use headroom_core::{Calibration, Gpu, Scenario, estimate_with};
-use serde::{Deserialize, Serialize};
 
 use crate::stats::median;
 
 const MIB: f64 = (1u64 << 20) as f64;
-
-/// Peak bytes at the three levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Levels {
-    /// `torch.cuda.max_memory_allocated`.
-    pub allocated: u64,
-    /// `torch.cuda.max_memory_reserved`.
-    pub reserved: u64,
-    /// Device memory the process uses (NVML), at its highest.
-    pub device: u64,
-}
 
 /// One measured scenario, ready for the core.
 #[derive(Debug, Clone)]
@@ -45,13 +34,6 @@ pub fn predict(s: &Sample, gpu: &Gpu, cal: &Calibration) -> Levels {
 pub struct Fitted {
     pub calibration: Calibration,
     pub notes: Vec<(String, String)>,
-}
-
-/// What a direct probe of PyTorch's cuBLAS workspaces found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkspaceProbe {
-    pub bytes: u64,
-    pub count: u64,
 }
 
 /// Fits workspaces (allocated level), both slack fractions (reserved level) and the context
@@ -219,25 +201,6 @@ pub fn search(f: &dyn Fn(f64) -> f64, lo: f64, hi: f64) -> f64 {
         hi = h;
     }
     (best * 10_000.0).round() / 10_000.0
-}
-
-/// Error statistics of one level over a set of rows, in percent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LevelError {
-    pub rows: usize,
-    pub mean_abs_pct: f64,
-    pub median_abs_pct: f64,
-    pub max_abs_pct: f64,
-    /// Positive: the core over-estimates on average.
-    pub mean_signed_pct: f64,
-}
-
-/// Errors at the three levels.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorTable {
-    pub allocated: LevelError,
-    pub reserved: LevelError,
-    pub device: LevelError,
 }
 
 /// Errors of `cal`'s predictions on `rows`.

@@ -2,12 +2,9 @@
 //! `from_config` (no downloads) across precision, optimizer, attention, checkpointing, batch,
 //! sequence, LoRA and the allocator setting; and each scenario as the core's [`Scenario`].
 
-use headroom_core::model::{ModelSpec, parse_config_json};
-use headroom_core::scenario::{
-    Attention, Checkpointing, LoraTargets, Method, ModelChoice, Optimizer, Precision,
-};
-use headroom_core::{ConfigError, Scenario};
-use serde::{Deserialize, Serialize};
+pub use headroom_core::calibration::schema::{ProbeLora, ProbeScenario};
+use headroom_core::model::ModelSpec;
+use headroom_core::{Scenario, ScenarioError};
 use serde_json::{Value, json};
 
 /// The model configs of the grid (Hugging Face `config.json` fields), by name.
@@ -63,90 +60,20 @@ pub fn model_configs() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// LoRA settings of a probe scenario (PEFT, adapters kept in fp32 as PEFT does by default).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbeLora {
-    pub rank: u32,
-    /// `attn` (q, k, v, o projections) or `all` (every linear layer but the head).
-    pub targets: String,
-}
-
-/// One scenario as the probe script reads it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProbeScenario {
-    pub id: String,
-    pub model: String,
-    pub config: Value,
-    pub batch: u32,
-    pub seq: u32,
-    /// `fp32`, `bf16`, `fp16`, `amp-bf16`, `amp-fp16` (the core's identifiers).
-    pub precision: String,
-    /// `adamw`, `adamw-fused`, `adamw-forloop`, `sgd`, `sgd-momentum`.
-    pub optimizer: String,
-    /// `eager` or `sdpa`.
-    pub attention: String,
-    /// `none` or `full`.
-    pub checkpointing: String,
-    pub lora: Option<ProbeLora>,
-    pub expandable_segments: bool,
-}
-
-impl ProbeScenario {
-    /// The core's scenario for this probe scenario on `gpu_id`.
-    pub fn to_core(&self, gpu_id: &str) -> Result<(ModelSpec, Scenario), GridError> {
-        let text = self.config.to_string();
-        let spec = parse_config_json(&text).map_err(|source| GridError::Config {
-            id: self.id.clone(),
-            source,
-        })?;
-        let field = |f: &str, e: headroom_core::ScenarioError| GridError::Field {
-            id: self.id.clone(),
-            field: f.to_string(),
-            message: e.to_string(),
-        };
-        let mut s = Scenario {
-            model: ModelChoice::Custom(Box::new(spec.clone())),
-            gpu: gpu_id.to_string(),
-            micro_batch: self.batch,
-            seq: self.seq,
-            precision: Precision::parse("precision", &self.precision)
-                .map_err(|e| field("precision", e))?,
-            optimizer: Optimizer::parse("optimizer", &self.optimizer)
-                .map_err(|e| field("optimizer", e))?,
-            attention: Attention::parse("attention", &self.attention)
-                .map_err(|e| field("attention", e))?,
-            checkpointing: Checkpointing::parse("checkpointing", &self.checkpointing)
-                .map_err(|e| field("checkpointing", e))?,
-            ..Scenario::default()
-        };
-        s.runtime.expandable_segments = self.expandable_segments;
-        if let Some(l) = &self.lora {
-            s.method = Method::Lora;
-            s.lora.rank = l.rank;
-            s.lora.targets =
-                LoraTargets::parse("lora.targets", &l.targets).map_err(|e| field("lora", e))?;
-        }
-        s.validate().map_err(|e| field("scenario", e))?;
-        Ok((spec, s))
-    }
-
-    /// Whether this row is held out from fitting (every third scenario).
-    pub fn held_out(index: usize) -> bool {
-        index % 3 == 2
-    }
-}
-
 /// A grid scenario the core cannot take.
 #[derive(Debug, thiserror::Error)]
-pub enum GridError {
-    #[error("scenario {id}: model config: {source}")]
-    Config { id: String, source: ConfigError },
-    #[error("scenario {id}: `{field}`: {message}")]
-    Field {
-        id: String,
-        field: String,
-        message: String,
-    },
+#[error("scenario {id}: {source}")]
+pub struct GridError {
+    pub id: String,
+    pub source: ScenarioError,
+}
+
+/// The core's model and scenario for a probe scenario on `gpu_id`, errors naming the scenario.
+pub fn core_scenario(s: &ProbeScenario, gpu_id: &str) -> Result<(ModelSpec, Scenario), GridError> {
+    s.to_core(gpu_id).map_err(|source| GridError {
+        id: s.id.clone(),
+        source,
+    })
 }
 
 struct Spec<'a> {

@@ -361,7 +361,7 @@ fn torch_part(
     let mut samples: Vec<(usize, Sample)> = Vec::new();
     let mut core: Vec<(headroom_core::model::ModelSpec, headroom_core::Scenario)> = Vec::new();
     for s in &scenarios {
-        core.push(s.to_core(&gpu.id)?);
+        core.push(grid::core_scenario(s, &gpu.id)?);
     }
     for (i, (s, (spec, scen))) in scenarios.iter().zip(&core).enumerate() {
         if let Some(r) = out.rows.iter().find(|r| r.id == s.id)

@@ -1,7 +1,7 @@
 //! Native measurements through the [`Device`] trait: context, granularity, cuBLAS cost, matmul
 //! throughput over sizes (the efficiency curve) and copy bandwidths, each repeated and summarized.
 
-use serde::{Deserialize, Serialize};
+pub use headroom_core::calibration::schema::{Bandwidth, MatmulPoint, NativeReport, Unsupported};
 
 use crate::device::{CopyKind, CublasCost, Device, DeviceError, DeviceInfo, MatmulDtype};
 use crate::stats::Measured;
@@ -35,50 +35,6 @@ impl NativePlan {
     pub fn steps(&self) -> u64 {
         4 + (MatmulDtype::ALL.len() * self.matmul_sizes.len()) as u64 + CopyKind::ALL.len() as u64
     }
-}
-
-/// One point of the matmul efficiency curve.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MatmulPoint {
-    pub dtype: String,
-    /// Square problem: `n x n` times `n x n`.
-    pub n: u64,
-    pub tflops: Measured,
-    /// The median over the catalog's dense peak for this format, when the catalog has one.
-    pub efficiency: Option<f64>,
-}
-
-/// A format (or copy) that was not measured, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Unsupported {
-    pub dtype: String,
-    pub reason: String,
-}
-
-/// One copy bandwidth.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Bandwidth {
-    pub kind: String,
-    pub bytes: u64,
-    /// GB/s (10^9 bytes); device-to-device counts bytes read plus bytes written.
-    pub gb_per_s: Measured,
-}
-
-/// Everything measured natively.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NativeReport {
-    pub backend: String,
-    pub context_bytes: Measured,
-    pub granularity_minimum_bytes: u64,
-    pub granularity_recommended_bytes: u64,
-    pub cublas_handle_bytes: Measured,
-    pub cublas_first_gemm_bytes: Measured,
-    pub matmul: Vec<MatmulPoint>,
-    pub matmul_unsupported: Vec<Unsupported>,
-    pub bandwidth: Vec<Bandwidth>,
-    /// Copies that failed (`dtype` holds the copy kind), with the error.
-    #[serde(default)]
-    pub bandwidth_failed: Vec<Unsupported>,
 }
 
 fn summarize(unit: &str, method: &str, samples: &[f64]) -> Result<Measured, DeviceError> {

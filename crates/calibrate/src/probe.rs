@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use headroom_core::calibration::schema::{Phase, Stack, Status};
+
 use crate::fit::WorkspaceProbe;
 use crate::grid::ProbeScenario;
 
@@ -24,44 +26,6 @@ pub enum ProbeError {
     Failed(String),
     #[error("probe temporary files: {0}")]
     Io(#[from] std::io::Error),
-}
-
-/// The software the probe found.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Stack {
-    pub python: Option<String>,
-    pub torch: Option<String>,
-    /// The CUDA version torch was built with.
-    pub torch_cuda: Option<String>,
-    pub cudnn: Option<u64>,
-    pub transformers: Option<String>,
-    pub peft: Option<String>,
-    /// `pynvml` when NVML was reachable from python, `none` otherwise.
-    pub nvml: Option<String>,
-    pub driver: Option<String>,
-    pub device_name: Option<String>,
-}
-
-/// One phase of one step, as measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Phase {
-    pub step: u32,
-    pub phase: String,
-    pub allocated: u64,
-    pub reserved: u64,
-    pub max_allocated: u64,
-    pub max_reserved: u64,
-    pub device: u64,
-}
-
-/// What happened to one scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Ok,
-    Oom,
-    Error,
-    Skipped,
 }
 
 /// One scenario's measurements.

@@ -1,6 +1,7 @@
 //! Calibration files: every committed one parses and is in range; the fixture written by
 //! calibrate's fake backend parses and is used; bad files give errors naming the field.
 
+use headroom_core::calibration::schema::CalibrationFile;
 use headroom_core::catalog::embedded::CALIBRATION_FILES;
 use headroom_core::{Calibration, ContentError, GpuCatalog, Scenario, estimate_with};
 use serde_json::{Value, json};
@@ -57,6 +58,31 @@ fn the_fake_backends_fixture_parses_and_drives_estimates() {
     let err = Calibration::check(FIXTURE_NAME, FIXTURE, GpuCatalog::builtin())
         .expect_err("fake data is refused");
     assert_eq!(field(&err), "native.backend");
+}
+
+#[test]
+fn the_whole_fixture_reads_into_the_schema_types() {
+    let f: CalibrationFile = serde_json::from_str(FIXTURE).expect("schema");
+    assert_eq!(f.schema_version, headroom_core::calibration::SCHEMA_VERSION);
+    assert_eq!(f.file_name(), format!("{FIXTURE_NAME}.json"));
+    assert_eq!(f.native.backend, "fake");
+    assert!(!f.native.matmul.is_empty() && !f.native.bandwidth.is_empty());
+    assert!(f.native.context_bytes.min <= f.native.context_bytes.median);
+    assert_eq!(f.torch.status, "measured");
+    assert_eq!(f.rows.len(), f.torch.scenarios);
+    let gpu = GpuCatalog::builtin()
+        .get(&f.gpu_id)
+        .expect("in the catalog");
+    for r in &f.rows {
+        // Every row's scenario reaches the core again, as the site would re-estimate it.
+        let (spec, scen) = r.scenario.to_core(&f.gpu_id).expect("a valid scenario");
+        let (_, cal) = Calibration::parse(FIXTURE_NAME, FIXTURE).expect("fixture parses");
+        let e = estimate_with(&r.id, &spec, gpu, &cal, &scen);
+        assert!(e.bytes.peak_device > 0);
+        assert!(r.link.starts_with("v=1"), "{}", r.link);
+    }
+    let after = f.torch.held_out_after.expect("error table");
+    assert!(after.device.rows > 0);
 }
 
 #[test]
