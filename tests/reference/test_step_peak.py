@@ -29,6 +29,7 @@ SCENARIOS = [
     ("mistral", "fp32", "sdpa", "none", 4, 128, False),
     ("mistral", "bf16", "eager", "none", 4, 128, True),
     ("mistral", "amp-bf16", "eager", "none", 2, 64, False),
+    ("mistral", "bf16", "eager", "full", 4, 128, True),
     ("qwen2", "bf16", "eager", "none", 4, 128, False),
     ("qwen2", "amp-bf16", "sdpa", "none", 4, 128, False),
     ("qwen2", "fp32", "sdpa", "full", 4, 128, True),

@@ -278,6 +278,17 @@ pub fn estimate_with(
         t * spec.hidden * stream.bytes()
     };
     let fwd_model_tmp = eager_mask + embed_out;
+    // Reentrant checkpointing saves every tensor argument of a checkpointed layer
+    // (CheckpointFunction.forward: ctx.save_for_backward), the eager causal mask included: it
+    // then lives until the first layer's backward instead of ending with the forward.
+    let ckpt_mask = if matches!(
+        scen.checkpointing,
+        Checkpointing::Full | Checkpointing::Every(_)
+    ) {
+        eager_mask
+    } else {
+        0
+    };
     // Inside one layer: the largest unsaved temporary (eager scores before softmax, or the
     // fp32 normalized tensor before its cast).
     let heads_local = spec.heads / (scen.parallel.tensor as u64).min(spec.heads);
@@ -365,20 +376,26 @@ pub fn estimate_with(
     } else {
         0
     };
-    let before_loss = base + acts_total + fwd_cache + gather + last_hidden;
+    let before_loss = base + acts_total + fwd_cache + gather + last_hidden + ckpt_mask;
     tl.push(
         Phase::Loss,
         "logits and loss (fp32 upcast, log_softmax)",
         before_loss + lm.forward_peak + kv_unsaved,
     );
     let retained = acts_total + cache + lm.retained;
-    tl.push(Phase::Loss, "after loss", base + retained + gather);
+    // (`retained_after_forward` stays the saved-tensor count of tests/reference/measure_saved.py,
+    // which does not see the checkpointed mask; the timeline carries it.)
+    tl.push(
+        Phase::Loss,
+        "after loss",
+        base + retained + gather + ckpt_mask,
+    );
     // Backward: loss, lm_head, then layers last to first.
     // With `outputs` kept, the logits and the whole KV cache stay alive to the end of the step
     // (of the cache, what attention does not save itself is extra while backward runs).
     let kept_logits = if scen.keep_logits { lm.logits } else { 0 };
     let kept_kv = if scen.keep_logits { kv_unsaved } else { 0 };
-    let backward_base = base + acts_total + cache + gather + kept_kv;
+    let backward_base = base + acts_total + cache + gather + kept_kv + ckpt_mask;
     tl.push(
         Phase::Backward,
         "loss backward (fp32 logit gradients)",
@@ -470,7 +487,8 @@ pub fn estimate_with(
         }
         live = live + st.layer_grad_bytes + if scen.keep_logits { kv.saved } else { 0 }
             - on_gpu(kept(i)) * in_flight
-            - if recompute_free(i) { 0 } else { cache_layer };
+            - if recompute_free(i) { 0 } else { cache_layer }
+            - if i == 0 { ckpt_mask } else { 0 };
         grads += st.layer_grad_bytes;
         if i == 0 || layers <= 48 || i % (layers / 24).max(1) == 0 {
             tl.push(
