@@ -147,7 +147,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .light_line_style(pal.grid)
+        .light_line_style(TRANSPARENT)
         .bold_line_style(pal.grid)
         .axis_style(pal.grid)
         .y_desc("GiB")
@@ -207,7 +207,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
     chart
         .draw_series(std::iter::once(Text::new(
             format!("peak {:.1} GiB ({})", peak, phase_name(est.peak.phase)),
-            (label_x, peak + top * 0.035),
+            (label_x, (peak + top * 0.035).min(top * 0.9)),
             style.font(12.0),
         )))
         .map_err(err)?;
@@ -246,8 +246,11 @@ pub fn draw_breakdown<DB: DrawingBackend>(
     if rows.is_empty() {
         return Ok(());
     }
+    // Segment 0 is drawn at the bottom: reverse so the largest bar is on top, away from the
+    // legend in the lower right.
+    rows.reverse();
     let names: Vec<String> = rows.iter().map(|c| short(&c.name, 30)).collect();
-    let max = rows[0].bytes as f64 / GIB * 1.12;
+    let max = rows.iter().map(|c| c.bytes).max().unwrap_or(0) as f64 / GIB * 1.12;
     let (w, _) = root.dim_in_pixel();
     let label_area = (w as f64 * 0.42).min(260.0 * style.scale) as u32;
     let mut chart = ChartBuilder::on(root)
@@ -259,7 +262,7 @@ pub fn draw_breakdown<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .disable_y_mesh()
-        .light_line_style(pal.grid)
+        .light_line_style(TRANSPARENT)
         .bold_line_style(pal.grid)
         .axis_style(pal.grid)
         .x_desc("GiB per GPU")

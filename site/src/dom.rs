@@ -134,6 +134,11 @@ pub fn frame_done() {
     }
 }
 
+/// Records the core's share of an update (milliseconds).
+pub fn mark_analyze(ms: f64) {
+    set_body_attr("data-analyze-ms", &format!("{ms:.2}"));
+}
+
 /// Tells the parent page (an iframe's host) this document's height, so it can resize the frame.
 pub fn post_height() {
     let Some(w) = window() else { return };

@@ -1,8 +1,9 @@
-//! Criterion benchmarks: one estimate, and the largest-micro-batch search, natively.
+//! Criterion benchmarks: one estimate, the largest-micro-batch search, and a whole analysis
+//! (estimate, fit, strategy table: what the site recomputes on every input change), natively.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
-use headroom_core::{Calibration, Scenario, estimate_with, fit};
+use headroom_core::{Calibration, Scenario, analyze_with, estimate_with, fit};
 use std::hint::black_box;
 
 fn benches(c: &mut Criterion) {
@@ -27,6 +28,17 @@ fn benches(c: &mut Criterion) {
     });
     c.bench_function("fit: largest micro-batch and sequence", |b| {
         b.iter(|| fit::fit(black_box(&preset.spec), gpu, &cal, black_box(&scen)))
+    });
+    c.bench_function("analyze: estimate + fit + strategies", |b| {
+        b.iter(|| {
+            analyze_with(
+                "llama-3.1-8b",
+                black_box(&preset.spec),
+                gpu,
+                &cal,
+                black_box(&scen),
+            )
+        })
     });
 }
 

@@ -514,11 +514,12 @@ pub struct NamedScenario {
     pub scenario: Scenario,
 }
 
-/// Parses a scenario file; `id` is its file stem. Values may be strings, integers, floats or
-/// booleans; they are checked exactly like link fields.
+/// Parses a scenario file (TOML, or JSON as the core embeds them); `id` is its file stem.
+/// Values may be strings, integers, floats or booleans; they are checked exactly like link fields.
 pub fn parse_scenario_file(id: &str, text: &str) -> Result<NamedScenario, ScenarioError> {
-    let table: toml::Table = toml::from_str(text)
-        .map_err(|e| ScenarioError::invalid(format!("{id}.toml"), e.to_string()))?;
+    let file = format!("{id}.toml");
+    let table: Map<String, Value> = crate::catalog::parse_content(&file, text)
+        .map_err(|e| ScenarioError::invalid(file.clone(), e.to_string()))?;
     let text_field = |k: &str| {
         table
             .get(k)
@@ -527,11 +528,11 @@ pub fn parse_scenario_file(id: &str, text: &str) -> Result<NamedScenario, Scenar
             .to_string()
     };
     let fields = match table.get("scenario") {
-        Some(toml::Value::Table(t)) => t.clone(),
+        Some(Value::Object(t)) => t.clone(),
         Some(_) => return Err(ScenarioError::invalid("scenario", "must be a table")),
-        None => toml::Table::new(),
+        None => Map::new(),
     };
-    let pairs = toml_pairs(&fields)?;
+    let pairs = field_pairs(&fields)?;
     Ok(NamedScenario {
         id: id.to_string(),
         title: text_field("title"),
@@ -540,25 +541,18 @@ pub fn parse_scenario_file(id: &str, text: &str) -> Result<NamedScenario, Scenar
     })
 }
 
-/// Converts TOML values to link-style strings.
-pub fn toml_pairs(fields: &toml::Table) -> Result<Vec<(String, String)>, ScenarioError> {
+/// Converts a scenario table's values to link-style strings.
+pub fn field_pairs(fields: &Map<String, Value>) -> Result<Vec<(String, String)>, ScenarioError> {
     fields
         .iter()
         .map(|(k, v)| {
             let s = match v {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                toml::Value::Boolean(b) => {
-                    if *b {
-                        "1".into()
-                    } else {
-                        "0".into()
-                    }
-                }
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => if *b { "1" } else { "0" }.to_string(),
                 _ => {
                     return Err(ScenarioError::invalid(
-                        k,
+                        printable(k),
                         "must be a string, number or boolean",
                     ));
                 }

@@ -6,11 +6,11 @@
 //! entry fails here, loudly, instead of silently emptying the model list.
 
 use headroom_core::PresetCatalog;
-use headroom_core::catalog::embedded::{MODEL_CONFIGS, PRESETS_TOML};
+use headroom_core::catalog::embedded::{MODEL_CONFIGS, PRESETS_JSON};
 use headroom_core::model::inventory;
 
 fn parsed() -> PresetCatalog {
-    PresetCatalog::parse(PRESETS_TOML, MODEL_CONFIGS)
+    PresetCatalog::parse(PRESETS_JSON, MODEL_CONFIGS)
         .unwrap_or_else(|e| panic!("content/models does not parse: {e}"))
 }
 

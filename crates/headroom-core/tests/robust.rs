@@ -91,7 +91,7 @@ fn random_pairs(r: &mut Lcg, models: &[&str], gpus: &[&str]) -> Vec<(String, Str
     if matches!(strategy, "zero3" | "fsdp") {
         p.push(("param_offload", r.pick(&["none", "cpu"]).to_string()));
     }
-    if r.next() % 4 == 0 {
+    if r.next().is_multiple_of(4) {
         p.push(("dropout", r.pick(&["0", "0.1", "0.5"]).to_string()));
     }
     p.into_iter().map(|(k, v)| (k.to_string(), v)).collect()

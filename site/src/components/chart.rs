@@ -23,16 +23,25 @@ pub struct ChartProps {
 }
 
 fn draw(canvas: &web_sys::HtmlCanvasElement, kind: ChartKind, est: &Estimate) {
+    let started = dom::now_ms();
     let css_width = canvas
         .parent_element()
         .map_or(640, |p| p.client_width().max(280)) as u32;
     let css_height = kind.height(css_width, est);
     let ratio = dom::pixel_ratio();
-    canvas.set_width((css_width as f64 * ratio) as u32);
-    canvas.set_height((css_height as f64 * ratio) as u32);
-    let _ = canvas
-        .style()
-        .set_property("height", &format!("{css_height}px"));
+    let (w, h) = (
+        (css_width as f64 * ratio) as u32,
+        (css_height as f64 * ratio) as u32,
+    );
+    // Resizing reallocates the canvas: only when the size changes (the chart paints its
+    // background, so an unchanged canvas needs no clearing).
+    if canvas.width() != w || canvas.height() != h {
+        canvas.set_width(w);
+        canvas.set_height(h);
+        let _ = canvas
+            .style()
+            .set_property("height", &format!("{css_height}px"));
+    }
     let Some(backend) = CanvasBackend::with_canvas_object(canvas.clone()) else {
         return;
     };
@@ -44,6 +53,7 @@ fn draw(canvas: &web_sys::HtmlCanvasElement, kind: ChartKind, est: &Estimate) {
     if let Err(e) = kind.draw(&root, est, &style) {
         web_sys::console::warn_1(&e.into());
     }
+    let _ = canvas.set_attribute("data-draw-ms", &format!("{:.2}", dom::now_ms() - started));
 }
 
 #[component]

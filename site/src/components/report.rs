@@ -71,6 +71,22 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
     }
 }
 
+/// A one-line verdict that stays at the bottom of a phone's screen while the inputs scroll.
+#[component]
+pub fn VerdictBar(props: &AnalysisProps) -> Html {
+    let e = &props.analysis.estimate;
+    let v = &e.verdict;
+    html! {
+        <div class={classes!("verdict-bar", (!v.fits).then_some("oom"))} aria-hidden="true">
+            <span>
+                <strong>{ if v.fits { "Fits" } else { "Does not fit" } }</strong>
+                { format!(": peak {} of {}", format::bytes(e.peak.device), format::bytes(v.capacity)) }
+            </span>
+            <a href="#verdict">{ "Details" }</a>
+        </div>
+    }
+}
+
 /// The headline numbers, each with what it means.
 #[component]
 pub fn KeyNumbers(props: &AnalysisProps) -> Html {

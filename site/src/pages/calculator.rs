@@ -12,7 +12,7 @@ use crate::components::chart::Chart;
 use crate::components::form::ScenarioForm;
 use crate::components::notices::LinkErrors;
 use crate::components::report::{
-    BreakdownTable, KeyNumbers, LayerInventory, StrategyTable, Verdict,
+    BreakdownTable, KeyNumbers, LayerInventory, StrategyTable, Verdict, VerdictBar,
 };
 use crate::components::share::Share;
 use crate::dom;
@@ -110,6 +110,9 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
         <main class="calc" id="main">
             <aside class="inputs" aria-label="Inputs">
                 <ScenarioForm state={Rc::new((*state).clone())} dispatch={dispatch.clone()}/>
+                if let Ok(a) = &*analysis {
+                    <VerdictBar analysis={a.clone()} gpus={scen.gpus}/>
+                }
             </aside>
             <div class="results">
                 if let Some((title, description)) = &opened.1 {

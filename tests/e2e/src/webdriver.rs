@@ -67,6 +67,20 @@ impl Driver {
 
     /// A new browser session with a fresh profile and the given window size.
     pub fn session(&self, width: u32, height: u32) -> Session<'_> {
+        self.session_with(width, height, None)
+    }
+
+    /// A session that emulates a phone screen (headless windows cannot be narrower than
+    /// 500 px; emulation sets the real viewport width and pixel ratio).
+    pub fn phone_session(&self, width: u32, height: u32) -> Session<'_> {
+        self.session_with(
+            width,
+            height,
+            Some(json!({"deviceMetrics": {"width": width, "height": height, "pixelRatio": 2.0, "mobile": true, "touch": true}})),
+        )
+    }
+
+    fn session_with(&self, width: u32, height: u32, mobile: Option<Value>) -> Session<'_> {
         let profile = std::env::temp_dir().join(format!(
             "headroom-e2e-{}-{}",
             std::process::id(),
@@ -86,9 +100,16 @@ impl Driver {
             format!("--window-size={width},{height}"),
             format!("--user-data-dir={}", profile.display()),
         ];
+        let mut options = json!({
+            "args": args,
+            "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+        });
+        if let Some(m) = mobile {
+            options["mobileEmulation"] = m;
+        }
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {"args": args, "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into())}
+            "goog:chromeOptions": options,
         }}});
         let v = self.post("/session", caps);
         let id = v["value"]["sessionId"]
@@ -142,7 +163,7 @@ pub struct Session<'d> {
 #[derive(Debug, Clone)]
 pub struct Element(String);
 
-const ELEMENT_KEY: &str = "element-6066-11e4-a52f-4a4ef47ea3f0";
+const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 fn ok(v: Value, what: &str) -> Value {
     if let Some(err) = v["value"]["error"].as_str() {

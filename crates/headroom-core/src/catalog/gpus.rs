@@ -77,12 +77,9 @@ struct File {
 }
 
 impl GpuCatalog {
-    /// Parses and checks catalog text (ids unique, sizes and throughputs positive).
+    /// Parses and checks catalog text, TOML or JSON (ids unique, sizes and throughputs positive).
     pub fn parse(text: &str) -> Result<Self, ContentError> {
-        let file: File = toml::from_str(text).map_err(|e| ContentError::Parse {
-            file: "gpus.toml".into(),
-            message: e.to_string(),
-        })?;
+        let file: File = super::parse_content("gpus.toml", text)?;
         let mut seen = std::collections::BTreeSet::new();
         for g in &file.gpu {
             let field = |field: &str, message: String| ContentError::Field {
@@ -131,7 +128,7 @@ impl GpuCatalog {
         static CATALOG: std::sync::OnceLock<GpuCatalog> = std::sync::OnceLock::new();
         CATALOG.get_or_init(|| {
             // The embedded file is checked by the core's tests; a broken one is a build bug.
-            GpuCatalog::parse(super::embedded::GPUS_TOML).unwrap_or(GpuCatalog { gpus: Vec::new() })
+            GpuCatalog::parse(super::embedded::GPUS_JSON).unwrap_or(GpuCatalog { gpus: Vec::new() })
         })
     }
 

@@ -3,13 +3,40 @@
 pub mod gpus;
 pub mod models;
 
-/// The raw files, embedded by `build.rs` (file stem, text).
+/// The content files, embedded by `build.rs`: JSON files as they are, TOML files converted to
+/// JSON (`GPUS_JSON` is `content/gpus.toml`, `PRESETS_JSON` is `content/models/presets.toml`,
+/// `SCENARIO_FILES` are `content/scenarios/*.toml`).
 pub mod embedded {
     include!(concat!(env!("OUT_DIR"), "/content.rs"));
-    /// The GPU catalog, `content/gpus.toml`.
-    pub const GPUS_TOML: &str = include_str!("../../../../content/gpus.toml");
-    /// The preset index, `content/models/presets.toml`.
-    pub const PRESETS_TOML: &str = include_str!("../../../../content/models/presets.toml");
+}
+
+use serde::de::DeserializeOwned;
+
+use crate::error::ContentError;
+
+/// Parses content text: JSON (what the core embeds), or TOML with the `toml` feature (files
+/// people write, such as a scenario file passed to the CLI).
+pub(crate) fn parse_content<T: DeserializeOwned>(
+    file: &str,
+    text: &str,
+) -> Result<T, ContentError> {
+    let error = |message: String| ContentError::Parse {
+        file: file.to_string(),
+        message,
+    };
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str(text).map_err(|e| error(e.to_string()));
+    }
+    #[cfg(feature = "toml")]
+    {
+        toml::from_str(text).map_err(|e| error(e.to_string()))
+    }
+    #[cfg(not(feature = "toml"))]
+    {
+        Err(error(
+            "is not JSON, and this build reads TOML only with the `toml` feature".into(),
+        ))
+    }
 }
 
 pub use gpus::{Gpu, GpuCatalog, Tflops};

@@ -41,12 +41,10 @@ pub struct PresetCatalog {
 }
 
 impl PresetCatalog {
-    /// Parses the index and the configs it names (`configs` holds (id, config.json text)).
+    /// Parses the index (TOML or JSON) and the configs it names (`configs` holds (id, config.json
+    /// text)).
     pub fn parse(index: &str, configs: &[(&str, &str)]) -> Result<Self, ContentError> {
-        let index: Index = toml::from_str(index).map_err(|e| ContentError::Parse {
-            file: "models/presets.toml".into(),
-            message: e.to_string(),
-        })?;
+        let index: Index = super::parse_content("models/presets.toml", index)?;
         let mut presets = Vec::new();
         for e in index.preset {
             // `get` finds the first match, so a repeated id would hide its second entry.
@@ -88,7 +86,7 @@ impl PresetCatalog {
         static CATALOG: std::sync::OnceLock<PresetCatalog> = std::sync::OnceLock::new();
         CATALOG.get_or_init(|| {
             PresetCatalog::parse(
-                super::embedded::PRESETS_TOML,
+                super::embedded::PRESETS_JSON,
                 super::embedded::MODEL_CONFIGS,
             )
             .unwrap_or(PresetCatalog {

@@ -85,10 +85,12 @@ fn main() {
     s.wait_ready();
     let batch = s.find("#f-batch");
     let mut updates = Vec::new();
+    let mut analyses = Vec::new();
+    let mut draws = Vec::new();
     for i in 0..15 {
         s.js("document.body.removeAttribute('data-update-ms')", json!([]));
         s.clear(&batch);
-        s.type_text(&batch, &format!("{}", 1 + i % 4));
+        s.type_text(&batch, &format!("{}", 2 + i % 4));
         let ms = s.wait_for(
             "return document.body.getAttribute('data-update-ms')",
             Duration::from_secs(10),
@@ -97,12 +99,34 @@ fn main() {
         if let Some(v) = ms.as_str().and_then(|v| v.parse::<f64>().ok()) {
             updates.push(v);
         }
+        let draw = s.js(
+            "return [...document.querySelectorAll('canvas[data-draw-ms]')].reduce((a, c) => a + parseFloat(c.dataset.drawMs), 0)",
+            json!([]),
+        );
+        if let Some(v) = draw.as_f64() {
+            draws.push(v);
+        }
+        let core = s.js(
+            "return document.body.getAttribute('data-analyze-ms')",
+            json!([]),
+        );
+        if let Some(v) = core.as_str().and_then(|v| v.parse::<f64>().ok()) {
+            analyses.push(v);
+        }
     }
     println!(
         "recompute + redraw after an input change (n={}): median {:.1} ms, max {:.1} ms",
         updates.len(),
         median(updates.clone()),
         updates.iter().copied().fold(0.0, f64::max)
+    );
+    println!(
+        "  of which the core's analysis (estimate, fit, strategies): median {:.1} ms",
+        median(analyses)
+    );
+    println!(
+        "  of which drawing the two charts (plotters on canvas): median {:.1} ms",
+        median(draws)
     );
     if gz > SIZE_BUDGET {
         eprintln!("the bundle is over its size budget");
