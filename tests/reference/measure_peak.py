@@ -35,10 +35,22 @@ ends, as `outputs = model(...); outputs.loss.backward(); opt.step()` does.
 
 The method is checked on tensors of known sizes by `validate()` (run by the test suite).
 
+The run uses one intra-op thread (restored afterwards): several times faster on a small shared
+machine, and without per-thread kernel scratch buffers.
+
+`detail=True` adds marks at each decoder layer's forward and backward and at lm_head's
+backward (module hooks; not with reentrant checkpointing, whose recompute they misorder), so
+the suite can compare the core's per-layer backward points too.
+
 CPU against CUDA
 ----------------
-The measured figure is CPU's. Where CUDA allocates differently, `cuda_corrections` adds the
-difference, each a named correction with its reason (see its docstring).
+The measured figure is CPU's. Where CUDA allocates differently at the compared points,
+`cuda_corrections` adds the difference, each a named correction with its reason (see its
+docstring). Known CPU-only allocations that are not corrected because they never coincide with
+a compared point (they are freed within the op that makes them): oneDNN's scratch buffers inside
+bf16 `aten::mm` (about 0.5 to 2 MB here, around lm_head's and the Linears' weight gradients),
+and the internal buffers of CPU's flash-attention backward (`_scaled_dot_product_flash_
+attention_for_cpu_backward`), where a layer's MLP side sets its backward peak in every scenario.
 """
 import json
 
