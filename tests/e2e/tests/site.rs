@@ -388,3 +388,120 @@ fn the_page_fits_a_phone_screen() {
     desktop.wait_ready();
     desktop.screenshot(&repo_root().join("target/e2e/desktop.png"));
 }
+
+#[test]
+fn a_pasted_config_is_estimated_and_travels_in_the_link() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/"));
+    s.wait_ready();
+    // A small real-shaped Llama config (the reference suite's), pasted as a reader would.
+    let config = r#"{"model_type": "llama", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "tie_word_embeddings": false}"#;
+    s.js(
+        "const e = document.getElementById('f-model'); e.value = '__custom'; e.dispatchEvent(new Event('change', {bubbles: true}));",
+        json!([]),
+    );
+    let area = s.find("#f-config-text");
+    s.type_text(&area, config);
+    s.click(&s.find(".custom-config button"));
+    s.wait_for(
+        "return location.search.includes('cfg=')",
+        WAIT,
+        "cfg= in the URL",
+    );
+    let path =
+        std::env::temp_dir().join(format!("headroom-e2e-config-{}.json", std::process::id()));
+    std::fs::write(&path, config).expect("a temp file");
+    let cli = cli_json(&["estimate", "--model", path.to_str().expect("a UTF-8 path")]);
+    let _ = std::fs::remove_file(&path);
+    assert_numbers_match(&s, &cli);
+    // The link alone reproduces the custom model.
+    let other = driver.session(1280, 900);
+    other.goto(&s.url());
+    other.wait_ready();
+    assert_numbers_match(&other, &cli);
+
+    // A broken config gets a message naming what is wrong, and the scenario stays.
+    s.clear(&area);
+    s.type_text(&area, r#"{"model_type": "llama", "hidden_size": "big"}"#);
+    s.click(&s.find(".custom-config button"));
+    let msg = s.wait_for(
+        "const e = document.getElementById('model-message'); return e && e.textContent",
+        WAIT,
+        "a message about the config",
+    );
+    assert!(
+        msg.as_str().is_some_and(|m| m.contains("hidden_size")),
+        "{msg}"
+    );
+    assert_numbers_match(&s, &cli);
+}
+
+#[test]
+fn fetching_from_the_hub_without_a_network_says_so() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/"));
+    s.wait_ready();
+    s.js(
+        "const e = document.getElementById('f-model'); e.value = '__custom'; e.dispatchEvent(new Event('change', {bubbles: true}));",
+        json!([]),
+    );
+    let id = s.find("#f-hub-id");
+    // A malformed id is refused before any request.
+    s.type_text(&id, "not an id");
+    s.click(&s.find("#f-hub-id + button"));
+    let msg = s.wait_for(
+        "const e = document.getElementById('model-message'); return e && e.textContent",
+        WAIT,
+        "a message about the id",
+    );
+    assert!(
+        msg.as_str().is_some_and(|m| m.contains("owner/name")),
+        "{msg}"
+    );
+    // These machines reach no Hub: the page must say so (on a networked machine the public
+    // config loads instead; both are acceptable answers, a blank or stuck page is not).
+    s.clear(&id);
+    s.type_text(&id, "Qwen/Qwen2.5-0.5B");
+    s.click(&s.find("#f-hub-id + button"));
+    let msg = s.wait_for(
+        "const e = document.getElementById('model-message'); const t = e && e.textContent; return t && !t.startsWith('Fetching') && t",
+        Duration::from_secs(40),
+        "the fetch to end",
+    );
+    let text = msg.as_str().unwrap_or_default();
+    assert!(
+        text.contains("Could not reach the Hugging Face Hub") || text.contains("from the Hub"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_site_works_offline_once_loaded() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    let url = srv.url("/s/mistral-7b-qlora-t4");
+    s.goto(&url);
+    s.wait_ready();
+    s.wait_for(
+        "return navigator.serviceWorker && navigator.serviceWorker.controller !== null",
+        WAIT,
+        "the service worker to take control",
+    );
+    // A second load goes through the worker, which keeps each file it serves.
+    s.goto(&url);
+    s.wait_ready();
+    let expected = s.bytes_of("peak-device");
+    drop(srv);
+    s.goto(&url);
+    s.wait_ready();
+    assert_eq!(
+        s.bytes_of("peak-device"),
+        expected,
+        "the page works with the server gone"
+    );
+}
