@@ -212,15 +212,23 @@ pub fn draw_timeline<DB: DrawingBackend>(
         )))
         .map_err(err)?;
 
+    legend(&mut chart, style)?;
+    root.present().map_err(err)
+}
+
+/// The legend box, in the lower right, in the chart's colours.
+fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    style: &Style,
+) -> DrawResult {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
-        .background_style(pal.background.mix(0.85))
-        .border_style(pal.grid)
+        .background_style(style.palette.background.mix(0.85))
+        .border_style(style.palette.grid)
         .label_font(style.font(11.0))
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+        .map_err(err)
 }
 
 fn phase_name(p: Phase) -> &'static str {
@@ -305,14 +313,7 @@ pub fn draw_breakdown<DB: DrawingBackend>(
         .map_err(err)?
         .label("transient")
         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], t.filled()));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(pal.background.mix(0.85))
-        .border_style(pal.grid)
-        .label_font(style.font(11.0))
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, style)?;
     root.present().map_err(err)
 }
 
@@ -381,4 +382,52 @@ pub fn svg(kind: ChartKind, est: &Estimate, dark: bool, width: u32) -> Result<St
         )?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimate(query: &str) -> Estimate {
+        let scen = headroom_core::codec::decode(query).expect("a valid link");
+        headroom_core::estimate(&scen).expect("it estimates")
+    }
+
+    #[test]
+    fn the_timeline_exports_as_svg_with_its_peak() {
+        let e = estimate("batch=2");
+        let doc = svg(ChartKind::Timeline, &e, false, 960).expect("drawn");
+        assert!(doc.starts_with("<svg"), "{}", &doc[..80.min(doc.len())]);
+        assert!(doc.contains(&format!("peak {:.1} GiB", e.peak.device as f64 / GIB)));
+        assert!(doc.contains("GPU memory") && doc.contains("backward"));
+    }
+
+    #[test]
+    fn the_breakdown_exports_every_component_in_both_schemes() {
+        let e = estimate("model=qwen2.5-0.5b&batch=4");
+        for dark in [false, true] {
+            let doc = svg(ChartKind::Breakdown, &e, dark, 800).expect("drawn");
+            let bars = e.components.iter().filter(|c| c.bytes > 0).count();
+            assert!(bars > 5);
+            for c in e.components.iter().filter(|c| c.bytes > 0) {
+                let label = short(&c.name, 30);
+                // plotters-svg escapes text as XML does.
+                let escaped = label
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+                    .replace('"', "&quot;")
+                    .replace('\'', "&apos;");
+                assert!(doc.contains(&escaped), "{label} missing");
+            }
+            let background = if dark { "#171A21" } else { "#FFFFFF" };
+            assert!(doc.to_uppercase().contains(background), "background of dark={dark}");
+        }
+    }
+
+    #[test]
+    fn the_peak_index_points_at_the_tensor_peak() {
+        let e = estimate("");
+        assert_eq!(e.timeline[peak_index(&e)].tensors, e.peak.tensors);
+    }
 }

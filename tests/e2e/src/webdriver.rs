@@ -258,6 +258,15 @@ impl Session<'_> {
         );
     }
 
+    /// Chooses `value` in the `<select>` with this id, as a person would (a change event).
+    pub fn select(&self, id: &str, value: &str) {
+        let found = self.js(
+            "const e = document.getElementById(arguments[0]); if (!e) return false; e.value = arguments[1]; e.dispatchEvent(new Event('change', {bubbles: true})); return e.value === arguments[1];",
+            json!([id, value]),
+        );
+        assert_eq!(found, json!(true), "no option {value} in #{id}");
+    }
+
     /// `data-bytes` of the element with this id, as a number.
     pub fn bytes_of(&self, id: &str) -> u64 {
         self.js(

@@ -108,19 +108,13 @@ fn changing_inputs_updates_the_link_and_the_numbers() {
     assert_numbers_match(&s, &cli_json(&["estimate", "--batch", "3"]));
 
     // A select: checkpointing, then the GPU.
-    s.js(
-        "const e = document.getElementById('f-ckpt'); e.value = 'full'; e.dispatchEvent(new Event('change', {bubbles: true}));",
-        json!([]),
-    );
+    s.select("f-ckpt", "full");
     s.wait_for(
         "return location.search.includes('ckpt=full')",
         WAIT,
         "ckpt=full",
     );
-    s.js(
-        "const e = document.getElementById('f-gpu'); e.value = 'a100-sxm4-80gb'; e.dispatchEvent(new Event('change', {bubbles: true}));",
-        json!([]),
-    );
+    s.select("f-gpu", "a100-sxm4-80gb");
     s.wait_for(
         "return location.search.includes('gpu=a100-sxm4-80gb')",
         WAIT,
@@ -258,40 +252,12 @@ fn hostile_links_inject_nothing() {
     }
 }
 
-/// The link keys, from the CLI so this test stays in step with the codec.
+/// The link keys, from the core's codec, so this test covers every field it knows.
 fn headroom_core_keys() -> Vec<String> {
-    [
-        "v",
-        "model",
-        "cfg",
-        "gpu",
-        "gpus",
-        "batch",
-        "seq",
-        "accum",
-        "method",
-        "rank",
-        "targets",
-        "precision",
-        "optimizer",
-        "attention",
-        "dropout",
-        "ckpt",
-        "act_offload",
-        "loss",
-        "keep_logits",
-        "dp",
-        "tp",
-        "pp",
-        "sp",
-        "opt_offload",
-        "param_offload",
-        "bucket_view",
-        "expandable",
-        "graphs",
-    ]
-    .map(String::from)
-    .to_vec()
+    headroom_core::codec::KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .collect()
 }
 
 #[test]
@@ -398,10 +364,7 @@ fn a_pasted_config_is_estimated_and_travels_in_the_link() {
     s.wait_ready();
     // A small real-shaped Llama config (the reference suite's), pasted as a reader would.
     let config = r#"{"model_type": "llama", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "tie_word_embeddings": false}"#;
-    s.js(
-        "const e = document.getElementById('f-model'); e.value = '__custom'; e.dispatchEvent(new Event('change', {bubbles: true}));",
-        json!([]),
-    );
+    s.select("f-model", "__custom");
     let area = s.find("#f-config-text");
     s.type_text(&area, config);
     s.click(&s.find(".custom-config button"));
@@ -445,10 +408,7 @@ fn fetching_from_the_hub_without_a_network_says_so() {
     let s = driver.session(1280, 900);
     s.goto(&srv.url("/"));
     s.wait_ready();
-    s.js(
-        "const e = document.getElementById('f-model'); e.value = '__custom'; e.dispatchEvent(new Event('change', {bubbles: true}));",
-        json!([]),
-    );
+    s.select("f-model", "__custom");
     let id = s.find("#f-hub-id");
     // A malformed id is refused before any request.
     s.type_text(&id, "not an id");
