@@ -59,7 +59,11 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                 { format!(" ({:.1}%)", v.headroom_percent.abs()) }
             </p>
             <p class="verdict-line">
-                { format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at) }
+                { if e.peak.at == e.peak.phase.label() {
+                    format!("The peak is in the {}.", e.peak.phase.label())
+                } else {
+                    format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at)
+                } }
             </p>
             <dl class="fit">
                 <div><dt>{ "Largest micro-batch that fits" }</dt>
