@@ -38,9 +38,10 @@ echo "ok"
 step "benchmarks build"
 cargo bench -p headroom-core --no-run --locked
 
-step "site: release build (trunk, wasm-opt)"
+step "site: release build (trunk, wasm-opt), at the root and for a sub-path"
 cargo fetch --locked
 trunk build --release --offline
+trunk build --release --offline --public-url /headroom/ --dist target/dist-sub
 
 step "site: component tests in headless Chromium (wasm-bindgen-test)"
 (cd site && cargo test --target wasm32-unknown-unknown --locked)

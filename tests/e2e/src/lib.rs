@@ -18,6 +18,13 @@ pub fn dist_dir() -> PathBuf {
     std::env::var_os("HEADROOM_DIST").map_or_else(|| repo_root().join("dist"), PathBuf::from)
 }
 
+/// A release build made for the sub-path `/headroom/` (`trunk build --release --public-url
+/// /headroom/ --dist target/dist-sub`, which `scripts/test.sh` runs).
+pub fn dist_sub_dir() -> PathBuf {
+    std::env::var_os("HEADROOM_DIST_SUB")
+        .map_or_else(|| repo_root().join("target/dist-sub"), PathBuf::from)
+}
+
 /// The `headroom` CLI the page's numbers are compared with.
 pub fn cli_path() -> PathBuf {
     std::env::var_os("HEADROOM_BIN")

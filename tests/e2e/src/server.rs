@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 #[derive(Debug)]
 pub struct StaticServer {
     pub port: u16,
+    prefix: String,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -18,19 +19,26 @@ pub struct StaticServer {
 impl StaticServer {
     /// Serves `root` on a free port until dropped.
     pub fn start(root: &Path) -> std::io::Result<Self> {
+        Self::start_at(root, "/")
+    }
+
+    /// Serves `root` under a path prefix such as `/headroom/` (a site built for a sub-path);
+    /// requests outside the prefix get 404.
+    pub fn start_at(root: &Path, prefix: &str) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let root = root.to_path_buf();
         let flag = stop.clone();
+        let served_prefix = prefix.to_string();
         let thread = std::thread::spawn(move || {
             while !flag.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        let root = root.clone();
+                        let (root, prefix) = (root.clone(), served_prefix.clone());
                         std::thread::spawn(move || {
-                            let _ = serve(stream, &root);
+                            let _ = serve(stream, &root, &prefix);
                         });
                     }
                     Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
@@ -39,13 +47,20 @@ impl StaticServer {
         });
         Ok(StaticServer {
             port,
+            prefix: prefix.to_string(),
             stop,
             thread: Some(thread),
         })
     }
 
+    /// The URL of a site path (`/s/x`), under the served prefix.
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!(
+            "http://127.0.0.1:{}{}{}",
+            self.port,
+            self.prefix.trim_end_matches('/'),
+            path
+        )
     }
 }
 
@@ -87,7 +102,7 @@ fn resolve(root: &Path, url_path: &str) -> PathBuf {
     }
 }
 
-fn serve(stream: TcpStream, root: &Path) -> std::io::Result<()> {
+fn serve(stream: TcpStream, root: &Path, prefix: &str) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
@@ -98,10 +113,13 @@ fn serve(stream: TcpStream, root: &Path) -> std::io::Result<()> {
         line.clear();
     }
     let target = request_line.split_whitespace().nth(1).unwrap_or("/");
-    let file = resolve(root, target);
-    let (status, body) = match std::fs::read(&file) {
-        Ok(b) => ("200 OK", b),
-        Err(_) => ("404 Not Found", b"not found".to_vec()),
+    let inside = target
+        .strip_prefix(prefix.trim_end_matches('/'))
+        .filter(|rest| rest.is_empty() || rest.starts_with(['/', '?']));
+    let file = inside.map_or_else(|| root.join("missing"), |rest| resolve(root, rest));
+    let (status, body) = match inside.and_then(|_| std::fs::read(&file).ok()) {
+        Some(b) => ("200 OK", b),
+        None => ("404 Not Found", b"not found".to_vec()),
     };
     let mut stream = stream;
     write!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::{Driver, Session};
-use headroom_e2e::{cli_json, dist_dir, repo_root};
+use headroom_e2e::{cli_json, dist_dir, dist_sub_dir, repo_root};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -463,5 +463,194 @@ fn the_site_works_offline_once_loaded() {
         s.bytes_of("peak-device"),
         expected,
         "the page works with the server gone"
+    );
+}
+
+#[test]
+fn a_build_for_a_sub_path_works_there_with_deep_links() {
+    let dist = dist_sub_dir();
+    assert!(
+        dist.join("index.html").is_file(),
+        "no sub-path build at {}: run `trunk build --release --public-url /headroom/ --dist target/dist-sub` (scripts/test.sh does)",
+        dist.display()
+    );
+    let srv = StaticServer::start_at(&dist, "/headroom/").expect("a local server");
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/s/mistral-7b-qlora-t4?batch=2"));
+    s.wait_ready();
+    let title = s.js(
+        "return document.querySelector('.named h1').textContent",
+        json!([]),
+    );
+    assert_eq!(title, json!("Mistral 7B, QLoRA on a free-tier T4"));
+    assert_numbers_match(
+        &s,
+        &cli_json(&["estimate", "--named", "mistral-7b-qlora-t4", "--batch", "2"]),
+    );
+    let links = s.js(
+        "return [...document.querySelectorAll('header a')].every(a => new URL(a.href).pathname.startsWith('/headroom/'))",
+        json!([]),
+    );
+    assert_eq!(
+        links,
+        json!(true),
+        "every header link stays under the sub-path"
+    );
+    // An edit rewrites the address under the sub-path too.
+    s.select("f-ckpt", "selective");
+    s.wait_for(
+        "return location.pathname === '/headroom/' && location.search.includes('ckpt=selective')",
+        WAIT,
+        "the edited link under /headroom/",
+    );
+}
+
+/// The fixture made by calibrate's fake backend (a well-formed file for an H100).
+fn calibration_fixture() -> std::path::PathBuf {
+    repo_root().join(
+        "crates/headroom-core/tests/fixtures/calibration/h100-sxm-80gb-cuda13.0-torch2.11.json",
+    )
+}
+
+#[test]
+fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    let calc = srv.url("/?gpu=h100-sxm-80gb");
+    s.goto(&calc);
+    s.wait_ready();
+    let before = s.bytes_of("peak-device");
+    assert_eq!(
+        before,
+        cli_json(&["estimate", "--gpu", "h100-sxm-80gb"])["bytes"]["peak_device"]
+            .as_u64()
+            .expect("a byte count"),
+        "without a file the page equals the CLI"
+    );
+
+    // The list page: the published files (or the sentence saying there are none) and the loader.
+    s.goto(&srv.url("/calibration"));
+    s.wait_ready();
+    let listed = s.js(
+        "return !!(document.getElementById('no-calibrations') || document.getElementById('calibration-files'))",
+        json!([]),
+    );
+    assert_eq!(listed, json!(true));
+    let nav = s.js(
+        "return [...document.querySelectorAll('.site-header nav a')].some(a => a.textContent === 'Calibration')",
+        json!([]),
+    );
+    assert_eq!(nav, json!(true), "Calibration in the header");
+    let fixture = calibration_fixture();
+    s.type_text(
+        &s.find("#calibration-file"),
+        fixture.to_str().expect("a UTF-8 path"),
+    );
+    let fitted = s.wait_for(
+        "const e = document.querySelector('#constants-table tr[data-id=cuda_context_bytes] td[data-value]'); return e && e.getAttribute('data-value')",
+        WAIT,
+        "the loaded file's constants",
+    );
+    assert_eq!(fitted, json!("636485632"));
+    assert!(s.url().ends_with("/calibration/yours"), "{}", s.url());
+    s.wait_for(
+        "const c = document.querySelector('#chart-efficiency canvas'); return c && c.width >= 280",
+        WAIT,
+        "the efficiency chart",
+    );
+    s.screenshot(&repo_root().join("target/e2e/calibration-desktop.png"));
+    let phone = driver.phone_session(390, 844);
+    phone.goto(&srv.url("/calibration"));
+    phone.wait_ready();
+    phone.type_text(
+        &phone.find("#calibration-file"),
+        fixture.to_str().expect("a UTF-8 path"),
+    );
+    phone.wait_for(
+        "return document.getElementById('constants-table')",
+        WAIT,
+        "the page at phone width",
+    );
+    let overflow = phone.js(
+        "return document.documentElement.scrollWidth - window.innerWidth",
+        json!([]),
+    );
+    assert!(
+        overflow.as_i64().is_some_and(|o| o <= 0),
+        "wider than the screen by {overflow} px"
+    );
+    phone.screenshot(&repo_root().join("target/e2e/calibration-phone.png"));
+
+    // The calculator on that GPU now uses the file (kept for the tab across page loads).
+    s.goto(&calc);
+    s.wait_ready();
+    let note = s.wait_for(
+        "const e = document.getElementById('calibration-note'); return e && e.textContent",
+        WAIT,
+        "the calibration note",
+    );
+    let note = note.as_str().unwrap_or_default();
+    assert!(
+        note.contains(
+            "Runtime constants from your calibration file h100-sxm-80gb-cuda13.0-torch2.11.json, measured 2026-11-22"
+        ),
+        "{note}"
+    );
+    let after = s.bytes_of("peak-device");
+    // The fitted context is 112,197,632 bytes larger than the default and the slack larger;
+    // the two workspaces are 9,724,928 bytes smaller.
+    assert!(
+        after >= before + 112_197_632 - 9_724_928,
+        "peak device {before} -> {after}"
+    );
+    let defaults_note = s.js(
+        "return document.body.textContent.includes('are documented defaults')",
+        json!([]),
+    );
+    assert_eq!(
+        defaults_note,
+        json!(false),
+        "no 'defaults' note with a file"
+    );
+    s.screenshot(&repo_root().join("target/e2e/calibration-calculator.png"));
+    // Another GPU keeps its own constants.
+    s.goto(&srv.url("/?gpu=a100-sxm4-80gb"));
+    s.wait_ready();
+    assert_eq!(
+        s.js(
+            "return !!document.getElementById('calibration-note')",
+            json!([])
+        ),
+        json!(false)
+    );
+
+    // A malformed file: a message naming the field, and the page stays.
+    let bad = std::env::temp_dir().join(format!("headroom-e2e-cal-{}.json", std::process::id()));
+    let text = std::fs::read_to_string(&fixture)
+        .expect("the fixture")
+        .replacen(
+            "\"cuda_context_bytes\": 636485632",
+            "\"cuda_context_bytes\": \"lots\"",
+            1,
+        );
+    std::fs::write(&bad, text).expect("a temp file");
+    s.goto(&srv.url("/calibration"));
+    s.wait_ready();
+    s.type_text(
+        &s.find("#calibration-file"),
+        bad.to_str().expect("a UTF-8 path"),
+    );
+    let msg = s.wait_for(
+        "const e = document.getElementById('calibration-error'); return e && e.textContent",
+        WAIT,
+        "a message about the file",
+    );
+    let _ = std::fs::remove_file(&bad);
+    assert!(
+        msg.as_str()
+            .is_some_and(|m| m.contains("constants.cuda_context_bytes")),
+        "{msg}"
     );
 }
