@@ -14,6 +14,7 @@ use crate::fit::{Fit, fit};
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
 use crate::strategies::{Strategy, strategies};
+use crate::time::{StepTime, step_time};
 
 /// The full answer for one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -21,6 +22,8 @@ pub struct Analysis {
     pub estimate: Estimate,
     pub fit: Fit,
     pub strategies: Vec<Strategy>,
+    /// One optimizer step's time, tokens per second and MFU (default efficiency assumptions).
+    pub time: StepTime,
     /// The scenario's share link (a query string without `?`).
     pub link: String,
 }
@@ -46,6 +49,7 @@ pub fn analyze_with(
         estimate: estimate_with(name, spec, gpu, cal, scen),
         fit: fit(spec, gpu, cal, scen),
         strategies: strategies(spec, gpu, cal, scen),
+        time: step_time(spec, gpu, scen),
         link: codec::encode(scen),
     }
 }

@@ -21,6 +21,7 @@ pub mod optimizer;
 pub mod scenario;
 pub mod states;
 pub mod strategies;
+pub mod time;
 
 pub use analysis::{Analysis, analyze, analyze_with};
 pub use calibration::Calibration;

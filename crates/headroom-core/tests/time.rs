@@ -1,0 +1,741 @@
+//! The time model: FLOPs against closed forms, recompute, LoRA, and step times against
+//! published training throughputs (run with `--nocapture` to see the error table).
+
+use headroom_core::GpuCatalog;
+use headroom_core::calibration::schema::{Bandwidth, MatmulPoint, Measured, NativeReport};
+use headroom_core::dtype::DType;
+use headroom_core::estimate::resolve_model;
+use headroom_core::model::{ModelSpec, parse_config_json};
+use headroom_core::scenario::{
+    Attention, Checkpointing, DataParallel, Method, ModelChoice, Optimizer, Precision, Scenario,
+};
+use headroom_core::time::{
+    DEFAULT_FRAMEWORK_EFFICIENCY, Rates, StepTime, TimeAssumptions, recomputed_layers, step_time,
+    step_time_with, token_flops,
+};
+use headroom_core::{Confidence, analyze};
+
+fn llama8b() -> (Scenario, ModelSpec) {
+    let scen = Scenario::default();
+    let (_, spec) = resolve_model(&scen).expect("preset");
+    (scen, spec)
+}
+
+fn gpu(id: &str) -> headroom_core::Gpu {
+    GpuCatalog::builtin().get(id).expect("gpu").clone()
+}
+
+/// Linear parameters of Llama 3.1 8B from its shapes (no inventory): the N of 6·N·T.
+fn llama8b_linear_params(spec: &ModelSpec) -> (f64, f64) {
+    let (h, q, kv, f, l, v) = (
+        spec.hidden as f64,
+        spec.q_dim() as f64,
+        spec.kv_dim() as f64,
+        spec.intermediate as f64,
+        spec.layers as f64,
+        spec.vocab as f64,
+    );
+    let layers = l * (h * (q + 2.0 * kv) + q * h + 3.0 * h * f);
+    (layers, h * v)
+}
+
+#[track_caller]
+fn close(a: f64, b: f64, rel: f64) {
+    assert!(
+        (a - b).abs() <= rel * b.abs(),
+        "{a:.6e} vs {b:.6e} (rel {:.2e})",
+        (a - b).abs() / b.abs()
+    );
+}
+
+#[test]
+fn dense_flops_are_6nt_plus_attention() {
+    let (scen, spec) = llama8b();
+    let t = step_time(&spec, &gpu("h100-sxm-80gb"), &scen);
+    let (n_layers, n_head) = llama8b_linear_params(&spec);
+    let tokens = 4096.0;
+    let (s, q, l) = (4096.0, spec.q_dim() as f64, spec.layers as f64);
+    // SDPA runs the causal half: forward 2·s·q·L per token (Q·Kᵀ and P·V, 2·s·q each, halved),
+    // backward 2.5x forward (FlashAttention-2 recomputes Q·Kᵀ).
+    let attn_fwd = 2.0 * s * q * l;
+    let expect = 6.0 * (n_layers + n_head) * tokens + 3.5 * attn_fwd * tokens;
+    close(t.hardware_flops_per_gpu, expect, 1e-12);
+    // MFU's model FLOPs: 6·N·T + 3x causal attention forward (no flash recompute).
+    close(
+        t.model_flops_per_gpu,
+        6.0 * (n_layers + n_head) * tokens + 3.0 * attn_fwd * tokens,
+        1e-12,
+    );
+    // Eager computes the whole s x s matrix, 2x in backward.
+    let eager = Scenario {
+        attention: Attention::Eager,
+        ..scen.clone()
+    };
+    let te = step_time(&spec, &gpu("h100-sxm-80gb"), &eager);
+    close(
+        te.hardware_flops_per_gpu,
+        6.0 * (n_layers + n_head) * tokens + 3.0 * 2.0 * attn_fwd * tokens,
+        1e-12,
+    );
+    assert!(te.term("eager_softmax").is_some());
+}
+
+#[test]
+fn full_recompute_adds_one_forward_of_every_layer() {
+    let (scen, spec) = llama8b();
+    let g = gpu("h100-sxm-80gb");
+    let base = step_time(&spec, &g, &scen);
+    let full = Scenario {
+        checkpointing: Checkpointing::Full,
+        ..scen.clone()
+    };
+    let t = step_time(&spec, &g, &full);
+    let (n_layers, n_head) = llama8b_linear_params(&spec);
+    let tokens = 4096.0;
+    let attn_fwd = 2.0 * 4096.0 * spec.q_dim() as f64 * spec.layers as f64;
+    // 8·N_layers·T (the 8·N·T of Korthikanti et al.'s 96 vs 72) + 6·N_head·T (lm_head is
+    // outside the checkpointed layers) + attention 1 + 2.5 + 1 forward.
+    let expect = 8.0 * n_layers * tokens + 6.0 * n_head * tokens + 4.5 * attn_fwd * tokens;
+    close(t.hardware_flops_per_gpu, expect, 1e-12);
+    let extra = t.term("recompute").expect("recompute term").flops;
+    close(extra, (2.0 * n_layers + attn_fwd) * tokens, 1e-12);
+    close(
+        t.hardware_flops_per_gpu - base.hardware_flops_per_gpu,
+        extra,
+        1e-9,
+    );
+    // Model FLOPs (MFU) do not count recompute; hardware FLOPs (HFU) do.
+    close(t.model_flops_per_gpu, base.model_flops_per_gpu, 1e-12);
+    assert!(t.hfu > t.mfu && t.step_seconds > base.step_seconds);
+}
+
+#[test]
+fn every_k_recomputes_the_checkpointed_layers_only() {
+    let (scen, spec) = llama8b();
+    let g = gpu("h100-sxm-80gb");
+    assert_eq!(recomputed_layers(Checkpointing::Every(3), 32), 11);
+    assert_eq!(recomputed_layers(Checkpointing::Full, 32), 32);
+    assert_eq!(recomputed_layers(Checkpointing::Selective, 32), 0);
+    let full = step_time(
+        &spec,
+        &g,
+        &Scenario {
+            checkpointing: Checkpointing::Full,
+            ..scen.clone()
+        },
+    );
+    let every3 = step_time(
+        &spec,
+        &g,
+        &Scenario {
+            checkpointing: Checkpointing::Every(3),
+            ..scen.clone()
+        },
+    );
+    let per_layer = full.term("recompute").expect("term").flops / 32.0;
+    close(
+        every3.term("recompute").expect("term").flops,
+        11.0 * per_layer,
+        1e-12,
+    );
+    // Selective with fused attention recomputes nothing (flash already recomputes).
+    let sel = step_time(
+        &spec,
+        &g,
+        &Scenario {
+            checkpointing: Checkpointing::Selective,
+            ..scen.clone()
+        },
+    );
+    assert!(sel.term("recompute").is_none());
+    // Selective with eager attention recomputes half of the attention forward (Q·Kᵀ, softmax).
+    let eager = Scenario {
+        attention: Attention::Eager,
+        ..scen.clone()
+    };
+    let sel_eager = step_time(
+        &spec,
+        &g,
+        &Scenario {
+            checkpointing: Checkpointing::Selective,
+            ..eager.clone()
+        },
+    );
+    let attn_full_fwd = 4.0 * 4096.0 * spec.q_dim() as f64 * spec.layers as f64 * 4096.0;
+    close(
+        sel_eager.term("recompute").expect("term").flops,
+        0.5 * attn_full_fwd,
+        1e-12,
+    );
+}
+
+#[test]
+fn lora_freezes_weight_gradients() {
+    let (scen, spec) = llama8b();
+    let lora = Scenario {
+        method: Method::Lora,
+        ..scen.clone()
+    };
+    let full = token_flops(&spec, &scen);
+    let tf = token_flops(&spec, &lora);
+    let (n_layers, n_head) = llama8b_linear_params(&spec);
+    let (h, q, kv, f, l) = (
+        spec.hidden as f64,
+        spec.q_dim() as f64,
+        spec.kv_dim() as f64,
+        spec.intermediate as f64,
+        spec.layers as f64,
+    );
+    // Adapters on all 7 Linears: r·(d_in + d_out) each.
+    let r = lora.lora.rank as f64;
+    let adapters = l * r * ((h + q) + 2.0 * (h + kv) + (q + h) + 2.0 * (h + f) + (f + h));
+    close(tf.matmul_params, n_layers + n_head + adapters, 1e-12);
+    close(tf.matmul_params_trainable, adapters, 1e-12);
+    // Frozen: forward 2N, backward 2N (input grads only); adapters 6 per parameter.
+    let total = tf.layer_matmul_forward
+        + tf.layer_matmul_backward
+        + tf.outside_forward
+        + tf.outside_backward;
+    close(total, 4.0 * (n_layers + n_head) + 6.0 * adapters, 1e-12);
+    let full_total = full.layer_matmul_forward
+        + full.layer_matmul_backward
+        + full.outside_forward
+        + full.outside_backward;
+    close(full_total, 6.0 * (n_layers + n_head), 1e-12);
+}
+
+#[test]
+fn moe_counts_active_experts_only() {
+    let spec = parse_config_json(
+        r#"{"model_type":"mixtral","vocab_size":32000,"hidden_size":4096,"intermediate_size":14336,
+        "num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":8,
+        "num_local_experts":8,"num_experts_per_tok":2}"#,
+    )
+    .expect("mixtral parses");
+    let scen = Scenario {
+        model: ModelChoice::Custom(Box::new(spec.clone())),
+        ..Scenario::default()
+    };
+    let tf = token_flops(&spec, &scen);
+    let (h, q, kv, f, l, v) = (4096.0, 4096.0, 1024.0, 14336.0, 32.0, 32000.0);
+    // Mixtral 8x7B: ~12.9B active parameters per token (Jiang et al. 2024).
+    let active = l * (h * (q + 2.0 * kv) + q * h + 2.0 * 3.0 * h * f + h * 8.0) + h * v;
+    close(tf.matmul_params, active, 1e-12);
+}
+
+#[test]
+fn communication_offload_and_bubble_terms() {
+    let (scen, spec) = llama8b();
+    let g = gpu("h100-sxm-80gb");
+    let ddp = Scenario {
+        gpus: 8,
+        ..scen.clone()
+    };
+    let t = step_time(&spec, &g, &ddp);
+    let dp = t.term("data_parallel").expect("dp term");
+    // Ring all-reduce of fp32 gradients (amp keeps fp32 weights): 2·(n−1)/n·4·N bytes.
+    close(
+        dp.bytes as f64,
+        2.0 * 7.0 / 8.0 * 4.0 * 8_030_261_248.0,
+        1e-6,
+    );
+    let z3 = Scenario {
+        gpus: 8,
+        parallel: headroom_core::scenario::Parallel {
+            data: DataParallel::Zero3,
+            ..scen.parallel
+        },
+        ..scen.clone()
+    };
+    let t3 = step_time(&spec, &g, &z3);
+    // ZeRO-3: 1.5x DDP's volume (two all-gathers and one reduce-scatter).
+    close(
+        t3.term("data_parallel").expect("term").bytes as f64,
+        1.5 * dp.bytes as f64,
+        1e-6,
+    );
+    // Tokens per step and per second scale with data parallelism.
+    assert_eq!(t.tokens_per_step, 8 * 4096);
+    let single = step_time(&spec, &g, &scen);
+    assert!(t.tokens_per_second > 6.0 * single.tokens_per_second);
+    // Pipeline bubble: (p−1)/m of the compute, i.e. idle fraction (p−1)/(m+p−1).
+    let pipe = Scenario {
+        gpus: 4,
+        grad_accum: 8,
+        parallel: headroom_core::scenario::Parallel {
+            pipeline: 4,
+            ..scen.parallel
+        },
+        ..scen.clone()
+    };
+    let tp = step_time(&spec, &g, &pipe);
+    let compute: f64 = tp
+        .terms
+        .iter()
+        .filter(|x| matches!(x.id, "forward" | "backward" | "loss"))
+        .map(|x| x.seconds)
+        .sum();
+    close(
+        tp.term("pipeline_bubble").expect("bubble").seconds,
+        compute * 3.0 / 8.0,
+        1e-12,
+    );
+    // Activation offload moves bytes over the host link.
+    let off = step_time(
+        &spec,
+        &g,
+        &Scenario {
+            offload_activations: true,
+            ..scen.clone()
+        },
+    );
+    let o = off.term("offload_activations").expect("offload term");
+    assert!(o.bytes > 0 && o.seconds > 0.0);
+    // Time to train: tokens / tokens per second.
+    close(
+        single.seconds_for_tokens(1e9),
+        1e9 / single.tokens_per_second,
+        1e-12,
+    );
+    close(
+        t.gpu_hours_for_tokens(1e9, 8),
+        t.seconds_for_tokens(1e9) * 8.0 / 3600.0,
+        1e-12,
+    );
+}
+
+#[test]
+fn a_measured_curve_replaces_the_default_efficiency() {
+    let (scen, spec) = llama8b();
+    let g = gpu("h100-sxm-80gb");
+    let m = |v: f64, unit: &str| Measured {
+        unit: unit.into(),
+        method: "test".into(),
+        reps: 5,
+        median: v,
+        min: v,
+        max: v,
+        q1: v,
+        q3: v,
+    };
+    let point = |n: u64, e: f64| MatmulPoint {
+        dtype: "bfloat16".into(),
+        n,
+        tflops: m(e * 989.4, "tflops"),
+        efficiency: Some(e),
+    };
+    let report = NativeReport {
+        backend: "test".into(),
+        context_bytes: m(5e8, "bytes"),
+        granularity_minimum_bytes: 2 << 20,
+        granularity_recommended_bytes: 2 << 20,
+        cublas_handle_bytes: m(0.0, "bytes"),
+        cublas_first_gemm_bytes: m(0.0, "bytes"),
+        matmul: vec![point(1024, 0.4), point(8192, 0.6)],
+        matmul_unsupported: Vec::new(),
+        bandwidth: vec![Bandwidth {
+            kind: "host_to_device_pinned".into(),
+            bytes: 1 << 30,
+            gb_per_s: m(25.0, "gb_per_s"),
+        }],
+        bandwidth_failed: Vec::new(),
+    };
+    let rates = Rates::from_native(&report, DType::Bf16, "h100-test.json");
+    assert_eq!(rates.gemm_curve, vec![(1024, 0.4), (8192, 0.6)]);
+    // Log-linear between the points: n = 4096 is two thirds of the way from 1024 to 8192.
+    close(
+        rates.gemm_efficiency(4096.0).0,
+        0.4 + 0.2 * 2.0 / 3.0,
+        1e-12,
+    );
+    assert_eq!(rates.gemm_efficiency(100.0).0, 0.4);
+    let a = TimeAssumptions::default();
+    let t = step_time_with(&spec, &g, &scen, &rates, &a);
+    close(
+        t.matmul_efficiency,
+        (0.4 + 0.2 * 2.0 / 3.0) * DEFAULT_FRAMEWORK_EFFICIENCY,
+        1e-12,
+    );
+    assert_eq!(
+        t.term("forward").expect("term").confidence,
+        Confidence::Calibrated
+    );
+    let d = step_time(&spec, &g, &scen);
+    assert_eq!(
+        d.term("forward").expect("term").confidence,
+        Confidence::Assumed
+    );
+    assert_eq!(d.confidence, Confidence::Assumed);
+}
+
+#[test]
+fn analysis_carries_the_step_time() {
+    let a = analyze(&Scenario::default()).expect("analysis");
+    println!(
+        "default (Llama 3.1 8B, 1 x H100, b 1, s 4096): step {:.3} s, {:.0} tokens/s, MFU {:.1}%",
+        a.time.step_seconds,
+        a.time.tokens_per_second,
+        a.time.mfu * 100.0
+    );
+    for t in &a.time.terms {
+        println!("  {:<12} {:.4} s  {}", t.id, t.exposed_seconds, t.formula);
+    }
+    assert!(a.time.step_seconds > 0.0 && a.time.mfu > 0.1 && a.time.mfu < 0.7);
+    let json = serde_json::to_value(&a.time).expect("serializes");
+    assert!(
+        json["terms"][0]["formula"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Published throughputs.
+
+/// One published training run and its reported per-GPU throughput.
+struct Published {
+    name: String,
+    /// Whether this row chose `DEFAULT_FRAMEWORK_EFFICIENCY` (fit) or is held out.
+    fit: bool,
+    scen: Scenario,
+    spec: ModelSpec,
+    assumptions: TimeAssumptions,
+    /// The publication's FLOPs per step over all GPUs, in its own convention.
+    flops_per_step: f64,
+    /// Reported TFLOP/s per GPU in that convention.
+    tflops: f64,
+    source: &'static str,
+}
+
+impl Published {
+    /// Step seconds the publication implies.
+    fn seconds(&self) -> f64 {
+        self.flops_per_step / (self.tflops * 1e12 * self.scen.gpus as f64)
+    }
+}
+
+fn gpt(h: u64, layers: u64, heads: u64) -> ModelSpec {
+    parse_config_json(&format!(
+        r#"{{"model_type":"gpt2","n_embd":{h},"n_layer":{layers},"n_head":{heads},"vocab_size":51200,"n_positions":2048}}"#
+    ))
+    .expect("gpt config")
+}
+
+fn megatron_scen(
+    spec: &ModelSpec,
+    gpus: u32,
+    tp: u32,
+    pp: u32,
+    batch: u32,
+    ckpt: Checkpointing,
+    sp: bool,
+) -> Scenario {
+    let base = Scenario::default();
+    let dp = gpus / (tp * pp);
+    Scenario {
+        model: ModelChoice::Custom(Box::new(spec.clone())),
+        gpu: "a100-sxm4-80gb".into(),
+        gpus,
+        micro_batch: 1,
+        seq: 2048,
+        grad_accum: batch / dp,
+        // Megatron keeps fp16 weights and gradients (fp32 master copies in the optimizer), so
+        // its data-parallel all-reduce moves 2 bytes per parameter.
+        precision: Precision::Fp16,
+        optimizer: Optimizer::AdamWFused,
+        // Megatron's fused softmax kernels, modelled as fused attention (see the report).
+        attention: Attention::Sdpa,
+        checkpointing: ckpt,
+        parallel: headroom_core::scenario::Parallel {
+            data: DataParallel::Ddp,
+            tensor: tp,
+            pipeline: pp,
+            sequence: sp,
+            ..base.parallel
+        },
+        ..base
+    }
+}
+
+/// (hidden, heads, layers, tp, pp, gpus, global batch, TFLOP/s per GPU).
+type MegatronRow = (u64, u64, u64, u32, u32, u32, u32, f64);
+
+/// Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters
+/// Using Megatron-LM", SC21, arXiv 2104.04473), Table 1: GPT models on Selene (DGX A100 80GB,
+/// eight 200 Gb/s HDR links per node), seq 2048, vocab 51200, full recompute, achieved
+/// TFLOP/s per GPU counted as 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
+fn megatron_2021() -> Vec<Published> {
+    let rows: [MegatronRow; 10] = [
+        (2304, 24, 24, 1, 1, 32, 512, 137.0),
+        (3072, 32, 30, 2, 1, 64, 512, 138.0),
+        (4096, 32, 36, 4, 1, 128, 512, 142.0),
+        (6144, 48, 40, 8, 1, 256, 1024, 135.0),
+        (8192, 64, 48, 8, 2, 512, 1536, 138.0),
+        (10240, 80, 60, 8, 4, 1024, 1792, 140.0),
+        (12288, 96, 80, 8, 8, 1536, 2304, 148.0),
+        (16384, 128, 96, 8, 16, 1920, 2160, 155.0),
+        (20480, 128, 105, 8, 35, 2520, 2520, 163.0),
+        (25600, 160, 128, 8, 64, 3072, 3072, 163.0),
+    ];
+    rows.iter()
+        .enumerate()
+        .map(|(i, &(h, a, l, tp, pp, gpus, batch, tflops))| {
+            let spec = gpt(h, l, a);
+            let (hf, lf, bf) = (h as f64, l as f64, batch as f64);
+            let flops = 96.0
+                * bf
+                * 2048.0
+                * lf
+                * hf
+                * hf
+                * (1.0 + 2048.0 / (6.0 * hf) + 51200.0 / (16.0 * lf * hf));
+            Published {
+                name: format!(
+                    "Megatron-LM 2021 Table 1, {:.1}B, {gpus} A100",
+                    headroom_core::model::inventory(&spec).total() as f64 / 1e9
+                ),
+                // Only the 1.7B and 7.5B rows fit the framework factor: without pipeline
+                // parallelism, so the unpublished schedule (interleaving) does not enter the
+                // fit. Every other row is held out.
+                fit: i == 0 || i == 2,
+                scen: megatron_scen(&spec, gpus, tp, pp, batch, Checkpointing::Full, false),
+                spec,
+                assumptions: TimeAssumptions {
+                    internode_gbs: 25.0,
+                    ..TimeAssumptions::default()
+                },
+                flops_per_step: flops,
+                tflops,
+                source: "Narayanan et al. 2021, Table 1",
+            }
+        })
+        .collect()
+}
+
+/// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+/// arXiv 2205.05198), abstract and Table 5: the 530B GPT on 2240 A100s (TP 8, PP 35), MFU
+/// 54.2% with selective recompute + sequence parallelism, 42.1% with full recompute. Model
+/// FLOPs: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)). Held out.
+fn korthikanti_2022() -> Vec<Published> {
+    let spec = gpt(20480, 105, 128);
+    let (h, l, b) = (20480.0_f64, 105.0_f64, 2240.0_f64);
+    let flops =
+        72.0 * b * 2048.0 * l * h * h * (1.0 + 2048.0 / (6.0 * h) + 51200.0 / (12.0 * l * h));
+    [
+        (
+            "Korthikanti 2022, 530B, full recompute",
+            Checkpointing::Full,
+            false,
+            0.421,
+        ),
+        (
+            "Korthikanti 2022, 530B, selective + SP",
+            Checkpointing::Selective,
+            true,
+            0.542,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, ckpt, sp, mfu)| Published {
+        name: name.to_string(),
+        fit: false,
+        scen: megatron_scen(&spec, 2240, 8, 35, 2240, ckpt, sp),
+        spec: spec.clone(),
+        assumptions: TimeAssumptions {
+            internode_gbs: 25.0,
+            ..TimeAssumptions::default()
+        },
+        flops_per_step: flops,
+        tflops: mfu * 312.0,
+        source: "Korthikanti et al. 2022, Table 5",
+    })
+    .collect()
+}
+
+/// Dubey et al. 2024 ("The Llama 3 Herd of Models", arXiv 2407.21783), Table 4: Llama 3 405B
+/// pretraining on H100 (Grand Teton, 400 Gb/s RoCE per GPU), seq 8192, TP 8, PP 16, BF16:
+/// 8192 GPUs (DP 64, 32 sequences per DP rank) 430 TFLOP/s, 43% MFU; 16384 GPUs (DP 128, 16
+/// per rank) 400 TFLOP/s, 41%. The paper uses an interleaved schedule whose number of virtual
+/// stages it does not publish: 4 is assumed here. FLOPs are counted as our MFU counts them
+/// (6·N·T + causal attention), the paper's exact convention not being stated. Held out.
+/// The 128K-context row (context parallelism 16) is left out: the scenario has no CP.
+fn llama3() -> Vec<Published> {
+    let base = Scenario {
+        model: ModelChoice::Preset("llama-3.1-405b".into()),
+        ..Scenario::default()
+    };
+    let (_, spec) = resolve_model(&base).expect("405b preset");
+    [(8192u32, 32u32, 430.0), (16384, 16, 400.0)]
+        .into_iter()
+        .map(|(gpus, per_dp, tflops)| {
+            let scen = Scenario {
+                gpus,
+                micro_batch: 1,
+                seq: 8192,
+                grad_accum: per_dp,
+                precision: Precision::Bf16,
+                optimizer: Optimizer::AdamWFused,
+                parallel: headroom_core::scenario::Parallel {
+                    data: DataParallel::Zero1,
+                    tensor: 8,
+                    pipeline: 16,
+                    sequence: true,
+                    ..base.parallel
+                },
+                ..base.clone()
+            };
+            let t = step_time_with(
+                &spec,
+                &gpu("h100-sxm-80gb"),
+                &scen,
+                &Rates::assumed(),
+                &TimeAssumptions {
+                    virtual_stages: 4,
+                    ..TimeAssumptions::default()
+                },
+            );
+            Published {
+                name: format!("Llama 3 405B, {gpus} H100"),
+                fit: false,
+                flops_per_step: t.model_flops_per_gpu * gpus as f64,
+                scen,
+                spec: spec.clone(),
+                assumptions: TimeAssumptions {
+                    virtual_stages: 4,
+                    ..TimeAssumptions::default()
+                },
+                tflops,
+                source: "Dubey et al. 2024, Table 4",
+            }
+        })
+        .collect()
+}
+
+fn predict(p: &Published, framework: f64) -> StepTime {
+    let g = gpu(&p.scen.gpu);
+    p.scen.validate().expect("published scenario is valid");
+    step_time_with(
+        &p.spec,
+        &g,
+        &p.scen,
+        &Rates::assumed(),
+        &TimeAssumptions {
+            framework_efficiency: framework,
+            ..p.assumptions.clone()
+        },
+    )
+}
+
+/// Signed error of the predicted per-GPU throughput against the published one.
+fn error(p: &Published, framework: f64) -> f64 {
+    p.seconds() / predict(p, framework).step_seconds - 1.0
+}
+
+#[test]
+fn published_throughputs() {
+    let mut all = megatron_2021();
+    all.extend(korthikanti_2022());
+    all.extend(llama3());
+    // The framework factor that fits the fitting rows best (least squared log error), searched
+    // here so the constant is reproducible; it must equal the documented default.
+    let fit_rows: Vec<&Published> = all.iter().filter(|p| p.fit).collect();
+    let loss = |f: f64| -> f64 {
+        fit_rows
+            .iter()
+            .map(|p| (1.0 + error(p, f)).ln().powi(2))
+            .sum::<f64>()
+    };
+    let best = (40..=100)
+        .map(|i| i as f64 / 100.0)
+        .min_by(|a, b| loss(*a).total_cmp(&loss(*b)))
+        .expect("candidates");
+    println!("fitted framework efficiency: {best:.2} (default {DEFAULT_FRAMEWORK_EFFICIENCY})");
+    println!(
+        "{:<44} {:>5} {:>11} {:>11} {:>8} {:>6}",
+        "scenario", "set", "published", "model", "error %", "MFU"
+    );
+    let mut held_out = Vec::new();
+    let mut fitted = Vec::new();
+    for p in &all {
+        let t = predict(p, DEFAULT_FRAMEWORK_EFFICIENCY);
+        if std::env::var_os("HEADROOM_TIME_TERMS").is_some() {
+            for x in &t.terms {
+                println!(
+                    "    {:<24} {:>9.4} s exposed {:>9.4} s",
+                    x.id, x.seconds, x.exposed_seconds
+                );
+            }
+        }
+        let model_tflops = p.flops_per_step / (t.step_seconds * p.scen.gpus as f64) / 1e12;
+        let e = error(p, DEFAULT_FRAMEWORK_EFFICIENCY);
+        println!(
+            "{:<44} {:>5} {:>7.0} TF/s {:>6.0} TF/s {:>+8.1} {:>5.1}%  ({})",
+            p.name,
+            if p.fit { "fit" } else { "held" },
+            p.tflops,
+            model_tflops,
+            e * 100.0,
+            t.mfu * 100.0,
+            p.source
+        );
+        if p.fit {
+            fitted.push(e.abs());
+        } else {
+            held_out.push(e.abs());
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "fit rows: mean |error| {:.1}%, max {:.1}%; held-out rows: mean {:.1}%, max {:.1}%",
+        mean(&fitted) * 100.0,
+        max(&fitted) * 100.0,
+        mean(&held_out) * 100.0,
+        max(&held_out) * 100.0
+    );
+    assert!(
+        (best - DEFAULT_FRAMEWORK_EFFICIENCY).abs() <= 0.011,
+        "the documented default must be the fit: {best}"
+    );
+    // Bands (stated in the report): fit rows within 10%; held-out rows within 30%, mean 15%.
+    // The model is pessimistic for deep pipelines (plain 1F1B assumed where the runs likely
+    // interleaved); those rows set the held-out maximum.
+    assert!(max(&fitted) < 0.10, "fit rows: max {}", max(&fitted));
+    assert!(max(&held_out) < 0.30, "held-out: max {}", max(&held_out));
+    assert!(mean(&held_out) < 0.15, "held-out: mean {}", mean(&held_out));
+}
+
+#[test]
+fn extreme_inputs_stay_finite() {
+    use headroom_core::scenario::{MAX_GRAD_ACCUM, MAX_MICRO_BATCH, MAX_SEQ, Offload, Parallel};
+    let (scen, spec) = llama8b();
+    for attention in [Attention::Sdpa, Attention::Eager] {
+        let s = Scenario {
+            gpus: 65_536,
+            micro_batch: MAX_MICRO_BATCH,
+            seq: MAX_SEQ,
+            grad_accum: MAX_GRAD_ACCUM,
+            attention,
+            checkpointing: Checkpointing::Every(3),
+            offload_activations: true,
+            parallel: Parallel {
+                data: DataParallel::Zero3,
+                tensor: 8,
+                pipeline: 8,
+                offload_optimizer: Offload::Nvme,
+                offload_params: Offload::Nvme,
+                ..scen.parallel
+            },
+            ..scen.clone()
+        };
+        s.validate().expect("valid");
+        let t = step_time(&spec, &gpu("h100-sxm-80gb"), &s);
+        assert!(t.step_seconds.is_finite() && t.step_seconds > 0.0);
+        assert!(t.mfu.is_finite() && t.tokens_per_second.is_finite());
+        assert!(
+            t.terms
+                .iter()
+                .all(|x| x.seconds.is_finite() && x.seconds >= 0.0)
+        );
+    }
+}
