@@ -4,7 +4,9 @@ use headroom_core::codec::named_scenarios;
 use yew::prelude::*;
 use yew_router::prelude::*;
 
+use crate::calibration_state::{CalibrationContext, UserCalibration, load_session};
 use crate::dom;
+use crate::pages::calibration::Calibrations;
 use crate::pages::{calculator::Calculator, compare::Compare, embed::Embed, not_found::NotFound};
 use crate::route::Route;
 
@@ -23,6 +25,11 @@ fn page(route: Route) -> Html {
             html! { <Calculator key={key} named={id}/> }
         }
         Route::Compare => html! { <Compare/> },
+        Route::Calibrations => html! { <Calibrations/> },
+        Route::CalibrationFile { id } => {
+            let key = id.clone();
+            html! { <Calibrations key={key} id={Some(AttrValue::from(id))}/> }
+        }
         Route::Embed | Route::NotFound => html! { <NotFound/> },
     }
 }
@@ -48,6 +55,7 @@ fn Chrome(props: &ChromeProps) -> Html {
                 <nav aria-label="Site">
                     <a href={format!("{base}/")}>{ "Calculator" }</a>
                     <a href={format!("{base}/compare")}>{ "Compare" }</a>
+                    <a href={format!("{base}/calibration")}>{ "Calibration" }</a>
                     if !examples.is_empty() {
                         <details class="menu">
                             <summary>{ "Examples" }</summary>
@@ -71,9 +79,17 @@ fn Chrome(props: &ChromeProps) -> Html {
 #[component]
 pub fn App() -> Html {
     use_effect_with((), |_| dom::register_service_worker());
+    // The user's own calibration file, kept in session storage across page loads.
+    let user = use_state(load_session);
+    let calibration = CalibrationContext {
+        user: (*user).clone(),
+        set: Callback::from(move |u: Option<std::rc::Rc<UserCalibration>>| user.set(u)),
+    };
     html! {
-        <BrowserRouter>
-            <Switch<Route> render={switch}/>
-        </BrowserRouter>
+        <ContextProvider<CalibrationContext> context={calibration}>
+            <BrowserRouter>
+                <Switch<Route> render={switch}/>
+            </BrowserRouter>
+        </ContextProvider<CalibrationContext>>
     }
 }

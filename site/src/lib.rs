@@ -8,7 +8,9 @@
 #![allow(missing_debug_implementations)]
 
 pub mod app;
+pub mod calibration_state;
 pub mod charts;
+pub mod charts_calibration;
 pub mod components;
 pub mod dom;
 pub mod fields;

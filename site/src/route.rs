@@ -16,6 +16,12 @@ pub enum Route {
     /// The embed layout for iframes: one view (`view=`) without the site's chrome.
     #[at("/embed")]
     Embed,
+    /// Every published calibration, and a loader for the user's own file.
+    #[at("/calibration")]
+    Calibrations,
+    /// One calibration file: a stem from `content/calibration/`, or `yours`.
+    #[at("/calibration/:id")]
+    CalibrationFile { id: String },
     #[not_found]
     #[at("/404")]
     NotFound,

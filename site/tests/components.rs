@@ -208,3 +208,95 @@ async fn the_form_applies_valid_edits_and_names_invalid_ones() {
         .expect("a message");
     assert!(err.text_content().unwrap_or_default().contains("batch"));
 }
+
+#[derive(Properties, PartialEq)]
+struct ReportProps {
+    view: Rc<headroom_site::calibration_state::CalibrationView>,
+}
+
+/// Hosts the calibration page's report (a plain function on the site).
+#[component]
+fn Report(props: &ReportProps) -> Html {
+    headroom_site::components::calibration::report(&props.view)
+}
+
+const CALIBRATION_FIXTURE: &str = include_str!(
+    "../../crates/headroom-core/tests/fixtures/calibration/h100-sxm-80gb-cuda13.0-torch2.11.json"
+);
+
+#[wasm_bindgen_test]
+async fn a_calibration_file_shows_its_constants_rows_and_chart() {
+    use headroom_site::calibration_state::view;
+    let div = root();
+    let v = Rc::new(view("fixture.json", CALIBRATION_FIXTURE).expect("the fixture reads"));
+    let first_row = v.rows[0].id.clone();
+    yew::Renderer::<Report>::with_root_and_props(div.clone(), ReportProps { view: v }).render();
+    settle().await;
+    let cell = |sel: &str| {
+        div.query_selector(sel)
+            .ok()
+            .flatten()
+            .and_then(|e| e.text_content())
+            .unwrap_or_default()
+    };
+    // The fitted context (636,485,632 bytes = 607 MiB) next to the 500 MiB default.
+    let fitted = div
+        .query_selector("#constants-table tr[data-id=cuda_context_bytes] td[data-value]")
+        .ok()
+        .flatten()
+        .and_then(|e| e.get_attribute("data-value"));
+    assert_eq!(fitted.as_deref(), Some("636485632"));
+    let row = cell("#constants-table tr[data-id=cuda_context_bytes]");
+    assert!(
+        row.contains("500.0 MiB") || row.contains("500 MiB"),
+        "{row}"
+    );
+    assert!(row.contains("median device-level residual"), "{row}");
+    assert!(
+        cell("#constants-table tr[data-id=reserved_slack_fraction]").contains("14.23%"),
+        "the slack as a percentage"
+    );
+    // Each scenario row links to the calculator with its scenario.
+    let rows = div
+        .query_selector_all("#calibration-rows tbody tr")
+        .expect("rows");
+    assert_eq!(rows.length(), 12);
+    let link = div
+        .query_selector("#calibration-rows tbody tr th a")
+        .ok()
+        .flatten()
+        .and_then(|a| a.get_attribute("href"))
+        .unwrap_or_default();
+    assert!(link.contains("/?v=1") && link.contains("cfg="), "{link}");
+    assert!(cell("#calibration-rows tbody tr").contains(&first_row));
+    assert!(cell("#calibration-errors tr[data-id=device]").contains("5.19%"));
+    assert!(cell("#calibration-report").contains("fake backend"));
+    let canvas: web_sys::HtmlCanvasElement = div
+        .query_selector("#chart-efficiency canvas")
+        .ok()
+        .flatten()
+        .expect("a canvas")
+        .unchecked_into();
+    assert!(canvas.width() >= 280, "the chart is drawn");
+}
+
+#[wasm_bindgen_test]
+async fn a_hostile_calibration_file_renders_as_text() {
+    use headroom_site::calibration_state::view;
+    let hostile = "<img src=x onerror=\\\"window.__pwned=1\\\">";
+    let text = CALIBRATION_FIXTURE.replacen(
+        "\"gpu_name\": \"NVIDIA H100 80GB HBM3\"",
+        &format!("\"gpu_name\": \"{hostile}\""),
+        1,
+    );
+    let v = Rc::new(view("hostile.json", &text).expect("still a valid file"));
+    let div = root();
+    yew::Renderer::<Report>::with_root_and_props(div.clone(), ReportProps { view: v }).render();
+    settle().await;
+    assert!(div.query_selector("img").ok().flatten().is_none());
+    assert!(
+        div.text_content()
+            .unwrap_or_default()
+            .contains("<img src=x")
+    );
+}

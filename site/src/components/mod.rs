@@ -1,5 +1,6 @@
 //! Reusable pieces of the pages: inputs, results, charts, sharing.
 
+pub mod calibration;
 pub mod chart;
 pub mod form;
 pub mod model_picker;

@@ -6,8 +6,10 @@ use headroom_core::codec::named_scenarios;
 use headroom_core::{Analysis, Scenario};
 use yew::prelude::*;
 
-use super::{Outcome, outcome};
+use super::{Outcome, outcome_with};
+use crate::calibration_state::use_user_calibration;
 use crate::charts::ChartKind;
+use crate::components::calibration::calibration_note;
 use crate::components::chart::Chart;
 use crate::components::form::ScenarioForm;
 use crate::components::notices::LinkErrors;
@@ -84,7 +86,12 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
         let opened = opened.clone();
         use_reducer(move || opened.0.clone())
     };
-    let analysis: Rc<Outcome> = use_memo(state.scenario.clone(), outcome);
+    // The user's own calibration file (loaded on /calibration) replaces the built-in one for
+    // its GPU.
+    let user = use_user_calibration();
+    let analysis: Rc<Outcome> = use_memo((state.scenario.clone(), user.clone()), |(s, u)| {
+        outcome_with(s, u.as_deref())
+    });
     {
         // The link follows every change (replace, not push); the short link stays until then.
         let first = opened.0.scenario.clone();
@@ -127,7 +134,12 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                     <a class="button-like" href={compare_href} id="compare-link">{ "Compare with a change" }</a>
                 </div>
                 { match &*analysis {
-                    Ok(a) => results(a, scen.gpus, "headroom"),
+                    Ok(a) => html! {
+                        <>
+                            { calibration_note(&scen.gpu, user.as_deref()) }
+                            { results(a, scen.gpus, "headroom") }
+                        </>
+                    },
                     Err(e) => html! { <div class="notice error" role="alert" id="estimate-error">{ e }</div> },
                 } }
             </div>

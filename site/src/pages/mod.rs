@@ -1,6 +1,7 @@
 //! One module per route.
 
 pub mod calculator;
+pub mod calibration;
 pub mod compare;
 pub mod embed;
 pub mod not_found;
@@ -15,8 +16,28 @@ pub type Outcome = Result<Rc<Analysis>, String>;
 /// Analyzes a scenario, recording how long the core took (`data-analyze-ms` on `<body>`, read
 /// by the budget script next to the whole update's time).
 pub fn outcome(s: &Scenario) -> Outcome {
+    outcome_with(s, None)
+}
+
+/// [`outcome`] with the user's own calibration file when it is for the scenario's GPU (the
+/// built-in calibration, or the defaults, otherwise).
+pub fn outcome_with(
+    s: &Scenario,
+    user: Option<&crate::calibration_state::UserCalibration>,
+) -> Outcome {
     let started = crate::dom::now_ms();
-    let result = headroom_core::analyze(s)
+    // One path for both (the core's `analyze` is this with the built-in calibration): a second
+    // copy of the analysis would cost download size.
+    let analyzed = s.validate().and_then(|()| {
+        let (name, spec) = headroom_core::estimate::resolve_model(s)?;
+        let gpu = headroom_core::GpuCatalog::builtin().get(&s.gpu)?;
+        let cal = match user.and_then(|u| u.for_gpu(&s.gpu)) {
+            Some(cal) => cal.clone(),
+            None => headroom_core::Calibration::for_gpu(gpu),
+        };
+        Ok(headroom_core::analyze_with(&name, &spec, gpu, &cal, s))
+    });
+    let result = analyzed
         .map(Rc::new)
         .map_err(|e| format!("This scenario cannot be estimated: {e}"));
     crate::dom::mark_analyze(crate::dom::now_ms() - started);

@@ -508,9 +508,13 @@ fn a_build_for_a_sub_path_works_there_with_deep_links() {
 
 /// The fixture made by calibrate's fake backend (a well-formed file for an H100).
 fn calibration_fixture() -> std::path::PathBuf {
-    repo_root().join(
-        "crates/headroom-core/tests/fixtures/calibration/h100-sxm-80gb-cuda13.0-torch2.11.json",
-    )
+    // Chromedriver takes only canonical paths for uploads.
+    repo_root()
+        .join(
+            "crates/headroom-core/tests/fixtures/calibration/h100-sxm-80gb-cuda13.0-torch2.11.json",
+        )
+        .canonicalize()
+        .expect("the fixture exists")
 }
 
 #[test]
@@ -560,7 +564,12 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
         WAIT,
         "the efficiency chart",
     );
-    s.screenshot(&repo_root().join("target/e2e/calibration-desktop.png"));
+    // The whole page, a window at a time.
+    for i in 0..4 {
+        s.js("window.scrollTo(0, arguments[0])", json!([i * 850]));
+        s.screenshot(&repo_root().join(format!("target/e2e/calibration-desktop-{i}.png")));
+    }
+    s.js("window.scrollTo(0, 0)", json!([]));
     let phone = driver.phone_session(390, 844);
     phone.goto(&srv.url("/calibration"));
     phone.wait_ready();

@@ -1,0 +1,175 @@
+//! The calibration pages: the list of published calibrations with a loader for the user's own
+//! file (`/calibration`), and one file in full (`/calibration/<file stem>`, or `yours`).
+
+use std::rc::Rc;
+
+use headroom_core::catalog::GpuCatalog;
+use headroom_core::catalog::embedded::CALIBRATION_FILES;
+use yew::prelude::*;
+use yew_router::prelude::*;
+
+use crate::calibration_state::{
+    CalibrationContext, CalibrationView, MAX_FILE_BYTES, UserCalibration, save_session, view,
+};
+use crate::components::calibration::report;
+use crate::dom;
+use crate::route::Route;
+
+/// The address id of the user's own file.
+pub const YOURS: &str = "yours";
+
+/// A file input that reads a calibration file, checks it through the core and keeps it for
+/// the session; a bad file gets a message naming the field.
+#[component]
+pub fn CalibrationLoader() -> Html {
+    let ctx = use_context::<CalibrationContext>();
+    let navigator = use_navigator();
+    let message = use_state(|| None::<String>);
+    let on_file = {
+        let message = message.clone();
+        Callback::from(move |e: Event| {
+            let Some(input) = e.target_dyn_into::<web_sys::HtmlInputElement>() else {
+                return;
+            };
+            let Some(file) = input.files().and_then(|f| f.get(0)) else {
+                return;
+            };
+            if file.size() > MAX_FILE_BYTES {
+                message.set(Some(format!(
+                    "{} is over 4 MB: a calibration file is a few hundred KB at most.",
+                    file.name()
+                )));
+                return;
+            }
+            let (message, ctx, navigator) = (message.clone(), ctx.clone(), navigator.clone());
+            wasm_bindgen_futures::spawn_local(async move {
+                let text = wasm_bindgen_futures::JsFuture::from(file.text()).await;
+                let Some(text) = text.ok().and_then(|t| t.as_string()) else {
+                    message.set(Some(format!("{} could not be read as text.", file.name())));
+                    return;
+                };
+                match UserCalibration::from_text(&file.name(), &text) {
+                    Ok(user) => {
+                        save_session(Some(&user));
+                        message.set(None);
+                        if let Some(ctx) = &ctx {
+                            ctx.set.emit(Some(Rc::new(user)));
+                        }
+                        if let Some(n) = &navigator {
+                            n.push(&Route::CalibrationFile { id: YOURS.into() });
+                        }
+                    }
+                    Err(e) => message.set(Some(e)),
+                }
+            });
+        })
+    };
+    html! {
+        <section class="card loader" aria-labelledby="load-title">
+            <h2 id="load-title">{ "Load your own calibration file" }</h2>
+            <p class="help">{ "A file written by calibrate on your machine (content/calibration/<gpu>-<stack>.json). It stays in this browser tab: the calculator then uses its constants for its GPU. Nothing is uploaded anywhere." }</p>
+            <label class="file-label">{ "Calibration file " }
+                <input type="file" id="calibration-file" accept=".json,application/json" onchange={on_file}/>
+            </label>
+            if let Some(m) = &*message {
+                <div class="notice error" role="alert" id="calibration-error">{ m }</div>
+            }
+        </section>
+    }
+}
+
+#[derive(Properties, PartialEq)]
+pub struct CalibrationsProps {
+    /// A file stem from `content/calibration/`, or `yours`; `None` for the list.
+    #[prop_or_default]
+    pub id: Option<AttrValue>,
+}
+
+/// `/calibration` (every published calibration, and the loader) and `/calibration/<id>` (one
+/// file in full). One component for both: each component costs download size.
+#[component]
+pub fn Calibrations(props: &CalibrationsProps) -> Html {
+    use_effect_with((), |_| dom::frame_done());
+    let ctx = use_context::<CalibrationContext>();
+    let user = ctx.as_ref().and_then(|c| c.user.clone());
+    let base = dom::base_path();
+    let Some(id) = props.id.as_deref() else {
+        return list(user.as_deref(), &base);
+    };
+    let found: Result<Rc<CalibrationView>, String> = if id == YOURS {
+        user.map(|u| u.view.clone())
+            .ok_or_else(|| "No calibration file of yours is loaded in this tab.".to_string())
+    } else {
+        match CALIBRATION_FILES.iter().find(|(stem, _)| *stem == id) {
+            Some((stem, text)) => view(stem, text).map(Rc::new),
+            None => Err(format!(
+                "There is no published calibration `{}`.",
+                headroom_core::scenario::shorten(id)
+            )),
+        }
+    };
+    let forget = Callback::from(move |_: MouseEvent| {
+        save_session(None);
+        if let Some(c) = &ctx {
+            c.set.emit(None);
+        }
+    });
+    html! {
+        <main class="page calibration-page" id="main">
+            <p class="crumbs"><a href={format!("{base}/calibration")}>{ "All calibrations" }</a></p>
+            { match found {
+                Ok(v) => html! {
+                    <>
+                        if id == YOURS {
+                            <div class="toolbar">
+                                if v.gpu_name.is_some() {
+                                    <a class="button-like" href={format!("{base}/?gpu={}", v.file.gpu_id)}
+                                       id="open-calculator">{ "Open the calculator on this GPU" }</a>
+                                }
+                                <button type="button" onclick={forget}>{ "Forget this file" }</button>
+                            </div>
+                        }
+                        { report(&v) }
+                    </>
+                },
+                Err(e) => html! {
+                    <>
+                        <div class="notice error" role="alert" id="calibration-error">{ e }</div>
+                        <CalibrationLoader/>
+                    </>
+                },
+            } }
+        </main>
+    }
+}
+
+/// The list page.
+fn list(user: Option<&UserCalibration>, base: &str) -> Html {
+    let catalog = GpuCatalog::builtin();
+    html! {
+        <main class="page narrow calibration-list" id="main">
+            <h1>{ "Calibrations" }</h1>
+            <p>{ "Runtime constants only a GPU can tell (CUDA context, cuBLAS workspaces, allocator slack), measured by calibrate with real PyTorch training steps. When a GPU has one, the calculator uses it and says so; otherwise it uses documented defaults." }</p>
+            if CALIBRATION_FILES.is_empty() {
+                <p id="no-calibrations">{ "No calibration is published yet: every GPU uses the documented defaults." }</p>
+            } else {
+                <ul id="calibration-files">
+                    { for CALIBRATION_FILES.iter().map(|(stem, text)| {
+                        // The stem is a committed file name; the GPU's name comes from the catalog.
+                        let gpu = headroom_core::Calibration::parse(stem, text).ok()
+                            .and_then(|(id, _)| catalog.get(&id).ok().map(|g| g.name.clone()));
+                        html! {
+                            <li><a href={format!("{base}/calibration/{stem}")}>{ *stem }</a>
+                                { gpu.map(|g| format!(" ({g})")).unwrap_or_default() }</li>
+                        }
+                    }) }
+                </ul>
+            }
+            if let Some(u) = user {
+                <p id="your-calibration">{ format!("Your file {} ({}) is loaded for this tab. ", u.view.name, u.view.file.gpu_id) }
+                    <a href={format!("{base}/calibration/{YOURS}")}>{ "See it" }</a></p>
+            }
+            <CalibrationLoader/>
+        </main>
+    }
+}
