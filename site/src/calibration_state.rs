@@ -161,11 +161,8 @@ pub struct SoftwareView {
 #[derive(Debug)]
 pub struct NativeView {
     pub backend: String,
-    pub context_bytes: Measured,
     pub granularity_minimum_bytes: u64,
     pub granularity_recommended_bytes: u64,
-    pub cublas_handle_bytes: Measured,
-    pub cublas_first_gemm_bytes: Measured,
     pub matmul: Vec<MatmulPoint>,
     pub matmul_unsupported: Vec<Unsupported>,
     pub bandwidth: Vec<Bandwidth>,
@@ -438,11 +435,8 @@ fn file_view(root: At<'_>) -> Result<(FileView, Vec<RowView>), String> {
     let native = root.obj("native", |n| {
         Ok(NativeView {
             backend: n.text("backend")?,
-            context_bytes: n.obj("context_bytes", measured)?,
             granularity_minimum_bytes: n.uint("granularity_minimum_bytes")?,
             granularity_recommended_bytes: n.uint("granularity_recommended_bytes")?,
-            cublas_handle_bytes: n.obj("cublas_handle_bytes", measured)?,
-            cublas_first_gemm_bytes: n.obj("cublas_first_gemm_bytes", measured)?,
             matmul: n.each("matmul", |p| {
                 let efficiency = match p.opt("efficiency") {
                     None => None,
@@ -526,9 +520,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Reads a calibration file into the page's view model. The error is one sentence naming the
 /// file and the field.
 pub fn view(name: &str, text: &str) -> Result<CalibrationView, String> {
-    let bad = |e: String| format!("{name} is not a calibration file Headroom can read: {e}");
-    // The core's own check first: it names the field and the allowed range of each constant.
-    let (_, calibration) = Calibration::parse(name, text).map_err(|e| bad(e.to_string()))?;
+    const BAD: &str = "Not a calibration file Headroom can read";
+    // The core's own check first: it names the file, the field and the allowed range of each
+    // constant.
+    let (_, calibration) = Calibration::parse(name, text).map_err(|e| format!("{BAD}: {e}"))?;
+    let bad = |e: String| format!("{BAD}: {name}: {e}");
     let value: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     let (file, rows) = file_view(At {
         v: &value,

@@ -10,7 +10,7 @@ use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
 use yew::prelude::*;
 
-use crate::calibration_state::{CalibrationView, UserCalibration, builtin_for, held_out_errors};
+use crate::calibration_state::{CalibrationView, UserCalibration, builtin_for};
 use crate::charts::{Style, palette};
 use crate::charts_calibration::{draw_efficiency, height};
 use crate::dom;
@@ -171,18 +171,8 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
     let m = &f.machine;
     let base = dom::base_path();
     let gpu = v.gpu_name.clone().unwrap_or_else(|| f.gpu_id.clone());
-    let recomputed_before = held_out_errors(&v.rows, false);
-    let recomputed_after = held_out_errors(&v.rows, true);
-    let before = f
-        .torch
-        .held_out_before
-        .as_ref()
-        .or(recomputed_before.as_ref());
-    let after = f
-        .torch
-        .held_out_after
-        .as_ref()
-        .or(recomputed_after.as_ref());
+    let before = f.torch.held_out_before.as_ref();
+    let after = f.torch.held_out_after.as_ref();
     let facts = [
         (
             "GPU",
@@ -243,39 +233,12 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
         })
         .collect();
     let native = &f.native;
-    let mut measured: Vec<Row> = [
-        ("context", "Bare CUDA context", &native.context_bytes),
-        (
-            "cublas-handle",
-            "cuBLAS handle",
-            &native.cublas_handle_bytes,
-        ),
-        (
-            "cublas-first-gemm",
-            "cuBLAS handle's first GEMM",
-            &native.cublas_first_gemm_bytes,
-        ),
-    ]
-    .into_iter()
-    .map(|(id, label, x)| Row {
-        id: id.into(),
-        cells: vec![
-            cell(label),
-            bytes_cell(x.median.max(0.0) as u64),
-            cell(format!(
-                "{} to {}",
-                format::bytes(x.min.max(0.0) as u64),
-                format::bytes(x.max.max(0.0) as u64)
-            )),
-            cell(x.reps.to_string()),
-        ],
-    })
-    .collect();
+    let mut measured: Vec<Row> = Vec::new();
     measured.extend(native.bandwidth.iter().map(|b| Row {
         id: b.kind.clone(),
         cells: vec![
             cell(format!(
-                "Copy, {} ({})",
+                "{} ({})",
                 b.kind.replace('_', " "),
                 format::bytes(b.bytes)
             )),
@@ -287,7 +250,7 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
     measured.extend(native.bandwidth_failed.iter().map(|b| Row {
         id: b.dtype.clone(),
         cells: vec![
-            cell(format!("Copy, {}", b.dtype.replace('_', " "))),
+            cell(b.dtype.replace('_', " ")),
             cell(format!("failed: {}", b.reason)),
         ],
     }));
@@ -361,10 +324,10 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
                         }) }
                     </>
                 }) }
-            { section("native", "Measured directly",
+            { section("native", "Copy bandwidth",
                 format!("Allocation granularity {} (recommended {}).",
                     format::bytes(native.granularity_minimum_bytes), format::bytes(native.granularity_recommended_bytes)),
-                table("bandwidth-table", "", &["What", "Median", "Range", "Runs"], &measured)) }
+                table("bandwidth-table", "", &["Copy", "Median", "Range", "Runs"], &measured)) }
             { section("accuracy", "Predicted versus measured",
                 if torch.status == "measured" {
                     format!("{} training scenarios in PyTorch ({} ran, {} out of memory, {} errors); {} fitted the constants, {} were held out. Device memory: {}.",

@@ -590,7 +590,21 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
         overflow.as_i64().is_some_and(|o| o <= 0),
         "wider than the screen by {overflow} px"
     );
-    phone.screenshot(&repo_root().join("target/e2e/calibration-phone.png"));
+    for (i, id) in [
+        "calibration-report",
+        "constants-table",
+        "chart-efficiency",
+        "calibration-rows",
+    ]
+    .iter()
+    .enumerate()
+    {
+        phone.js(
+            "document.getElementById(arguments[0]).scrollIntoView()",
+            json!([id]),
+        );
+        phone.screenshot(&repo_root().join(format!("target/e2e/calibration-phone-{i}.png")));
+    }
 
     // The calculator on that GPU now uses the file (kept for the tab across page loads).
     s.goto(&calc);
@@ -657,6 +671,7 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
         "a message about the file",
     );
     let _ = std::fs::remove_file(&bad);
+    s.screenshot(&repo_root().join("target/e2e/calibration-bad-file.png"));
     assert!(
         msg.as_str()
             .is_some_and(|m| m.contains("constants.cuda_context_bytes")),
