@@ -1,8 +1,8 @@
-//! The app: the router, and the site's header and footer around every page but embeds.
+//! The app: the page for the address, and the site's header and footer around every page but
+//! embeds.
 
 use headroom_core::codec::named_scenarios;
 use yew::prelude::*;
-use yew_router::prelude::*;
 
 use crate::calibration_state::{CalibrationContext, UserCalibration, load_session};
 use crate::dom;
@@ -87,9 +87,7 @@ pub fn App() -> Html {
     };
     html! {
         <ContextProvider<CalibrationContext> context={calibration}>
-            <BrowserRouter>
-                <Switch<Route> render={switch}/>
-            </BrowserRouter>
+            { switch(Route::current()) }
         </ContextProvider<CalibrationContext>>
     }
 }

@@ -421,7 +421,10 @@ mod tests {
                 assert!(doc.contains(&escaped), "{label} missing");
             }
             let background = if dark { "#171A21" } else { "#FFFFFF" };
-            assert!(doc.to_uppercase().contains(background), "background of dark={dark}");
+            assert!(
+                doc.to_uppercase().contains(background),
+                "background of dark={dark}"
+            );
         }
     }
 

@@ -7,9 +7,21 @@ fn window() -> Option<web_sys::Window> {
     web_sys::window()
 }
 
-/// The site's base path (from `<base href>`, so the site works under a sub-path), no trailing `/`.
+/// The site's base path (from `<base href>`, so the site works under a sub-path), no trailing
+/// `/`: `""` at a domain's root, `/headroom` under a sub-path.
 pub fn base_path() -> String {
-    yew_router::utils::base_url().unwrap_or_default()
+    // Only a `<base href>` element counts: without one, `baseURI` is the page's own address.
+    let base = window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.query_selector("base[href]").ok().flatten())
+        .and_then(|b| b.get_attribute("href"))
+        .and_then(|href| {
+            let page = window()?.location().href().ok()?;
+            web_sys::Url::new_with_base(&href, &page).ok()
+        })
+        .map(|u| u.pathname())
+        .unwrap_or_default();
+    base.trim_end_matches('/').to_string()
 }
 
 /// An absolute URL of a site path such as `/embed?view=timeline` (for links and embed code).

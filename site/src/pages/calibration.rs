@@ -6,7 +6,6 @@ use std::rc::Rc;
 use headroom_core::catalog::GpuCatalog;
 use headroom_core::catalog::embedded::CALIBRATION_FILES;
 use yew::prelude::*;
-use yew_router::prelude::*;
 
 use crate::calibration_state::{
     CalibrationContext, CalibrationView, MAX_FILE_BYTES, UserCalibration, save_session, view,
@@ -23,7 +22,6 @@ pub const YOURS: &str = "yours";
 #[component]
 pub fn CalibrationLoader() -> Html {
     let ctx = use_context::<CalibrationContext>();
-    let navigator = use_navigator();
     let message = use_state(|| None::<String>);
     let on_file = {
         let message = message.clone();
@@ -41,7 +39,7 @@ pub fn CalibrationLoader() -> Html {
                 )));
                 return;
             }
-            let (message, ctx, navigator) = (message.clone(), ctx.clone(), navigator.clone());
+            let (message, ctx) = (message.clone(), ctx.clone());
             wasm_bindgen_futures::spawn_local(async move {
                 let text = wasm_bindgen_futures::JsFuture::from(file.text()).await;
                 let Some(text) = text.ok().and_then(|t| t.as_string()) else {
@@ -55,8 +53,10 @@ pub fn CalibrationLoader() -> Html {
                         if let Some(ctx) = &ctx {
                             ctx.set.emit(Some(Rc::new(user)));
                         }
-                        if let Some(n) = &navigator {
-                            n.push(&Route::CalibrationFile { id: YOURS.into() });
+                        // The file is in session storage: a page load shows it.
+                        let path = Route::CalibrationFile { id: YOURS.into() }.path();
+                        if let Some(w) = web_sys::window() {
+                            let _ = w.location().assign(&format!("{}{path}", dom::base_path()));
                         }
                     }
                     Err(e) => message.set(Some(e)),
