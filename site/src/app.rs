@@ -34,6 +34,24 @@ fn page(route: Route) -> Html {
     }
 }
 
+/// One labelled list of named scenarios in the Examples menu.
+fn menu_group<'a>(
+    title: &str,
+    items: impl Iterator<Item = &'a headroom_core::codec::NamedScenario>,
+    base: &str,
+) -> Html {
+    html! {
+        <>
+            <p class="menu-title">{ title }</p>
+            <ul>
+                { for items.map(|n| html! {
+                    <li><a href={format!("{base}/s/{}", n.id)}>{ &n.title }</a></li>
+                }) }
+            </ul>
+        </>
+    }
+}
+
 #[derive(Properties, PartialEq)]
 struct ChromeProps {
     children: Html,
@@ -59,11 +77,12 @@ fn Chrome(props: &ChromeProps) -> Html {
                     if !examples.is_empty() {
                         <details class="menu">
                             <summary>{ "Examples" }</summary>
-                            <ul>
-                                { for examples.iter().map(|n| html! {
-                                    <li><a href={format!("{base}/s/{}", n.id)}>{ &n.title }</a></li>
-                                }) }
-                            </ul>
+                            <div class="menu-panel">
+                                { menu_group("Worked examples from practitioners' guides",
+                                    examples.iter().filter(|n| n.id.starts_with("ex")), &base) }
+                                { menu_group("More scenarios",
+                                    examples.iter().filter(|n| !n.id.starts_with("ex")), &base) }
+                            </div>
                         </details>
                     }
                 </nav>

@@ -159,7 +159,7 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
                     }) }
                     <option value={CUSTOM} selected={current == CUSTOM}>{ custom_label }</option>
                 </select>
-                <p class="help">{ "A preset (a real Hugging Face config), or your own config.json." }</p>
+                <p class="help">{ "A preset (Hugging Face configs; stand-ins are marked), or your own config.json." }</p>
             </div>
             if *custom_open {
                 <div class="custom-config">
