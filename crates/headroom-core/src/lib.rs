@@ -9,6 +9,7 @@ pub mod activations;
 pub mod analysis;
 pub mod calibration;
 pub mod catalog;
+pub mod claims;
 pub mod codec;
 pub mod dtype;
 pub mod error;

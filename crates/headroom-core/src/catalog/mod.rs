@@ -5,7 +5,7 @@ pub mod models;
 
 /// The content files, embedded by `build.rs`: JSON files as they are, TOML files converted to
 /// JSON (`GPUS_JSON` is `content/gpus.toml`, `PRESETS_JSON` is `content/models/presets.toml`,
-/// `SCENARIO_FILES` are `content/scenarios/*.toml`).
+/// `SCENARIO_FILES` are `content/scenarios/*.toml`, `CLAIM_FILES` `content/claims/*.toml`).
 pub mod embedded {
     include!(concat!(env!("OUT_DIR"), "/content.rs"));
 }
