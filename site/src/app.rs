@@ -7,6 +7,7 @@ use yew::prelude::*;
 use crate::calibration_state::{CalibrationContext, UserCalibration, load_session};
 use crate::dom;
 use crate::pages::calibration::Calibrations;
+use crate::pages::examples::{Example, Examples};
 use crate::pages::{calculator::Calculator, compare::Compare, embed::Embed, not_found::NotFound};
 use crate::route::Route;
 
@@ -29,6 +30,11 @@ fn page(route: Route) -> Html {
         Route::CalibrationFile { id } => {
             let key = id.clone();
             html! { <Calibrations key={key} id={Some(AttrValue::from(id))}/> }
+        }
+        Route::Examples => html! { <Examples/> },
+        Route::Example { n } => {
+            let key = n.clone();
+            html! { <Example key={key} n={AttrValue::from(n)}/> }
         }
         Route::Embed | Route::NotFound => html! { <NotFound/> },
     }
@@ -74,12 +80,15 @@ fn Chrome(props: &ChromeProps) -> Html {
                     <a href={format!("{base}/")}>{ "Calculator" }</a>
                     <a href={format!("{base}/compare")}>{ "Compare" }</a>
                     <a href={format!("{base}/calibration")}>{ "Calibration" }</a>
+                    <a href={format!("{base}/examples")}>{ "Worked examples" }</a>
                     if !examples.is_empty() {
                         <details class="menu">
                             <summary>{ "Examples" }</summary>
                             <div class="menu-panel">
-                                { menu_group("Worked examples from practitioners' guides",
-                                    examples.iter().filter(|n| n.id.starts_with("ex")), &base) }
+                                <p class="menu-title">{ "Worked examples from practitioners' guides" }</p>
+                                <ul>
+                                    <li><a href={format!("{base}/examples")}>{ "The five examples, their claims checked" }</a></li>
+                                </ul>
                                 { menu_group("More scenarios",
                                     examples.iter().filter(|n| !n.id.starts_with("ex")), &base) }
                             </div>

@@ -23,6 +23,12 @@ pub enum Route {
     CalibrationFile {
         id: String,
     },
+    /// `/examples`: the five worked examples.
+    Examples,
+    /// `/examples/<n>`: one worked example's claims, checked against the core.
+    Example {
+        n: String,
+    },
     NotFound,
 }
 
@@ -37,6 +43,8 @@ impl Route {
             ["embed"] => Route::Embed,
             ["calibration"] => Route::Calibrations,
             ["calibration", id] => Route::CalibrationFile { id: id.to_string() },
+            ["examples"] => Route::Examples,
+            ["examples", n] => Route::Example { n: n.to_string() },
             _ => Route::NotFound,
         }
     }
@@ -50,6 +58,8 @@ impl Route {
             Route::Embed => "/embed".into(),
             Route::Calibrations => "/calibration".into(),
             Route::CalibrationFile { id } => format!("/calibration/{id}"),
+            Route::Examples => "/examples".into(),
+            Route::Example { n } => format!("/examples/{n}"),
             Route::NotFound => "/404".into(),
         }
     }
@@ -82,6 +92,9 @@ mod tests {
                 "/calibration/yours",
                 Route::CalibrationFile { id: "yours".into() },
             ),
+            ("/examples/", Route::Examples),
+            ("/examples/2", Route::Example { n: "2".into() }),
+            ("/examples/2/x", Route::NotFound),
             ("/s", Route::NotFound),
             ("/s/a/b", Route::NotFound),
             ("/no/such/page", Route::NotFound),

@@ -10,12 +10,16 @@
 //! Pure: the input is text (JSON, as `build.rs` embeds the files, or TOML with the `toml`
 //! feature); the embedded files are [`embedded`].
 
-use serde_json::{Map, Value, json};
+use std::borrow::Borrow;
+use std::fmt::Display;
+
+use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::analysis::{Analysis, analyze};
 use crate::codec::{NamedScenario, decode_pairs, query_pairs};
 use crate::error::ScenarioError;
+use crate::scenario::Scenario;
 
 /// A claim is `right` when Headroom's figure is within this fraction of the claimed one
 /// (relative to Headroom's figure), `wrong` when it is further.
@@ -150,8 +154,8 @@ pub enum ClaimError {
         overrides: String,
         error: ScenarioError,
     },
-    #[error("{at}: the scenario does not analyze: {error}")]
-    Analyze { at: String, error: ScenarioError },
+    #[error("{at}: the scenario does not analyze: {message}")]
+    Analyze { at: String, message: String },
     #[error("{at}: `metric` {message}")]
     Metric { at: String, message: String },
 }
@@ -269,20 +273,43 @@ impl Row {
     }
 }
 
-/// Evaluates every claim of a file against the named scenarios.
+/// Evaluates every claim of a file against the named scenarios, with [`analyze`].
 pub fn evaluate(file: &ClaimFile, named: &[NamedScenario]) -> Vec<Result<Row, ClaimError>> {
+    evaluate_with(file, named, analyze)
+}
+
+/// [`evaluate`] with the caller's analysis (the site passes the one its calculator uses, so
+/// its download carries one copy of the analysis).
+pub fn evaluate_with<A, E>(
+    file: &ClaimFile,
+    named: &[NamedScenario],
+    analyze: impl Fn(&Scenario) -> Result<A, E>,
+) -> Vec<Result<Row, ClaimError>>
+where
+    A: Borrow<Analysis>,
+    E: Display,
+{
     file.claims
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let at = format!("content/claims/{}.toml, claim {}", file.id, i + 1);
-            evaluate_claim(&at, c, named)
+            evaluate_claim(&at, c, named, &analyze)
         })
         .collect()
 }
 
 /// Evaluates one claim; `at` names it in errors.
-pub fn evaluate_claim(at: &str, claim: &Claim, named: &[NamedScenario]) -> Result<Row, ClaimError> {
+pub fn evaluate_claim<A, E>(
+    at: &str,
+    claim: &Claim,
+    named: &[NamedScenario],
+    analyze: impl Fn(&Scenario) -> Result<A, E>,
+) -> Result<Row, ClaimError>
+where
+    A: Borrow<Analysis>,
+    E: Display,
+{
     let base = named
         .iter()
         .find(|s| s.id == claim.scenario)
@@ -302,14 +329,15 @@ pub fn evaluate_claim(at: &str, claim: &Claim, named: &[NamedScenario]) -> Resul
             overrides: claim.overrides.clone(),
             error,
         })?;
-    let analysis = analyze(&scen).map_err(|error| ClaimError::Analyze {
+    let analysis = analyze(&scen).map_err(|e| ClaimError::Analyze {
         at: at.to_string(),
-        error,
+        message: e.to_string(),
     })?;
-    let computed = eval_metric(&analysis, &claim.metric).map_err(|message| ClaimError::Metric {
-        at: at.to_string(),
-        message,
-    })?;
+    let computed =
+        eval_metric(analysis.borrow(), &claim.metric).map_err(|message| ClaimError::Metric {
+            at: at.to_string(),
+            message,
+        })?;
     let difference = (computed != 0.0).then(|| (claim.claimed - computed) / computed);
     Ok(Row {
         claim: claim.clone(),
@@ -318,49 +346,93 @@ pub fn evaluate_claim(at: &str, claim: &Claim, named: &[NamedScenario]) -> Resul
     })
 }
 
-/// The fields a metric may name: the CLI's JSON (`headroom estimate --format json`) without the
-/// lists; components are looked up by id.
-fn metric_doc(a: &Analysis) -> Value {
-    let e = &a.estimate;
-    json!({
-        "parameters": e.parameters,
-        "bytes": e.bytes,
-        "peak": e.peak,
-        "verdict": e.verdict,
-        "fit": a.fit,
-    })
+/// A field of the CLI's JSON (`headroom estimate --format json`) as a metric reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Leaf {
+    Number(f64),
+    /// `null` (no micro-batch fits, say).
+    Null,
+    /// A string field (`peak.phase`, `verdict.gpu`).
+    Text,
 }
 
-fn field(a: &Analysis, doc: &Value, name: &str) -> Result<f64, String> {
+/// The scalar fields of the CLI's JSON a metric may name (`parameters.*`, `bytes.*`, `peak.*`,
+/// `verdict.*`, `fit.*`), read directly rather than through serde so the site carries no
+/// serializer; a test checks this table against the serialized JSON, field by field.
+fn json_field(a: &Analysis, name: &str) -> Option<Leaf> {
+    let e = &a.estimate;
+    let (p, b, k, v) = (&e.parameters, &e.bytes, &e.peak, &e.verdict);
+    let n = |x: u64| Some(Leaf::Number(x as f64));
+    let opt = |x: Option<u32>| Some(x.map_or(Leaf::Null, |x| Leaf::Number(f64::from(x))));
+    match name.split_once('.')? {
+        ("parameters", f) => match f {
+            "total" => n(p.total),
+            "trainable" => n(p.trainable),
+            "per_gpu" => n(p.per_gpu),
+            _ => None,
+        },
+        ("bytes", f) => match f {
+            "weights" => n(b.weights),
+            "gradients" => n(b.gradients),
+            "optimizer_states" => n(b.optimizer_states),
+            "activations_per_layer" => n(b.activations_per_layer),
+            "retained_after_forward" => n(b.retained_after_forward),
+            "peak_tensors" => n(b.peak_tensors),
+            "peak_allocated" => n(b.peak_allocated),
+            "peak_reserved" => n(b.peak_reserved),
+            "peak_device" => n(b.peak_device),
+            "host" => n(b.host),
+            "nvme" => n(b.nvme),
+            _ => None,
+        },
+        ("peak", f) => match f {
+            "tensors" => n(k.tensors),
+            "allocated" => n(k.allocated),
+            "reserved" => n(k.reserved),
+            "device" => n(k.device),
+            "phase" | "at" => Some(Leaf::Text),
+            _ => None,
+        },
+        ("verdict", f) => match f {
+            "capacity" => n(v.capacity),
+            "fits" => Some(Leaf::Number(f64::from(u8::from(v.fits)))),
+            "headroom" => Some(Leaf::Number(v.headroom as f64)),
+            "headroom_percent" => Some(Leaf::Number(v.headroom_percent)),
+            "gpu" => Some(Leaf::Text),
+            _ => None,
+        },
+        ("fit", f) => match f {
+            "max_micro_batch" => opt(a.fit.max_micro_batch),
+            "max_seq" => opt(a.fit.max_seq),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn field(a: &Analysis, name: &str) -> Result<f64, String> {
     let name = name.trim();
     let id = name.strip_prefix("components.").unwrap_or(name);
     if let Some(c) = a.estimate.components.iter().find(|c| c.id == id) {
         return Ok(c.bytes as f64);
     }
-    let mut v = doc;
-    for part in name.split('.') {
-        v = v.get(part).ok_or_else(|| {
+    match json_field(a, name) {
+        Some(Leaf::Number(x)) => Ok(x),
+        Some(Leaf::Null) => Err(format!("names `{name}`, which has no value here (null)")),
+        Some(Leaf::Text) => Err(format!("names `{name}`, which is not a number")),
+        None => {
             let components: Vec<&str> = a.estimate.components.iter().map(|c| c.id).collect();
-            format!(
+            Err(format!(
                 "names `{name}`: not a JSON field (parameters.*, bytes.*, peak.*, verdict.*, \
                  fit.*) nor a component id ({})",
                 components.join(", ")
-            )
-        })?;
-    }
-    match v {
-        Value::Number(n) => n
-            .as_f64()
-            .ok_or_else(|| format!("names `{name}`, which is not a number")),
-        Value::Bool(b) => Ok(f64::from(u8::from(*b))),
-        Value::Null => Err(format!("names `{name}`, which has no value here (null)")),
-        _ => Err(format!("names `{name}`, which is not a number")),
+            ))
+        }
     }
 }
 
 /// `a+b+c`, optionally `(a+b)/d`: the sum of fields, divided by one field.
 pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
-    let doc = metric_doc(a);
     let (num, den) = match metric.rsplit_once('/') {
         Some((n, d)) => (n, Some(d)),
         None => (metric, None),
@@ -368,11 +440,11 @@ pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
     let num = num.trim().trim_start_matches('(').trim_end_matches(')');
     let mut sum = 0.0;
     for term in num.split('+') {
-        sum += field(a, &doc, term)?;
+        sum += field(a, term)?;
     }
     match den {
         Some(d) => {
-            let d = field(a, &doc, d)?;
+            let d = field(a, d)?;
             if d == 0.0 {
                 return Err(format!("`{metric}` divides by zero"));
             }
@@ -386,6 +458,7 @@ pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
 mod tests {
     use super::*;
     use crate::codec::named_scenarios;
+    use serde_json::json;
 
     const ONE: &str = r#"{"title":"T","summary":"S","claim":[{"quote":"q","scenario":"llama-3.1-8b-h100","metric":"bytes.weights","claimed":16000000000,"verdict":"right","note":"n"}]}"#;
 
@@ -425,6 +498,42 @@ mod tests {
         let r = row(&with("metric", json!("(bytes.weights)/parameters.total"))).expect("ok");
         assert_eq!(r.claim.unit(), Unit::Ratio);
         assert!(r.computed > 0.0);
+    }
+
+    /// Every scalar of the CLI's JSON (`parameters`, `bytes`, `peak`, `verdict`, `fit`) is a
+    /// metric with the serialized value, and nothing else is.
+    #[test]
+    fn metrics_are_the_clis_json_fields() {
+        for id in ["llama-3.1-8b-h100", "ex2-70b-zero3-8x80gb"] {
+            let scen = named_scenarios()
+                .into_iter()
+                .find(|n| n.id == id)
+                .expect("named")
+                .scenario;
+            let a = analyze(&scen).expect("analyzes");
+            let e = &a.estimate;
+            let doc = json!({
+                "parameters": e.parameters, "bytes": e.bytes, "peak": e.peak,
+                "verdict": e.verdict, "fit": a.fit,
+            });
+            let mut seen = 0;
+            for (group, fields) in doc.as_object().expect("an object") {
+                for (k, v) in fields.as_object().expect("an object") {
+                    let name = format!("{group}.{k}");
+                    let want = match v {
+                        Value::Number(x) => Leaf::Number(x.as_f64().expect("a number")),
+                        Value::Bool(b) => Leaf::Number(f64::from(u8::from(*b))),
+                        Value::Null => Leaf::Null,
+                        _ => Leaf::Text,
+                    };
+                    assert_eq!(json_field(&a, &name), Some(want), "{name}");
+                    seen += 1;
+                }
+            }
+            assert!(seen > 20);
+            assert_eq!(json_field(&a, "bytes.nonsense"), None);
+            assert_eq!(json_field(&a, "weights"), None);
+        }
     }
 
     #[test]

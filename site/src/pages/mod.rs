@@ -4,6 +4,7 @@ pub mod calculator;
 pub mod calibration;
 pub mod compare;
 pub mod embed;
+pub mod examples;
 pub mod not_found;
 
 use std::rc::Rc;

@@ -678,3 +678,109 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
         "{msg}"
     );
 }
+
+#[test]
+fn each_worked_example_checks_its_claims_with_the_clis_figures() {
+    use headroom_core::claims;
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/examples"));
+    s.wait_ready();
+    assert_eq!(
+        s.js(
+            "return document.querySelectorAll('#examples > li').length",
+            json!([])
+        ),
+        json!(5)
+    );
+    for n in 0..5 {
+        // The copy the core embeds (checked equal to content/claims/ex<n>.toml by the core's
+        // worked_examples test).
+        let file = claims::embedded()
+            .into_iter()
+            .filter_map(Result::ok)
+            .find(|f| f.id == format!("ex{n}"))
+            .expect("a claims file");
+        s.goto(&srv.url(&format!("/examples/{n}")));
+        s.wait_ready();
+        let rows = s.js(
+            "return document.querySelectorAll('#claims tbody tr.claim').length",
+            json!([]),
+        );
+        assert_eq!(
+            rows,
+            json!(file.claims.len()),
+            "example {n}: one row per claim"
+        );
+        let errors = s.js(
+            "return document.querySelectorAll('#claims .notice').length",
+            json!([]),
+        );
+        assert_eq!(errors, json!(0), "example {n}: every claim evaluates");
+        // Each row's verdict and scenario link are the file's.
+        for (i, c) in file.claims.iter().enumerate() {
+            let row = s.js(
+                "const r = document.getElementById(arguments[0]); return r && [r.querySelector('.tag').textContent, r.querySelector('.scenario-link').getAttribute('href')]",
+                json!([format!("claim-{}", i + 1)]),
+            );
+            assert_eq!(
+                row,
+                json!([c.verdict.id(), c.link()]),
+                "example {n}, claim {}",
+                i + 1
+            );
+        }
+    }
+
+    // Example 2, claims 2 and 6: Headroom's figure is the CLI's for the same scenario.
+    s.goto(&srv.url("/examples/2"));
+    s.wait_ready();
+    let value = |id: &str| {
+        s.js(
+            "return document.querySelector('#' + arguments[0] + ' .computed').getAttribute('data-value')",
+            json!([id]),
+        )
+        .as_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no data-value in #{id}"))
+    };
+    let cli = cli_json(&["estimate", "--named", "ex2-7b-fp32-a100"]);
+    assert_eq!(
+        value("claim-2"),
+        cli["bytes"]["weights"].as_u64().expect("bytes")
+    );
+    let cli = cli_json(&[
+        "estimate",
+        "--named",
+        "ex2-7b-fp32-a100",
+        "--precision",
+        "bf16",
+    ]);
+    assert_eq!(
+        value("claim-6"),
+        cli["bytes"]["weights"].as_u64().expect("bytes")
+    );
+    let link = s.js(
+        "return document.querySelector('#claim-6 .scenario-link').getAttribute('href')",
+        json!([]),
+    );
+    assert_eq!(link, json!("/s/ex2-7b-fp32-a100?precision=bf16"));
+
+    // A phone shows each claim as a card, no wider than the screen.
+    let phone = driver.phone_session(390, 844);
+    phone.goto(&srv.url("/examples/0"));
+    phone.wait_ready();
+    let overflow = phone.js(
+        "return document.documentElement.scrollWidth - window.innerWidth",
+        json!([]),
+    );
+    assert!(
+        overflow.as_i64().is_some_and(|o| o <= 0),
+        "wider than the screen by {overflow} px"
+    );
+    phone.screenshot(&repo_root().join("target/e2e/example-0-phone.png"));
+    s.goto(&srv.url("/examples/0"));
+    s.wait_ready();
+    s.screenshot(&repo_root().join("target/e2e/example-0-desktop.png"));
+}

@@ -1,0 +1,221 @@
+//! The worked examples: the list (`/examples`) and one page per example (`/examples/<n>`) that
+//! checks each figure its guide states against the core, computed in the browser when the page
+//! opens (`headroom_core::claims`, the same code as the snapshot test).
+
+use headroom_core::claims::{self, ClaimFile, Row, Unit, Verdict};
+use headroom_core::codec::{NamedScenario, named_scenarios};
+use headroom_core::format;
+use yew::prelude::*;
+
+use crate::components::num::grouped;
+use crate::dom;
+
+/// The examples' files that parse (the core's tests fail on one that does not).
+fn files() -> Vec<ClaimFile> {
+    claims::embedded()
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect()
+}
+
+/// The number of an example's file (`ex2` -> `2`).
+fn number(file: &ClaimFile) -> &str {
+    file.id.strip_prefix("ex").unwrap_or(&file.id)
+}
+
+/// The named scenarios of one example (`ex2-*`).
+fn scenarios_of<'a>(
+    named: &'a [NamedScenario],
+    file: &ClaimFile,
+) -> impl Iterator<Item = &'a NamedScenario> {
+    let prefix = format!("{}-", file.id);
+    named.iter().filter(move |s| s.id.starts_with(&prefix))
+}
+
+/// A value as the page shows it: bytes in GiB with the decimal GB the guides write, counts
+/// grouped, quotients to two decimals.
+pub fn show(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Bytes => format!("{} ({:.2} GB)", format::bytes(v.max(0.0) as u64), v / 1e9),
+        Unit::Count => grouped(v.max(0.0).round() as u64),
+        Unit::Ratio => format!("{v:.2}"),
+    }
+}
+
+/// `+3.9%`, or `n/a` when Headroom computes zero.
+pub fn difference(d: Option<f64>) -> String {
+    d.map_or("n/a".into(), |d| format!("{:+.1}%", d * 100.0))
+}
+
+#[component]
+pub fn Examples() -> Html {
+    use_effect_with((), |_| dom::frame_done());
+    let base = dom::base_path();
+    let named = named_scenarios();
+    html! {
+        <main class="page narrow examples" id="main">
+            <h1>{ "Worked examples" }</h1>
+            <p>{ "Five practitioners' guides each walk through one training setup and the memory it needs. Each page below sets every figure a guide states beside the figure Headroom computes for the same setup, in your browser, and says which figures are off and by how much." }</p>
+            <ol class="example-list" id="examples">
+                { for files().iter().map(|f| html! {
+                    <li>
+                        <h2><a href={format!("{base}/examples/{}", number(f))}>{ &f.title }</a></h2>
+                        <p>{ &f.summary }</p>
+                        <p class="help">{ format!("{} claims checked. Scenarios: ", f.claims.len()) }
+                            { for scenarios_of(&named, f).enumerate().map(|(i, s)| html! {
+                                <>
+                                    if i > 0 { { ", " } }
+                                    <a href={format!("{base}/s/{}", s.id)}><code>{ &s.id }</code></a>
+                                </>
+                            }) }
+                        </p>
+                    </li>
+                }) }
+            </ol>
+        </main>
+    }
+}
+
+#[derive(Properties, PartialEq)]
+pub struct ExampleProps {
+    /// The example's number (`2` for `content/claims/ex2.toml`).
+    pub n: AttrValue,
+}
+
+#[component]
+pub fn Example(props: &ExampleProps) -> Html {
+    use_effect_with((), |_| dom::frame_done());
+    let base = dom::base_path();
+    let all = files();
+    let Some(pos) = all.iter().position(|f| number(f) == props.n.as_str()) else {
+        return html! {
+            <main class="page narrow" id="main">
+                <h1>{ "No such worked example" }</h1>
+                <p><a href={format!("{base}/examples")}>{ "See the five worked examples" }</a>{ "." }</p>
+            </main>
+        };
+    };
+    let file = &all[pos];
+    let named = named_scenarios();
+    // Each claim's scenario analyzed now, by the same core as the CLI (through the
+    // calculator's path, so the download carries one copy of the analysis).
+    let rows = claims::evaluate_with(file, &named, super::outcome);
+    let count = |v: Verdict| file.claims.iter().filter(|c| c.verdict == v).count();
+    let neighbour = |f: Option<&ClaimFile>, label: &str| match f {
+        Some(f) => html! {
+            <a href={format!("{base}/examples/{}", number(f))}>{ format!("{label} {}", number(f)) }</a>
+        },
+        None => html! {},
+    };
+    html! {
+        <main class="page example" id="main">
+            <p class="crumbs"><a href={format!("{base}/examples")}>{ "Worked examples" }</a>
+                { format!(" / Example {}", number(file)) }</p>
+            <h1>{ &file.title }</h1>
+            <p>{ &file.summary }</p>
+            <p class="help">
+                { format!("{} claims: {} right, {} wrong, {} partly right. ", file.claims.len(),
+                    count(Verdict::Right), count(Verdict::Wrong), count(Verdict::Partly)) }
+                { "Each claim is the guide's figure in our words; Headroom's figure is computed now for the scenario linked under it (open the link to change its inputs). A claim is right when it is within 10% of Headroom's figure. Difference = (claimed − Headroom) / Headroom." }
+            </p>
+            <div class="table-wrap">
+                <table id="claims">
+                    <thead>
+                        <tr>
+                            <th scope="col">{ "Claim" }</th>
+                            <th scope="col">{ "Claimed" }</th>
+                            <th scope="col">{ "Headroom" }</th>
+                            <th scope="col">{ "Difference" }</th>
+                            <th scope="col">{ "Verdict" }</th>
+                            <th scope="col">{ "Why" }</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        { for file.claims.iter().zip(rows).enumerate().map(|(i, (c, r))| match r {
+                            Ok(r) => claim_row(i, &r, &base),
+                            Err(e) => html! {
+                                <tr class="claim">
+                                    <th scope="row">{ &c.quote }</th>
+                                    <td colspan="5"><div class="notice error">{ e.to_string() }</div></td>
+                                </tr>
+                            },
+                        }) }
+                    </tbody>
+                </table>
+            </div>
+            <section class="example-scenarios">
+                <h2>{ "Scenarios and assumptions" }</h2>
+                <p class="help">{ "What each scenario assumes where the guide is silent (sequence length, the exact model, the GPU)." }</p>
+                <dl>
+                    { for scenarios_of(&named, file).map(|s| html! {
+                        <>
+                            <dt><a href={format!("{base}/s/{}", s.id)}>{ &s.title }</a></dt>
+                            <dd>{ &s.description }</dd>
+                        </>
+                    }) }
+                </dl>
+            </section>
+            <nav class="pager" aria-label="Worked examples">
+                { neighbour(pos.checked_sub(1).and_then(|p| all.get(p)), "← Example") }
+                { neighbour(all.get(pos + 1), "Example") }
+            </nav>
+        </main>
+    }
+}
+
+/// One checked claim: the claim and its scenario link, both figures, the difference, the
+/// verdict with the correct figure, and why.
+fn claim_row(i: usize, r: &Row, base: &str) -> Html {
+    let c = &r.claim;
+    let unit = c.unit();
+    let verdict = c.verdict.id();
+    let scenario = if c.overrides.is_empty() {
+        c.scenario.clone()
+    } else {
+        format!("{} + {}", c.scenario, c.overrides.replace('&', ", "))
+    };
+    html! {
+        <tr class={classes!("claim", verdict)} id={format!("claim-{}", i + 1)}>
+            <th scope="row">
+                <span class="quote">{ format!("{}. {}", i + 1, c.quote) }</span>
+                <a class="scenario-link" href={format!("{base}{}", c.link())}><code>{ scenario }</code></a>
+            </th>
+            <td data-label="Claimed" class="claimed">{ show(unit, c.claimed) }</td>
+            <td data-label="Headroom" class="computed" data-value={r.computed.to_string()}
+                title={r.computed.to_string()}>{ show(unit, r.computed) }</td>
+            <td data-label="Difference" class="difference">{ difference(r.difference) }</td>
+            <td data-label="Verdict" class="verdict-cell">
+                <span class={classes!("tag", verdict)}>{ verdict }</span>
+                if c.verdict != Verdict::Right {
+                    <span class="correct">{ format!("correct: {}", show(unit, r.computed)) }</span>
+                }
+            </td>
+            <td data-label="Why" class="note">{ &c.note }</td>
+        </tr>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use headroom_core::claims::Unit;
+
+    #[test]
+    fn values_read_as_the_guides_write_them() {
+        assert_eq!(
+            super::show(Unit::Bytes, 28e9),
+            "26.08 GiB (28.00 GB)".to_string()
+        );
+        assert_eq!(super::show(Unit::Count, 6738415616.0), "6,738,415,616");
+        assert_eq!(super::show(Unit::Ratio, 6.0312), "6.03");
+        assert_eq!(super::difference(Some(0.039)), "+3.9%");
+        assert_eq!(super::difference(None), "n/a");
+    }
+
+    #[test]
+    fn five_examples_with_titles() {
+        let files = super::files();
+        assert_eq!(files.len(), 5);
+        assert!(files.iter().all(|f| !f.title.is_empty()));
+        assert_eq!(super::number(&files[2]), "2");
+    }
+}
