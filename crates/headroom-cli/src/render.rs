@@ -129,9 +129,36 @@ pub fn fit_table(fit: &Fit, scen: &Scenario) -> String {
     )
 }
 
+/// A speed change for people: `-12.3%`, `+95.0%`, `same` within half a percent.
+pub fn speed_change(change: f64) -> String {
+    if !change.is_finite() || change.abs() < 0.005 {
+        "same".into()
+    } else {
+        format!("{:+.1}%", change * 100.0)
+    }
+}
+
+/// Tokens per second with thousands separators: `3,450`.
+fn tokens_per_second(tps: f64) -> String {
+    let n = if tps.is_finite() && tps > 0.0 {
+        tps.round() as u64
+    } else {
+        0
+    };
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
 pub fn strategies_table(rows: &[Strategy], now: &Estimate) -> String {
     let mut s = format!(
-        "now: {} at the device level on {} ({})\n\n",
+        "now: {} at the device level on {} ({})",
         bytes(now.peak.device),
         now.gpu,
         if now.verdict.fits {
@@ -140,21 +167,46 @@ pub fn strategies_table(rows: &[Strategy], now: &Estimate) -> String {
             "does not fit"
         }
     );
+    // Every row's rate is relative to the same current rate: recover it from the first.
+    if let Some(r) = rows.first()
+        && r.speed_change > -1.0
+    {
+        let _ = write!(
+            s,
+            ", {} tokens/s",
+            tokens_per_second(r.tokens_per_second / (1.0 + r.speed_change))
+        );
+    }
+    s.push_str("\n\n");
     let _ = writeln!(
         s,
-        "{:<36} {:<56} {:>12} {:>12}  fits",
-        "technique", "change", "peak", "saves"
+        "{:<44} {:<72} {:>10} {:>10}  {:<4} {:>8} {:>10}",
+        "technique", "change", "peak", "saves", "fits", "speed", "tokens/s"
     );
     for r in rows {
         let _ = writeln!(
             s,
-            "{:<36} {:<56} {:>12} {:>12}  {}",
+            "{:<44} {:<72} {:>10} {:>10}  {:<4} {:>8} {:>10}{}",
             r.technique,
-            r.change,
+            if r.changes_training {
+                format!("{} *", r.change)
+            } else {
+                r.change.clone()
+            },
             bytes(r.peak_device),
             signed_bytes(r.saved),
-            if r.fits { "yes" } else { "no" }
+            if r.fits { "yes" } else { "no" },
+            speed_change(r.speed_change),
+            tokens_per_second(r.tokens_per_second),
+            if r.recommended {
+                "  <- fastest that fits without changing the training"
+            } else {
+                ""
+            }
         );
+    }
+    if rows.iter().any(|r| r.changes_training) {
+        s.push_str("\n* changes what is trained or how it updates, not only how it runs\n");
     }
     s
 }

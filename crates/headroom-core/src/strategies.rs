@@ -1,5 +1,11 @@
 //! The strategy table: each memory-saving technique applied to this scenario, with the memory
-//! it saves here (speed costs come with the time model).
+//! it saves here and its speed cost, both computed: the changed scenario goes through the
+//! estimate (memory) and the time model ([`crate::time::step_time`], speed), and is compared
+//! with the scenario as it is.
+//!
+//! Speed is compared in tokens per second of the whole job, so a change that keeps the tokens
+//! of an optimizer step (micro-batch halved with accumulation doubled) and one that does not
+//! (shorter sequences) are compared on the same footing; each row's `change` says which.
 
 use serde::Serialize;
 
@@ -11,8 +17,9 @@ use crate::scenario::{
     Attention, Checkpointing, DataParallel, LossImpl, Method, Offload, Optimizer, Precision,
     Scenario,
 };
+use crate::time::step_time;
 
-/// One row: a change, and the device peak after it.
+/// One row: a change, the device peak after it and the speed after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Strategy {
     pub id: &'static str,
@@ -22,6 +29,26 @@ pub struct Strategy {
     /// Device peak saved compared with the scenario (negative when it costs memory).
     pub saved: i64,
     pub fits: bool,
+    /// One optimizer step after the change, seconds (time model, default assumptions).
+    pub step_seconds: f64,
+    /// Tokens per optimizer step over all GPUs after the change.
+    pub tokens_per_step: u64,
+    /// Tokens per second of the whole job after the change.
+    pub tokens_per_second: f64,
+    /// Tokens per second per GPU after the change (differs from the job's rate when a change
+    /// adds GPUs).
+    pub tokens_per_second_per_gpu: f64,
+    /// Throughput change versus the scenario, a signed fraction of its tokens per second:
+    /// −0.25 is 25% slower, +0.9 is 90% faster (more GPUs).
+    pub speed_change: f64,
+    /// The change alters what is trained or how it updates (precision of the weights, the
+    /// optimizer's algorithm or state precision, LoRA/QLoRA, the tokens of an optimizer step),
+    /// not only how the same training runs.
+    pub changes_training: bool,
+    /// When the scenario does not fit: among the changes that fit and keep the training as it
+    /// is, the one with the highest tokens per second per GPU (so adding GPUs is weighed by
+    /// what they cost). At most one row.
+    pub recommended: bool,
 }
 
 /// Candidate changes that apply to `scen` (a technique already in use is skipped).
@@ -105,17 +132,26 @@ fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> 
         );
     }
     if scen.micro_batch > 1 {
-        let b = scen.micro_batch / 2;
+        // Halve when even; an odd micro-batch goes to 1. Accumulation grows by the same factor,
+        // so the tokens of an optimizer step stay the same.
+        let factor = if scen.micro_batch.is_multiple_of(2) {
+            2
+        } else {
+            scen.micro_batch
+        };
+        let b = scen.micro_batch / factor;
         add(
             "halve_micro_batch",
             "Smaller micro-batch, more accumulation",
             format!(
-                "micro-batch {} -> {b}, accumulation x2 (same global batch)",
-                scen.micro_batch
+                "micro-batch {} -> {b}, accumulation {} -> {} (same tokens per step)",
+                scen.micro_batch,
+                scen.grad_accum,
+                scen.grad_accum.saturating_mul(factor)
             ),
             Scenario {
                 micro_batch: b,
-                grad_accum: scen.grad_accum.saturating_mul(2),
+                grad_accum: scen.grad_accum.saturating_mul(factor),
                 ..base.clone()
             },
         );
@@ -124,7 +160,11 @@ fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> 
         add(
             "halve_seq",
             "Shorter sequences",
-            format!("sequence {} -> {}", scen.seq, scen.seq / 2),
+            format!(
+                "sequence {} -> {} (half the tokens per step)",
+                scen.seq,
+                scen.seq / 2
+            ),
             Scenario {
                 seq: scen.seq / 2,
                 ..base.clone()
@@ -179,6 +219,22 @@ fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> 
             },
         );
     }
+    if scen.method == Method::Lora {
+        add(
+            "qlora",
+            "QLoRA",
+            format!("LoRA -> QLoRA r{} (NF4 base)", scen.lora.rank),
+            Scenario {
+                method: Method::Qlora,
+                precision: if scen.precision == Precision::Fp32 {
+                    Precision::Bf16
+                } else {
+                    scen.precision
+                },
+                ..base.clone()
+            },
+        );
+    }
     if scen.gpus > 1 {
         for (id, dp) in [
             ("zero1", DataParallel::Zero1),
@@ -205,7 +261,6 @@ fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> 
     let z3 = crate::scenario::Parallel {
         data: DataParallel::Zero3,
         offload_optimizer: Offload::Cpu,
-        offload_params: Offload::None,
         ..scen.parallel
     };
     add(
@@ -217,13 +272,47 @@ fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> 
             ..base.clone()
         },
     );
+    if scen.parallel.offload_params == Offload::None {
+        add(
+            "zero3_offload_params",
+            "ZeRO-3 + CPU optimizer and parameter offload",
+            "optimizer states and parameters to pinned CPU memory".into(),
+            Scenario {
+                parallel: crate::scenario::Parallel {
+                    offload_params: Offload::Cpu,
+                    ..z3
+                },
+                ..base.clone()
+            },
+        );
+    }
     let more = scen.gpus.saturating_mul(2).min(crate::scenario::MAX_GPUS);
+    // Twice the GPUs with half the accumulation keeps the global batch when it can.
+    let keep = more == scen.gpus.saturating_mul(2) && scen.grad_accum.is_multiple_of(2);
     add(
         "more_gpus",
         "More GPUs (ZeRO-3)",
-        format!("{} -> {more} GPUs with ZeRO-3", scen.gpus),
+        if keep {
+            format!(
+                "{} -> {more} GPUs with ZeRO-3, accumulation {} -> {} (same global batch)",
+                scen.gpus,
+                scen.grad_accum,
+                scen.grad_accum / 2
+            )
+        } else {
+            format!(
+                "{} -> {more} GPUs with ZeRO-3 ({}x the global batch)",
+                scen.gpus,
+                more / scen.gpus.max(1)
+            )
+        },
         Scenario {
             gpus: more,
+            grad_accum: if keep {
+                scen.grad_accum / 2
+            } else {
+                scen.grad_accum
+            },
             parallel: crate::scenario::Parallel {
                 data: DataParallel::Zero3,
                 ..scen.parallel
@@ -262,19 +351,47 @@ fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> 
     out
 }
 
-/// Every applicable technique with its effect, largest saving first.
+/// Rows that change the training recipe whatever the scenario (see
+/// [`Strategy::changes_training`]); rows that change the tokens of a step are found by
+/// comparing them.
+const RECIPE_CHANGES: [&str; 9] = [
+    "pure_bf16",
+    "adamw8bit",
+    "paged_adamw8bit",
+    "adafactor",
+    "lion",
+    "adam_mini",
+    "sgd",
+    "lora",
+    "qlora",
+];
+
+/// `after / before − 1`, 0 when `before` is not a positive rate.
+fn speed_change(after: f64, before: f64) -> f64 {
+    if before > 0.0 && before.is_finite() && after.is_finite() {
+        after / before - 1.0
+    } else {
+        0.0
+    }
+}
+
+/// Every applicable technique with its effect, largest saving first, then fastest.
 pub fn strategies(
     spec: &ModelSpec,
     gpu: &Gpu,
     cal: &Calibration,
     scen: &Scenario,
 ) -> Vec<Strategy> {
-    let now = estimate_with("", spec, gpu, cal, scen).peak.device as i64;
+    let now_estimate = estimate_with("", spec, gpu, cal, scen);
+    let now = now_estimate.peak.device as i64;
+    let now_time = step_time(spec, gpu, scen);
+    let now_tps = now_time.tokens_per_second;
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
         .filter(|(_, _, _, s)| s.validate().is_ok())
         .map(|(id, technique, change, s)| {
             let e = estimate_with("", spec, gpu, cal, &s);
+            let t = step_time(spec, gpu, &s);
             Strategy {
                 id,
                 technique,
@@ -282,9 +399,39 @@ pub fn strategies(
                 peak_device: e.peak.device,
                 saved: now - e.peak.device as i64,
                 fits: e.verdict.fits,
+                step_seconds: t.step_seconds,
+                tokens_per_step: t.tokens_per_step,
+                tokens_per_second: t.tokens_per_second,
+                tokens_per_second_per_gpu: t.tokens_per_second_per_gpu,
+                speed_change: speed_change(t.tokens_per_second, now_tps),
+                changes_training: RECIPE_CHANGES.contains(&id)
+                    || t.tokens_per_step != now_time.tokens_per_step,
+                recommended: false,
             }
         })
         .collect();
-    rows.sort_by(|a, b| b.saved.cmp(&a.saved).then(a.id.cmp(b.id)));
+    rows.sort_by(|a, b| {
+        b.saved
+            .cmp(&a.saved)
+            .then(b.speed_change.total_cmp(&a.speed_change))
+            .then(a.id.cmp(b.id))
+    });
+    if !now_estimate.verdict.fits {
+        // max_by keeps the last of equals: iterate in reverse so ties go to the earlier row
+        // (the larger saving).
+        let best = rows
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, r)| r.fits && !r.changes_training)
+            .max_by(|(_, a), (_, b)| {
+                a.tokens_per_second_per_gpu
+                    .total_cmp(&b.tokens_per_second_per_gpu)
+            })
+            .map(|(i, _)| i);
+        if let Some(i) = best {
+            rows[i].recommended = true;
+        }
+    }
     rows
 }

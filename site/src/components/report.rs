@@ -212,6 +212,21 @@ pub fn BreakdownTable(props: &AnalysisProps) -> Html {
     }
 }
 
+/// `−12% (3,450 tok/s)`, or `same (…)` within half a percent.
+pub fn speed(s: &headroom_core::strategies::Strategy) -> String {
+    let tps = super::num::grouped(s.tokens_per_second.max(0.0).round() as u64);
+    let pct = s.speed_change * 100.0;
+    if pct.abs() < 0.5 {
+        format!("same ({tps} tok/s)")
+    } else {
+        format!(
+            "{}{:.0}% ({tps} tok/s)",
+            if pct < 0.0 { "−" } else { "+" },
+            pct.abs()
+        )
+    }
+}
+
 /// Each memory-saving technique applied to this scenario, largest saving first.
 #[component]
 pub fn StrategyTable(props: &AnalysisProps) -> Html {
@@ -224,22 +239,24 @@ pub fn StrategyTable(props: &AnalysisProps) -> Html {
             <table class="strategies" id="strategy-table">
                 <thead><tr><th scope="col">{ "Technique" }</th><th scope="col">{ "Change" }</th>
                     <th scope="col">{ "Peak after" }</th><th scope="col">{ "Saves" }</th>
-                    <th scope="col">{ "Fits" }</th></tr></thead>
+                    <th scope="col">{ "Fits" }</th><th scope="col">{ "Speed" }</th></tr></thead>
                 <tbody>
                 { for rows.iter().map(|s| html! {
-                    <tr data-id={s.id}>
+                    <tr data-id={s.id} class={classes!(s.recommended.then_some("recommended"))}>
                         <th scope="row">{ &s.technique }</th>
-                        <td>{ &s.change }</td>
+                        <td>{ &s.change }{ if s.changes_training { " *" } else { "" } }</td>
                         <td><Bytes bytes={s.peak_device}/></td>
                         <td class={if s.saved < 0 { "costs" } else { "saves" }}>
                             { if s.saved < 0 { format!("costs {}", format::bytes(s.saved.unsigned_abs())) }
                               else { format::bytes(s.saved as u64) } }
                         </td>
-                        <td>{ if s.fits { "yes" } else { "no" } }</td>
+                        <td>{ if s.recommended { "yes, fastest" } else if s.fits { "yes" } else { "no" } }</td>
+                        <td class={if s.speed_change < -0.005 { "costs" } else { "saves" }}>{ speed(s) }</td>
                     </tr>
                 }) }
                 </tbody>
             </table>
+            <p class="note">{ "Speed: tokens per second after the change, from the time model. * changes what is trained or how it updates. \"Fastest\": quickest change that fits and keeps the training as it is." }</p>
         </div>
     }
 }
@@ -266,5 +283,36 @@ pub fn LayerInventory(props: &AnalysisProps) -> Html {
                 </table>
             </div>
         </details>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use headroom_core::strategies::Strategy;
+
+    fn row(speed_change: f64, tokens_per_second: f64) -> Strategy {
+        Strategy {
+            id: "x",
+            technique: String::new(),
+            change: String::new(),
+            peak_device: 0,
+            saved: 0,
+            fits: true,
+            step_seconds: 1.0,
+            tokens_per_step: 1,
+            tokens_per_second,
+            tokens_per_second_per_gpu: tokens_per_second,
+            speed_change,
+            changes_training: false,
+            recommended: false,
+        }
+    }
+
+    #[test]
+    fn speed_reads_as_a_signed_percentage_with_the_rate() {
+        assert_eq!(super::speed(&row(-0.12, 3450.4)), "−12% (3,450 tok/s)");
+        assert_eq!(super::speed(&row(0.9, 16709.0)), "+90% (16,709 tok/s)");
+        assert_eq!(super::speed(&row(0.004, 7679.0)), "same (7,679 tok/s)");
+        assert_eq!(super::speed(&row(-0.004, 7679.0)), "same (7,679 tok/s)");
     }
 }
