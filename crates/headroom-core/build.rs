@@ -27,8 +27,11 @@ fn main() {
         ("PRESETS_JSON", content.join("models/presets.toml")),
     ] {
         println!("cargo:rerun-if-changed={}", file.display());
-        writeln!(out, "pub const {name}: &str = {:?};", toml_to_json(&file))
-            .expect("writing to a String");
+        let mut json = toml_to_json(&file);
+        if name == "GPUS_JSON" && env::var_os("CARGO_FEATURE_PROVENANCE").is_none() {
+            json = without_provenance(&json);
+        }
+        writeln!(out, "pub const {name}: &str = {json:?};").expect("writing to a String");
     }
     out.push_str(&table(
         "CALIBRATION_FILES",
@@ -41,6 +44,21 @@ fn main() {
     for sub in ["models", "scenarios", "claims", "calibration"] {
         println!("cargo:rerun-if-changed={}", content.join(sub).display());
     }
+}
+
+/// The GPU catalog without the text that says where each figure comes from (`provenance`,
+/// `total_bytes_source`): three quarters of the catalog's bytes, shown by the CLI but by no page
+/// of the site, whose download budget it would spend (the `provenance` feature keeps it).
+fn without_provenance(json: &str) -> String {
+    let mut value: serde_json::Value =
+        serde_json::from_str(json).expect("the catalog was just written as JSON");
+    if let Some(gpus) = value.get_mut("gpu").and_then(|g| g.as_array_mut()) {
+        for gpu in gpus.iter_mut().filter_map(|g| g.as_object_mut()) {
+            gpu.remove("provenance");
+            gpu.remove("total_bytes_source");
+        }
+    }
+    value.to_string()
 }
 
 /// A TOML file as compact JSON text.
