@@ -607,6 +607,28 @@ pub fn step_time_with(
         "transformers ForCausalLMLoss (fp32 upcast); Liger fused linear cross-entropy",
     );
     let inv = inventory(spec);
+    if scen.method == Method::Qlora {
+        // bitsandbytes' MatMul4Bit dequantizes each NF4 weight to 16 bits for every use: in
+        // forward, again for the input gradient in backward, and once more per recomputed
+        // (checkpointed) layer. Each use reads the 4-bit weight (0.5 B) and writes the 16-bit
+        // copy (2 B) that the matmul then reads in place of a stored 16-bit weight.
+        let quantized: f64 = inv
+            .tensors
+            .iter()
+            .filter(|t| t.quantizable && t.scope != Scope::Model)
+            .map(|t| t.numel() as f64 * layer_count(&inv, t.scope))
+            .sum();
+        let uses = 2.0 + ck / layers.max(1.0);
+        memory(
+            "dequantize_4bit",
+            "QLoRA: NF4 weights dequantized for every use",
+            quantized * 2.5 * uses * m / mp,
+            format!(
+                "{quantized:.3e} NF4 weights x 2.5 bytes x {uses:.2} uses per micro-batch x {m:.0}"
+            ),
+            "bitsandbytes MatMul4Bit (dequantize_4bit in forward and backward); assumed bytes per use",
+        );
+    }
     let st = model_states(spec, &inv, scen);
     let opt_on_gpu = scen.parallel.offload_optimizer == Offload::None;
     let pass = match scen.optimizer {
@@ -615,9 +637,17 @@ pub fn step_time_with(
         Optimizer::Sgd => 1.0,
         _ => 2.0,
     };
+    // The step reads and writes only the weights that train: all of them in full training, the
+    // adapters with LoRA/QLoRA (a frozen base is never touched; the adapters' bytes equal their
+    // gradients', same dtype).
+    let updated_weights = if scen.method == Method::Full {
+        st.weights
+    } else {
+        st.gradients
+    };
     let opt_traffic = 2.0 * (st.optimizer.device + st.optimizer.paged + st.master_weights) as f64
         + st.gradients as f64
-        + 2.0 * st.weights as f64;
+        + 2.0 * updated_weights as f64;
     if opt_on_gpu {
         memory(
             "optimizer",

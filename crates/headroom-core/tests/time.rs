@@ -739,3 +739,51 @@ fn extreme_inputs_stay_finite() {
         );
     }
 }
+
+/// QLoRA computes what LoRA computes, and adds bitsandbytes' dequantization of every NF4 base
+/// weight per use (forward and backward): 2.5 bytes per weight per use at HBM bandwidth. The
+/// optimizer step touches the adapters only, whatever the base is stored in.
+#[test]
+fn qlora_pays_for_dequantization_and_the_frozen_base_is_never_updated() {
+    let (scen, spec) = llama8b();
+    let h100 = gpu("h100-sxm-80gb");
+    let base = Scenario {
+        precision: Precision::Bf16,
+        ..scen
+    };
+    let lora = Scenario {
+        method: Method::Lora,
+        ..base.clone()
+    };
+    let qlora = Scenario {
+        method: Method::Qlora,
+        ..base.clone()
+    };
+    let (tl, tq) = (
+        step_time(&spec, &h100, &lora),
+        step_time(&spec, &h100, &qlora),
+    );
+    let term = |t: &StepTime, id: &str| {
+        t.terms
+            .iter()
+            .filter(|x| x.id == id)
+            .map(|x| x.exposed_seconds)
+            .sum::<f64>()
+    };
+    // The base Linears of the decoder layers (embeddings and lm_head stay 16-bit).
+    let (n_layers, _) = llama8b_linear_params(&spec);
+    let dequant = term(&tq, "dequantize_4bit");
+    close(
+        dequant,
+        n_layers * 2.5 * 2.0 / (h100.memory_bandwidth_gbs * 1e9),
+        1e-9,
+    );
+    assert_eq!(term(&tl, "dequantize_4bit"), 0.0);
+    // Same matmuls, same optimizer traffic: QLoRA is slower by exactly the dequantization.
+    assert_eq!(term(&tl, "optimizer"), term(&tq, "optimizer"));
+    close(tq.step_seconds - tl.step_seconds, dequant, 1e-9);
+    assert!(tq.tokens_per_second < tl.tokens_per_second);
+    // LoRA's optimizer step does not grow with the frozen base: far below full training's.
+    let full = step_time(&spec, &h100, &base);
+    assert!(term(&tl, "optimizer") < term(&full, "optimizer") / 50.0);
+}
