@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
-use headroom_core::estimate::resolve_model;
-use headroom_core::{Calibration, analyze, codec, estimate, fit, strategies};
+use headroom_core::estimate::resolve;
+use headroom_core::{analyze, codec, fit};
 
 use args::{Cli, Command, Format, ScenarioArgs};
 
@@ -46,25 +46,19 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Fit { scenario, format } => {
             let scen = scenario.build()?;
-            let (_, spec) = resolve_model(&scen)?;
-            let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
-            let cal = Calibration::for_gpu(gpu);
-            let fitted = fit::fit(&spec, gpu, &cal, &scen);
+            let r = resolve(&scen)?;
+            let fitted = fit::fit(&r.spec, r.gpu, &r.calibration, &scen);
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&fitted)?),
                 Format::Table => print!("{}", render::fit_table(&fitted, &scen)),
             }
         }
         Command::Strategies { scenario, format } => {
-            let scen = scenario.build()?;
-            let (_, spec) = resolve_model(&scen)?;
-            let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
-            let cal = Calibration::for_gpu(gpu);
-            let rows = strategies::strategies(&spec, gpu, &cal, &scen);
-            let now = estimate(&scen)?;
+            // The analysis holds both the table and the estimate it is measured against.
+            let a = analyze(&scenario.build()?)?;
             match format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-                Format::Table => print!("{}", render::strategies_table(&rows, &now)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&a.strategies)?),
+                Format::Table => print!("{}", render::strategies_table(&a.strategies, &a.estimate)),
             }
         }
         Command::Models { format } => {

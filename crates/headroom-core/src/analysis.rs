@@ -6,10 +6,10 @@
 use serde::Serialize;
 
 use crate::calibration::Calibration;
-use crate::catalog::{Gpu, GpuCatalog};
+use crate::catalog::Gpu;
 use crate::codec;
 use crate::error::ScenarioError;
-use crate::estimate::{Estimate, estimate_with, resolve_model};
+use crate::estimate::{Estimate, estimate_with, resolve};
 use crate::fit::{Fit, fit};
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
@@ -30,11 +30,8 @@ pub struct Analysis {
 
 /// Analyzes a scenario with the built-in catalogs and the GPU's calibration.
 pub fn analyze(scen: &Scenario) -> Result<Analysis, ScenarioError> {
-    scen.validate()?;
-    let (name, spec) = resolve_model(scen)?;
-    let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
-    let cal = Calibration::for_gpu(gpu);
-    Ok(analyze_with(&name, &spec, gpu, &cal, scen))
+    let r = resolve(scen)?;
+    Ok(analyze_with(&r.name, &r.spec, r.gpu, &r.calibration, scen))
 }
 
 /// Analyzes with an explicit model, GPU and calibration (a user's own calibration file, say).

@@ -565,10 +565,16 @@ pub fn field_pairs(fields: &Map<String, Value>) -> Result<Vec<(String, String)>,
 /// The named scenarios compiled into the core, sorted by id (files that fail to parse are
 /// reported by the core's tests, never shown).
 pub fn named_scenarios() -> Vec<NamedScenario> {
-    crate::catalog::embedded::SCENARIO_FILES
-        .iter()
-        .filter_map(|(id, text)| parse_scenario_file(id, text).ok())
-        .collect()
+    // Parsed once: pages ask on every render of their header, and the guides per block.
+    static PARSED: std::sync::OnceLock<Vec<NamedScenario>> = std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            crate::catalog::embedded::SCENARIO_FILES
+                .iter()
+                .filter_map(|(id, text)| parse_scenario_file(id, text).ok())
+                .collect()
+        })
+        .clone()
 }
 
 /// The value of one link field in `scen`, as a link writes it (`None` for `v`, `cfg` and

@@ -174,13 +174,34 @@ pub fn resolve_model(scen: &Scenario) -> Result<(String, ModelSpec), ScenarioErr
     }
 }
 
-/// Estimates a scenario with the built-in catalogs and the GPU's calibration.
-pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
+/// What a scenario needs before any formula runs: its model, its GPU and that GPU's runtime
+/// constants, from the built-in catalogs.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub name: String,
+    pub spec: ModelSpec,
+    pub gpu: &'static Gpu,
+    pub calibration: Calibration,
+}
+
+/// Validates a scenario and resolves its model, GPU and calibration (the one place every
+/// surface does this: `estimate`, `analyze`, the CLI and the site).
+pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     scen.validate()?;
     let (name, spec) = resolve_model(scen)?;
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
-    let cal = Calibration::for_gpu(gpu);
-    Ok(estimate_with(&name, &spec, gpu, &cal, scen))
+    Ok(Resolved {
+        name,
+        spec,
+        gpu,
+        calibration: Calibration::for_gpu(gpu),
+    })
+}
+
+/// Estimates a scenario with the built-in catalogs and the GPU's calibration.
+pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
+    let r = resolve(scen)?;
+    Ok(estimate_with(&r.name, &r.spec, r.gpu, &r.calibration, scen))
 }
 
 const MIB: u64 = 1 << 20;

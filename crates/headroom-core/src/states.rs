@@ -391,12 +391,11 @@ fn trainable_full(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> u6
     model_states_params_only(spec, inv, &single)
 }
 
-fn model_states_params_only(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> u64 {
-    let r = scen.lora.rank as u64;
-    let _ = spec;
-    inv.linears()
-        .filter(|t| t.scope != Scope::Model)
-        .filter(|t| match scen.lora.targets {
+/// Whether LoRA puts an adapter on this Linear: decoder layers only, all Linears or the
+/// attention projections (PEFT's `target_modules`). The time model uses the same rule.
+pub(crate) fn lora_adapts(scen: &Scenario, t: &crate::model::ParamTensor) -> bool {
+    t.scope != Scope::Model
+        && match scen.lora.targets {
             LoraTargets::AllLinear => true,
             LoraTargets::Attention => matches!(
                 t.linear,
@@ -411,7 +410,14 @@ fn model_states_params_only(spec: &ModelSpec, inv: &ParamInventory, scen: &Scena
                         | "out_proj"
                 )
             ),
-        })
+        }
+}
+
+fn model_states_params_only(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> u64 {
+    let r = scen.lora.rank as u64;
+    let _ = spec;
+    inv.linears()
+        .filter(|t| lora_adapts(scen, t))
         .map(|t| {
             let layers = match t.scope {
                 Scope::Layer => inv.dense_layers + inv.sparse_layers,

@@ -26,10 +26,9 @@ use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::estimate::Confidence;
 use crate::model::ModelSpec;
-use crate::model::params::{ParamInventory, ParamTensor, Scope, inventory};
+use crate::model::params::{ParamInventory, Scope, inventory};
 use crate::scenario::{
-    Attention, Checkpointing, DataParallel, LoraTargets, LossImpl, Method, Offload, Optimizer,
-    Scenario,
+    Attention, Checkpointing, DataParallel, LossImpl, Method, Offload, Optimizer, Scenario,
 };
 use crate::states::model_states;
 
@@ -281,27 +280,6 @@ fn layer_count(inv: &ParamInventory, scope: Scope) -> f64 {
     }
 }
 
-/// Whether LoRA adapts this Linear (same rule as `states.rs`).
-fn lora_targets(scen: &Scenario, t: &ParamTensor) -> bool {
-    t.scope != Scope::Model
-        && match scen.lora.targets {
-            LoraTargets::AllLinear => true,
-            LoraTargets::Attention => matches!(
-                t.linear,
-                Some(
-                    "q_proj"
-                        | "k_proj"
-                        | "v_proj"
-                        | "o_proj"
-                        | "qkv_proj"
-                        | "c_attn"
-                        | "query_key_value"
-                        | "out_proj"
-                )
-            ),
-        }
-}
-
 /// Matrix-multiply FLOPs per token of `spec` trained as `scen` says, from the parameter
 /// inventory (`model/params.rs`).
 pub fn token_flops(spec: &ModelSpec, scen: &Scenario) -> TokenFlops {
@@ -339,7 +317,7 @@ pub fn token_flops(spec: &ModelSpec, scen: &Scenario) -> TokenFlops {
         if full {
             f.matmul_params_trainable += n;
         }
-        if !full && t.linear.is_some() && lora_targets(scen, t) {
+        if !full && t.linear.is_some() && crate::states::lora_adapts(scen, t) {
             // x·A (d_in x r) then ·B (r x d_out): 2r(d_in + d_out) forward, twice that back.
             let a = r * (t.d_in + t.d_out) as f64 * active * layer_count(&inv, t.scope);
             fwd_total += 2.0 * a;

@@ -7,11 +7,9 @@ use std::rc::Rc;
 use headroom_core::calibration::schema::{Constants, ErrorTable, LevelError, Status};
 use headroom_core::format;
 use plotters::prelude::IntoDrawingArea;
-use plotters_canvas::CanvasBackend;
 use yew::prelude::*;
 
 use crate::calibration_state::{CalibrationView, UserCalibration, builtin_for};
-use crate::charts::{Style, palette};
 use crate::charts_calibration::{draw_efficiency, height};
 use crate::dom;
 
@@ -355,28 +353,8 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
 }
 
 fn draw(canvas: &web_sys::HtmlCanvasElement, view: &CalibrationView) {
-    let css_width = canvas
-        .parent_element()
-        .map_or(640, |p| p.client_width().max(280)) as u32;
-    let css_height = height(css_width);
-    let ratio = dom::pixel_ratio();
-    let (w, h) = (
-        (css_width as f64 * ratio) as u32,
-        (css_height as f64 * ratio) as u32,
-    );
-    if canvas.width() != w || canvas.height() != h {
-        canvas.set_width(w);
-        canvas.set_height(h);
-        let _ = canvas
-            .style()
-            .set_property("height", &format!("{css_height}px"));
-    }
-    let Some(backend) = CanvasBackend::with_canvas_object(canvas.clone()) else {
+    let Some((backend, style)) = super::chart::prepare_canvas(canvas, height) else {
         return;
-    };
-    let style = Style {
-        palette: palette(dom::prefers_dark()),
-        scale: ratio,
     };
     if let Err(e) = draw_efficiency(
         &backend.into_drawing_area(),

@@ -22,12 +22,17 @@ pub struct ChartProps {
     pub file_stem: AttrValue,
 }
 
-fn draw(canvas: &web_sys::HtmlCanvasElement, kind: ChartKind, est: &Estimate) {
-    let started = dom::now_ms();
+/// Sizes a canvas to its container's width (and the height `height_for(width)` asks for) in
+/// device pixels, and returns a plotters backend on it with the page's colour scheme. Every
+/// canvas chart of the site draws through this.
+pub fn prepare_canvas(
+    canvas: &web_sys::HtmlCanvasElement,
+    height_for: impl Fn(u32) -> u32,
+) -> Option<(CanvasBackend, Style)> {
     let css_width = canvas
         .parent_element()
         .map_or(640, |p| p.client_width().max(280)) as u32;
-    let css_height = kind.height(css_width, est);
+    let css_height = height_for(css_width);
     let ratio = dom::pixel_ratio();
     let (w, h) = (
         (css_width as f64 * ratio) as u32,
@@ -42,15 +47,20 @@ fn draw(canvas: &web_sys::HtmlCanvasElement, kind: ChartKind, est: &Estimate) {
             .style()
             .set_property("height", &format!("{css_height}px"));
     }
-    let Some(backend) = CanvasBackend::with_canvas_object(canvas.clone()) else {
-        return;
-    };
-    let root = backend.into_drawing_area();
+    let backend = CanvasBackend::with_canvas_object(canvas.clone())?;
     let style = Style {
         palette: palette(dom::prefers_dark()),
         scale: ratio,
     };
-    if let Err(e) = kind.draw(&root, est, &style) {
+    Some((backend, style))
+}
+
+fn draw(canvas: &web_sys::HtmlCanvasElement, kind: ChartKind, est: &Estimate) {
+    let started = dom::now_ms();
+    let Some((backend, style)) = prepare_canvas(canvas, |w| kind.height(w, est)) else {
+        return;
+    };
+    if let Err(e) = kind.draw(&backend.into_drawing_area(), est, &style) {
         web_sys::console::warn_1(&e.into());
     }
     let _ = canvas.set_attribute("data-draw-ms", &format!("{:.2}", dom::now_ms() - started));

@@ -29,14 +29,11 @@ pub fn outcome_with(
     let started = crate::dom::now_ms();
     // One path for both (the core's `analyze` is this with the built-in calibration): a second
     // copy of the analysis would cost download size.
-    let analyzed = s.validate().and_then(|()| {
-        let (name, spec) = headroom_core::estimate::resolve_model(s)?;
-        let gpu = headroom_core::GpuCatalog::builtin().get(&s.gpu)?;
-        let cal = match user.and_then(|u| u.for_gpu(&s.gpu)) {
-            Some(cal) => cal.clone(),
-            None => headroom_core::Calibration::for_gpu(gpu),
-        };
-        Ok(headroom_core::analyze_with(&name, &spec, gpu, &cal, s))
+    let analyzed = headroom_core::estimate::resolve(s).map(|r| {
+        let cal = user
+            .and_then(|u| u.for_gpu(&s.gpu))
+            .unwrap_or(&r.calibration);
+        headroom_core::analyze_with(&r.name, &r.spec, r.gpu, cal, s)
     });
     let result = analyzed
         .map(Rc::new)
