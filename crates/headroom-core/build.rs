@@ -38,10 +38,11 @@ fn main() {
         &content.join("calibration"),
         "json",
     ));
+    out.push_str(&guide_index(&content.join("guides")));
     let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("content.rs");
     fs::write(dest, out).expect("OUT_DIR is writable");
     println!("cargo:rerun-if-changed={}", content.display());
-    for sub in ["models", "scenarios", "claims", "calibration"] {
+    for sub in ["models", "scenarios", "claims", "calibration", "guides"] {
         println!("cargo:rerun-if-changed={}", content.join(sub).display());
     }
 }
@@ -114,6 +115,39 @@ fn table(name: &str, dir: &Path, ext: &str) -> String {
             path.display().to_string()
         )
         .expect("writing to a String");
+    }
+    s.push_str("];\n");
+    s
+}
+
+/// `pub const GUIDE_INDEX: &[(slug, title, summary, order)]` from each guide's front matter.
+/// Only the index is embedded: the site fetches a guide's text when it is opened, so the guides
+/// cost the calculator's download nothing.
+fn guide_index(dir: &Path) -> String {
+    let mut entries = Vec::new();
+    for path in fs::read_dir(dir).into_iter().flatten().filter_map(Result::ok).map(|e| e.path()) {
+        let Some(slug) = path.file_stem().and_then(|s| s.to_str()) else { continue };
+        let lowercase = slug.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if path.extension().is_none_or(|e| e != "md") || !lowercase {
+            continue;
+        }
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = fs::read_to_string(&path).expect("a guide is readable UTF-8");
+        let field = |key: &str| {
+            text.lines()
+                .skip(1)
+                .take_while(|l| l.trim() != "---")
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(|v| v.trim().to_string()))
+                .unwrap_or_default()
+        };
+        // A guide whose order does not parse sorts last; the guide tests name the error.
+        let order: u32 = field("order").parse().unwrap_or(u32::MAX);
+        entries.push((order, slug.to_string(), field("title"), field("summary")));
+    }
+    entries.sort();
+    let mut s = String::from("pub const GUIDE_INDEX: &[(&str, &str, &str, u32)] = &[\n");
+    for (order, slug, title, summary) in entries {
+        writeln!(s, "    ({slug:?}, {title:?}, {summary:?}, {order}),").expect("writing to a String");
     }
     s.push_str("];\n");
     s

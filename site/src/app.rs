@@ -6,7 +6,10 @@ use yew::prelude::*;
 
 use crate::calibration_state::{CalibrationContext, UserCalibration, load_session};
 use crate::dom;
+use crate::components::search::Search;
+use crate::guides::page::{GuideList, GuidePage};
 use crate::pages::calibration::Calibrations;
+use crate::pages::catalog::{GpuList, GpuPage, ModelList, ModelPage};
 use crate::pages::examples::{Example, Examples};
 use crate::pages::{calculator::Calculator, compare::Compare, embed::Embed, not_found::NotFound};
 use crate::route::Route;
@@ -36,6 +39,12 @@ fn page(route: Route) -> Html {
             let key = n.clone();
             html! { <Example key={key} n={AttrValue::from(n)}/> }
         }
+        Route::Guides => html! { <GuideList/> },
+        Route::Guide { slug } => html! { <GuidePage slug={AttrValue::from(slug)}/> },
+        Route::Gpus => html! { <GpuList/> },
+        Route::Gpu { id } => html! { <GpuPage id={AttrValue::from(id)}/> },
+        Route::Models => html! { <ModelList/> },
+        Route::Model { id } => html! { <ModelPage id={AttrValue::from(id)}/> },
         Route::Embed | Route::NotFound => html! { <NotFound/> },
     }
 }
@@ -78,6 +87,7 @@ fn Chrome(props: &ChromeProps) -> Html {
                 <p class="tagline">{ "Will this training run fit on these GPUs?" }</p>
                 <nav aria-label="Site">
                     <a href={format!("{base}/")}>{ "Calculator" }</a>
+                    <a href={format!("{base}/guides")}>{ "Guides" }</a>
                     <a href={format!("{base}/compare")}>{ "Compare" }</a>
                     <a href={format!("{base}/calibration")}>{ "Calibration" }</a>
                     <a href={format!("{base}/examples")}>{ "Worked examples" }</a>
@@ -91,10 +101,16 @@ fn Chrome(props: &ChromeProps) -> Html {
                                 </ul>
                                 { menu_group("More scenarios",
                                     examples.iter().filter(|n| !n.id.starts_with("ex")), &base) }
+                                <p class="menu-title">{ "Catalogs" }</p>
+                                <ul>
+                                    <li><a href={format!("{base}/gpus")}>{ "Every GPU: what fits on it" }</a></li>
+                                    <li><a href={format!("{base}/models")}>{ "Every model: what training it takes" }</a></li>
+                                </ul>
                             </div>
                         </details>
                     }
                 </nav>
+                <Search/>
             </header>
             { props.children.clone() }
             <footer class="site-footer">
@@ -104,9 +120,25 @@ fn Chrome(props: &ChromeProps) -> Html {
     }
 }
 
+/// The page for the current address.
+#[component]
+fn Routed() -> Html {
+    switch(Route::current())
+}
+
 #[component]
 pub fn App() -> Html {
     use_effect_with((), |_| dom::register_service_worker());
+    // Links to other pages of the site render in place (no page load); the key below makes
+    // each address a fresh page, which reads its state from the address as on a page load.
+    let location = use_state(dom::location_key);
+    {
+        let location = location.clone();
+        use_effect_with((), move |_| {
+            dom::intercept_links();
+            dom::on_history(move || location.set(dom::location_key()));
+        });
+    }
     // The user's own calibration file, kept in session storage across page loads.
     let user = use_state(load_session);
     let calibration = CalibrationContext {
@@ -115,7 +147,7 @@ pub fn App() -> Html {
     };
     html! {
         <ContextProvider<CalibrationContext> context={calibration}>
-            { switch(Route::current()) }
+            <Routed key={(*location).clone()}/>
         </ContextProvider<CalibrationContext>>
     }
 }

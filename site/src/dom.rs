@@ -195,3 +195,103 @@ pub fn register_service_worker() {
         }
     }
 }
+
+/// The address's path, query and fragment: what identifies a page of the app.
+pub fn location_key() -> String {
+    window()
+        .and_then(|w| {
+            let l = w.location();
+            Some(format!("{}{}", l.pathname().ok()?, l.search().ok()?))
+        })
+        .unwrap_or_default()
+}
+
+/// Goes to a site address without a page load: a history entry, then the app renders the new
+/// route (it listens for `popstate`, which this dispatches, as "back" does).
+pub fn navigate(href: &str) {
+    let Some(w) = window() else { return };
+    if let Ok(history) = w.history() {
+        if history
+            .push_state_with_url(&JsValue::NULL, "", Some(href))
+            .is_err()
+        {
+            let _ = w.location().set_href(href);
+            return;
+        }
+    }
+    w.scroll_to_with_x_and_y(0.0, 0.0);
+    if let Ok(e) = web_sys::Event::new("popstate") {
+        let _ = w.dispatch_event(&e);
+    }
+}
+
+/// Scrolls to the element the address's `#fragment` names (content drawn after load).
+pub fn scroll_to_hash() {
+    let Some(w) = window() else { return };
+    let hash = w.location().hash().unwrap_or_default();
+    let Some(id) = hash.strip_prefix('#').filter(|h| !h.is_empty()) else {
+        return;
+    };
+    if let Some(el) = w.document().and_then(|d| d.get_element_by_id(id)) {
+        el.scroll_into_view();
+    }
+}
+
+/// Turns a plain click on a link to another page of this site into [`navigate`]: no page load,
+/// no new download of the app. Modified clicks (new tab), downloads, other origins, other
+/// targets and same-page anchors keep the browser's behaviour.
+pub fn intercept_links() {
+    let Some(w) = window() else { return };
+    let Some(document) = w.document() else { return };
+    let handler = wasm_bindgen::closure::Closure::<dyn FnMut(web_sys::MouseEvent)>::new(
+        |e: web_sys::MouseEvent| {
+            if e.default_prevented()
+                || e.button() != 0
+                || e.meta_key()
+                || e.ctrl_key()
+                || e.shift_key()
+                || e.alt_key()
+            {
+                return;
+            }
+            let Some(a) = e
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+                .and_then(|el| el.closest("a[href]").ok().flatten())
+                .and_then(|el| el.dyn_into::<web_sys::HtmlAnchorElement>().ok())
+            else {
+                return;
+            };
+            let Some(w) = window() else { return };
+            let here = w.location();
+            let same_origin = here.origin().ok().is_some_and(|o| a.origin() == o);
+            let base = base_path();
+            let in_site = a.pathname().starts_with(&format!("{base}/")) || a.pathname() == base;
+            if !same_origin || !in_site || !a.target().is_empty() || a.has_attribute("download") {
+                return;
+            }
+            // Static files (the guides' Markdown, sw.js, the embed test page) load normally.
+            if a.pathname().rsplit('/').next().is_some_and(|last| last.contains('.')) {
+                return;
+            }
+            let same_page = here.pathname().ok().is_some_and(|p| p == a.pathname())
+                && here.search().ok().is_some_and(|s| s == a.search());
+            if same_page && !a.hash().is_empty() {
+                return;
+            }
+            e.prevent_default();
+            navigate(&format!("{}{}{}", a.pathname(), a.search(), a.hash()));
+        },
+    );
+    let _ = document.add_event_listener_with_callback("click", handler.as_ref().unchecked_ref());
+    handler.forget();
+}
+
+/// Calls `on_change` when the address changes by history (back, forward, [`navigate`]).
+pub fn on_history(on_change: impl Fn() + 'static) {
+    let Some(w) = window() else { return };
+    let handler =
+        wasm_bindgen::closure::Closure::<dyn FnMut(web_sys::Event)>::new(move |_| on_change());
+    let _ = w.add_event_listener_with_callback("popstate", handler.as_ref().unchecked_ref());
+    handler.forget();
+}

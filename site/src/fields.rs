@@ -426,3 +426,8 @@ mod tests {
         }
     }
 }
+
+/// The field of a link key (`None` for `model`, drawn by the model picker, and unknown keys).
+pub fn find(key: &str) -> Option<&'static Field> {
+    GROUPS.iter().flat_map(|g| g.fields.iter()).find(|f| f.key == key)
+}

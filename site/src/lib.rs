@@ -14,10 +14,12 @@ pub mod charts_calibration;
 pub mod components;
 pub mod dom;
 pub mod fields;
+pub mod guides;
 pub mod hub;
 pub mod pages;
 pub mod query;
 pub mod route;
+pub mod search;
 pub mod state;
 
 pub use app::App;

@@ -1,7 +1,8 @@
 //! The site's routes. Page state (the scenario) travels in the query string, not the path.
 //!
-//! Every link is a plain `<a href>` (a page load), so the path is read once when the app
-//! starts; a router library would cost download size for navigation the site does not do.
+//! Links are plain `<a href>`s; the app turns a click on one into a history entry and renders
+//! the new route without a page load (see `app.rs`), so a router library's download is not
+//! needed.
 
 /// A page of the site.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +30,23 @@ pub enum Route {
     Example {
         n: String,
     },
+    /// `/guides`: the list of guides.
+    Guides,
+    /// `/guides/<slug>`: one guide from `content/guides/`.
+    Guide {
+        slug: String,
+    },
+    /// `/gpus` and `/gpus/<id>`: the GPU catalog, and one GPU with what fits on it.
+    Gpus,
+    Gpu {
+        id: String,
+    },
+    /// `/models` and `/models/<id>`: the model presets, and one model with what training it
+    /// takes.
+    Models,
+    Model {
+        id: String,
+    },
     NotFound,
 }
 
@@ -45,6 +63,14 @@ impl Route {
             ["calibration", id] => Route::CalibrationFile { id: id.to_string() },
             ["examples"] => Route::Examples,
             ["examples", n] => Route::Example { n: n.to_string() },
+            ["guides"] => Route::Guides,
+            ["guides", slug] => Route::Guide {
+                slug: slug.to_string(),
+            },
+            ["gpus"] => Route::Gpus,
+            ["gpus", id] => Route::Gpu { id: id.to_string() },
+            ["models"] => Route::Models,
+            ["models", id] => Route::Model { id: id.to_string() },
             _ => Route::NotFound,
         }
     }
@@ -60,6 +86,12 @@ impl Route {
             Route::CalibrationFile { id } => format!("/calibration/{id}"),
             Route::Examples => "/examples".into(),
             Route::Example { n } => format!("/examples/{n}"),
+            Route::Guides => "/guides".into(),
+            Route::Guide { slug } => format!("/guides/{slug}"),
+            Route::Gpus => "/gpus".into(),
+            Route::Gpu { id } => format!("/gpus/{id}"),
+            Route::Models => "/models".into(),
+            Route::Model { id } => format!("/models/{id}"),
             Route::NotFound => "/404".into(),
         }
     }
@@ -95,6 +127,13 @@ mod tests {
             ("/examples/", Route::Examples),
             ("/examples/2", Route::Example { n: "2".into() }),
             ("/examples/2/x", Route::NotFound),
+            ("/guides", Route::Guides),
+            ("/guides/mixed-precision", Route::Guide { slug: "mixed-precision".into() }),
+            ("/gpus/h100-sxm-80gb", Route::Gpu { id: "h100-sxm-80gb".into() }),
+            ("/gpus/", Route::Gpus),
+            ("/models", Route::Models),
+            ("/models/gpt2", Route::Model { id: "gpt2".into() }),
+            ("/guides/a/b", Route::NotFound),
             ("/s", Route::NotFound),
             ("/s/a/b", Route::NotFound),
             ("/no/such/page", Route::NotFound),

@@ -21,6 +21,8 @@ use crate::codec::{NamedScenario, decode_pairs, query_pairs};
 use crate::error::ScenarioError;
 use crate::scenario::Scenario;
 
+pub use crate::metrics::{Unit, eval_metric, metric_unit};
+
 /// A claim is `right` when Headroom's figure is within this fraction of the claimed one
 /// (relative to Headroom's figure), `wrong` when it is further.
 pub const RIGHT_WITHIN: f64 = 0.10;
@@ -69,16 +71,6 @@ impl Verdict {
     }
 }
 
-/// How a metric's value reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    Bytes,
-    /// A count (parameters, a micro-batch).
-    Count,
-    /// A quotient, such as bytes per parameter.
-    Ratio,
-}
-
 /// One claim as the file states it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
@@ -105,17 +97,6 @@ impl Claim {
         } else {
             format!("/s/{}?{}", self.scenario, self.overrides)
         }
-    }
-}
-
-/// The unit of a metric: a quotient, a count (`parameters.*`, `fit.*`), or bytes.
-pub fn metric_unit(metric: &str) -> Unit {
-    if metric.contains('/') {
-        Unit::Ratio
-    } else if metric.starts_with("parameters.") || metric.starts_with("fit.") {
-        Unit::Count
-    } else {
-        Unit::Bytes
     }
 }
 
@@ -346,114 +327,6 @@ where
     })
 }
 
-/// A field of the CLI's JSON (`headroom estimate --format json`) as a metric reads it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Leaf {
-    Number(f64),
-    /// `null` (no micro-batch fits, say).
-    Null,
-    /// A string field (`peak.phase`, `verdict.gpu`).
-    Text,
-}
-
-/// The scalar fields of the CLI's JSON a metric may name (`parameters.*`, `bytes.*`, `peak.*`,
-/// `verdict.*`, `fit.*`), read directly rather than through serde so the site carries no
-/// serializer; a test checks this table against the serialized JSON, field by field.
-fn json_field(a: &Analysis, name: &str) -> Option<Leaf> {
-    let e = &a.estimate;
-    let (p, b, k, v) = (&e.parameters, &e.bytes, &e.peak, &e.verdict);
-    let n = |x: u64| Some(Leaf::Number(x as f64));
-    let opt = |x: Option<u32>| Some(x.map_or(Leaf::Null, |x| Leaf::Number(f64::from(x))));
-    match name.split_once('.')? {
-        ("parameters", f) => match f {
-            "total" => n(p.total),
-            "trainable" => n(p.trainable),
-            "per_gpu" => n(p.per_gpu),
-            _ => None,
-        },
-        ("bytes", f) => match f {
-            "weights" => n(b.weights),
-            "gradients" => n(b.gradients),
-            "optimizer_states" => n(b.optimizer_states),
-            "activations_per_layer" => n(b.activations_per_layer),
-            "retained_after_forward" => n(b.retained_after_forward),
-            "peak_tensors" => n(b.peak_tensors),
-            "peak_allocated" => n(b.peak_allocated),
-            "peak_reserved" => n(b.peak_reserved),
-            "peak_device" => n(b.peak_device),
-            "host" => n(b.host),
-            "nvme" => n(b.nvme),
-            _ => None,
-        },
-        ("peak", f) => match f {
-            "tensors" => n(k.tensors),
-            "allocated" => n(k.allocated),
-            "reserved" => n(k.reserved),
-            "device" => n(k.device),
-            "phase" | "at" => Some(Leaf::Text),
-            _ => None,
-        },
-        ("verdict", f) => match f {
-            "capacity" => n(v.capacity),
-            "fits" => Some(Leaf::Number(f64::from(u8::from(v.fits)))),
-            "headroom" => Some(Leaf::Number(v.headroom as f64)),
-            "headroom_percent" => Some(Leaf::Number(v.headroom_percent)),
-            "gpu" => Some(Leaf::Text),
-            _ => None,
-        },
-        ("fit", f) => match f {
-            "max_micro_batch" => opt(a.fit.max_micro_batch),
-            "max_seq" => opt(a.fit.max_seq),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn field(a: &Analysis, name: &str) -> Result<f64, String> {
-    let name = name.trim();
-    let id = name.strip_prefix("components.").unwrap_or(name);
-    if let Some(c) = a.estimate.components.iter().find(|c| c.id == id) {
-        return Ok(c.bytes as f64);
-    }
-    match json_field(a, name) {
-        Some(Leaf::Number(x)) => Ok(x),
-        Some(Leaf::Null) => Err(format!("names `{name}`, which has no value here (null)")),
-        Some(Leaf::Text) => Err(format!("names `{name}`, which is not a number")),
-        None => {
-            let components: Vec<&str> = a.estimate.components.iter().map(|c| c.id).collect();
-            Err(format!(
-                "names `{name}`: not a JSON field (parameters.*, bytes.*, peak.*, verdict.*, \
-                 fit.*) nor a component id ({})",
-                components.join(", ")
-            ))
-        }
-    }
-}
-
-/// `a+b+c`, optionally `(a+b)/d`: the sum of fields, divided by one field.
-pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
-    let (num, den) = match metric.rsplit_once('/') {
-        Some((n, d)) => (n, Some(d)),
-        None => (metric, None),
-    };
-    let num = num.trim().trim_start_matches('(').trim_end_matches(')');
-    let mut sum = 0.0;
-    for term in num.split('+') {
-        sum += field(a, term)?;
-    }
-    match den {
-        Some(d) => {
-            let d = field(a, d)?;
-            if d == 0.0 {
-                return Err(format!("`{metric}` divides by zero"));
-            }
-            Ok(sum / d)
-        }
-        None => Ok(sum),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,42 +371,6 @@ mod tests {
         let r = row(&with("metric", json!("(bytes.weights)/parameters.total"))).expect("ok");
         assert_eq!(r.claim.unit(), Unit::Ratio);
         assert!(r.computed > 0.0);
-    }
-
-    /// Every scalar of the CLI's JSON (`parameters`, `bytes`, `peak`, `verdict`, `fit`) is a
-    /// metric with the serialized value, and nothing else is.
-    #[test]
-    fn metrics_are_the_clis_json_fields() {
-        for id in ["llama-3.1-8b-h100", "ex2-70b-zero3-8x80gb"] {
-            let scen = named_scenarios()
-                .into_iter()
-                .find(|n| n.id == id)
-                .expect("named")
-                .scenario;
-            let a = analyze(&scen).expect("analyzes");
-            let e = &a.estimate;
-            let doc = json!({
-                "parameters": e.parameters, "bytes": e.bytes, "peak": e.peak,
-                "verdict": e.verdict, "fit": a.fit,
-            });
-            let mut seen = 0;
-            for (group, fields) in doc.as_object().expect("an object") {
-                for (k, v) in fields.as_object().expect("an object") {
-                    let name = format!("{group}.{k}");
-                    let want = match v {
-                        Value::Number(x) => Leaf::Number(x.as_f64().expect("a number")),
-                        Value::Bool(b) => Leaf::Number(f64::from(u8::from(*b))),
-                        Value::Null => Leaf::Null,
-                        _ => Leaf::Text,
-                    };
-                    assert_eq!(json_field(&a, &name), Some(want), "{name}");
-                    seen += 1;
-                }
-            }
-            assert!(seen > 20);
-            assert_eq!(json_field(&a, "bytes.nonsense"), None);
-            assert_eq!(json_field(&a, "weights"), None);
-        }
     }
 
     #[test]

@@ -28,6 +28,19 @@ pub fn signed_bytes(b: i64) -> String {
     }
 }
 
+/// `62345678912` -> `62,345,678,912`.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
 /// 8030261248 -> "8.03B", 124439808 -> "124.4M".
 pub fn count(n: u64) -> String {
     let v = n as f64;
@@ -41,5 +54,16 @@ pub fn count(n: u64) -> String {
         format!("{:.1}K", v / 1e3)
     } else {
         n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(super::grouped(0), "0");
+        assert_eq!(super::grouped(999), "999");
+        assert_eq!(super::grouped(1000), "1,000");
+        assert_eq!(super::grouped(62345678912), "62,345,678,912");
     }
 }

@@ -56,6 +56,7 @@ fn show(metric: &str, v: f64) -> String {
         Unit::Ratio => format!("{v:.3}"),
         Unit::Bytes => format!("{} B ({:.2} GiB)", thousands(v), v / f64::from(1u32 << 30)),
         Unit::Count => thousands(v),
+        other => headroom_core::metrics::display(other, v),
     }
 }
 

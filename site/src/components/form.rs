@@ -35,12 +35,18 @@ fn target_value(e: &Event) -> Option<String> {
         .map(web_sys::HtmlSelectElement::value)
 }
 
-fn field_input(field: &Field, props: &FormProps) -> Html {
-    let state = &props.state;
+/// One input: its label, control, help and error. The guides' calculator blocks draw their
+/// inputs with it too, so a field reads and validates the same everywhere.
+pub fn field_input(
+    field: &Field,
+    state: &CalcState,
+    dispatch: &Callback<Action>,
+    id_prefix: &str,
+) -> Html {
     if !(field.shown)(&state.scenario) {
         return html! {};
     }
-    let id = format!("{}-{}", props.id_prefix, field.key);
+    let id = format!("{id_prefix}-{}", field.key);
     let key = field.key.to_string();
     let value = state
         .drafts
@@ -56,7 +62,7 @@ fn field_input(field: &Field, props: &FormProps) -> Html {
     } else {
         help_id.clone()
     };
-    let dispatch = props.dispatch.clone();
+    let dispatch = dispatch.clone();
     let on_value = Callback::from(move |e: Event| {
         if let Some(v) = target_value(&e) {
             crate::dom::edit_started();
@@ -121,7 +127,7 @@ pub fn ScenarioForm(props: &FormProps) -> Html {
                     <details class="group" open={g.open && props.open_defaults}
                              id={format!("{}-group-{}", props.id_prefix, g.id)}>
                         <summary>{ g.title }</summary>
-                        { for g.fields.iter().map(|f| field_input(f, props)) }
+                        { for g.fields.iter().map(|f| field_input(f, &props.state, &props.dispatch, &props.id_prefix)) }
                     </details>
                 }
             }) }

@@ -7,4 +7,5 @@ pub mod model_picker;
 pub mod notices;
 pub mod num;
 pub mod report;
+pub mod search;
 pub mod share;

@@ -22,26 +22,4 @@ pub fn Bytes(props: &BytesProps) -> Html {
     }
 }
 
-/// `62345678912` -> `62,345,678,912`.
-pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn groups_thousands() {
-        assert_eq!(super::grouped(0), "0");
-        assert_eq!(super::grouped(999), "999");
-        assert_eq!(super::grouped(1000), "1,000");
-        assert_eq!(super::grouped(62345678912), "62,345,678,912");
-    }
-}
+pub use headroom_core::format::grouped;

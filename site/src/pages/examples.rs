@@ -39,6 +39,7 @@ pub fn show(unit: Unit, v: f64) -> String {
         Unit::Bytes => format!("{} ({:.2} GB)", format::bytes(v.max(0.0) as u64), v / 1e9),
         Unit::Count => grouped(v.max(0.0).round() as u64),
         Unit::Ratio => format!("{v:.2}"),
+        other => headroom_core::metrics::display(other, v),
     }
 }
 

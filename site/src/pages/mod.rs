@@ -2,6 +2,7 @@
 
 pub mod calculator;
 pub mod calibration;
+pub mod catalog;
 pub mod compare;
 pub mod embed;
 pub mod examples;

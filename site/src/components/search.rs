@@ -1,0 +1,91 @@
+//! The header's search box: results as the reader types, from the site's own content (guides
+//! are fetched on first focus so their text is searchable too).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use headroom_core::guide;
+use yew::prelude::*;
+
+use crate::search::{Hit, items, search};
+
+thread_local! {
+    /// Plain text of each guide, once fetched and parsed.
+    static TEXTS: RefCell<BTreeMap<String, String>> = const { RefCell::new(BTreeMap::new()) };
+}
+
+fn text_of(slug: &str) -> Option<String> {
+    TEXTS.with(|t| t.borrow().get(slug).cloned())
+}
+
+#[component]
+pub fn Search() -> Html {
+    let query = use_state(String::new);
+    // Bumped as guide texts arrive, so open results update.
+    let loaded = use_state(|| 0usize);
+    let started = use_mut_ref(|| false);
+    let onfocus = {
+        let loaded = loaded.clone();
+        Callback::from(move |_: FocusEvent| {
+            if std::mem::replace(&mut *started.borrow_mut(), true) {
+                return;
+            }
+            let loaded = loaded.clone();
+            wasm_bindgen_futures::spawn_local(async move {
+                let mut n = 0;
+                for e in guide::index() {
+                    if let Ok(t) = crate::guides::text::fetch(e.slug).await
+                        && let Ok(g) = guide::parse(e.slug, &t)
+                    {
+                        TEXTS.with(|m| m.borrow_mut().insert(e.slug.to_string(), g.plain_text()));
+                        n += 1;
+                    }
+                }
+                loaded.set(n);
+            });
+        })
+    };
+    let oninput = {
+        let query = query.clone();
+        Callback::from(move |e: InputEvent| {
+            if let Some(i) = e.target_dyn_into::<web_sys::HtmlInputElement>() {
+                query.set(i.value());
+            }
+        })
+    };
+    let hits: Vec<Hit> = if query.trim().is_empty() {
+        Vec::new()
+    } else {
+        search(&items(&text_of), &query, 10)
+    };
+    let base = crate::dom::base_path();
+    let first = hits.first().map(|h| format!("{base}{}", h.item.path));
+    let onsubmit = Callback::from(move |e: SubmitEvent| {
+        e.prevent_default();
+        if let Some(href) = &first {
+            crate::dom::navigate(href);
+        }
+    });
+    html! {
+        <form class="search" role="search" {onsubmit} data-loaded={loaded.to_string()}>
+            <input type="search" id="search" placeholder="Search guides, GPUs, models"
+                   aria-label="Search guides, GPUs, models and scenarios" autocomplete="off"
+                   value={(*query).clone()} {oninput} {onfocus}/>
+            if !query.trim().is_empty() {
+                <ul class="search-results" id="search-results" aria-live="polite">
+                    if hits.is_empty() {
+                        <li class="none">{ "Nothing found." }</li>
+                    }
+                    { for hits.iter().map(|h| html! {
+                        <li>
+                            <a href={format!("{base}{}", h.item.path)}>
+                                <span class="kind">{ h.item.kind }</span>{ h.item.title.clone() }
+                            </a>
+                            if !h.snippet.is_empty() { <p class="snippet">{ h.snippet.clone() }</p> }
+                        </li>
+                    }) }
+                </ul>
+            }
+        </form>
+    }
+}
