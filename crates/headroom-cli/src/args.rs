@@ -51,11 +51,55 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Search the setups that fit (sharding, offload, checkpointing, micro-batch, tensor
+    /// parallelism, fused loss, activation offload) for a target global batch and sequence,
+    /// ranked by tokens per second, with the ladder of single changes from the scenario; or
+    /// export a plan's configuration.
+    Plan(PlanArgs),
     /// Print the share link (query string) of a scenario.
     Link {
         #[command(flatten)]
         scenario: ScenarioArgs,
     },
+}
+
+/// `headroom plan` flags.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Target sequences per optimizer step over all GPUs (default: the scenario's
+    /// micro-batch x accumulation x data-parallel GPUs).
+    #[arg(long, value_name = "N")]
+    pub global_batch: Option<String>,
+    /// Target sequence length (default: the scenario's --seq).
+    #[arg(long, value_name = "TOKENS")]
+    pub target_seq: Option<String>,
+    /// Also search changes to the training: pure bf16 weights, 8-bit or factored optimizers,
+    /// LoRA/QLoRA (listed separately).
+    #[arg(long)]
+    pub allow_training_changes: bool,
+    /// Tokens to train on (2e9, 300B, 15T): time and GPU-hours per plan.
+    #[arg(long, value_name = "N")]
+    pub tokens: Option<String>,
+    /// Your price of one GPU-hour (Headroom keeps no price list): money per plan, with --tokens.
+    #[arg(long, value_name = "PRICE")]
+    pub price_per_gpu_hour: Option<String>,
+    /// Plans listed per list (default 10).
+    #[arg(long, value_name = "N")]
+    pub max_plans: Option<String>,
+    /// Print the configuration of a plan instead: deepspeed | trainer | accelerate | fsdp2 |
+    /// torchrun | env.
+    #[arg(long, value_name = "TARGET")]
+    pub export: Option<String>,
+    /// Which plan to export (1 = fastest; default 1).
+    #[arg(long, value_name = "N")]
+    pub pick: Option<String>,
+    /// Export from the training-changing plans (with --allow-training-changes).
+    #[arg(long)]
+    pub training: bool,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

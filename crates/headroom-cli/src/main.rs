@@ -1,6 +1,7 @@
 //! `headroom`: the memory model on the command line, as a readable table or JSON.
 
 mod args;
+mod plan;
 mod render;
 
 use std::process::ExitCode;
@@ -81,6 +82,7 @@ fn run(cli: Cli) -> Result<()> {
                 Format::Table => print!("{}", render::gpus_table(gpus)),
             }
         }
+        Command::Plan(args) => plan::run(&args)?,
         Command::Link { scenario } => {
             let scen = scenario.build()?;
             println!("?{}", codec::encode(&scen));

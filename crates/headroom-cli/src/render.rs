@@ -139,7 +139,7 @@ pub fn speed_change(change: f64) -> String {
 }
 
 /// Tokens per second with thousands separators: `3,450`.
-fn tokens_per_second(tps: f64) -> String {
+pub fn tokens_per_second(tps: f64) -> String {
     let n = if tps.is_finite() && tps > 0.0 {
         tps.round() as u64
     } else {

@@ -52,7 +52,7 @@ pub struct Strategy {
 }
 
 /// Candidate changes that apply to `scen` (a technique already in use is skipped).
-fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> {
+pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> {
     let mut out = Vec::new();
     let mut add = |id: &'static str, technique: &str, change: String, s: Scenario| {
         if s != *scen {

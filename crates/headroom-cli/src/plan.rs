@@ -1,0 +1,280 @@
+//! `headroom plan`: the planner's ranked plans and ladder as a table or JSON, and the
+//! ready-to-run configuration of a chosen plan.
+
+use std::fmt::Write as _;
+
+use anyhow::{Result, bail};
+use headroom_core::ScenarioError;
+use headroom_core::estimate::resolve;
+use headroom_core::export::{Target, export};
+use headroom_core::format::{bytes, signed_bytes};
+use headroom_core::plan::{Plan, PlanOptions, Planning, plan};
+use serde_json::json;
+
+use crate::args::{Format, PlanArgs};
+use crate::render::{speed_change, tokens_per_second};
+
+/// Parses a count such as `2000000000`, `2e9`, `15T`, `300B`, `1.5M` (the suffixes are
+/// thousands, millions, billions, trillions of tokens).
+pub fn parse_amount(field: &str, s: &str) -> Result<f64, ScenarioError> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1e3),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1e6),
+        Some('B' | 'b' | 'G' | 'g') => (&t[..t.len() - 1], 1e9),
+        Some('T' | 't') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v * mult),
+        _ => Err(ScenarioError::invalid(
+            field,
+            format!(
+                "expected a number such as 2e9, 300B or 15T, found `{}`",
+                headroom_core::scenario::shorten(s)
+            ),
+        )),
+    }
+}
+
+fn parse_int<T: std::str::FromStr>(field: &str, s: &str) -> Result<T, ScenarioError> {
+    s.trim().parse::<T>().map_err(|_| {
+        ScenarioError::invalid(
+            field,
+            format!(
+                "expected a positive integer, found `{}`",
+                headroom_core::scenario::shorten(s)
+            ),
+        )
+    })
+}
+
+impl PlanArgs {
+    /// The planner's options from the flags; every value checked, naming its flag.
+    pub fn options(&self) -> Result<PlanOptions> {
+        let opts = PlanOptions {
+            global_batch: self
+                .global_batch
+                .as_deref()
+                .map(|s| parse_int::<u64>("global_batch", s))
+                .transpose()?,
+            seq: self
+                .target_seq
+                .as_deref()
+                .map(|s| parse_int::<u32>("target_seq", s))
+                .transpose()?,
+            allow_training_changes: self.allow_training_changes,
+            tokens: self
+                .tokens
+                .as_deref()
+                .map(|s| parse_amount("tokens", s))
+                .transpose()?,
+            price_per_gpu_hour: self
+                .price_per_gpu_hour
+                .as_deref()
+                .map(|s| parse_amount("price_per_gpu_hour", s))
+                .transpose()?,
+            max_plans: self
+                .max_plans
+                .as_deref()
+                .map(|s| parse_int::<usize>("max_plans", s))
+                .transpose()?
+                .unwrap_or(10),
+        };
+        if opts.price_per_gpu_hour.is_some() && opts.tokens.is_none() {
+            bail!(
+                "`price_per_gpu_hour`: needs --tokens (the cost is price x GPU-hours to train on them)"
+            );
+        }
+        opts.validate()?;
+        Ok(opts)
+    }
+}
+
+/// Runs `headroom plan`.
+pub fn run(args: &PlanArgs) -> Result<()> {
+    let scen = args.scenario.build()?;
+    let opts = args.options()?;
+    let p = plan(&scen, &opts)?;
+    if let Some(target) = &args.export {
+        let target = Target::parse("export", target)?;
+        let list = if args.training {
+            &p.training_plans
+        } else {
+            &p.plans
+        };
+        let n = args
+            .pick
+            .as_deref()
+            .map(|s| parse_int::<usize>("pick", s))
+            .transpose()?
+            .unwrap_or(1);
+        let Some(chosen) = n.checked_sub(1).and_then(|i| list.get(i)) else {
+            bail!(
+                "`pick`: plan {n} does not exist; {} {}plans fit (see `headroom plan` without --export)",
+                list.len(),
+                if args.training {
+                    "training-changing "
+                } else {
+                    ""
+                }
+            );
+        };
+        let r = resolve(&chosen.scenario)?;
+        let e = export(&r.spec, &chosen.scenario, target);
+        if target == Target::DeepSpeed {
+            // JSON has no comments: what the file cannot say goes to stderr.
+            for n in &e.notes {
+                eprintln!("# {n}");
+            }
+        }
+        print!("{}", e.text);
+        return Ok(());
+    }
+    match args.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "schema": "headroom.plan.v1",
+                "planning": p,
+            }))?
+        ),
+        Format::Table => print!("{}", table(&p)),
+    }
+    Ok(())
+}
+
+fn duration(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return "never".into();
+    }
+    let h = seconds / 3600.0;
+    if h >= 48.0 {
+        format!("{:.1} days", h / 24.0)
+    } else if h >= 1.0 {
+        format!("{h:.1} h")
+    } else {
+        format!("{:.0} min", seconds / 60.0)
+    }
+}
+
+fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
+    let _ = writeln!(
+        s,
+        "{:>3}  {:>11} {:>10} {:>11} {:>8} {:>6}  {:<12} changes",
+        "#", "tokens/s", "peak", "headroom", "vs now", "MFU", "to train"
+    );
+    for (i, p) in plans.iter().enumerate() {
+        let cost = match &p.cost {
+            Some(c) => match c.money {
+                Some(m) => format!("{} / {m:.0}", duration(c.seconds)),
+                None => duration(c.seconds),
+            },
+            None => "-".into(),
+        };
+        let changes: Vec<String> = p
+            .changes
+            .iter()
+            .map(|c| format!("{}={}", c.field, c.to))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:>3}  {:>11} {:>10} {:>11} {:>8} {:>5.1}%  {:<12} {}",
+            i + 1,
+            tokens_per_second(p.tokens_per_second),
+            bytes(p.peak_device),
+            signed_bytes(p.headroom),
+            speed_change(if input.tokens_per_second > 0.0 {
+                p.tokens_per_second / input.tokens_per_second - 1.0
+            } else {
+                0.0
+            }),
+            p.mfu * 100.0,
+            cost,
+            changes.join(" ")
+        );
+    }
+}
+
+/// The plans and the ladder for people.
+pub fn table(p: &Planning) -> String {
+    let mut s = String::new();
+    let i = &p.input;
+    let _ = writeln!(
+        s,
+        "now: {} at the device level ({}), {} tokens/s; target: global batch {} x {} tokens",
+        bytes(i.peak_device),
+        if i.fits { "fits" } else { "does not fit" },
+        tokens_per_second(i.tokens_per_second),
+        p.global_batch,
+        p.seq
+    );
+    let _ = writeln!(
+        s,
+        "searched {} combinations, {} estimates\n",
+        p.combinations, p.estimates
+    );
+    if p.plans.is_empty() {
+        s.push_str("No plan in the search space fits without changing the training");
+        s.push_str(if p.training_plans.is_empty() {
+            "; try --allow-training-changes, more GPUs or a shorter sequence.\n"
+        } else {
+            ".\n"
+        });
+    } else {
+        s.push_str("Plans that fit and train the same thing, fastest first:\n");
+        plan_rows(&mut s, &p.plans, i);
+    }
+    if !p.training_plans.is_empty() {
+        s.push_str(
+            "\nPlans that change the training (precision of the weights, optimizer, LoRA):\n",
+        );
+        plan_rows(&mut s, &p.training_plans, i);
+    }
+    if let Some(c) = p.plans.first().and_then(|b| b.cost.as_ref()) {
+        let _ = writeln!(
+            s,
+            "\nplan 1 on {:.3e} tokens: {}, {:.0} GPU-hours{}",
+            c.tokens,
+            duration(c.seconds),
+            c.gpu_hours,
+            c.money
+                .map(|m| format!(", {m:.0} at the given price per GPU-hour"))
+                .unwrap_or_default()
+        );
+    }
+    s.push_str("\nLadder from the scenario as given, one change at a time:\n");
+    let _ = writeln!(
+        s,
+        "{:>3}  {:<64} {:>10} {:<4} {:>11} {:>8} {:>8}",
+        "", "change", "peak", "fits", "tokens/s", "step", "total"
+    );
+    for (n, st) in p.ladder.iter().enumerate() {
+        let what = if st.change.is_empty() {
+            st.technique.clone()
+        } else {
+            format!("{}: {}", st.technique, st.change)
+        };
+        let _ = writeln!(
+            s,
+            "{:>3}  {:<64} {:>10} {:<4} {:>11} {:>8} {:>8}",
+            n,
+            what,
+            bytes(st.peak_device),
+            if st.fits { "yes" } else { "no" },
+            tokens_per_second(st.tokens_per_second),
+            speed_change(st.speed_change),
+            speed_change(st.speed_vs_start)
+        );
+    }
+    if !p.ladder_fits {
+        s.push_str(
+            "The ladder found no single change that saves more memory: see the plans above.\n",
+        );
+    }
+    if let Some(b) = p.plans.first() {
+        let _ = writeln!(s, "\nplan 1: ?{}", b.link);
+        s.push_str("export it: headroom plan ... --export deepspeed|trainer|accelerate|fsdp2|torchrun|env\n");
+    }
+    s
+}

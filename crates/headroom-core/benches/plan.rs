@@ -1,0 +1,28 @@
+//! Criterion benchmarks of the planner natively: the default search space on the default
+//! scenario (Llama 3.1 8B, one H100) and on the largest worked example of the space (Llama 2
+//! 70B on 8 GPUs: tensor parallelism 1-8, every sharding), ladder included.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use headroom_core::Scenario;
+use headroom_core::codec::named_scenarios;
+use headroom_core::plan::{PlanOptions, plan};
+use std::hint::black_box;
+
+fn benches(c: &mut Criterion) {
+    let opts = PlanOptions::default();
+    let scen = Scenario::default();
+    c.bench_function("plan: default scenario, default space", |b| {
+        b.iter(|| plan(black_box(&scen), &opts))
+    });
+    if let Some(n) = named_scenarios()
+        .into_iter()
+        .find(|n| n.id == "ex2-70b-zero3-8x80gb")
+    {
+        c.bench_function("plan: ex2-70b-zero3-8x80gb (8 GPUs), default space", |b| {
+            b.iter(|| plan(black_box(&n.scenario), &opts))
+        });
+    }
+}
+
+criterion_group!(plan_benches, benches);
+criterion_main!(plan_benches);

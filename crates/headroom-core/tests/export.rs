@@ -1,0 +1,338 @@
+//! Ready-to-run configuration (issue 6, item 4), checked against the tools' documentation:
+//! the DeepSpeed JSON uses only keys of DeepSpeed's configuration page and its batch identity,
+//! the TrainingArguments use only fields and `optim` names of transformers 5.23 (the Python
+//! reference suite, tests/reference/test_export.py, checks them against the installed
+//! package too), and each worked example's best plan exports what the plan says.
+
+use headroom_core::codec::named_scenarios;
+use headroom_core::estimate::resolve;
+use headroom_core::export::{Target, deepspeed_config, export, export_all, trainer_kwargs};
+use headroom_core::plan::{PlanOptions, plan};
+use headroom_core::scenario::{Checkpointing, DataParallel, Offload, Precision};
+use headroom_core::{Scenario, ScenarioError};
+use serde_json::Value;
+
+/// Top-level keys documented at https://www.deepspeed.ai/docs/config-json/ ("Batch Size
+/// Related Parameters", "Optimizer Parameters", "FP16/BFLOAT16 training options", "Gradient
+/// Clipping", "ZeRO Optimizations for FP16 Training", "Logging").
+const DS_TOP: &[&str] = &[
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+    "optimizer",
+    "scheduler",
+    "fp16",
+    "bf16",
+    "gradient_clipping",
+    "zero_optimization",
+    "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "activation_checkpointing",
+];
+/// `zero_optimization` keys from the same page.
+const DS_ZERO: &[&str] = &[
+    "stage",
+    "allgather_partitions",
+    "allgather_bucket_size",
+    "overlap_comm",
+    "reduce_scatter",
+    "reduce_bucket_size",
+    "contiguous_gradients",
+    "offload_param",
+    "offload_optimizer",
+    "stage3_max_live_parameters",
+    "stage3_max_reuse_distance",
+    "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold",
+    "sub_group_size",
+    "stage3_gather_16bit_weights_on_model_save",
+];
+/// `offload_optimizer` / `offload_param` keys ("device": cpu | nvme | none).
+const DS_OFFLOAD: &[&str] = &[
+    "device",
+    "nvme_path",
+    "pin_memory",
+    "buffer_count",
+    "buffer_size",
+    "max_in_cpu",
+    "ratio",
+    "fast_init",
+];
+/// `fp16` keys (dynamic loss scaling when `loss_scale` is 0).
+const DS_FP16: &[&str] = &[
+    "enabled",
+    "auto_cast",
+    "loss_scale",
+    "initial_scale_power",
+    "loss_scale_window",
+    "hysteresis",
+    "consecutive_hysteresis",
+    "min_loss_scale",
+];
+
+/// `dataclasses.fields(transformers.TrainingArguments)` of transformers 5.23 that exports may
+/// use (a subset; tests/reference/test_export.py compares with the installed package).
+const TRAINING_ARGUMENTS: &[&str] = &[
+    "output_dir",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_grad_norm",
+    "bf16",
+    "fp16",
+    "optim",
+    "activation_checkpointing",
+    "activation_checkpointing_kwargs",
+    "use_liger_kernel",
+    "fsdp",
+    "fsdp_config",
+    "deepspeed",
+];
+/// transformers 5.23 `OptimizerNames` values the exports use.
+const OPTIM_NAMES: &[&str] = &[
+    "adamw_torch",
+    "adamw_torch_fused",
+    "adamw_bnb_8bit",
+    "paged_adamw_8bit",
+    "lion_32bit",
+    "adafactor",
+    "sgd",
+];
+
+fn keys_within(v: &Value, allowed: &[&str], what: &str) {
+    let Some(m) = v.as_object() else {
+        panic!("{what} is not an object: {v}");
+    };
+    for k in m.keys() {
+        assert!(
+            allowed.contains(&k.as_str()),
+            "{what}: undocumented key `{k}`"
+        );
+    }
+}
+
+fn check_deepspeed(id: &str, s: &Scenario) {
+    let (v, notes) = deepspeed_config(s);
+    keys_within(&v, DS_TOP, id);
+    let zero = &v["zero_optimization"];
+    keys_within(zero, DS_ZERO, id);
+    for off in ["offload_optimizer", "offload_param"] {
+        if let Some(o) = zero.get(off) {
+            keys_within(o, DS_OFFLOAD, id);
+            assert!(matches!(o["device"].as_str(), Some("cpu" | "nvme")), "{id}");
+        }
+    }
+    if let Some(f) = v.get("fp16") {
+        keys_within(f, DS_FP16, id);
+    }
+    // DeepSpeed's documented identity: train_batch_size = train_micro_batch_size_per_gpu x
+    // gradient_accumulation_steps x number of (data-parallel) GPUs.
+    let tb = v["train_batch_size"].as_u64().unwrap_or(0);
+    let mb = v["train_micro_batch_size_per_gpu"].as_u64().unwrap_or(0);
+    let ga = v["gradient_accumulation_steps"].as_u64().unwrap_or(0);
+    assert_eq!(tb, mb * ga * s.data_parallel() as u64, "{id}");
+    assert_eq!(
+        (mb, ga),
+        (s.micro_batch as u64, s.grad_accum as u64),
+        "{id}"
+    );
+    let stage = zero["stage"].as_u64().unwrap_or(99);
+    let want = match s.parallel.data {
+        DataParallel::Ddp => 0,
+        DataParallel::Zero1 => 1,
+        DataParallel::Zero2 => 2,
+        DataParallel::Zero3 | DataParallel::Fsdp => 3,
+    };
+    assert_eq!(stage, want, "{id}");
+    assert_eq!(
+        zero.get("offload_optimizer").is_some(),
+        s.parallel.offload_optimizer != Offload::None && stage > 0,
+        "{id}"
+    );
+    assert_eq!(
+        zero.get("offload_param").is_some(),
+        s.parallel.offload_params != Offload::None && stage == 3,
+        "{id}"
+    );
+    let bf16 = v
+        .get("bf16")
+        .is_some_and(|b| b["enabled"] == Value::Bool(true));
+    let fp16 = v
+        .get("fp16")
+        .is_some_and(|b| b["enabled"] == Value::Bool(true));
+    assert_eq!(
+        bf16,
+        matches!(s.precision, Precision::AmpBf16 | Precision::Bf16),
+        "{id}"
+    );
+    assert_eq!(
+        fp16,
+        matches!(s.precision, Precision::AmpFp16 | Precision::Fp16),
+        "{id}"
+    );
+    if s.parallel.tensor > 1 {
+        assert!(
+            notes.iter().any(|n| n.contains("tensor parallelism")),
+            "{id}"
+        );
+    }
+}
+
+fn check_trainer(id: &str, s: &Scenario) {
+    let r = resolve(s).unwrap_or_else(|e| panic!("{id}: {e}"));
+    let (kw, notes) = trainer_kwargs(&r.spec, s);
+    for (k, _) in &kw {
+        assert!(
+            TRAINING_ARGUMENTS.contains(k),
+            "{id}: `{k}` is no TrainingArguments field"
+        );
+    }
+    let get = |k: &str| kw.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+    assert_eq!(
+        get("per_device_train_batch_size"),
+        Some(Value::from(s.micro_batch))
+    );
+    assert_eq!(
+        get("gradient_accumulation_steps"),
+        Some(Value::from(s.grad_accum))
+    );
+    let optim = get("optim").and_then(|v| v.as_str().map(String::from));
+    assert!(
+        optim.as_deref().is_some_and(|o| OPTIM_NAMES.contains(&o)),
+        "{id}: optim {optim:?}"
+    );
+    match s.checkpointing {
+        Checkpointing::Full if s.parallel.data == DataParallel::Fsdp => {
+            assert_eq!(
+                get("fsdp_config").map(|c| c["activation_checkpointing"].clone()),
+                Some(Value::Bool(true))
+            );
+        }
+        Checkpointing::Full => assert_eq!(get("activation_checkpointing"), Some(Value::Bool(true))),
+        Checkpointing::Every(k) => assert_eq!(
+            get("activation_checkpointing_kwargs").map(|c| c["every_n_layers"].clone()),
+            Some(Value::from(k))
+        ),
+        Checkpointing::Selective => {
+            assert!(notes.iter().any(|n| n.contains("selective")), "{id}")
+        }
+        Checkpointing::None => assert_eq!(get("activation_checkpointing"), None),
+    }
+    match s.parallel.data {
+        DataParallel::Ddp => assert!(get("deepspeed").is_none() && get("fsdp").is_none()),
+        DataParallel::Fsdp => assert_eq!(get("fsdp"), Some(Value::Bool(true))),
+        _ => assert_eq!(get("deepspeed"), Some(Value::from("ds_config.json"))),
+    }
+    if s.parallel.tensor > 1 {
+        assert!(
+            notes.iter().any(|n| n.contains("tensor parallelism")),
+            "{id}"
+        );
+    }
+}
+
+#[test]
+fn worked_examples_best_plans_export_what_the_plan_says() {
+    let mut checked = 0;
+    for n in named_scenarios()
+        .into_iter()
+        .filter(|n| n.id.starts_with("ex"))
+    {
+        let p =
+            plan(&n.scenario, &PlanOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", n.id));
+        for pl in p.plans.iter().take(3).chain(std::iter::once(&p.input)) {
+            check_deepspeed(&n.id, &pl.scenario);
+            check_trainer(&n.id, &pl.scenario);
+            let r = resolve(&pl.scenario).unwrap_or_else(|e| panic!("{e}"));
+            let all = export_all(&r.spec, &pl.scenario);
+            assert_eq!(all.len(), Target::ALL.len());
+            for e in &all {
+                assert!(!e.text.trim().is_empty(), "{}: {:?}", n.id, e.target);
+            }
+            let text = |t: Target| {
+                all.iter()
+                    .find(|e| e.target == t)
+                    .map(|e| e.text.clone())
+                    .unwrap_or_default()
+            };
+            let nodes = pl.scenario.gpus.div_ceil(8).max(1);
+            assert!(
+                text(Target::Torchrun).contains(&format!(
+                    "--nproc_per_node={} --nnodes={nodes}",
+                    pl.scenario.gpus / nodes
+                )),
+                "{}",
+                n.id
+            );
+            assert_eq!(
+                text(Target::Env).contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+                pl.scenario.runtime.expandable_segments,
+                "{}",
+                n.id
+            );
+            let f = text(Target::Fsdp2);
+            if pl.scenario.parallel.data != DataParallel::Ddp {
+                assert!(f.contains("fully_shard(layer"), "{}", n.id);
+                assert_eq!(
+                    f.contains("CPUOffloadPolicy(pin_memory=True)"),
+                    pl.scenario.parallel.offload_params != Offload::None
+                        || pl.scenario.parallel.offload_optimizer != Offload::None,
+                    "{}",
+                    n.id
+                );
+            }
+            let a = text(Target::Accelerate);
+            assert!(
+                a.contains(&format!("num_processes: {}", pl.scenario.gpus)),
+                "{}",
+                n.id
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 40, "{checked}");
+}
+
+#[test]
+fn deepspeed_json_is_json_and_offload_is_pinned() {
+    let s = Scenario {
+        gpus: 4,
+        grad_accum: 8,
+        parallel: headroom_core::scenario::Parallel {
+            data: DataParallel::Zero3,
+            offload_optimizer: Offload::Cpu,
+            offload_params: Offload::Cpu,
+            ..Scenario::default().parallel
+        },
+        ..Scenario::default()
+    };
+    let r = resolve(&s).unwrap_or_else(|e| panic!("{e}"));
+    let e = export(&r.spec, &s, Target::DeepSpeed);
+    let v: Value = serde_json::from_str(&e.text).unwrap_or_else(|e| panic!("not JSON: {e}"));
+    assert_eq!(v["train_batch_size"], Value::from(32u64));
+    assert_eq!(
+        v["zero_optimization"]["offload_param"]["pin_memory"],
+        Value::Bool(true)
+    );
+    assert_eq!(
+        v["zero_optimization"]["offload_optimizer"]["device"],
+        Value::from("cpu")
+    );
+    // Offloaded AdamW runs on DeepSpeed's CPU Adam (the `optimizer` block).
+    assert_eq!(v["optimizer"]["type"], Value::from("AdamW"));
+}
+
+#[test]
+fn unknown_export_target_names_the_field() {
+    match Target::parse("export", "megatron") {
+        Err(ScenarioError::Invalid { field, message }) => {
+            assert_eq!(field, "export");
+            assert!(message.contains("deepspeed, trainer, accelerate, fsdp2, torchrun, env"));
+        }
+        other => panic!("{other:?}"),
+    }
+    for t in Target::ALL {
+        assert_eq!(Target::parse("export", t.id()).ok(), Some(t));
+    }
+}
