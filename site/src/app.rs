@@ -123,6 +123,9 @@ fn Chrome(props: &ChromeProps) -> Html {
 /// The page for the current address.
 #[component]
 fn Routed() -> Html {
+    // Pages without their own drawing (lists, catalog pages) are interactive once rendered;
+    // the calculator and the guides mark themselves again when their content is drawn.
+    use_effect_with((), |_| dom::frame_done());
     switch(Route::current())
 }
 

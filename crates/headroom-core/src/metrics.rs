@@ -90,11 +90,28 @@ pub fn label(a: Option<&Analysis>, metric: &str) -> String {
     if !known.is_empty() {
         return known.into();
     }
+    if let Some((num, den)) = m.rsplit_once('/') {
+        let num = num.trim().trim_start_matches('(').trim_end_matches(')');
+        return format!("({}) per {}", label(a, num), label(a, den).to_lowercase());
+    }
+    if m.contains('+') {
+        return m.split('+').map(|t| label(a, t)).collect::<Vec<_>>().join(" + ");
+    }
     let id = m.strip_prefix("components.").unwrap_or(m);
     a.and_then(|a| a.estimate.components.iter().find(|c| c.id == id))
         .map(|c| c.name.clone())
         .unwrap_or_else(|| m.to_string())
 }
+
+/// Every component id the estimate can report (`Estimate::components` lists those present);
+/// a test checks this against the estimate's code paths.
+pub const COMPONENT_IDS: [&str; 24] = [
+    "weights", "gradients", "optimizer_states", "master_weights", "paged_states", "inputs",
+    "activations", "outside_layers", "autocast_cache", "logits", "loss_forward", "loss_backward",
+    "layer_backward", "forward_temporaries", "optimizer_step", "comm_buffers", "gathered_params",
+    "rounding", "cublas_workspace", "reserved_slack", "cuda_context", "nccl", "cuda_graph_pool",
+    "host",
+];
 
 /// A field of the CLI's JSON (`headroom estimate --format json`) as a metric reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -179,6 +196,11 @@ fn field(a: &Analysis, name: &str) -> Result<f64, String> {
     if let Some(c) = a.estimate.components.iter().find(|c| c.id == id) {
         return Ok(c.bytes as f64);
     }
+    // A component this scenario does not have (no autocast cache in pure bf16, no host memory
+    // without offload) holds no bytes: 0, not an error, so a table can compare settings.
+    if COMPONENT_IDS.contains(&id) {
+        return Ok(0.0);
+    }
     match json_field(a, name) {
         Some(Leaf::Number(x)) => Ok(x),
         Some(Leaf::Null) => Err(format!("names `{name}`, which has no value here (null)")),
@@ -220,6 +242,23 @@ pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The list of component ids is the estimate's: every `push("<id>"` in estimate.rs.
+    #[test]
+    fn component_ids_are_the_estimates() {
+        let src = include_str!("estimate.rs");
+        let mut found: Vec<&str> = src
+            .split("push(")
+            .skip(1)
+            .filter_map(|rest| rest.trim_start().strip_prefix('"')?.split('"').next())
+            .filter(|id| id.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        let mut listed = COMPONENT_IDS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(found, listed);
+    }
     use crate::analysis::analyze;
     use crate::codec::named_scenarios;
     use serde_json::{Value, json};

@@ -68,7 +68,7 @@ fn table(e: &Evaluated, corner: &str) -> Html {
                         <tr>
                             <th scope="row"><a href={format!("{base}/?{}", r.link)}>{ r.label.clone() }</a></th>
                             { for r.cells.iter().map(|c| html! {
-                                <td class="num" data-value={c.value.map(|v| v.to_string())}>{ c.text.clone() }</td>
+                                <td class="num" data-metric={c.metric.clone()} data-value={c.value.map(|v| v.to_string())}>{ c.text.clone() }</td>
                             }) }
                         </tr>
                     }) }
@@ -127,7 +127,7 @@ fn view(block: &Block, e: &Evaluated) -> Html {
                     <div>
                         <dt>{ r.label.clone() }</dt>
                         { for r.cells.iter().map(|c| html! {
-                            <dd data-value={c.value.map(|v| v.to_string())}>{ c.text.clone() }</dd>
+                            <dd data-metric={c.metric.clone()} data-value={c.value.map(|v| v.to_string())}>{ c.text.clone() }</dd>
                         }) }
                     </div>
                 }) }

@@ -82,6 +82,7 @@ fn content_type(path: &Path) -> &'static str {
         Some("svg") => "image/svg+xml",
         Some("png") => "image/png",
         Some("json") => "application/json",
+        Some("md") => "text/markdown; charset=utf-8",
         _ => "application/octet-stream",
     }
 }

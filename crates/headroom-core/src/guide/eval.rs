@@ -14,6 +14,8 @@ use crate::time::step_time;
 /// and how it reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
+    /// The metric this figure is (`peak.device`, `logits`, ...).
+    pub metric: String,
     pub value: Option<f64>,
     pub unit: Unit,
     pub text: String,
@@ -99,12 +101,14 @@ fn cell(a: &Analysis, metric: &str) -> Result<Cell, String> {
     let unit = metrics::metric_unit(metric);
     match metrics::eval_metric(a, metric) {
         Ok(v) => Ok(Cell {
+            metric: metric.to_string(),
             value: Some(v),
             unit,
             text: metrics::display(unit, v),
         }),
         // `fit.*` has no value when nothing fits: that is an answer, not an error.
         Err(m) if m.contains("(null)") => Ok(Cell {
+            metric: metric.to_string(),
             value: None,
             unit,
             text: "none fits".into(),
@@ -200,6 +204,7 @@ pub fn evaluate(block: &Block, reader: &[(String, String)]) -> Result<Evaluated,
                     label: c.name.clone(),
                     link: a.link.clone(),
                     cells: vec![Cell {
+                        metric: c.id.to_string(),
                         value: Some(c.bytes as f64),
                         unit: Unit::Bytes,
                         text: metrics::display(Unit::Bytes, c.bytes as f64),
@@ -207,7 +212,7 @@ pub fn evaluate(block: &Block, reader: &[(String, String)]) -> Result<Evaluated,
                 })
                 .collect();
             Ok(Evaluated {
-                headers: vec!["Bytes at the peak".into()],
+                headers: vec!["Bytes (its largest)".into()],
                 rows,
                 analysis: Some(Box::new(a)),
             })

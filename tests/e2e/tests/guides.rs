@@ -1,0 +1,245 @@
+//! End-to-end tests of the guides, the GPU and model pages, search and in-place navigation in
+//! headless Chromium, on the release build. Every guide is opened; its blocks' figures are
+//! compared with the `headroom` CLI for the same scenario, and an input is changed to see the
+//! figures follow. Every worked example's short links open their scenario.
+
+use std::time::Duration;
+
+use headroom_e2e::server::StaticServer;
+use headroom_e2e::webdriver::{Driver, Session};
+use headroom_e2e::{cli_json, dist_dir, repo_root};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn server() -> StaticServer {
+    let dist = dist_dir();
+    assert!(
+        dist.join("content/guides").is_dir(),
+        "no site build with guides at {}: run `trunk build --release`",
+        dist.display()
+    );
+    StaticServer::start(&dist).expect("a local server")
+}
+
+/// The guides' slugs and their number of calculator blocks, read from `content/guides/`.
+fn guides() -> Vec<(String, usize)> {
+    let dir = repo_root().join("content/guides");
+    let mut out: Vec<(String, usize)> = std::fs::read_dir(&dir)
+        .expect("content/guides")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let stem = p.file_stem()?.to_str()?.to_string();
+            if p.extension()? != "md" || stem.chars().any(|c| c.is_ascii_uppercase()) {
+                return None;
+            }
+            let text = std::fs::read_to_string(&p).ok()?;
+            Some((stem, text.lines().filter(|l| l.trim_end() == "```headroom").count()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Where a guide's figures come from in the CLI's JSON: `peak.*`, `bytes.*`, `parameters.*`.
+fn cli_value(doc: &Value, metric: &str) -> Option<f64> {
+    let (group, field) = metric.split_once('.')?;
+    doc.get(group)?.get(field)?.as_f64()
+}
+
+/// Opens a guide and waits for its text and blocks.
+fn open_guide(s: &Session, srv: &StaticServer, slug: &str) {
+    s.goto(&srv.url(&format!("/guides/{slug}")));
+    s.wait_for(
+        "const a = document.querySelector('article.guide'); return a && a.dataset.ready === 'true'",
+        WAIT,
+        &format!("the guide {slug} to load"),
+    );
+}
+
+#[test]
+fn every_guide_opens_with_live_blocks_equal_to_the_cli() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    let all = guides();
+    assert!(all.len() >= 10, "the ten guide topics: {all:?}");
+    let mut compared = 0;
+    for (slug, blocks) in &all {
+        open_guide(&s, &srv, slug);
+        let state = s.js(
+            "return [document.querySelectorAll('.calc-block').length, \
+                     document.querySelectorAll('.calc-block .notice.error, .live.error').length, \
+                     document.querySelectorAll('.toc li').length, \
+                     document.querySelector('.guide-nav [aria-current=page]')?.getAttribute('href') || '', \
+                     document.title]",
+            json!([]),
+        );
+        assert_eq!(state[0], json!(blocks), "{slug}: one figure per block");
+        assert_eq!(state[1], json!(0), "{slug}: a block or value failed to evaluate");
+        assert!(state[2].as_u64() > Some(2), "{slug}: a table of contents");
+        assert!(state[3].as_str().is_some_and(|h| h.ends_with(slug.as_str())), "{slug}: nav");
+        assert!(state[4].as_str().is_some_and(|t| t.ends_with("Headroom")), "{slug}: title");
+        // Cells naming a CLI field carry exactly the CLI's number for the row's scenario.
+        let cells = s.js(
+            "return [...document.querySelectorAll('table.calc-table tbody tr')].flatMap(tr => { \
+               const a = tr.querySelector('th a'); if (!a) return []; \
+               const q = new URL(a.href).search.slice(1); \
+               return [...tr.querySelectorAll('td[data-metric]')].map(td => [q, td.dataset.metric, td.dataset.value]); \
+             }).filter(c => /^(peak|bytes|parameters)\\./.test(c[1]) && !c[1].includes('+') && !c[1].includes('/')).slice(0, 3)",
+            json!([]),
+        );
+        for c in cells.as_array().expect("an array") {
+            let (link, metric, value) = (c[0].as_str().unwrap_or(""), c[1].as_str().unwrap_or(""), c[2].as_str());
+            let cli = cli_json(&["estimate", "--link", link]);
+            let want = cli_value(&cli, metric).unwrap_or_else(|| panic!("{metric} in the CLI JSON"));
+            let got: f64 = value.and_then(|v| v.parse().ok()).expect("a value");
+            assert_eq!(got, want, "{slug}: {metric} for {link}");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 5, "compared {compared} cells with the CLI");
+}
+
+#[test]
+fn changing_a_blocks_input_changes_its_figures() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    open_guide(&s, &srv, "optimizer-states");
+    let figures = "return [...document.querySelector('.calc-block form.calc-inputs').closest('.calc-block').querySelectorAll('[data-value]')].map(e => e.dataset.value).join(',')";
+    let before = s.js(figures, json!([]));
+    let input = s.js(
+        "const i = document.querySelector('.calc-block form.calc-inputs select, .calc-block form.calc-inputs input[type=number]'); return [i.id, i.tagName, i.value]",
+        json!([]),
+    );
+    let (id, tag) = (input[0].as_str().expect("an id"), input[1].as_str().unwrap_or(""));
+    if tag == "SELECT" {
+        let other = s.js(
+            "const e = document.getElementById(arguments[0]); return [...e.options].map(o => o.value).find(v => v !== e.value)",
+            json!([id]),
+        );
+        s.select(id, other.as_str().expect("another option"));
+    } else {
+        let el = s.find(&format!("#{id}"));
+        s.clear(&el);
+        s.type_text(&el, "2");
+    }
+    s.wait_for(
+        &format!("const now = (() => {{ {} }})(); return now !== {}", figures.trim_start_matches("return "), before),
+        WAIT,
+        "the block's figures to follow the input",
+    );
+}
+
+#[test]
+fn gpu_and_model_pages_show_what_fits() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/gpus/rtx-4090-24gb"));
+    s.wait_ready();
+    let rows = s.js("return document.querySelectorAll('#fits-table tbody tr').length", json!([]));
+    let presets = cli_json(&["models"]);
+    let n = presets.as_array().map_or(0, Vec::len);
+    assert_eq!(rows, json!(n), "a row per model preset");
+    // The 8B full fine-tune cell equals the CLI's device peak for that scenario.
+    let cell = s.js(
+        "const tr = [...document.querySelectorAll('#fits-table tbody tr')].find(r => r.querySelector('th a').href.endsWith('/models/llama-3.1-8b')); \
+         const td = tr.querySelector('td'); return [new URL(td.querySelector('a').href).search.slice(1), td.dataset.value]",
+        json!([]),
+    );
+    let cli = cli_json(&["estimate", "--link", cell[0].as_str().expect("a link")]);
+    assert_eq!(cell[1].as_str().and_then(|v| v.parse::<u64>().ok()), cli["peak"]["device"].as_u64());
+    s.goto(&srv.url("/models/mistral-7b-v0.1"));
+    s.wait_ready();
+    let facts = s.js("return [document.querySelector('h1').textContent, document.querySelectorAll('#recipes-table tbody tr').length, document.title]", json!([]));
+    assert_eq!(facts[1], json!(3));
+    assert!(facts[2].as_str().is_some_and(|t| t.contains("Mistral")), "{facts}");
+    s.goto(&srv.url("/gpus/no-such-gpu"));
+    s.wait_ready();
+    let h1 = s.js("return document.querySelector('h1').textContent", json!([]));
+    assert_eq!(h1, json!("No such GPU"));
+}
+
+#[test]
+fn search_finds_guide_text_and_links_navigate_in_place() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/"));
+    s.wait_ready();
+    // A marker on the window survives in-place navigation and dies with a page load.
+    s.js("window.__stay = 1; return true", json!([]));
+    let input = s.find("#search");
+    s.click(&input);
+    s.type_text(&input, "h100 sxm");
+    let first = s.wait_for(
+        "const a = document.querySelector('#search-results a'); return a && a.getAttribute('href')",
+        WAIT,
+        "search results",
+    );
+    assert!(first.as_str().is_some_and(|h| h.ends_with("/gpus/h100-sxm-80gb")), "{first}");
+    // Guide text (fetched on focus) is searchable: a phrase only the allocator guide explains.
+    s.clear(&input);
+    s.type_text(&input, "expandable_segments");
+    let hit = s.wait_for(
+        "return [...document.querySelectorAll('#search-results a')].map(a => a.getAttribute('href')).find(h => h.includes('/guides/'))",
+        WAIT,
+        "a guide found by its text",
+    );
+    assert!(hit.as_str().is_some_and(|h| h.contains("/guides/")));
+    let link = s.find("#search-results a[href*='/guides/']");
+    s.click(&link);
+    s.wait_for(
+        "const a = document.querySelector('article.guide'); return a && a.dataset.ready === 'true'",
+        WAIT,
+        "the guide after a click",
+    );
+    assert_eq!(s.js("return window.__stay", json!([])), json!(1), "no page load");
+    // Back returns to the calculator, still without a page load.
+    s.js("history.back(); return true", json!([]));
+    s.wait_for("return !!document.querySelector('main.calc')", WAIT, "the calculator after back");
+    assert_eq!(s.js("return window.__stay", json!([])), json!(1));
+}
+
+#[test]
+fn every_worked_example_short_link_opens_its_scenario() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    let dir = repo_root().join("content/scenarios");
+    let mut ids: Vec<String> = std::fs::read_dir(dir)
+        .expect("scenarios")
+        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
+        .filter(|id| id.starts_with("ex"))
+        .collect();
+    ids.sort();
+    assert!(ids.len() >= 5);
+    for id in &ids {
+        s.goto(&srv.url(&format!("/s/{id}")));
+        s.wait_ready();
+        let cli = cli_json(&["estimate", "--named", id]);
+        assert_eq!(
+            s.bytes_of("peak-device"),
+            cli["peak"]["device"].as_u64().expect("a peak"),
+            "/s/{id}"
+        );
+    }
+}
+
+#[test]
+fn a_guide_reads_at_phone_width() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.phone_session(390, 844);
+    open_guide(&s, &srv, "zero-fsdp-offload");
+    let overflow = s.js(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        json!([]),
+    );
+    assert!(overflow.as_i64() <= Some(0), "the page scrolls sideways by {overflow} px");
+    if let Some(dir) = std::env::var_os("HEADROOM_SCREENSHOTS") {
+        s.screenshot(&std::path::Path::new(&dir).join("guide-phone.png"));
+    }
+}
