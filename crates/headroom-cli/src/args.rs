@@ -83,7 +83,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N")]
     pub tokens: Option<String>,
     /// Your price of one GPU-hour (Headroom keeps no price list): money per plan, with --tokens.
-    #[arg(long, value_name = "PRICE")]
+    #[arg(long, value_name = "PRICE", allow_negative_numbers = true)]
     pub price_per_gpu_hour: Option<String>,
     /// Plans listed per list (default 10).
     #[arg(long, value_name = "N")]

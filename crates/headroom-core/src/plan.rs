@@ -665,6 +665,37 @@ fn best_fit(ctx: &Ctx, c: &Combo) -> Option<Scenario> {
     Some(with_batch(&c.scen, c.per_replica, c.micro_batches[best]))
 }
 
+/// The activation settings that need the least memory, whatever the rest: every layer
+/// checkpointed, or no checkpointing with every saved tensor offloaded; both with the fused
+/// loss (no fp32 logits). A combination whose lightest forms do not fit at its smallest
+/// micro-batch has no member that fits (checked in this module's tests).
+fn lightest(s: &Scenario) -> [Scenario; 2] {
+    let light = |checkpointing, offload_activations| Scenario {
+        checkpointing,
+        offload_activations,
+        loss: LossImpl::Fused,
+        ..s.clone()
+    };
+    [
+        light(Checkpointing::Full, false),
+        light(Checkpointing::None, true),
+    ]
+}
+
+/// Whether any lightest form of the combination fits at its smallest micro-batch, memoized
+/// per group of combinations that differ only in activation settings (they share the
+/// lightest forms).
+fn group_can_fit(ctx: &Ctx, c: &Combo, groups: &mut Vec<(Scenario, bool)>) -> bool {
+    let forms = lightest(&with_batch(&c.scen, c.per_replica, c.micro_batches[0]));
+    if let Some((_, ok)) = groups.iter().find(|(k, _)| *k == forms[0]) {
+        return *ok;
+    }
+    let ok = forms.iter().any(|f| ctx.memory(f).1);
+    let [key, _] = forms;
+    groups.push((key, ok));
+    ok
+}
+
 /// Searches `combos` best bound first and keeps the `keep` fastest that fit.
 fn search(
     ctx: &Ctx,
@@ -675,6 +706,7 @@ fn search(
 ) -> Vec<Plan> {
     combos.sort_by(|a, b| b.bound.total_cmp(&a.bound));
     let mut found: Vec<Plan> = Vec::new();
+    let mut groups = Vec::new();
     for c in &combos {
         if found.len() >= opts.max_plans
             && found
@@ -682,6 +714,9 @@ fn search(
                 .is_some_and(|worst| c.bound < worst.tokens_per_second)
         {
             break;
+        }
+        if !group_can_fit(ctx, c, &mut groups) {
+            continue;
         }
         if let Some(s) = best_fit(ctx, c) {
             let p = ctx.plan(input, reference, s, opts);
@@ -992,5 +1027,39 @@ mod tests {
             }
         }
         assert!(checked > 500, "only {checked} combinations checked");
+    }
+
+    /// The premise of [`lightest`]: for every combination of the default space of each worked
+    /// example, when it fits at its smallest micro-batch, one of its lightest forms fits too.
+    #[test]
+    fn lightest_forms_bound_every_combination() {
+        let mut fitting = 0;
+        for n in codec::named_scenarios() {
+            if !n.id.starts_with("ex") {
+                continue;
+            }
+            let r = resolve(&n.scenario).expect("named scenarios resolve");
+            let ctx = Ctx {
+                spec: &r.spec,
+                gpu: r.gpu,
+                cal: &r.calibration,
+                estimates: Cell::new(0),
+            };
+            let g = n.scenario.global_batch();
+            let base = retarget(&n.scenario, g, n.scenario.seq).expect("retargets");
+            for c in combos(&ctx, &base, g, &DEFAULT_SPACE) {
+                let s = with_batch(&c.scen, c.per_replica, c.micro_batches[0]);
+                if ctx.memory(&s).1 {
+                    fitting += 1;
+                    assert!(
+                        lightest(&s).iter().any(|f| ctx.memory(f).1),
+                        "{}: {} fits, its lightest forms do not",
+                        n.id,
+                        codec::encode(&s)
+                    );
+                }
+            }
+        }
+        assert!(fitting > 200, "only {fitting} fitting combinations checked");
     }
 }
