@@ -46,7 +46,9 @@ fn planner_default_search_under_50_ms() {
         .find(|n| n.id == "ex2-70b-zero3-8x80gb")
         .expect("named scenario");
     let eight = median_ms(&big.scenario, 15);
-    console_log!("planner, ex2-70b-zero3-8x80gb (8 GPUs), default space: median {eight:.2} ms (wasm)");
+    console_log!(
+        "planner, ex2-70b-zero3-8x80gb (8 GPUs), default space: median {eight:.2} ms (wasm)"
+    );
     // scripts/test.sh runs the site's tests unoptimized: the budget holds for the optimized
     // build the site ships (opt-level "z"), so only an optimized run checks it.
     if !cfg!(debug_assertions) {
