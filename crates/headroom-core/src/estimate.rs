@@ -343,6 +343,7 @@ pub fn estimate_with(
         "step start: weights, optimizer states, inputs",
         base,
     );
+    let micro_batch_start = tl.points.len();
     // Forward.
     let cache_layer = st.autocast_cache_per_layer;
     let mut acts = on_gpu(outside.min(outside)); // RoPE tables etc. are saved up front
@@ -422,7 +423,6 @@ pub fn estimate_with(
         "loss backward (fp32 logit gradients)",
         backward_base + lm.backward_peak,
     );
-    let mut grads = 0u64;
     let lm_head_w = spec.vocab * spec.hidden / scen.parallel.tensor as u64;
     let lm_grad_tmp = if scen.precision.is_autocast() {
         lm_head_w * compute.bytes()
@@ -438,7 +438,6 @@ pub fn estimate_with(
     let norm_grad = outside_grads
         .saturating_sub(lm_grad)
         .min(bwd.final_norm_grad);
-    let embed_grads = outside_grads - lm_grad - norm_grad;
     tl.push(
         Phase::Backward,
         "lm_head backward",
@@ -463,7 +462,7 @@ pub fn estimate_with(
         + norm_grad
         + kept_logits
         + residual_grad;
-    grads += lm_grad + norm_grad;
+    tl.grads_now += lm_grad + norm_grad;
     let mut live = after_lm;
     let shares_input =
         matches!(spec.family, Family::Gpt2 | Family::GptNeox | Family::Opt) || stream == DType::F32;
@@ -510,7 +509,7 @@ pub fn estimate_with(
             - on_gpu(kept(i)) * in_flight
             - if recompute_free(i) { 0 } else { cache_layer }
             - if i == 0 { ckpt_mask } else { 0 };
-        grads += st.layer_grad_bytes;
+        tl.grads_now += st.layer_grad_bytes;
         if i == 0 || layers <= 48 || i % (layers / 24).max(1) == 0 {
             tl.push(
                 Phase::Backward,
@@ -519,7 +518,7 @@ pub fn estimate_with(
             );
         }
     }
-    grads += embed_grads;
+    tl.grads_now = st.gradients;
     // EmbeddingBackward0 (embedding_dense_backward) writes a fresh vocab x hidden gradient
     // while the embedding output's gradient is alive. With tied embeddings lm_head's gradient
     // waited in the weight's input buffer (its AccumulateGrad runs once both arrived), and the
@@ -541,13 +540,15 @@ pub fn estimate_with(
         "end of backward: all gradients",
         end_backward,
     );
+    if scen.grad_accum > 1 {
+        tl.accumulated_pass(micro_batch_start, st.gradients);
+    }
     tl.push(
         Phase::Optimizer,
         "optimizer step",
         end_backward + st.optimizer.step_transient,
     );
     tl.push(Phase::Optimizer, "after zero_grad", base);
-    let _ = grads;
 
     // Levels: allocated adds 512-byte rounding and cuBLAS workspaces; reserved adds the
     // allocator's slack over transient bytes; device adds the context, NCCL, paged states.
@@ -693,11 +694,34 @@ fn round_up(x: u64, to: u64) -> u64 {
 #[derive(Default)]
 struct Timeline {
     points: Vec<(Phase, String, u64)>,
+    /// Per point, the accumulated gradients its bytes include (`grads_now` when pushed).
+    held: Vec<u64>,
+    /// Gradients accumulated so far in this micro-batch's backward.
+    grads_now: u64,
 }
 
 impl Timeline {
     fn push(&mut self, phase: Phase, label: impl Into<String>, tensors: u64) {
         self.points.push((phase, label.into(), tensors));
+        self.held.push(self.grads_now);
+    }
+
+    /// Gradient accumulation: the micro-batches after the first run the same forward, loss and
+    /// backward while the whole gradient from the earlier ones stays allocated (`zero_grad`
+    /// runs only after the optimizer step; AccumulateGrad adds each new gradient into it in
+    /// place). Appends that pass: each point of the first micro-batch (from `first`) with the
+    /// gradients it held replaced by all of them.
+    fn accumulated_pass(&mut self, first: usize, gradients: u64) {
+        for j in first..self.points.len() {
+            let (phase, label, tensors) = self.points[j].clone();
+            let held = self.held[j];
+            self.points.push((
+                phase,
+                format!("next micro-batches: {label}"),
+                tensors.saturating_sub(held) + gradients,
+            ));
+            self.held.push(gradients);
+        }
     }
 }
 
