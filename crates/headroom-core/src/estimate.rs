@@ -189,6 +189,17 @@ pub struct Resolved {
 pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     scen.validate()?;
     let (name, spec) = resolve_model(scen)?;
+    // A learned position table (GPT-2, OPT) has a fixed number of rows: longer sequences
+    // index past it and fail in the embedding, so they are not a scenario to estimate.
+    if spec.position_embeddings > 0 && u64::from(scen.seq) > spec.position_embeddings {
+        return Err(ScenarioError::invalid(
+            "seq",
+            format!(
+                "{name} has {} learned positions (max_position_embeddings); choose seq up to that, found {}",
+                spec.position_embeddings, scen.seq
+            ),
+        ));
+    }
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     Ok(Resolved {
         name,
