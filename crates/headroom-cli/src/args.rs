@@ -79,6 +79,11 @@ pub struct PlanArgs {
     /// LoRA/QLoRA (listed separately).
     #[arg(long)]
     pub allow_training_changes: bool,
+    /// Settings to keep as in the scenario, comma-separated: dp, tp, offload, ckpt, batch,
+    /// loss, act_offload, precision (e.g. `--keep tp` for the Trainer, which has no tensor
+    /// parallelism).
+    #[arg(long, value_name = "LIST")]
+    pub keep: Option<String>,
     /// Tokens to train on (2e9, 300B, 15T): time and GPU-hours per plan.
     #[arg(long, value_name = "N")]
     pub tokens: Option<String>,

@@ -8,7 +8,7 @@ use headroom_core::ScenarioError;
 use headroom_core::estimate::resolve;
 use headroom_core::export::{Target, export};
 use headroom_core::format::{bytes, signed_bytes};
-use headroom_core::plan::{Plan, PlanOptions, Planning, plan};
+use headroom_core::plan::{Keep, Plan, PlanOptions, Planning, plan};
 use serde_json::json;
 
 use crate::args::{Format, PlanArgs};
@@ -80,6 +80,12 @@ impl PlanArgs {
                 .map(|s| parse_int::<usize>("max_plans", s))
                 .transpose()?
                 .unwrap_or(10),
+            keep: self
+                .keep
+                .as_deref()
+                .map(|s| Keep::parse("keep", s))
+                .transpose()?
+                .unwrap_or_default(),
         };
         if opts.price_per_gpu_hour.is_some() && opts.tokens.is_none() {
             bail!(

@@ -110,6 +110,7 @@ fn bad_flags_exit_2_naming_the_flag() {
             "`price_per_gpu_hour`",
         ),
         (vec!["plan", "--export", "megatron"], "`export`"),
+        (vec!["plan", "--keep", "tp,everything"], "`keep`"),
         (vec!["plan", "--export", "env", "--pick", "999"], "`pick`"),
         (
             vec!["plan", "--gpus", "4", "--global-batch", "6"],

@@ -136,6 +136,81 @@ pub const DEFAULT_SPACE: SearchSpace = SearchSpace {
     ],
 };
 
+/// Settings the user keeps as in the scenario (the changes the planner may not make), e.g. the
+/// tensor-parallel degree when the training runs under the Trainer, which has no tensor
+/// parallelism.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Keep {
+    pub dp: bool,
+    pub tp: bool,
+    /// Optimizer and parameter offload.
+    pub offload: bool,
+    pub ckpt: bool,
+    /// Micro-batch (and so the accumulation).
+    pub batch: bool,
+    pub loss: bool,
+    pub act_offload: bool,
+    pub precision: bool,
+}
+
+impl Keep {
+    /// The names `parse` accepts.
+    pub const NAMES: [&'static str; 8] = [
+        "dp",
+        "tp",
+        "offload",
+        "ckpt",
+        "batch",
+        "loss",
+        "act_offload",
+        "precision",
+    ];
+
+    /// Parses a comma-separated list of [`Keep::NAMES`].
+    pub fn parse(field: &str, s: &str) -> Result<Keep, ScenarioError> {
+        let mut k = Keep::default();
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let flag = match name {
+                "dp" => &mut k.dp,
+                "tp" => &mut k.tp,
+                "offload" => &mut k.offload,
+                "ckpt" => &mut k.ckpt,
+                "batch" => &mut k.batch,
+                "loss" => &mut k.loss,
+                "act_offload" => &mut k.act_offload,
+                "precision" => &mut k.precision,
+                _ => {
+                    return Err(ScenarioError::invalid(
+                        field,
+                        format!(
+                            "unknown setting `{}`; allowed: {}",
+                            crate::scenario::shorten(name),
+                            Keep::NAMES.join(", ")
+                        ),
+                    ));
+                }
+            };
+            *flag = true;
+        }
+        Ok(k)
+    }
+
+    /// Whether a change of `field` (a link key, as in [`Change`]) is allowed.
+    pub fn allows(&self, field: &str) -> bool {
+        !match field {
+            "dp" => self.dp,
+            "tp" | "sp" => self.tp,
+            "opt_offload" | "param_offload" => self.offload,
+            "ckpt" => self.ckpt,
+            "batch" | "accum" => self.batch,
+            "loss" => self.loss,
+            "act_offload" => self.act_offload,
+            "precision" => self.precision,
+            _ => false,
+        }
+    }
+}
+
 /// What the user asks for besides the scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanOptions {
@@ -152,6 +227,8 @@ pub struct PlanOptions {
     pub price_per_gpu_hour: Option<f64>,
     /// Plans kept per list.
     pub max_plans: usize,
+    /// Settings kept as in the scenario.
+    pub keep: Keep,
 }
 
 impl Default for PlanOptions {
@@ -163,6 +240,7 @@ impl Default for PlanOptions {
             tokens: None,
             price_per_gpu_hour: None,
             max_plans: 10,
+            keep: Keep::default(),
         }
     }
 }
@@ -537,18 +615,46 @@ fn with_batch(s: &Scenario, per_replica: u64, b: u32) -> Scenario {
     }
 }
 
+/// The scenario's own value when the user keeps it, else every value of the space.
+fn pick<T: Copy>(kept: bool, own: T, all: &[T]) -> Vec<T> {
+    if kept { vec![own] } else { all.to_vec() }
+}
+
 /// Every structural combination of `space` (for one recipe) on top of `base`.
-fn combos(ctx: &Ctx, base: &Scenario, global_batch: u64, space: &SearchSpace) -> Vec<Combo> {
+fn combos(
+    ctx: &Ctx,
+    base: &Scenario,
+    global_batch: u64,
+    space: &SearchSpace,
+    keep: &Keep,
+) -> Vec<Combo> {
     let mut out = Vec::new();
     let pp = base.parallel.pipeline.max(1);
     let node = TimeAssumptions::default().gpus_per_node;
     let mut precisions = vec![base.precision];
-    if base.precision == Precision::Fp32 {
+    if base.precision == Precision::Fp32 && !keep.precision {
         // Autocast keeps fp32 weights and states: the same training, in half the activations.
         precisions.push(ctx.half_precision(false));
     }
-    for &tp in space.tensor_parallel {
-        if tp > node
+    // Each kept setting takes the scenario's value instead of the space's values.
+    let bp = &base.parallel;
+    let tps = pick(keep.tp, bp.tensor, space.tensor_parallel);
+    let dps = pick(keep.dp, bp.data, space.data_parallel);
+    let offloads = pick(
+        keep.offload,
+        (bp.offload_optimizer, bp.offload_params),
+        space.offload,
+    );
+    let ckpts = pick(keep.ckpt, base.checkpointing, space.checkpointing);
+    let losses = pick(keep.loss, base.loss, space.loss);
+    let acts = pick(
+        keep.act_offload,
+        base.offload_activations,
+        space.offload_activations,
+    );
+    let own_sharding = (bp.data, bp.offload_optimizer, bp.offload_params);
+    for tp in tps {
+        if (tp > node && tp != bp.tensor)
             || !base.gpus.is_multiple_of(tp * pp)
             || !ctx.spec.heads.is_multiple_of(tp as u64)
             || !ctx.spec.kv_heads.max(1).is_multiple_of(tp as u64)
@@ -560,37 +666,47 @@ fn combos(ctx: &Ctx, base: &Scenario, global_batch: u64, space: &SearchSpace) ->
             continue;
         }
         let per = global_batch / d;
-        let micro_batches: Vec<u32> = (0..31)
-            .map(|k| 1u64 << k)
-            .take_while(|b| *b <= per && *b <= space.max_micro_batch as u64)
-            .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
-            .map(|b| b as u32)
-            .collect();
+        let micro_batches: Vec<u32> = if keep.batch {
+            [base.micro_batch as u64]
+                .into_iter()
+                .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
+                .map(|b| b as u32)
+                .collect()
+        } else {
+            (0..31)
+                .map(|k| 1u64 << k)
+                .take_while(|b| *b <= per && *b <= space.max_micro_batch as u64)
+                .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
+                .map(|b| b as u32)
+                .collect()
+        };
         if micro_batches.is_empty() {
             continue;
         }
         for &precision in &precisions {
-            for &dp in space.data_parallel {
-                for &(oo, op) in space.offload {
+            for &dp in &dps {
+                for &(oo, op) in &offloads {
+                    // The rules below drop dominated alternatives, never the scenario's own.
+                    let own = (dp, oo, op) == own_sharding;
                     // One-way sharding shards nothing: on one data-parallel GPU, ZeRO and FSDP
                     // are only worth their overhead for the offload they enable.
-                    if d == 1 && dp != DataParallel::Ddp && oo == Offload::None {
+                    if !own && d == 1 && dp != DataParallel::Ddp && oo == Offload::None {
                         continue;
                     }
                     // ZeRO-2 offloads the same states with the gradients sharded too, at the
                     // same communication: ZeRO-1 with offload is never the better plan.
-                    if dp == DataParallel::Zero1 && oo != Offload::None {
+                    if !own && dp == DataParallel::Zero1 && oo != Offload::None {
                         continue;
                     }
                     // FSDP2's CPUOffloadPolicy moves parameters, gradients and optimizer
                     // states together: it has no optimizer-only offload.
-                    if dp == DataParallel::Fsdp && oo != op {
+                    if !own && dp == DataParallel::Fsdp && oo != op {
                         continue;
                     }
-                    for &ck in space.checkpointing {
-                        for &loss in space.loss {
-                            for &act in space.offload_activations {
-                                if act && ck != Checkpointing::None {
+                    for &ck in &ckpts {
+                        for &loss in &losses {
+                            for &act in &acts {
+                                if act && ck != Checkpointing::None && !keep.act_offload {
                                     continue;
                                 }
                                 let s = Scenario {
@@ -601,7 +717,7 @@ fn combos(ctx: &Ctx, base: &Scenario, global_batch: u64, space: &SearchSpace) ->
                                     parallel: crate::scenario::Parallel {
                                         data: dp,
                                         tensor: tp,
-                                        sequence: tp > 1,
+                                        sequence: if keep.tp { bp.sequence } else { tp > 1 },
                                         offload_optimizer: oo,
                                         offload_params: op,
                                         ..base.parallel
@@ -767,6 +883,7 @@ fn ladder(
     start: &Scenario,
     reference: &Scenario,
     allow_training_changes: bool,
+    keep: &Keep,
 ) -> (Vec<LadderStep>, bool) {
     let mut steps = Vec::new();
     let (peak0, fits0, head0, _, _) = ctx.memory(input);
@@ -843,7 +960,10 @@ fn ladder(
                     s.precision = fixed;
                 }
             }
-            if s.validate().is_err() || s == cur {
+            if s.validate().is_err()
+                || s == cur
+                || !differences(&cur, &s).iter().all(|c| keep.allows(c.field))
+            {
                 continue;
             }
             let training = changes_training(reference, &s);
@@ -933,7 +1053,7 @@ pub fn plan_with(
         },
         ..start.clone()
     };
-    let same = combos(&ctx, &base, global_batch, space);
+    let same = combos(&ctx, &base, global_batch, space, &opts.keep);
     let combinations = same.len() as u32;
     let plans = search(&ctx, same, scen, &start, opts);
     let mut training_plans = Vec::new();
@@ -961,11 +1081,18 @@ pub fn plan_with(
             if b == base {
                 continue;
             }
-            all.extend(combos(&ctx, &b, global_batch, space));
+            all.extend(combos(&ctx, &b, global_batch, space, &opts.keep));
         }
         training_plans = search(&ctx, all, scen, &start, opts);
     }
-    let (ladder, ladder_fits) = ladder(&ctx, scen, &start, &start, opts.allow_training_changes);
+    let (ladder, ladder_fits) = ladder(
+        &ctx,
+        scen,
+        &start,
+        &start,
+        opts.allow_training_changes,
+        &opts.keep,
+    );
     let input = ctx.plan(scen, &start, scen.clone(), opts);
     Ok(Planning {
         input,
@@ -1004,7 +1131,7 @@ mod tests {
             // A large global batch, so every combination has several micro-batches to compare.
             let g = 256 * n.scenario.gpus as u64;
             let base = retarget(&n.scenario, g, n.scenario.seq).expect("retargets");
-            for c in combos(&ctx, &base, g, &DEFAULT_SPACE) {
+            for c in combos(&ctx, &base, g, &DEFAULT_SPACE, &Keep::default()) {
                 let speeds: Vec<f64> = c
                     .micro_batches
                     .iter()
@@ -1047,7 +1174,7 @@ mod tests {
             };
             let g = n.scenario.global_batch();
             let base = retarget(&n.scenario, g, n.scenario.seq).expect("retargets");
-            for c in combos(&ctx, &base, g, &DEFAULT_SPACE) {
+            for c in combos(&ctx, &base, g, &DEFAULT_SPACE, &Keep::default()) {
                 let s = with_batch(&c.scen, c.per_replica, c.micro_batches[0]);
                 if ctx.memory(&s).1 {
                     fitting += 1;

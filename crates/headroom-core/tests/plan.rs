@@ -5,7 +5,7 @@
 
 use headroom_core::codec::{self, decode, named_scenarios};
 use headroom_core::estimate::{estimate, resolve};
-use headroom_core::plan::{PlanOptions, Planning, plan, retarget};
+use headroom_core::plan::{Keep, PlanOptions, Planning, plan, retarget};
 use headroom_core::time::step_time;
 use headroom_core::{Scenario, ScenarioError};
 
@@ -326,4 +326,63 @@ fn default_search_runs_few_estimates() {
         p.estimates,
         p.combinations
     );
+}
+
+/// Kept settings are never changed, neither by a plan nor by a rung of the ladder.
+#[test]
+fn kept_settings_stay_as_given() {
+    let scen = named("ex2-70b-zero3-8x80gb");
+    let free = run(&scen, &PlanOptions::default());
+    // Unconstrained, the fastest plan uses tensor parallelism (which the Trainer cannot run).
+    assert!(free.plans[0].scenario.parallel.tensor > 1);
+    let keep = Keep::parse("keep", "tp").unwrap_or_else(|e| panic!("{e}"));
+    let p = run(
+        &scen,
+        &PlanOptions {
+            keep,
+            ..PlanOptions::default()
+        },
+    );
+    assert!(!p.plans.is_empty());
+    for pl in &p.plans {
+        assert_eq!(pl.scenario.parallel.tensor, 1, "{}", pl.link);
+        assert!(!pl.scenario.parallel.sequence);
+    }
+    let keep = Keep::parse("keep", "dp, offload,ckpt,loss,act_offload,precision,tp")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let scen = named("ex3-llama-3.2-1b-4xa10g-zero2");
+    let p = run(
+        &scen,
+        &PlanOptions {
+            keep,
+            ..PlanOptions::default()
+        },
+    );
+    for pl in &p.plans {
+        for c in &pl.changes {
+            assert!(
+                ["batch", "accum", "expandable", "graphs", "attention"].contains(&c.field),
+                "{} changed in {}",
+                c.field,
+                pl.link
+            );
+        }
+    }
+    for st in p.ladder.iter().skip(1) {
+        assert!(
+            [
+                "halve_micro_batch",
+                "expandable_segments",
+                "no_cuda_graphs",
+                "sdpa"
+            ]
+            .contains(&st.id),
+            "ladder step {}",
+            st.id
+        );
+    }
+    assert!(matches!(
+        Keep::parse("keep", "tp,gpus"),
+        Err(ScenarioError::Invalid { field, .. }) if field == "keep"
+    ));
 }
