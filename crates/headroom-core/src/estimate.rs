@@ -189,17 +189,6 @@ pub struct Resolved {
 pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     scen.validate()?;
     let (name, spec) = resolve_model(scen)?;
-    // A learned position table (GPT-2, OPT) has a fixed number of rows: longer sequences
-    // index past it and fail in the embedding, so they are not a scenario to estimate.
-    if spec.position_embeddings > 0 && u64::from(scen.seq) > spec.position_embeddings {
-        return Err(ScenarioError::invalid(
-            "seq",
-            format!(
-                "{name} has {} learned positions (max_position_embeddings); choose seq up to that, found {}",
-                spec.position_embeddings, scen.seq
-            ),
-        ));
-    }
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     Ok(Resolved {
         name,
@@ -493,10 +482,12 @@ pub fn estimate_with(
         // Reentrant checkpointing reruns the layer's forward inside backward: everything it
         // saves is allocated again, except the kept input when the first norm saves the input
         // itself (fp32 stream or LayerNorm: the detached input shares its storage).
+        // The recompute runs inside backward, outside `save_on_cpu`'s forward context: its
+        // saved tensors are on the GPU even when activations are offloaded.
         let recompute = if checkpointed {
-            on_gpu(full_i)
-                .saturating_sub(if shares_input { on_gpu(kept(i)) } else { 0 })
-                .saturating_sub(on_gpu(gpt2_cache_copies))
+            full_i
+                .saturating_sub(if shares_input { kept(i) } else { 0 })
+                .saturating_sub(gpt2_cache_copies)
         } else {
             on_gpu(full_i).saturating_sub(on_gpu(kept(i)))
         };
@@ -504,7 +495,13 @@ pub fn estimate_with(
         // when the forward's region exited), or cast again by a checkpointed layer's recompute
         // (checkpoint restores the autocast state); either way released by this backward.
         let recompute = recompute + if recompute_free(i) { cache_layer } else { 0 };
-        let offload_back = if offload { full_i } else { 0 };
+        // Offloaded saves come back to the GPU for this layer's backward: all of them, or only
+        // the checkpointed layer's input.
+        let offload_back = match (offload, checkpointed) {
+            (false, _) => 0,
+            (true, true) => kept(i),
+            (true, false) => full_i,
+        };
         let inner = if spec.moe.is_some() && i >= spec.layers - sparse_frac {
             // MoE layers: the routed experts' backward is not modelled op by op (assumed).
             layer_bwd_tmp + st.layer_grad_bytes
@@ -629,14 +626,24 @@ pub fn estimate_with(
 
     // Host memory: offloaded states, and save_on_cpu's pinned copies (each save copied, pinned
     // blocks rounded up to a power of two by the caching host allocator).
+    // A checkpointed layer saves only its input (the rest is recomputed in backward, on the
+    // GPU), so only that goes to the host.
     let host_acts = if offload {
-        dense_items
+        let full_layer: u64 = dense_items
             .iter()
             .map(|s| s.elements * s.dtype.bytes())
             .map(u64::next_power_of_two)
-            .sum::<u64>()
-            * layers
-            * in_flight
+            .sum();
+        let per_layer = |i: u64| {
+            if kept(i) == layer_full(i) {
+                full_layer
+            } else if kept(i) == ckpt_input {
+                ckpt_input.next_power_of_two()
+            } else {
+                full_layer.saturating_sub(attention_s2)
+            }
+        };
+        (0..layers).map(per_layer).sum::<u64>() * in_flight
     } else {
         0
     };
