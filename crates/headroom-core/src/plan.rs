@@ -827,7 +827,7 @@ fn search(
         if found.len() >= opts.max_plans
             && found
                 .last()
-                .is_some_and(|worst| c.bound < worst.tokens_per_second)
+                .is_some_and(|worst| c.bound < worst.tokens_per_second * (1.0 - SAME_SPEED))
         {
             break;
         }
@@ -847,12 +847,17 @@ fn search(
     found
 }
 
-/// Ranking: faster first; at the same speed (the time model often prices two setups alike,
-/// e.g. when CPU offload bounds the step), fewer changes from the scenario first, since each
-/// change is work and risk for the user, then the lower peak.
+/// Speeds within this fraction of each other rank as equal: the time model's differences
+/// below 0.1% (a fused loss where the logits are small, say) are below its resolution and not
+/// worth a change.
+pub const SAME_SPEED: f64 = 1e-3;
+
+/// Ranking: faster first; at the same speed (within [`SAME_SPEED`]; the time model often
+/// prices two setups alike, e.g. when CPU offload bounds the step), fewer changes from the
+/// scenario first, since each change is work and risk for the user, then the lower peak.
 fn ranks_before(p: &Plan, q: &Plan) -> bool {
     let same = (p.tokens_per_second - q.tokens_per_second).abs()
-        <= 1e-9 * q.tokens_per_second.abs().max(1.0);
+        <= SAME_SPEED * q.tokens_per_second.abs().max(1e-9);
     if !same {
         return p.tokens_per_second > q.tokens_per_second;
     }

@@ -5,7 +5,7 @@
 
 use headroom_core::codec::{self, decode, named_scenarios};
 use headroom_core::estimate::{estimate, resolve};
-use headroom_core::plan::{Keep, PlanOptions, Planning, plan, retarget};
+use headroom_core::plan::{Keep, PlanOptions, Planning, SAME_SPEED, plan, retarget};
 use headroom_core::time::step_time;
 use headroom_core::{Scenario, ScenarioError};
 
@@ -104,8 +104,9 @@ fn plans_keep_the_target_and_the_training() {
         let p = run(&scen, &PlanOptions::default());
         let tokens = scen.global_batch() * scen.seq as u64;
         for w in p.plans.windows(2) {
+            // Faster first; speeds within SAME_SPEED rank by fewer changes.
             assert!(
-                w[0].tokens_per_second >= w[1].tokens_per_second,
+                w[0].tokens_per_second >= w[1].tokens_per_second * (1.0 - SAME_SPEED),
                 "{id}: ranking"
             );
         }
