@@ -6,7 +6,8 @@ use headroom_core::Analysis;
 use headroom_core::format;
 use yew::prelude::*;
 
-use super::{Outcome, outcome};
+use super::{Outcome, outcome_with};
+use crate::calibration_state::use_user_calibration;
 use crate::components::form::ScenarioForm;
 use crate::components::notices::LinkErrors;
 use crate::components::report::Verdict;
@@ -158,8 +159,14 @@ pub fn Compare() -> Html {
         let o = opened.clone();
         use_reducer(move || CalcState::new(o.other.clone(), Vec::new()))
     };
-    let ra: Rc<Outcome> = use_memo(a.scenario.clone(), outcome);
-    let rb: Rc<Outcome> = use_memo(b.scenario.clone(), outcome);
+    // A calibration file the user loaded applies here as in the calculator (to its own GPU).
+    let user = use_user_calibration();
+    let ra: Rc<Outcome> = use_memo((a.scenario.clone(), user.clone()), |(s, u)| {
+        outcome_with(s, u.as_deref())
+    });
+    let rb: Rc<Outcome> = use_memo((b.scenario.clone(), user.clone()), |(s, u)| {
+        outcome_with(s, u.as_deref())
+    });
     {
         let first = (opened.scenario.clone(), opened.other.clone());
         use_effect_with((a.scenario.clone(), b.scenario.clone()), move |now| {

@@ -16,6 +16,8 @@ use crate::query::{View, calculator_query, parse};
 #[component]
 pub fn Embed() -> Html {
     let q = use_memo((), |_| parse(&dom::current_query(), Default::default()));
+    // Built-in calibrations only: an embed shows every visitor of the host page the same
+    // numbers, whatever file one of them loaded on this site.
     let result: Rc<Outcome> = use_memo(q.scenario.clone(), outcome);
     use_effect_with((), |_| {
         dom::watch_height();
