@@ -243,3 +243,25 @@ fn a_guide_reads_at_phone_width() {
         s.screenshot(&std::path::Path::new(&dir).join("guide-phone.png"));
     }
 }
+
+#[test]
+fn guides_work_under_a_sub_path() {
+    let dist = headroom_e2e::dist_sub_dir();
+    assert!(dist.join("content/guides").is_dir(), "no sub-path build at {}", dist.display());
+    let srv = StaticServer::start_at(&dist, "/headroom/").expect("a local server");
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/guides/memory-timeline"));
+    s.wait_for(
+        "const a = document.querySelector('article.guide'); return a && a.dataset.ready === 'true'",
+        WAIT,
+        "the guide under /headroom/",
+    );
+    let state = s.js(
+        "return [document.querySelectorAll('.calc-block').length, \
+                 [...document.querySelectorAll('.guide a[href^=\"/\"]')].every(a => a.getAttribute('href').startsWith('/headroom/'))]",
+        json!([]),
+    );
+    assert!(state[0].as_u64() > Some(0), "blocks render: {state}");
+    assert_eq!(state[1], json!(true), "site links keep the sub-path");
+}
