@@ -227,11 +227,13 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
     let half_norm_tokens = if sh.sp { t / tp } else { t };
 
     rms_norm(inv, "input_layernorm", half_norm_tokens, h_local, sh, gemma);
-    // Attention projections.
+    // Attention projections. With sequence parallelism a column-parallel linear saves its
+    // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
+    // §4.2.2; Megatron's LinearWithGradAccumulationAndAsyncCommunication), so it saves `th`.
     if spec.family == Family::Phi3 {
-        linear_inputs(inv, "qkv_proj input", t * spec.hidden, 1, sh);
+        linear_inputs(inv, "qkv_proj input", th, 1, sh);
     } else {
-        linear_inputs(inv, "q/k/v_proj input", t * spec.hidden, 3, sh);
+        linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
     }
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
     // fp32; the rotated q, k and v are what attention saves.
@@ -369,10 +371,16 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
 fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64, tokens_scale_den: u64) {
     let t = sh.tokens() / tokens_scale_den;
     let c = sh.compute();
-    if spec.family == Family::Phi3 {
-        linear_inputs(inv, "gate_up_proj input", t * spec.hidden, 1, sh);
+    // The sequence-sharded input with sequence parallelism, as for the attention projections.
+    let th = if sh.sp {
+        t * spec.hidden / sh.tp
     } else {
-        linear_inputs(inv, "gate/up_proj input", t * spec.hidden, 2, sh);
+        t * spec.hidden
+    };
+    if spec.family == Family::Phi3 {
+        linear_inputs(inv, "gate_up_proj input", th, 1, sh);
+    } else {
+        linear_inputs(inv, "gate/up_proj input", th, 2, sh);
     }
     let what = if spec.family == Family::Phi3 {
         "gate_up output (saved by the activation and the product)"
@@ -450,9 +458,9 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     layer_norm(inv, "attention LayerNorm");
     let fused_qkv = matches!(spec.family, Family::Gpt2 | Family::GptNeox);
     if fused_qkv {
-        linear_inputs(inv, "qkv input", t * h, 1, sh);
+        linear_inputs(inv, "qkv input", th, 1, sh);
     } else {
-        linear_inputs(inv, "q/k/v_proj input", t * h, 3, sh);
+        linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
     }
     let scores = sh.b * heads * sh.s * sh.s;
     match sh.attention {
@@ -518,7 +526,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         inv.add("residual dropout mask (attention)", th, DType::Bool);
     }
     layer_norm(inv, "MLP LayerNorm");
-    linear_inputs(inv, "MLP input", t * h, 1, sh);
+    linear_inputs(inv, "MLP input", th, 1, sh);
     match spec.activation.as_str() {
         // GPT-2's gelu_new is written out in Python: 0.5 * x * (1 + tanh(...(x + 0.044715 x^3))):
         // pow saves x, tanh saves its output, the last product saves both factors.
