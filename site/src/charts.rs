@@ -1,5 +1,5 @@
-//! The two charts, drawn by plotters on any backend: a canvas on the page, an SVG string for
-//! export. Colours follow the light or dark scheme.
+//! The two charts, drawn by plotters on any backend (the site uses only SVG: shown in an
+//! image on the page, and downloaded). Colours follow the light or dark scheme.
 
 use headroom_core::estimate::{Estimate, Lifetime, Phase};
 use plotters::coord::Shift;
@@ -55,7 +55,7 @@ pub fn palette(dark: bool) -> Palette {
     }
 }
 
-/// Draw-time settings: colours and the device pixel ratio (sizes scale with it).
+/// Draw-time settings: colours and a scale for every size (1 for SVG, which is in CSS pixels).
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
     pub palette: Palette,
@@ -366,7 +366,8 @@ impl ChartKind {
     }
 }
 
-/// The chart as an SVG document (for wikis that allow no iframes).
+/// The chart as an SVG document: what the page shows, and the export (for wikis that allow no
+/// iframes).
 pub fn svg(kind: ChartKind, est: &Estimate, dark: bool, width: u32) -> Result<String, String> {
     let height = kind.height(width, est);
     let mut out = String::new();
@@ -381,7 +382,28 @@ pub fn svg(kind: ChartKind, est: &Estimate, dark: bool, width: u32) -> Result<St
             },
         )?;
     }
-    Ok(out)
+    Ok(full_size_text(&out))
+}
+
+/// plotters-svg writes every font size divided by 1.24, though plotters laid the text out at
+/// the full size (as a canvas draws it): this puts the sizes back, so the chart looks as it
+/// did on a canvas. Text from the data cannot hold the attribute (quotes are escaped).
+pub fn full_size_text(svg: &str) -> String {
+    const KEY: &str = "font-size=\"";
+    let mut out = String::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(i) = rest.find(KEY) {
+        let (head, tail) = rest.split_at(i + KEY.len());
+        out.push_str(head);
+        let end = tail.find('"').unwrap_or(tail.len());
+        match tail[..end].parse::<f64>() {
+            Ok(v) => out.push_str(&format!("{}", (v * 124.0).round() / 100.0)),
+            Err(_) => out.push_str(&tail[..end]),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -400,6 +422,9 @@ mod tests {
         assert!(doc.starts_with("<svg"), "{}", &doc[..80.min(doc.len())]);
         assert!(doc.contains(&format!("peak {:.1} GiB", e.peak.device as f64 / GIB)));
         assert!(doc.contains("GPU memory") && doc.contains("backward"));
+        // The text at the sizes the chart asks for (11 px labels, 12 px for the peak).
+        assert!(doc.contains("font-size=\"11\"") && doc.contains("font-size=\"12\""));
+        assert!(!doc.contains("font-size=\"8.87"));
     }
 
     #[test]

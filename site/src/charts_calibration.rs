@@ -1,5 +1,5 @@
 //! The calibration page's chart: measured matmul throughput against problem size, one line per
-//! dtype, drawn by plotters on any backend (a canvas on the page, SVG in tests).
+//! dtype, drawn by plotters on any backend (the site shows it as SVG).
 
 use headroom_core::calibration::schema::MatmulPoint;
 use plotters::coord::Shift;
@@ -152,7 +152,7 @@ pub fn draw_efficiency<DB: DrawingBackend>(
     root.present().map_err(err)
 }
 
-/// The chart as an SVG document.
+/// The chart as an SVG document (what the page shows).
 pub fn svg(points: &[MatmulPoint], dark: bool, width: u32) -> Result<String, String> {
     let mut out = String::new();
     {
@@ -163,7 +163,7 @@ pub fn svg(points: &[MatmulPoint], dark: bool, width: u32) -> Result<String, Str
         };
         draw_efficiency(&root, points, &style)?;
     }
-    Ok(out)
+    Ok(crate::charts::full_size_text(&out))
 }
 
 #[cfg(test)]

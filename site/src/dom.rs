@@ -295,3 +295,44 @@ pub fn on_history(on_change: impl Fn() + 'static) {
     let _ = w.add_event_listener_with_callback("popstate", handler.as_ref().unchecked_ref());
     handler.forget();
 }
+
+/// Shows an SVG document in an `<img>` as a `data:` URL (an image runs no script and adds no
+/// markup to the page, whatever text the SVG holds), sized `width` x `height` CSS pixels so
+/// the page keeps the chart's shape while the image decodes.
+pub fn show_svg_image(img: &web_sys::HtmlImageElement, svg: &str, width: u32, height: u32) {
+    let encoded = String::from(js_sys::encode_uri_component(svg));
+    img.set_width(width);
+    img.set_height(height);
+    img.set_src(&format!("data:image/svg+xml;charset=utf-8,{encoded}"));
+}
+
+/// Offers a shown image as a PNG download, drawn on an offscreen canvas at the screen's
+/// pixel ratio (an SVG image stays sharp at any scale).
+pub fn download_png(file_name: &str, img: &web_sys::HtmlImageElement) -> Result<(), String> {
+    let (w, h) = (img.natural_width(), img.natural_height());
+    if !img.complete() || w == 0 || h == 0 {
+        return Err("the chart is not drawn yet".into());
+    }
+    let document = window().and_then(|w| w.document()).ok_or("no document")?;
+    let canvas: web_sys::HtmlCanvasElement = document
+        .create_element("canvas")
+        .map_err(|_| "could not create a canvas")?
+        .unchecked_into();
+    let ratio = pixel_ratio();
+    let (cw, ch) = ((w as f64 * ratio).round(), (h as f64 * ratio).round());
+    canvas.set_width(cw as u32);
+    canvas.set_height(ch as u32);
+    let context: web_sys::CanvasRenderingContext2d = canvas
+        .get_context("2d")
+        .ok()
+        .flatten()
+        .ok_or("no 2D canvas in this browser")?
+        .unchecked_into();
+    context
+        .draw_image_with_html_image_element_and_dw_and_dh(img, 0.0, 0.0, cw, ch)
+        .map_err(|_| "could not draw the chart")?;
+    let url = canvas
+        .to_data_url_with_type("image/png")
+        .map_err(|_| "the browser refused to export the chart")?;
+    download_url(file_name, &url)
+}

@@ -124,33 +124,87 @@ async fn the_strategy_table_has_a_row_per_technique() {
     assert_eq!(rows.length() as usize, n);
 }
 
-#[wasm_bindgen_test]
-async fn a_chart_draws_on_its_canvas() {
-    let div = root();
-    let a = analysis("batch=2");
-    yew::Renderer::<Chart>::with_root_and_props(
-        div.clone(),
-        ChartProps {
-            kind: ChartKind::Timeline,
-            estimate: Rc::new(a.estimate.clone()),
-            label: "timeline".into(),
-            file_stem: "t".into(),
-        },
-    )
-    .render();
-    settle().await;
-    let canvas: web_sys::HtmlCanvasElement = div
-        .query_selector("canvas")
+/// The chart shown in `sel` inside `div`, once its image has loaded: the image and the SVG
+/// text its `data:` URL holds.
+async fn chart_svg(div: &web_sys::Element, sel: &str) -> (web_sys::HtmlImageElement, String) {
+    let img: web_sys::HtmlImageElement = div
+        .query_selector(sel)
         .ok()
         .flatten()
-        .expect("a canvas")
+        .expect("a chart image")
         .unchecked_into();
+    for _ in 0..100 {
+        if img.complete() && img.natural_width() > 0 {
+            break;
+        }
+        settle().await;
+    }
+    let src = img.src();
+    let encoded = src
+        .strip_prefix("data:image/svg+xml;charset=utf-8,")
+        .unwrap_or_else(|| panic!("an SVG data URL: {}", &src[..60.min(src.len())]));
+    let text = String::from(js_sys::decode_uri_component(encoded).expect("percent-encoded"));
+    assert!(text.starts_with("<svg"), "{}", &text[..80.min(text.len())]);
     assert!(
-        canvas.width() >= 280 && canvas.height() >= 200,
+        img.natural_width() >= 280 && img.natural_height() >= 200,
         "{}x{}",
-        canvas.width(),
-        canvas.height()
+        img.natural_width(),
+        img.natural_height()
     );
+    assert!(img.has_attribute("data-draw-ms"));
+    (img, text)
+}
+
+#[wasm_bindgen_test]
+async fn a_chart_is_drawn_as_an_svg_image() {
+    let a = analysis("model=qwen2.5-0.5b&batch=2");
+    for kind in [ChartKind::Timeline, ChartKind::Breakdown] {
+        let div = root();
+        yew::Renderer::<Chart>::with_root_and_props(
+            div.clone(),
+            ChartProps {
+                kind,
+                estimate: Rc::new(a.estimate.clone()),
+                label: "a chart".into(),
+                file_stem: "t".into(),
+            },
+        )
+        .render();
+        settle().await;
+        let (img, text) = chart_svg(&div, &format!("#chart-{} img", kind.id())).await;
+        assert_eq!(img.alt(), "a chart");
+        // The PNG export draws the image on a canvas: the canvas must not be tainted.
+        assert_eq!(headroom_site::dom::download_png("t.png", &img), Ok(()));
+        match kind {
+            ChartKind::Timeline => {
+                let peak = format!(
+                    "peak {:.1} GiB",
+                    a.estimate.peak.device as f64 / (1u64 << 30) as f64
+                );
+                assert!(text.contains(&peak), "{peak} in the timeline");
+            }
+            ChartKind::Breakdown => {
+                let biggest = a
+                    .estimate
+                    .components
+                    .iter()
+                    .max_by_key(|c| c.bytes)
+                    .expect("components");
+                // plotters-svg escapes text as XML does.
+                let name: String = biggest
+                    .name
+                    .chars()
+                    .take(12)
+                    .collect::<String>()
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+                    .replace('"', "&quot;")
+                    .replace('\'', "&apos;");
+                assert!(text.contains(&name), "{name} in the breakdown");
+            }
+        }
+    }
 }
 
 /// Holds a scenario in state and shows it, so the form's edits can be observed.
@@ -271,13 +325,8 @@ async fn a_calibration_file_shows_its_constants_rows_and_chart() {
     assert!(cell("#calibration-rows tbody tr").contains(&first_row));
     assert!(cell("#calibration-errors tr[data-id=device]").contains("5.19%"));
     assert!(cell("#calibration-report").contains("fake backend"));
-    let canvas: web_sys::HtmlCanvasElement = div
-        .query_selector("#chart-efficiency canvas")
-        .ok()
-        .flatten()
-        .expect("a canvas")
-        .unchecked_into();
-    assert!(canvas.width() >= 280, "the chart is drawn");
+    let (_, text) = chart_svg(&div, "#chart-efficiency img").await;
+    assert!(text.contains("bf16"), "a curve per dtype");
 }
 
 #[wasm_bindgen_test]
@@ -293,7 +342,20 @@ async fn a_hostile_calibration_file_renders_as_text() {
     let div = root();
     yew::Renderer::<Report>::with_root_and_props(div.clone(), ReportProps { view: v }).render();
     settle().await;
-    assert!(div.query_selector("img").ok().flatten().is_none());
+    // The only image is the chart's, an SVG data URL (an image runs nothing).
+    let imgs = div.query_selector_all("img").expect("images");
+    for i in 0..imgs.length() {
+        let img: web_sys::HtmlImageElement = imgs.get(i).expect("an image").unchecked_into();
+        assert!(
+            img.src().starts_with("data:image/svg+xml")
+                && img.closest("#chart-efficiency").ok().flatten().is_some(),
+            "{}",
+            img.outer_html()
+        );
+    }
+    assert!(
+        js_sys::Reflect::get(&js_sys::global(), &"__pwned".into()).is_ok_and(|v| v.is_undefined())
+    );
     assert!(
         div.text_content()
             .unwrap_or_default()

@@ -6,11 +6,10 @@ use std::rc::Rc;
 
 use headroom_core::calibration::schema::{Constants, ErrorTable, LevelError, Status};
 use headroom_core::format;
-use plotters::prelude::IntoDrawingArea;
 use yew::prelude::*;
 
 use crate::calibration_state::{CalibrationView, UserCalibration, builtin_for};
-use crate::charts_calibration::{draw_efficiency, height};
+use crate::charts_calibration::{height, svg};
 use crate::dom;
 
 #[derive(Properties, PartialEq)]
@@ -352,28 +351,18 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
     }
 }
 
-fn draw(canvas: &web_sys::HtmlCanvasElement, view: &CalibrationView) {
-    let Some((backend, style)) = super::chart::prepare_canvas(canvas, height) else {
-        return;
-    };
-    if let Err(e) = draw_efficiency(
-        &backend.into_drawing_area(),
-        &view.file.native.matmul,
-        &style,
-    ) {
-        web_sys::console::warn_1(&e.into());
-    }
-}
-
-/// The matmul efficiency curves on a canvas (the page's width decides its size).
+/// The matmul efficiency curves as an SVG image (the page's width decides its size).
 #[component]
 pub fn EfficiencyChart(props: &CalibrationReportProps) -> Html {
-    let canvas = use_node_ref();
+    let img = use_node_ref();
+    let size_tick = super::chart::use_resize_tick();
     {
-        let canvas = canvas.clone();
-        use_effect_with(props.view.clone(), move |view| {
-            if let Some(c) = canvas.cast::<web_sys::HtmlCanvasElement>() {
-                draw(&c, view);
+        let img = img.clone();
+        use_effect_with((props.view.clone(), size_tick), move |(view, _)| {
+            if let Some(i) = img.cast::<web_sys::HtmlImageElement>() {
+                super::chart::show_svg(&i, height, |width, dark| {
+                    svg(&view.file.native.matmul, dark, width)
+                });
             }
             dom::frame_done();
         });
@@ -383,8 +372,8 @@ pub fn EfficiencyChart(props: &CalibrationReportProps) -> Html {
     html! {
         <figure class="chart" id="chart-efficiency">
             <div class="canvas-box">
-                <canvas ref={canvas} role="img"
-                        aria-label={format!("Matrix multiply throughput in {unit} against size, for {}", dtypes.join(", "))}></canvas>
+                <img ref={img} role="img"
+                     alt={format!("Matrix multiply throughput in {unit} against size, for {}", dtypes.join(", "))}/>
             </div>
         </figure>
     }

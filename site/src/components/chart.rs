@@ -1,14 +1,15 @@
-//! A chart on a canvas that follows the page's width and colour scheme, with SVG and PNG export.
+//! A chart drawn by plotters as SVG and shown in an `<img>`, following the page's width and
+//! colour scheme, with SVG and PNG export. Only plotters' SVG backend is compiled in (a canvas
+//! backend would be a second copy of the drawing code in the download), and an image can run
+//! nothing: text from a calibration file inside the SVG stays text.
 
 use std::rc::Rc;
 
 use headroom_core::estimate::Estimate;
-use plotters::prelude::IntoDrawingArea;
-use plotters_canvas::CanvasBackend;
 use wasm_bindgen::JsCast;
 use yew::prelude::*;
 
-use crate::charts::{ChartKind, Style, palette, svg};
+use crate::charts::{ChartKind, svg};
 use crate::dom;
 
 #[derive(Properties, PartialEq)]
@@ -22,54 +23,10 @@ pub struct ChartProps {
     pub file_stem: AttrValue,
 }
 
-/// Sizes a canvas to its container's width (and the height `height_for(width)` asks for) in
-/// device pixels, and returns a plotters backend on it with the page's colour scheme. Every
-/// canvas chart of the site draws through this.
-pub fn prepare_canvas(
-    canvas: &web_sys::HtmlCanvasElement,
-    height_for: impl Fn(u32) -> u32,
-) -> Option<(CanvasBackend, Style)> {
-    let css_width = canvas
-        .parent_element()
-        .map_or(640, |p| p.client_width().max(280)) as u32;
-    let css_height = height_for(css_width);
-    let ratio = dom::pixel_ratio();
-    let (w, h) = (
-        (css_width as f64 * ratio) as u32,
-        (css_height as f64 * ratio) as u32,
-    );
-    // Resizing reallocates the canvas: only when the size changes (the chart paints its
-    // background, so an unchanged canvas needs no clearing).
-    if canvas.width() != w || canvas.height() != h {
-        canvas.set_width(w);
-        canvas.set_height(h);
-        let _ = canvas
-            .style()
-            .set_property("height", &format!("{css_height}px"));
-    }
-    let backend = CanvasBackend::with_canvas_object(canvas.clone())?;
-    let style = Style {
-        palette: palette(dom::prefers_dark()),
-        scale: ratio,
-    };
-    Some((backend, style))
-}
-
-fn draw(canvas: &web_sys::HtmlCanvasElement, kind: ChartKind, est: &Estimate) {
-    let started = dom::now_ms();
-    let Some((backend, style)) = prepare_canvas(canvas, |w| kind.height(w, est)) else {
-        return;
-    };
-    if let Err(e) = kind.draw(&backend.into_drawing_area(), est, &style) {
-        web_sys::console::warn_1(&e.into());
-    }
-    let _ = canvas.set_attribute("data-draw-ms", &format!("{:.2}", dom::now_ms() - started));
-}
-
-#[component]
-pub fn Chart(props: &ChartProps) -> Html {
-    let canvas = use_node_ref();
-    // Redraw on resize (the width decides the layout) as well as on new data.
+/// A number that changes whenever the window is resized, so an effect that depends on it
+/// redraws at the new width.
+#[hook]
+pub fn use_resize_tick() -> u32 {
     let size_tick = use_state(|| 0u32);
     {
         let size_tick = size_tick.clone();
@@ -90,12 +47,47 @@ pub fn Chart(props: &ChartProps) -> Html {
             }
         });
     }
+    *size_tick
+}
+
+/// The CSS width to draw a chart at: its container's (the image fills it), at least 280.
+pub fn chart_width(img: &web_sys::HtmlImageElement) -> u32 {
+    img.parent_element()
+        .map_or(640, |p| p.client_width().max(280)) as u32
+}
+
+/// Draws an SVG chart at its container's width with `draw(width, dark)` (`height_for(width)`
+/// tall) and shows it in `img`, recording how long that took in `data-draw-ms` (the budget
+/// script sums them). Every chart of the site is shown through this.
+pub fn show_svg(
+    img: &web_sys::HtmlImageElement,
+    height_for: impl FnOnce(u32) -> u32,
+    draw: impl FnOnce(u32, bool) -> Result<String, String>,
+) {
+    let started = dom::now_ms();
+    let width = chart_width(img);
+    match draw(width, dom::prefers_dark()) {
+        Ok(text) => dom::show_svg_image(img, &text, width, height_for(width)),
+        Err(e) => web_sys::console::warn_1(&e.into()),
+    }
+    let _ = img.set_attribute("data-draw-ms", &format!("{:.2}", dom::now_ms() - started));
+}
+
+#[component]
+pub fn Chart(props: &ChartProps) -> Html {
+    let img = use_node_ref();
+    // Redraw on resize (the width decides the layout) as well as on new data.
+    let size_tick = use_resize_tick();
     {
-        let canvas = canvas.clone();
+        let img = img.clone();
         let kind = props.kind;
-        use_effect_with((props.estimate.clone(), *size_tick), move |(est, _)| {
-            if let Some(c) = canvas.cast::<web_sys::HtmlCanvasElement>() {
-                draw(&c, kind, est);
+        use_effect_with((props.estimate.clone(), size_tick), move |(est, _)| {
+            if let Some(i) = img.cast::<web_sys::HtmlImageElement>() {
+                show_svg(
+                    &i,
+                    |width| kind.height(width, est),
+                    |width, dark| svg(kind, est, dark, width),
+                );
             }
             dom::frame_done();
         });
@@ -114,19 +106,19 @@ pub fn Chart(props: &ChartProps) -> Html {
         })
     };
     let png_click = {
-        let canvas = canvas.clone();
+        let img = img.clone();
         Callback::from(move |_: MouseEvent| {
-            if let Some(c) = canvas.cast::<web_sys::HtmlCanvasElement>()
-                && let Ok(url) = c.to_data_url_with_type("image/png")
+            if let Some(i) = img.cast::<web_sys::HtmlImageElement>()
+                && let Err(e) = dom::download_png(&format!("{stem}.png"), &i)
             {
-                let _ = dom::download_url(&format!("{stem}.png"), &url);
+                web_sys::console::warn_1(&e.into());
             }
         })
     };
     html! {
         <figure class="chart" id={format!("chart-{}", kind.id())}>
             <div class="canvas-box">
-                <canvas ref={canvas} role="img" aria-label={props.label.clone()}></canvas>
+                <img ref={img} role="img" alt={props.label.clone()}/>
             </div>
             <figcaption class="exports">
                 <button type="button" class="link-button" onclick={svg_click}

@@ -268,7 +268,7 @@ fn the_embed_has_no_chrome_and_resizes_its_frame() {
     s.goto(&srv.url("/embed?view=timeline&batch=2"));
     s.wait_ready();
     let layout = s.js(
-        "return [!!document.querySelector('.site-header'), !!document.querySelector('#chart-timeline canvas'), document.querySelector('main').dataset.view]",
+        "return [!!document.querySelector('.site-header'), !!document.querySelector('#chart-timeline img[src^=\"data:image/svg+xml\"]'), document.querySelector('main').dataset.view]",
         json!([]),
     );
     assert_eq!(layout, json!([false, true, "timeline"]));
@@ -560,7 +560,7 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
     assert_eq!(fitted, json!("636485632"));
     assert!(s.url().ends_with("/calibration/yours"), "{}", s.url());
     s.wait_for(
-        "const c = document.querySelector('#chart-efficiency canvas'); return c && c.width >= 280",
+        "const c = document.querySelector('#chart-efficiency img[src^=\"data:image/svg+xml\"]'); return c && c.complete && c.naturalWidth >= 280",
         WAIT,
         "the efficiency chart",
     );
