@@ -6,6 +6,7 @@ pub mod form;
 pub mod model_picker;
 pub mod notices;
 pub mod num;
+pub mod planner;
 pub mod report;
 pub mod search;
 pub mod share;

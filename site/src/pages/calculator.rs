@@ -13,6 +13,7 @@ use crate::components::calibration::calibration_note;
 use crate::components::chart::Chart;
 use crate::components::form::ScenarioForm;
 use crate::components::notices::LinkErrors;
+use crate::components::planner::Planner;
 use crate::components::report::{
     BreakdownTable, KeyNumbers, LayerInventory, StrategyTable, Verdict, VerdictBar,
 };
@@ -138,6 +139,7 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                         <>
                             { calibration_note(&scen.gpu, user.as_deref()) }
                             { results(a, scen.gpus, "headroom") }
+                            <Planner scenario={scen.clone()}/>
                         </>
                     },
                     Err(e) => html! { <div class="notice error" role="alert" id="estimate-error">{ e }</div> },

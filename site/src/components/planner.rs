@@ -1,0 +1,232 @@
+//! The planner panel: on request, the setups that fit ranked by speed, the ladder of single
+//! changes from the scenario (memory and speed per step, as bars), and the configuration of a
+//! chosen plan to copy. Computed by the core's planner in the browser, only when opened.
+
+use headroom_core::Scenario;
+use headroom_core::estimate::resolve;
+use headroom_core::export::{Target, export};
+use headroom_core::format::bytes;
+use headroom_core::plan::{Plan, PlanOptions, Planning, plan};
+use yew::prelude::*;
+
+use crate::dom;
+
+#[derive(Properties, PartialEq)]
+pub struct PlannerProps {
+    pub scenario: Scenario,
+}
+
+fn tps(x: f64) -> String {
+    crate::components::num::grouped(if x.is_finite() && x > 0.0 {
+        x.round() as u64
+    } else {
+        0
+    })
+}
+
+fn pct(change: f64) -> String {
+    if !change.is_finite() || change.abs() < 0.005 {
+        "same".into()
+    } else {
+        format!("{:+.0}%", change * 100.0)
+    }
+}
+
+fn changes(p: &Plan) -> String {
+    let c: Vec<String> = p
+        .changes
+        .iter()
+        .map(|c| format!("{} {}", c.field, c.to))
+        .collect();
+    if c.is_empty() {
+        "as it is".into()
+    } else {
+        c.join(", ")
+    }
+}
+
+fn plan_rows(
+    list: &[Plan],
+    now: f64,
+    chosen: usize,
+    offset: usize,
+    on_pick: &Callback<usize>,
+) -> Html {
+    html! {
+        <tbody>
+        { for list.iter().enumerate().map(|(i, p)| {
+            let n = offset + i;
+            let pick = on_pick.reform(move |_: MouseEvent| n);
+            let href = format!("{}/?{}", dom::base_path(), p.link);
+            html! {
+                <tr data-plan={n.to_string()} class={classes!((n == chosen).then_some("recommended"))}>
+                    <td><button type="button" class="pick" onclick={pick}
+                        aria-pressed={(n == chosen).to_string()}>{ format!("#{}", n + 1) }</button></td>
+                    <td class="num">{ tps(p.tokens_per_second) }</td>
+                    <td class="saves">{ pct(if now > 0.0 { p.tokens_per_second / now - 1.0 } else { 0.0 }) }</td>
+                    <td>{ bytes(p.peak_device) }</td>
+                    <td>{ changes(p) }</td>
+                    <td><a href={href}>{ "open" }</a></td>
+                </tr>
+            }
+        }) }
+        </tbody>
+    }
+}
+
+/// The ladder: one bar per step, its length the device peak against the largest, the GPU's
+/// capacity marked, speed beside it.
+fn ladder(p: &Planning) -> Html {
+    let cap = p.input.capacity.max(1);
+    let top = p
+        .ladder
+        .iter()
+        .map(|s| s.peak_device)
+        .max()
+        .unwrap_or(1)
+        .max(cap) as f64;
+    html! {
+        <ol class="ladder" id="planner-ladder">
+        { for p.ladder.iter().map(|s| {
+            let w = (s.peak_device as f64 / top * 100.0).clamp(0.5, 100.0);
+            let bar = format!("display:block;height:100%;width:{w:.1}%;background:{}",
+                if s.fits { "var(--ok)" } else { "var(--bad)" });
+            let cap_at = format!("position:absolute;top:-3px;bottom:-3px;left:{:.1}%;border-left:2px solid var(--muted)",
+                cap as f64 / top * 100.0);
+            let what = if s.change.is_empty() { s.technique.clone() } else { format!("{}: {}", s.technique, s.change) };
+            html! {
+                <li data-id={s.id} data-fits={s.fits.to_string()}>
+                    <span>{ what }</span>
+                    <span style="display:block;position:relative;height:.6rem;margin:.2rem 0">
+                        <span style={bar}/>
+                        <span style={cap_at} title="GPU capacity"/>
+                    </span>
+                    <span class="help">{ format!("{} ({}), {} tokens/s, {} vs the step before, {} in all",
+                        bytes(s.peak_device), if s.fits { "fits" } else { "does not fit" },
+                        tps(s.tokens_per_second), pct(s.speed_change), pct(s.speed_vs_start)) }</span>
+                </li>
+            }
+        }) }
+        </ol>
+    }
+}
+
+#[component]
+pub fn Planner(props: &PlannerProps) -> Html {
+    let open = use_state(|| false);
+    let allow = use_state(|| false);
+    let chosen = use_state(|| 0usize);
+    let target = use_state(|| Target::DeepSpeed);
+    let status = use_state(String::new);
+    let result = use_memo(
+        (props.scenario.clone(), *open, *allow),
+        |(s, open, allow)| {
+            open.then(|| {
+                plan(
+                    s,
+                    &PlanOptions {
+                        allow_training_changes: *allow,
+                        ..PlanOptions::default()
+                    },
+                )
+                .map_err(|e| e.to_string())
+            })
+        },
+    );
+    let on_open = {
+        let open = open.clone();
+        Callback::from(move |_: MouseEvent| open.set(!*open))
+    };
+    let on_allow = {
+        let (allow, chosen) = (allow.clone(), chosen.clone());
+        Callback::from(move |_: Event| {
+            allow.set(!*allow);
+            chosen.set(0);
+        })
+    };
+    let on_pick = {
+        let chosen = chosen.clone();
+        Callback::from(move |n: usize| chosen.set(n))
+    };
+    let body = match &*result {
+        None => html! {},
+        Some(Err(e)) => html! { <div class="notice error" role="alert">{ e }</div> },
+        Some(Ok(p)) => {
+            let all: Vec<&Plan> = p.plans.iter().chain(p.training_plans.iter()).collect();
+            let pick = all.get(*chosen).or(all.first()).copied();
+            let exported = pick.and_then(|pl| {
+                resolve(&pl.scenario)
+                    .ok()
+                    .map(|r| export(&r.spec, &pl.scenario, *target))
+            });
+            let on_copy = {
+                let (status, text) = (status.clone(), exported.as_ref().map(|e| e.text.clone()));
+                Callback::from(move |_: MouseEvent| {
+                    let (status, text) = (status.clone(), text.clone().unwrap_or_default());
+                    wasm_bindgen_futures::spawn_local(async move {
+                        status.set(match dom::copy_text(&text).await {
+                            Ok(()) => "Copied.".into(),
+                            Err(e) => format!("Could not copy: {e}."),
+                        });
+                    });
+                })
+            };
+            let now = p.input.tokens_per_second;
+            html! {
+                <>
+                    <p class="help" id="planner-summary">{ format!(
+                        "Now {} ({}), {} tokens/s. Target: global batch {} of {} tokens. {} combinations searched.",
+                        bytes(p.input.peak_device), if p.input.fits { "fits" } else { "does not fit" },
+                        tps(now), p.global_batch, p.seq, p.combinations) }</p>
+                    if all.is_empty() {
+                        <p id="planner-none">{ "No setup in the search space fits. Allow changes to the training, or add GPUs." }</p>
+                    } else {
+                        <div class="table-wrap">
+                            <table class="strategies" id="planner-plans">
+                                <thead><tr><th scope="col">{ "Plan" }</th><th scope="col">{ "Tokens/s" }</th>
+                                    <th scope="col">{ "vs now" }</th><th scope="col">{ "Peak" }</th>
+                                    <th scope="col">{ "Changes" }</th><th scope="col">{ "Link" }</th></tr></thead>
+                                { plan_rows(&p.plans, now, *chosen, 0, &on_pick) }
+                                if !p.training_plans.is_empty() {
+                                    <tbody><tr><th colspan="6">{ "Changing the training (weights' precision, optimizer, LoRA):" }</th></tr></tbody>
+                                    { plan_rows(&p.training_plans, now, *chosen, p.plans.len(), &on_pick) }
+                                }
+                            </table>
+                        </div>
+                    }
+                    <h3>{ "One change at a time" }</h3>
+                    { ladder(p) }
+                    if let Some(e) = exported {
+                        <h3>{ format!("Configuration of plan #{}", (*chosen).min(all.len().saturating_sub(1)) + 1) }</h3>
+                        <div class="toolbar" role="group" aria-label="Configuration">
+                            { for Target::ALL.iter().map(|t| {
+                                let (target, t) = (target.clone(), *t);
+                                html! { <button type="button" data-target={t.id()} aria-pressed={(t == *target).to_string()}
+                                    onclick={Callback::from(move |_: MouseEvent| target.set(t))}>{ t.file_name() }</button> }
+                            }) }
+                            <button type="button" id="planner-copy" onclick={on_copy}>{ "Copy" }</button>
+                            <span class="status" role="status">{ (*status).clone() }</span>
+                        </div>
+                        <pre id="planner-export">{ e.text }</pre>
+                        if e.target == Target::DeepSpeed && !e.notes.is_empty() {
+                            <ul class="help">{ for e.notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
+                        }
+                    }
+                </>
+            }
+        }
+    };
+    html! {
+        <section class="card" aria-labelledby="planner-title" id="planner">
+            <h2 id="planner-title">{ "Plan: setups that fit, fastest first" }</h2>
+            <p class="help">{ "Searches sharding, offload, checkpointing, micro-batch (same global batch), tensor parallelism, fused loss and activation offload on these GPUs; speed from the time model." }</p>
+            <div class="toolbar">
+                <button type="button" id="planner-open" onclick={on_open} aria-expanded={open.to_string()}>
+                    { if *open { "Hide plans" } else { "Find plans" } }</button>
+                <label><input type="checkbox" id="planner-allow" checked={*allow} onchange={on_allow}/>
+                    { " Allow changes to the training" }</label>
+            </div>
+            { body }
+        </section>
+    }
+}

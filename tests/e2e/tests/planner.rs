@@ -1,0 +1,128 @@
+//! End-to-end test of the planner panel in the release build: the plans, the ladder and the
+//! exported configuration on the page equal the `headroom plan` CLI's for the same scenario.
+
+use std::time::Duration;
+
+use headroom_e2e::server::StaticServer;
+use headroom_e2e::webdriver::{Driver, Session};
+use headroom_e2e::{cli_json, cli_path, dist_dir};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+const NAMED: &str = "ex3-llama-3.2-1b-4xa10g-zero2";
+
+fn server() -> StaticServer {
+    let dist = dist_dir();
+    assert!(
+        dist.join("index.html").is_file(),
+        "no site build at {}: run `trunk build --release` (scripts/test.sh does)",
+        dist.display()
+    );
+    StaticServer::start(&dist).expect("a local server")
+}
+
+/// The CLI's raw output (an export is not JSON).
+fn cli_text(args: &[&str]) -> String {
+    let out = std::process::Command::new(cli_path())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running the CLI: {e}"));
+    assert!(out.status.success(), "headroom {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn text(s: &Session, css: &str) -> String {
+    s.js(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : '';",
+        json!([css]),
+    )
+    .as_str()
+    .unwrap_or_default()
+    .to_string()
+}
+
+#[test]
+fn planner_panel_matches_the_cli() {
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url(&format!("/s/{NAMED}")));
+    s.wait_ready();
+    // Nothing is computed until asked.
+    assert_eq!(
+        s.js(
+            "return document.getElementById('planner-plans') === null",
+            json!([])
+        ),
+        json!(true)
+    );
+    s.click(&s.find("#planner-open"));
+    s.wait_for(
+        "return document.querySelectorAll('#planner-plans tr[data-plan]').length",
+        WAIT,
+        "the ranked plans",
+    );
+    let cli = cli_json(&["plan", "--named", NAMED]);
+    let plans = cli["planning"]["plans"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let rows = s.js(
+        "return [...document.querySelectorAll('#planner-plans tr[data-plan]')].map(r => [r.cells[1].textContent, r.querySelector('a').getAttribute('href')])",
+        json!([]),
+    );
+    let rows = rows.as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), plans.len(), "plans on the page vs the CLI's");
+    for (row, plan) in rows.iter().zip(&plans) {
+        let tps = plan["tokens_per_second"].as_f64().unwrap_or(0.0).round() as u64;
+        assert_eq!(
+            row[0].as_str().map(|t| t.replace(',', "")),
+            Some(tps.to_string())
+        );
+        let link = plan["link"].as_str().unwrap_or_default();
+        assert!(
+            row[1]
+                .as_str()
+                .is_some_and(|h| h.ends_with(&format!("/?{link}"))),
+            "{row:?} vs {link}"
+        );
+    }
+    // The ladder: as many steps as the CLI's, the last one fits.
+    let ladder = cli["planning"]["ladder"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let fits = s.js(
+        "return [...document.querySelectorAll('#planner-ladder li')].map(l => l.dataset.fits)",
+        json!([]),
+    );
+    let fits = fits.as_array().cloned().unwrap_or_default();
+    assert_eq!(fits.len(), ladder.len());
+    assert_eq!(fits.last(), Some(&json!("true")));
+    // The configuration of plan 1, then plan 2's torchrun command, as the CLI exports them.
+    let ds: serde_json::Value =
+        serde_json::from_str(&text(&s, "#planner-export")).expect("the page shows JSON");
+    let ds_cli: serde_json::Value = serde_json::from_str(&cli_text(&[
+        "plan",
+        "--named",
+        NAMED,
+        "--export",
+        "deepspeed",
+    ]))
+    .expect("the CLI prints JSON");
+    assert_eq!(ds, ds_cli);
+    s.click(&s.find("#planner-plans tr[data-plan='1'] button.pick"));
+    s.click(&s.find("button[data-target='torchrun']"));
+    let want = cli_text(&[
+        "plan", "--named", NAMED, "--export", "torchrun", "--pick", "2",
+    ]);
+    let deadline = std::time::Instant::now() + WAIT;
+    while text(&s, "#planner-export") != want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "plan 2's torchrun command: page shows {:?}, the CLI {want:?}",
+            text(&s, "#planner-export")
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
