@@ -125,9 +125,18 @@ fn table(name: &str, dir: &Path, ext: &str) -> String {
 /// cost the calculator's download nothing.
 fn guide_index(dir: &Path) -> String {
     let mut entries = Vec::new();
-    for path in fs::read_dir(dir).into_iter().flatten().filter_map(Result::ok).map(|e| e.path()) {
-        let Some(slug) = path.file_stem().and_then(|s| s.to_str()) else { continue };
-        let lowercase = slug.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    for path in fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+    {
+        let Some(slug) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let lowercase = slug
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if path.extension().is_none_or(|e| e != "md") || !lowercase {
             continue;
         }
@@ -137,7 +146,11 @@ fn guide_index(dir: &Path) -> String {
             text.lines()
                 .skip(1)
                 .take_while(|l| l.trim() != "---")
-                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(|v| v.trim().to_string()))
+                .find_map(|l| {
+                    l.strip_prefix(key)?
+                        .strip_prefix(':')
+                        .map(|v| v.trim().to_string())
+                })
                 .unwrap_or_default()
         };
         // A guide whose order does not parse sorts last; the guide tests name the error.
@@ -147,7 +160,8 @@ fn guide_index(dir: &Path) -> String {
     entries.sort();
     let mut s = String::from("pub const GUIDE_INDEX: &[(&str, &str, &str, u32)] = &[\n");
     for (order, slug, title, summary) in entries {
-        writeln!(s, "    ({slug:?}, {title:?}, {summary:?}, {order}),").expect("writing to a String");
+        writeln!(s, "    ({slug:?}, {title:?}, {summary:?}, {order}),")
+            .expect("writing to a String");
     }
     s.push_str("];\n");
     s

@@ -5,8 +5,8 @@ use headroom_core::codec::named_scenarios;
 use yew::prelude::*;
 
 use crate::calibration_state::{CalibrationContext, UserCalibration, load_session};
-use crate::dom;
 use crate::components::search::Search;
+use crate::dom;
 use crate::guides::page::{GuideList, GuidePage};
 use crate::pages::calibration::Calibrations;
 use crate::pages::catalog::{GpuList, GpuPage, ModelList, ModelPage};

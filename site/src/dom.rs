@@ -210,14 +210,13 @@ pub fn location_key() -> String {
 /// route (it listens for `popstate`, which this dispatches, as "back" does).
 pub fn navigate(href: &str) {
     let Some(w) = window() else { return };
-    if let Ok(history) = w.history() {
-        if history
+    if let Ok(history) = w.history()
+        && history
             .push_state_with_url(&JsValue::NULL, "", Some(href))
             .is_err()
-        {
-            let _ = w.location().set_href(href);
-            return;
-        }
+    {
+        let _ = w.location().set_href(href);
+        return;
     }
     w.scroll_to_with_x_and_y(0.0, 0.0);
     if let Ok(e) = web_sys::Event::new("popstate") {
@@ -271,7 +270,11 @@ pub fn intercept_links() {
                 return;
             }
             // Static files (the guides' Markdown, sw.js, the embed test page) load normally.
-            if a.pathname().rsplit('/').next().is_some_and(|last| last.contains('.')) {
+            if a.pathname()
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.contains('.'))
+            {
                 return;
             }
             let same_page = here.pathname().ok().is_some_and(|p| p == a.pathname())

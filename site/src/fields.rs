@@ -385,6 +385,14 @@ pub static GROUPS: &[Group] = &[
     },
 ];
 
+/// The field of a link key (`None` for `model`, drawn by the model picker, and unknown keys).
+pub fn find(key: &str) -> Option<&'static Field> {
+    GROUPS
+        .iter()
+        .flat_map(|g| g.fields.iter())
+        .find(|f| f.key == key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,9 +433,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The field of a link key (`None` for `model`, drawn by the model picker, and unknown keys).
-pub fn find(key: &str) -> Option<&'static Field> {
-    GROUPS.iter().flat_map(|g| g.fields.iter()).find(|f| f.key == key)
 }

@@ -128,8 +128,18 @@ mod tests {
             ("/examples/2", Route::Example { n: "2".into() }),
             ("/examples/2/x", Route::NotFound),
             ("/guides", Route::Guides),
-            ("/guides/mixed-precision", Route::Guide { slug: "mixed-precision".into() }),
-            ("/gpus/h100-sxm-80gb", Route::Gpu { id: "h100-sxm-80gb".into() }),
+            (
+                "/guides/mixed-precision",
+                Route::Guide {
+                    slug: "mixed-precision".into(),
+                },
+            ),
+            (
+                "/gpus/h100-sxm-80gb",
+                Route::Gpu {
+                    id: "h100-sxm-80gb".into(),
+                },
+            ),
             ("/gpus/", Route::Gpus),
             ("/models", Route::Models),
             ("/models/gpt2", Route::Model { id: "gpt2".into() }),

@@ -24,12 +24,20 @@ pub fn items(texts: &dyn Fn(&str) -> Option<String>) -> Vec<Item> {
         ("Calculator", "/"),
         ("Compare two scenarios", "/compare"),
         ("Calibration: measured GPU constants", "/calibration"),
-        ("Worked examples: practitioners' claims checked", "/examples"),
+        (
+            "Worked examples: practitioners' claims checked",
+            "/examples",
+        ),
         ("Guides", "/guides"),
         ("GPUs", "/gpus"),
         ("Models", "/models"),
     ] {
-        out.push(Item { kind: "page", title: title.into(), path: path.into(), body: String::new() });
+        out.push(Item {
+            kind: "page",
+            title: title.into(),
+            path: path.into(),
+            body: String::new(),
+        });
     }
     for e in guide::index() {
         let text = texts(e.slug).unwrap_or_default();
@@ -107,7 +115,14 @@ pub fn search(items: &[Item], query: &str, limit: usize) -> Vec<Hit> {
                 .find(|w| !title.contains(w.as_str()))
                 .and_then(|w| snippet(&item.body, &body, w))
                 .unwrap_or_default();
-            Some((score, order, Hit { item: item.clone(), snippet }))
+            Some((
+                score,
+                order,
+                Hit {
+                    item: item.clone(),
+                    snippet,
+                },
+            ))
         })
         .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -119,7 +134,11 @@ fn snippet(text: &str, lower: &str, word: &str) -> Option<String> {
     let at = lower.find(word)?;
     // Lowercasing can change byte lengths outside ASCII: fall back to the start then.
     let at = if text.is_char_boundary(at) { at } else { 0 };
-    let start = text[..at].char_indices().rev().nth(40).map_or(0, |(i, _)| i);
+    let start = text[..at]
+        .char_indices()
+        .rev()
+        .nth(40)
+        .map_or(0, |(i, _)| i);
     let rest: String = text[start..].chars().take(100).collect();
     let rest = rest.split_whitespace().collect::<Vec<_>>().join(" ");
     Some(format!("{}{rest}…", if start > 0 { "…" } else { "" }))
@@ -139,17 +158,28 @@ mod tests {
         assert!(search(&all, "   ", 5).is_empty());
         let guides = guide::index();
         if let Some(first) = guides.first() {
-            assert_eq!(hit(first.title).as_deref(), Some(format!("/guides/{}", first.slug).as_str()));
+            assert_eq!(
+                hit(first.title).as_deref(),
+                Some(format!("/guides/{}", first.slug).as_str())
+            );
         }
     }
 
     #[test]
     fn guide_text_is_searched_once_fetched_with_a_snippet() {
-        let Some(first) = guide::index().first().copied() else { return };
-        let text = |slug: &str| (slug == first.slug).then(|| "Some words about a quokkaword in the middle.".to_string());
+        let Some(first) = guide::index().first().copied() else {
+            return;
+        };
+        let text = |slug: &str| {
+            (slug == first.slug).then(|| "Some words about a quokkaword in the middle.".to_string())
+        };
         let all = items(&text);
         let hits = search(&all, "quokkaword", 5);
         assert_eq!(hits.len(), 1);
-        assert!(hits[0].snippet.contains("quokkaword"), "{}", hits[0].snippet);
+        assert!(
+            hits[0].snippet.contains("quokkaword"),
+            "{}",
+            hits[0].snippet
+        );
     }
 }

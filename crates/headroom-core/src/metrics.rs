@@ -48,7 +48,10 @@ pub fn display(unit: Unit, v: f64) -> String {
         Unit::Ratio => format!("{v:.2}"),
         Unit::Seconds if v < 1.0 => format!("{:.0} ms", v * 1e3),
         Unit::Seconds => format!("{v:.2} s"),
-        Unit::TokensPerSecond => format!("{} tok/s", crate::format::grouped(v.round().max(0.0) as u64)),
+        Unit::TokensPerSecond => format!(
+            "{} tok/s",
+            crate::format::grouped(v.round().max(0.0) as u64)
+        ),
         Unit::Fraction => format!("{:.1}%", v * 100.0),
         Unit::Percent => format!("{v:.1}%"),
     }
@@ -95,7 +98,11 @@ pub fn label(a: Option<&Analysis>, metric: &str) -> String {
         return format!("({}) per {}", label(a, num), label(a, den).to_lowercase());
     }
     if m.contains('+') {
-        return m.split('+').map(|t| label(a, t)).collect::<Vec<_>>().join(" + ");
+        return m
+            .split('+')
+            .map(|t| label(a, t))
+            .collect::<Vec<_>>()
+            .join(" + ");
     }
     let id = m.strip_prefix("components.").unwrap_or(m);
     a.and_then(|a| a.estimate.components.iter().find(|c| c.id == id))
@@ -106,10 +113,29 @@ pub fn label(a: Option<&Analysis>, metric: &str) -> String {
 /// Every component id the estimate can report (`Estimate::components` lists those present);
 /// a test checks this against the estimate's code paths.
 pub const COMPONENT_IDS: [&str; 24] = [
-    "weights", "gradients", "optimizer_states", "master_weights", "paged_states", "inputs",
-    "activations", "outside_layers", "autocast_cache", "logits", "loss_forward", "loss_backward",
-    "layer_backward", "forward_temporaries", "optimizer_step", "comm_buffers", "gathered_params",
-    "rounding", "cublas_workspace", "reserved_slack", "cuda_context", "nccl", "cuda_graph_pool",
+    "weights",
+    "gradients",
+    "optimizer_states",
+    "master_weights",
+    "paged_states",
+    "inputs",
+    "activations",
+    "outside_layers",
+    "autocast_cache",
+    "logits",
+    "loss_forward",
+    "loss_backward",
+    "layer_backward",
+    "forward_temporaries",
+    "optimizer_step",
+    "comm_buffers",
+    "gathered_params",
+    "rounding",
+    "cublas_workspace",
+    "reserved_slack",
+    "cuda_context",
+    "nccl",
+    "cuda_graph_pool",
     "host",
 ];
 
@@ -298,5 +324,4 @@ mod tests {
             assert_eq!(json_field(&a, "weights"), None);
         }
     }
-
 }

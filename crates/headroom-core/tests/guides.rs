@@ -50,7 +50,10 @@ fn every_required_topic_has_a_guide_and_the_index_matches() {
     let all = guides();
     let slugs: Vec<&str> = all.iter().map(|g| g.slug.as_str()).collect();
     for want in REQUIRED {
-        assert!(slugs.contains(&want), "no guide `{want}.md` in content/guides");
+        assert!(
+            slugs.contains(&want),
+            "no guide `{want}.md` in content/guides"
+        );
     }
     let index = guide::index();
     assert_eq!(
@@ -59,7 +62,10 @@ fn every_required_topic_has_a_guide_and_the_index_matches() {
         "the embedded index is the guides in reading order"
     );
     for (e, g) in index.iter().zip(&all) {
-        assert_eq!((e.title, e.summary, e.order), (g.title.as_str(), g.summary.as_str(), g.order));
+        assert_eq!(
+            (e.title, e.summary, e.order),
+            (g.title.as_str(), g.summary.as_str(), g.order)
+        );
     }
     let mut orders: Vec<u32> = all.iter().map(|g| g.order).collect();
     orders.dedup();
@@ -69,8 +75,19 @@ fn every_required_topic_has_a_guide_and_the_index_matches() {
 /// Other values tried for an input, to show the reader's change moves the block.
 fn alternatives(key: &str, current: &str) -> Vec<String> {
     let list: &[&str] = match key {
-        "model" => &["llama-3.2-1b", "llama-3.1-8b", "mistral-7b-v0.1", "gpt2", "qwen2.5-0.5b"],
-        "gpu" => &["a100-sxm4-40gb", "rtx-4090-24gb", "h100-sxm-80gb", "t4-16gb"],
+        "model" => &[
+            "llama-3.2-1b",
+            "llama-3.1-8b",
+            "mistral-7b-v0.1",
+            "gpt2",
+            "qwen2.5-0.5b",
+        ],
+        "gpu" => &[
+            "a100-sxm4-40gb",
+            "rtx-4090-24gb",
+            "h100-sxm-80gb",
+            "t4-16gb",
+        ],
         "method" => &["full", "lora", "qlora"],
         "precision" => &["fp32", "bf16", "amp-bf16", "amp-fp16"],
         "optimizer" => &["adamw", "adamw8bit", "sgd", "adafactor"],
@@ -142,7 +159,11 @@ fn snapshot(all: &[Guide]) -> String {
                 b.line,
                 b.view.id(),
                 b.scenario,
-                if b.set.is_empty() { String::new() } else { format!(" with `{}`", b.set) }
+                if b.set.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with `{}`", b.set)
+                }
             )
             .expect("string");
             let at = format!("{}.md, block at line {}", g.slug, b.line);
@@ -158,21 +179,31 @@ fn snapshot(all: &[Guide]) -> String {
             for key in &b.inputs {
                 let current = codec::field_value(&scen, key).unwrap_or_default();
                 let moved = alternatives(key, &current).into_iter().any(|v| {
-                    v != current
-                        && render(b, &[(key.clone(), v)]).is_ok_and(|other| other != base)
+                    v != current && render(b, &[(key.clone(), v)]).is_ok_and(|other| other != base)
                 });
                 if !moved {
-                    errors.push(format!("{at}: the input `{key}` changes nothing in this block"));
+                    errors.push(format!(
+                        "{at}: the input `{key}` changes nothing in this block"
+                    ));
                 }
             }
         }
         for inline in g.inlines() {
-            if let Inline::Value { metric, change, block } = inline {
+            if let Inline::Value {
+                metric,
+                change,
+                block,
+            } = inline
+            {
                 match guide::evaluate_value(blocks[*block], &[], metric, change) {
                     Ok(c) => writeln!(
                         out,
                         "- value `{metric}`{} (block {}): {}",
-                        if change.is_empty() { String::new() } else { format!(" @ `{change}`") },
+                        if change.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" @ `{change}`")
+                        },
                         block + 1,
                         c.text
                     )
@@ -182,7 +213,11 @@ fn snapshot(all: &[Guide]) -> String {
             }
         }
     }
-    assert!(errors.is_empty(), "guide blocks that do not evaluate:\n  {}", errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "guide blocks that do not evaluate:\n  {}",
+        errors.join("\n  ")
+    );
     out
 }
 
@@ -213,7 +248,11 @@ fn every_block_evaluates_and_matches_the_snapshot() {
 }
 
 /// Where an internal link points, checked against the content it names.
-fn check_link(href: &str, from: &Guide, anchors: &BTreeMap<String, Vec<String>>) -> Result<(), String> {
+fn check_link(
+    href: &str,
+    from: &Guide,
+    anchors: &BTreeMap<String, Vec<String>>,
+) -> Result<(), String> {
     if href.starts_with("http://") || href.starts_with("https://") {
         return Ok(());
     }
@@ -221,7 +260,10 @@ fn check_link(href: &str, from: &Guide, anchors: &BTreeMap<String, Vec<String>>)
     let (path, query) = path.split_once('?').unwrap_or((path, ""));
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let anchor_in = |slug: &str| {
-        fragment.is_empty() || anchors.get(slug).is_some_and(|a| a.iter().any(|x| x == fragment))
+        fragment.is_empty()
+            || anchors
+                .get(slug)
+                .is_some_and(|a| a.iter().any(|x| x == fragment))
     };
     let named = named_scenarios();
     let ok = match parts.as_slice() {
@@ -232,7 +274,12 @@ fn check_link(href: &str, from: &Guide, anchors: &BTreeMap<String, Vec<String>>)
         ["s", id] => {
             named.iter().any(|n| n.id == *id)
                 && codec::decode_pairs(
-                    named.iter().find(|n| n.id == *id).expect("found").scenario.clone(),
+                    named
+                        .iter()
+                        .find(|n| n.id == *id)
+                        .expect("found")
+                        .scenario
+                        .clone(),
                     &codec::query_pairs(query).map_err(|e| e.to_string())?,
                 )
                 .is_ok()
@@ -243,7 +290,11 @@ fn check_link(href: &str, from: &Guide, anchors: &BTreeMap<String, Vec<String>>)
         ["examples", n] => ["0", "1", "2", "3", "4"].contains(n),
         _ => false,
     };
-    if ok { Ok(()) } else { Err(format!("`{href}` points nowhere")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{href}` points nowhere"))
+    }
 }
 
 #[test]
@@ -251,7 +302,12 @@ fn every_link_resolves_and_every_guide_cites_sources() {
     let all = guides();
     let anchors: BTreeMap<String, Vec<String>> = all
         .iter()
-        .map(|g| (g.slug.clone(), g.toc().into_iter().map(|t| t.anchor).collect()))
+        .map(|g| {
+            (
+                g.slug.clone(),
+                g.toc().into_iter().map(|t| t.anchor).collect(),
+            )
+        })
         .collect();
     let mut errors = Vec::new();
     for g in &all {
@@ -261,22 +317,26 @@ fn every_link_resolves_and_every_guide_cites_sources() {
             }
         }
         // The sources: a `## Sources` heading followed by at least one https link.
-        let at = g.body.iter().position(
-            |n| matches!(n, Node::Heading { level: 2, text, .. } if text == "Sources"),
-        );
+        let at = g
+            .body
+            .iter()
+            .position(|n| matches!(n, Node::Heading { level: 2, text, .. } if text == "Sources"));
         let cited = at.is_some_and(|i| {
             g.body[i..].iter().any(|n| match n {
-                Node::List { items, .. } => items.iter().flatten().any(|x| {
-                    matches!(x, Inline::Link { href, .. } if href.starts_with("https://"))
-                }),
-                Node::Paragraph(v) => v.iter().any(|x| {
-                    matches!(x, Inline::Link { href, .. } if href.starts_with("https://"))
-                }),
+                Node::List { items, .. } => items.iter().flatten().any(
+                    |x| matches!(x, Inline::Link { href, .. } if href.starts_with("https://")),
+                ),
+                Node::Paragraph(v) => v.iter().any(
+                    |x| matches!(x, Inline::Link { href, .. } if href.starts_with("https://")),
+                ),
                 _ => false,
             })
         });
         if !cited {
-            errors.push(format!("{}.md: no `## Sources` section with an https link", g.slug));
+            errors.push(format!(
+                "{}.md: no `## Sources` section with an https link",
+                g.slug
+            ));
         }
         if g.blocks().next().is_none() {
             errors.push(format!("{}.md: no calculator block", g.slug));
@@ -295,10 +355,29 @@ fn the_link_checker_finds_broken_links() {
     .expect("parses");
     let anchors: BTreeMap<String, Vec<String>> =
         [("t".to_string(), vec!["here".to_string()])].into();
-    for bad in ["/guides/nope", "/guides/t#nowhere", "/s/no-such", "/gpus/x", "/models/x", "/examples/9", "/nope", "#gone", "/?batch=0"] {
+    for bad in [
+        "/guides/nope",
+        "/guides/t#nowhere",
+        "/s/no-such",
+        "/gpus/x",
+        "/models/x",
+        "/examples/9",
+        "/nope",
+        "#gone",
+        "/?batch=0",
+    ] {
         assert!(check_link(bad, &g, &anchors).is_err(), "{bad}");
     }
-    for good in ["/guides/t#here", "#here", "/s/llama-3.1-8b-h100?batch=2", "/gpus/t4-16gb", "/models/gpt2", "/examples/3", "/?batch=2", "https://pytorch.org"] {
+    for good in [
+        "/guides/t#here",
+        "#here",
+        "/s/llama-3.1-8b-h100?batch=2",
+        "/gpus/t4-16gb",
+        "/models/gpt2",
+        "/examples/3",
+        "/?batch=2",
+        "https://pytorch.org",
+    ] {
         assert!(check_link(good, &g, &anchors).is_ok(), "{good}");
     }
 }

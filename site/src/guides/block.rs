@@ -140,11 +140,14 @@ fn view(block: &Block, e: &Evaluated) -> Html {
             Some(a) => {
                 let est = Rc::new(a.estimate.clone());
                 let (kind, label) = if block.view == View::Timeline {
-                    (ChartKind::Timeline, format!(
-                        "Memory over one training step: peak {} in the {}",
-                        headroom_core::format::bytes(a.estimate.peak.device),
-                        a.estimate.peak.phase.label()
-                    ))
+                    (
+                        ChartKind::Timeline,
+                        format!(
+                            "Memory over one training step: peak {} in the {}",
+                            headroom_core::format::bytes(a.estimate.peak.device),
+                            a.estimate.peak.phase.label()
+                        ),
+                    )
                 } else {
                     (ChartKind::Breakdown, "Memory by component".to_string())
                 };

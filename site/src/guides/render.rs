@@ -35,14 +35,21 @@ pub fn inlines(items: &[Inline], value: &dyn Fn(&str, &str, usize) -> Html) -> H
 /// One node other than a calculator block (the page draws those, they hold state).
 pub fn node(n: &Node, value: &dyn Fn(&str, &str, usize) -> Html) -> Html {
     match n {
-        Node::Heading { level: 2, text, anchor } => html! {
+        Node::Heading {
+            level: 2,
+            text,
+            anchor,
+        } => html! {
             <h2 id={anchor.clone()}>{ text.clone() }</h2>
         },
-        Node::Heading { text, anchor, .. } => html! { <h3 id={anchor.clone()}>{ text.clone() }</h3> },
+        Node::Heading { text, anchor, .. } => {
+            html! { <h3 id={anchor.clone()}>{ text.clone() }</h3> }
+        }
         Node::Paragraph(v) => html! { <p>{ inlines(v, value) }</p> },
         Node::Quote(v) => html! { <blockquote><p>{ inlines(v, value) }</p></blockquote> },
         Node::List { ordered, items } => {
-            let lis = html! { { for items.iter().map(|i| html! { <li>{ inlines(i, value) }</li> }) } };
+            let lis =
+                html! { { for items.iter().map(|i| html! { <li>{ inlines(i, value) }</li> }) } };
             if *ordered {
                 html! { <ol>{ lis }</ol> }
             } else {

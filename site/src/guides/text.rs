@@ -24,12 +24,16 @@ pub fn cached(slug: &str) -> Option<String> {
 /// Fetches a guide's Markdown (once per session).
 pub async fn fetch(slug: &str) -> Result<String, String> {
     if !known(slug) {
-        return Err(format!("There is no guide `{}`.", headroom_core::scenario::shorten(slug)));
+        return Err(format!(
+            "There is no guide `{}`.",
+            headroom_core::scenario::shorten(slug)
+        ));
     }
     if let Some(text) = cached(slug) {
         return Ok(text);
     }
-    let failed = || "The guide could not be loaded (offline?). Reload the page to try again.".to_string();
+    let failed =
+        || "The guide could not be loaded (offline?). Reload the page to try again.".to_string();
     let window = web_sys::window().ok_or_else(failed)?;
     let url = format!("{}/content/guides/{slug}.md", crate::dom::base_path());
     let response = wasm_bindgen_futures::JsFuture::from(window.fetch_with_str(&url))

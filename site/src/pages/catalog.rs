@@ -14,9 +14,18 @@ use crate::guides::page::set_title;
 /// QLoRA (rank 16, all linear layers), each at micro-batch 1 with 2048-token sequences and
 /// checkpointing every layer.
 const RECIPES: [(&str, &str); 3] = [
-    ("Full fine-tune (AMP bf16, AdamW)", "precision=amp-bf16&ckpt=full&seq=2048"),
-    ("LoRA (bf16 base)", "method=lora&precision=bf16&ckpt=full&seq=2048"),
-    ("QLoRA (4-bit base)", "method=qlora&precision=bf16&ckpt=full&seq=2048"),
+    (
+        "Full fine-tune (AMP bf16, AdamW)",
+        "precision=amp-bf16&ckpt=full&seq=2048",
+    ),
+    (
+        "LoRA (bf16 base)",
+        "method=lora&precision=bf16&ckpt=full&seq=2048",
+    ),
+    (
+        "QLoRA (4-bit base)",
+        "method=qlora&precision=bf16&ckpt=full&seq=2048",
+    ),
 ];
 
 fn recipe(model: &str, gpu: &str, query: &str) -> Option<(Estimate, String)> {

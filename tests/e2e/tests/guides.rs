@@ -34,7 +34,12 @@ fn guides() -> Vec<(String, usize)> {
                 return None;
             }
             let text = std::fs::read_to_string(&p).ok()?;
-            Some((stem, text.lines().filter(|l| l.trim_end() == "```headroom").count()))
+            Some((
+                stem,
+                text.lines()
+                    .filter(|l| l.trim_end() == "```headroom")
+                    .count(),
+            ))
         })
         .collect();
     out.sort();
@@ -76,10 +81,22 @@ fn every_guide_opens_with_live_blocks_equal_to_the_cli() {
             json!([]),
         );
         assert_eq!(state[0], json!(blocks), "{slug}: one figure per block");
-        assert_eq!(state[1], json!(0), "{slug}: a block or value failed to evaluate");
+        assert_eq!(
+            state[1],
+            json!(0),
+            "{slug}: a block or value failed to evaluate"
+        );
         assert!(state[2].as_u64() > Some(2), "{slug}: a table of contents");
-        assert!(state[3].as_str().is_some_and(|h| h.ends_with(slug.as_str())), "{slug}: nav");
-        assert!(state[4].as_str().is_some_and(|t| t.ends_with("Headroom")), "{slug}: title");
+        assert!(
+            state[3]
+                .as_str()
+                .is_some_and(|h| h.ends_with(slug.as_str())),
+            "{slug}: nav"
+        );
+        assert!(
+            state[4].as_str().is_some_and(|t| t.ends_with("Headroom")),
+            "{slug}: title"
+        );
         // Cells naming a CLI field carry exactly the CLI's number for the row's scenario.
         let cells = s.js(
             "return [...document.querySelectorAll('table.calc-table tbody tr')].flatMap(tr => { \
@@ -90,9 +107,14 @@ fn every_guide_opens_with_live_blocks_equal_to_the_cli() {
             json!([]),
         );
         for c in cells.as_array().expect("an array") {
-            let (link, metric, value) = (c[0].as_str().unwrap_or(""), c[1].as_str().unwrap_or(""), c[2].as_str());
+            let (link, metric, value) = (
+                c[0].as_str().unwrap_or(""),
+                c[1].as_str().unwrap_or(""),
+                c[2].as_str(),
+            );
             let cli = cli_json(&["estimate", "--link", link]);
-            let want = cli_value(&cli, metric).unwrap_or_else(|| panic!("{metric} in the CLI JSON"));
+            let want =
+                cli_value(&cli, metric).unwrap_or_else(|| panic!("{metric} in the CLI JSON"));
             let got: f64 = value.and_then(|v| v.parse().ok()).expect("a value");
             assert_eq!(got, want, "{slug}: {metric} for {link}");
             compared += 1;
@@ -113,7 +135,10 @@ fn changing_a_blocks_input_changes_its_figures() {
         "const i = document.querySelector('.calc-block form.calc-inputs select, .calc-block form.calc-inputs input[type=number]'); return [i.id, i.tagName, i.value]",
         json!([]),
     );
-    let (id, tag) = (input[0].as_str().expect("an id"), input[1].as_str().unwrap_or(""));
+    let (id, tag) = (
+        input[0].as_str().expect("an id"),
+        input[1].as_str().unwrap_or(""),
+    );
     if tag == "SELECT" {
         let other = s.js(
             "const e = document.getElementById(arguments[0]); return [...e.options].map(o => o.value).find(v => v !== e.value)",
@@ -126,7 +151,11 @@ fn changing_a_blocks_input_changes_its_figures() {
         s.type_text(&el, "2");
     }
     s.wait_for(
-        &format!("const now = (() => {{ {} }})(); return now !== {}", figures.trim_start_matches("return "), before),
+        &format!(
+            "const now = (() => {{ {} }})(); return now !== {}",
+            figures.trim_start_matches("return "),
+            before
+        ),
         WAIT,
         "the block's figures to follow the input",
     );
@@ -139,7 +168,10 @@ fn gpu_and_model_pages_show_what_fits() {
     let s = driver.session(1280, 900);
     s.goto(&srv.url("/gpus/rtx-4090-24gb"));
     s.wait_ready();
-    let rows = s.js("return document.querySelectorAll('#fits-table tbody tr').length", json!([]));
+    let rows = s.js(
+        "return document.querySelectorAll('#fits-table tbody tr').length",
+        json!([]),
+    );
     let presets = cli_json(&["models"]);
     let n = presets.as_array().map_or(0, Vec::len);
     assert_eq!(rows, json!(n), "a row per model preset");
@@ -150,12 +182,18 @@ fn gpu_and_model_pages_show_what_fits() {
         json!([]),
     );
     let cli = cli_json(&["estimate", "--link", cell[0].as_str().expect("a link")]);
-    assert_eq!(cell[1].as_str().and_then(|v| v.parse::<u64>().ok()), cli["peak"]["device"].as_u64());
+    assert_eq!(
+        cell[1].as_str().and_then(|v| v.parse::<u64>().ok()),
+        cli["peak"]["device"].as_u64()
+    );
     s.goto(&srv.url("/models/mistral-7b-v0.1"));
     s.wait_ready();
     let facts = s.js("return [document.querySelector('h1').textContent, document.querySelectorAll('#recipes-table tbody tr').length, document.title]", json!([]));
     assert_eq!(facts[1], json!(3));
-    assert!(facts[2].as_str().is_some_and(|t| t.contains("Mistral")), "{facts}");
+    assert!(
+        facts[2].as_str().is_some_and(|t| t.contains("Mistral")),
+        "{facts}"
+    );
     s.goto(&srv.url("/gpus/no-such-gpu"));
     s.wait_ready();
     let h1 = s.js("return document.querySelector('h1').textContent", json!([]));
@@ -179,7 +217,12 @@ fn search_finds_guide_text_and_links_navigate_in_place() {
         WAIT,
         "search results",
     );
-    assert!(first.as_str().is_some_and(|h| h.ends_with("/gpus/h100-sxm-80gb")), "{first}");
+    assert!(
+        first
+            .as_str()
+            .is_some_and(|h| h.ends_with("/gpus/h100-sxm-80gb")),
+        "{first}"
+    );
     // Guide text (fetched on focus) is searchable: a phrase only the allocator guide explains.
     s.clear(&input);
     s.type_text(&input, "expandable_segments");
@@ -196,10 +239,18 @@ fn search_finds_guide_text_and_links_navigate_in_place() {
         WAIT,
         "the guide after a click",
     );
-    assert_eq!(s.js("return window.__stay", json!([])), json!(1), "no page load");
+    assert_eq!(
+        s.js("return window.__stay", json!([])),
+        json!(1),
+        "no page load"
+    );
     // Back returns to the calculator, still without a page load.
     s.js("history.back(); return true", json!([]));
-    s.wait_for("return !!document.querySelector('main.calc')", WAIT, "the calculator after back");
+    s.wait_for(
+        "return !!document.querySelector('main.calc')",
+        WAIT,
+        "the calculator after back",
+    );
     assert_eq!(s.js("return window.__stay", json!([])), json!(1));
 }
 
@@ -238,7 +289,10 @@ fn a_guide_reads_at_phone_width() {
         "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
         json!([]),
     );
-    assert!(overflow.as_i64() <= Some(0), "the page scrolls sideways by {overflow} px");
+    assert!(
+        overflow.as_i64() <= Some(0),
+        "the page scrolls sideways by {overflow} px"
+    );
     if let Some(dir) = std::env::var_os("HEADROOM_SCREENSHOTS") {
         s.screenshot(&std::path::Path::new(&dir).join("guide-phone.png"));
     }
@@ -247,7 +301,11 @@ fn a_guide_reads_at_phone_width() {
 #[test]
 fn guides_work_under_a_sub_path() {
     let dist = headroom_e2e::dist_sub_dir();
-    assert!(dist.join("content/guides").is_dir(), "no sub-path build at {}", dist.display());
+    assert!(
+        dist.join("content/guides").is_dir(),
+        "no sub-path build at {}",
+        dist.display()
+    );
     let srv = StaticServer::start_at(&dist, "/headroom/").expect("a local server");
     let driver = Driver::start();
     let s = driver.session(1280, 900);

@@ -95,7 +95,10 @@ impl Block {
             if !KEYS_ALLOWED.contains(&key) {
                 return Err((
                     at,
-                    format!("unknown block key `{key}`; allowed: {}", KEYS_ALLOWED.join(", ")),
+                    format!(
+                        "unknown block key `{key}`; allowed: {}",
+                        KEYS_ALLOWED.join(", ")
+                    ),
                 ));
             }
             if seen.contains(&key) {
@@ -114,7 +117,10 @@ impl Block {
                         if !KEYS.contains(&k.as_str()) || k == "v" || k == "cfg" {
                             return Err((
                                 at,
-                                format!("unknown input `{k}`; inputs are link keys: {}", KEYS[1..].join(", ")),
+                                format!(
+                                    "unknown input `{k}`; inputs are link keys: {}",
+                                    KEYS[1..].join(", ")
+                                ),
                             ));
                         }
                     }
@@ -139,10 +145,19 @@ impl Block {
         if b.scenario.is_empty() {
             return Err((at, "a block needs `scenario:` (a named scenario id)".into()));
         }
-        let need = |ok: bool, what: &str| if ok { Ok(()) } else { Err((at, format!("view `{}` needs {what}", b.view.id()))) };
+        let need = |ok: bool, what: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err((at, format!("view `{}` needs {what}", b.view.id())))
+            }
+        };
         match b.view {
             View::Summary => need(!b.metrics.is_empty(), "`metrics:`")?,
-            View::Table => need(!b.rows.is_empty() && !b.columns.is_empty(), "`rows:` and `columns:`")?,
+            View::Table => need(
+                !b.rows.is_empty() && !b.columns.is_empty(),
+                "`rows:` and `columns:`",
+            )?,
             View::Grid => need(
                 !b.rows.is_empty() && !b.cols.is_empty() && !b.metric.is_empty(),
                 "`rows:`, `cols:` and `metric:`",
@@ -197,7 +212,10 @@ fn changes(value: &str) -> Result<Vec<Change>, String> {
 fn check_query(q: &str) -> Result<(), String> {
     for (k, _) in query_pairs(q).map_err(|e| e.to_string())? {
         if !KEYS.contains(&k.as_str()) {
-            return Err(format!("unknown link field `{}`", crate::scenario::shorten(&k)));
+            return Err(format!(
+                "unknown link field `{}`",
+                crate::scenario::shorten(&k)
+            ));
         }
     }
     Ok(())
@@ -230,10 +248,19 @@ mod tests {
         for (text, want) in [
             ("scenario: s\nview: pie", "unknown view"),
             ("scenario: s\nview: table\ncolumns: a", "needs `rows:`"),
-            ("scenario: s\nview: summary\nmetrics: a\ninputs: nonsense", "unknown input"),
-            ("scenario: s\nview: summary\nmetrics: a\ncolour: red", "unknown block key"),
+            (
+                "scenario: s\nview: summary\nmetrics: a\ninputs: nonsense",
+                "unknown input",
+            ),
+            (
+                "scenario: s\nview: summary\nmetrics: a\ncolour: red",
+                "unknown block key",
+            ),
             ("view: summary\nmetrics: a", "needs `scenario:`"),
-            ("scenario: s\nview: table\nrows: x => bogus=1\ncolumns: a", "unknown link field"),
+            (
+                "scenario: s\nview: table\nrows: x => bogus=1\ncolumns: a",
+                "unknown link field",
+            ),
             ("scenario: s\nscenario: t\nview: timeline", "twice"),
         ] {
             let (_, m) = parse(text).expect_err(text);

@@ -50,7 +50,11 @@ pub fn base_scenario(block: &Block, reader: &[(String, String)]) -> Result<Scena
             format!(
                 "unknown scenario `{}`; named scenarios: {}",
                 crate::scenario::shorten(&block.scenario),
-                named.iter().map(|n| n.id.as_str()).collect::<Vec<_>>().join(", ")
+                named
+                    .iter()
+                    .map(|n| n.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?
         .scenario
@@ -129,7 +133,10 @@ pub fn evaluate(block: &Block, reader: &[(String, String)]) -> Result<Evaluated,
         Ok(Row {
             label: label.to_string(),
             link: a.link.clone(),
-            cells: metrics.iter().map(|m| cell(a, m)).collect::<Result<_, _>>()?,
+            cells: metrics
+                .iter()
+                .map(|m| cell(a, m))
+                .collect::<Result<_, _>>()?,
         })
     };
     let labels = |a: Option<&Analysis>, ms: &[String]| -> Vec<String> {
@@ -158,7 +165,8 @@ pub fn evaluate(block: &Block, reader: &[(String, String)]) -> Result<Evaluated,
             let mut rows = Vec::new();
             let mut first = None;
             for change in &block.rows {
-                let a = run(&[&change.query]).map_err(|m| format!("row `{}`: {m}", change.label))?;
+                let a =
+                    run(&[&change.query]).map_err(|m| format!("row `{}`: {m}", change.label))?;
                 rows.push(row(&change.label, &a, metrics)?);
                 first.get_or_insert(a);
             }
@@ -251,10 +259,16 @@ mod tests {
         );
         let reader = vec![("batch".to_string(), "2".to_string())];
         let e = evaluate(&b, &reader).expect("evaluates");
-        assert_eq!(e.headers, vec!["Peak on the device", "Step time", "Largest micro-batch"]);
+        assert_eq!(
+            e.headers,
+            vec!["Peak on the device", "Step time", "Largest micro-batch"]
+        );
         let scen = codec::decode("batch=2&precision=bf16").expect("decodes");
         let want = analyze(&scen).expect("analyzes");
-        assert_eq!(e.rows[0].cells[0].value, Some(want.estimate.peak.device as f64));
+        assert_eq!(
+            e.rows[0].cells[0].value,
+            Some(want.estimate.peak.device as f64)
+        );
         assert_eq!(e.rows[0].cells[1].value, Some(want.time.step_seconds));
         assert_eq!(
             e.rows[0].cells[2].value,
@@ -271,22 +285,36 @@ mod tests {
         let e = evaluate(&b, &[]).expect("evaluates");
         let scen = codec::decode("batch=4&seq=1024").expect("decodes");
         let want = analyze(&scen).expect("analyzes");
-        let logits = want.estimate.components.iter().find(|c| c.id == "logits").expect("logits");
+        let logits = want
+            .estimate
+            .components
+            .iter()
+            .find(|c| c.id == "logits")
+            .expect("logits");
         assert_eq!(e.rows[1].cells[0].value, Some(logits.bytes as f64));
         assert!(e.rows[1].cells[1].value > e.rows[1].cells[0].value);
     }
 
     #[test]
     fn reader_inputs_outside_the_block_are_ignored_and_bad_ones_named() {
-        let b = block("scenario: llama-3.1-8b-h100\ninputs: seq\nview: summary\nmetrics: peak.device");
+        let b =
+            block("scenario: llama-3.1-8b-h100\ninputs: seq\nview: summary\nmetrics: peak.device");
         let plain = evaluate(&b, &[]).expect("evaluates");
         let other = evaluate(&b, &[("batch".into(), "8".into())]).expect("evaluates");
         assert_eq!(plain, other);
         let e = evaluate(&b, &[("seq".into(), "0".into())]).expect_err("seq 0");
         assert!(e.contains("seq"), "{e}");
         let unknown = block("scenario: nope\nview: timeline");
-        assert!(evaluate(&unknown, &[]).expect_err("unknown").contains("unknown scenario"));
+        assert!(
+            evaluate(&unknown, &[])
+                .expect_err("unknown")
+                .contains("unknown scenario")
+        );
         let bad_metric = block("scenario: llama-3.1-8b-h100\nview: summary\nmetrics: bytes.nope");
-        assert!(evaluate(&bad_metric, &[]).expect_err("metric").contains("bytes.nope"));
+        assert!(
+            evaluate(&bad_metric, &[])
+                .expect_err("metric")
+                .contains("bytes.nope")
+        );
     }
 }

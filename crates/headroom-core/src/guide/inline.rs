@@ -8,7 +8,10 @@ pub enum Inline {
     Bold(String),
     Italic(String),
     /// `href` is `https://...`, `http://...`, a site path (`/guides/x`) or an anchor (`#x`).
-    Link { text: String, href: String },
+    Link {
+        text: String,
+        href: String,
+    },
     /// `{{metric}}` or `{{metric @ query}}`: the metric for the calculator block `block` (the
     /// nearest above), with the reader's inputs and `change` applied.
     Value {
@@ -113,7 +116,9 @@ fn check_href(href: &str) -> Result<(), String> {
         || href.starts_with("http://")
         || (href.starts_with('/') && !href.starts_with("//"))
         || href.starts_with('#');
-    let clean = !href.chars().any(|c| c.is_whitespace() || c == '"' || c == '<' || c == '>');
+    let clean = !href
+        .chars()
+        .any(|c| c.is_whitespace() || c == '"' || c == '<' || c == '>');
     if ok && clean && href.len() > 1 {
         Ok(())
     } else {
@@ -175,7 +180,12 @@ mod tests {
 
     #[test]
     fn hostile_links_are_refused() {
-        for href in ["javascript:alert(1)", "data:text/html,x", "//evil.example", "/a b"] {
+        for href in [
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "//evil.example",
+            "/a b",
+        ] {
             let e = parse_inline(&format!("[x]({href})"), None).expect_err(href);
             assert!(e.contains("links start with"), "{e}");
         }

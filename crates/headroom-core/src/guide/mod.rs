@@ -78,7 +78,10 @@ pub enum Node {
         text: String,
     },
     /// A live calculator block; `index` counts blocks from 0 in the guide.
-    Calc { index: usize, block: Block },
+    Calc {
+        index: usize,
+        block: Block,
+    },
 }
 
 /// One entry of a guide's table of contents.
@@ -119,13 +122,15 @@ impl Guide {
 
     /// Every inline element of the guide's text (paragraphs, list items, quotes).
     pub fn inlines(&self) -> impl Iterator<Item = &Inline> {
-        self.body.iter().flat_map(|n| -> Box<dyn Iterator<Item = &Inline> + '_> {
-            match n {
-                Node::Paragraph(v) | Node::Quote(v) => Box::new(v.iter()),
-                Node::List { items, .. } => Box::new(items.iter().flatten()),
-                _ => Box::new(std::iter::empty()),
-            }
-        })
+        self.body
+            .iter()
+            .flat_map(|n| -> Box<dyn Iterator<Item = &Inline> + '_> {
+                match n {
+                    Node::Paragraph(v) | Node::Quote(v) => Box::new(v.iter()),
+                    Node::List { items, .. } => Box::new(items.iter().flatten()),
+                    _ => Box::new(std::iter::empty()),
+                }
+            })
     }
 
     /// Every link target (`href`) in the guide's text.
@@ -187,7 +192,10 @@ pub fn parse(slug: &str, text: &str) -> Result<Guide, GuideError> {
         message,
     };
     if !valid_slug(slug) {
-        return Err(err(0, "the file name must be lowercase letters, digits and `-`".into()));
+        return Err(err(
+            0,
+            "the file name must be lowercase letters, digits and `-`".into(),
+        ));
     }
     let lines: Vec<&str> = text.lines().collect();
     let (front, body_start) = front_matter(&lines).map_err(|(l, m)| err(l, m))?;
@@ -215,16 +223,20 @@ type Located<T> = Result<T, (usize, String)>;
 /// `---`, `key: value` lines, `---`; returns the fields and the first body line's index.
 fn front_matter(lines: &[&str]) -> Located<(std::collections::BTreeMap<String, String>, usize)> {
     if lines.first().map(|l| l.trim()) != Some("---") {
-        return Err((1, "a guide starts with front matter between `---` lines".into()));
+        return Err((
+            1,
+            "a guide starts with front matter between `---` lines".into(),
+        ));
     }
     let mut fields = std::collections::BTreeMap::new();
     for (i, line) in lines.iter().enumerate().skip(1) {
         if line.trim() == "---" {
             return Ok((fields, i + 1));
         }
-        let (k, v) = line
-            .split_once(':')
-            .ok_or((i + 1, format!("front matter line `{line}` is not `key: value`")))?;
+        let (k, v) = line.split_once(':').ok_or((
+            i + 1,
+            format!("front matter line `{line}` is not `key: value`"),
+        ))?;
         let k = k.trim();
         if !["title", "summary", "order"].contains(&k) {
             return Err((
@@ -277,7 +289,10 @@ fn parse_body(lines: &[&str], start: usize) -> Located<Vec<Node>> {
                 blocks += 1;
             } else {
                 if lang.is_empty() {
-                    return Err((lineno, "name the code block's language (```python, ```bash, ```text)".into()));
+                    return Err((
+                        lineno,
+                        "name the code block's language (```python, ```bash, ```text)".into(),
+                    ));
                 }
                 nodes.push(Node::Code {
                     lang,
@@ -296,7 +311,8 @@ fn parse_body(lines: &[&str], start: usize) -> Located<Vec<Node>> {
             if !(2..=3).contains(&level) || text.is_empty() {
                 return Err((
                     lineno,
-                    "headings are `## Text` or `### Text` (the title comes from the front matter)".into(),
+                    "headings are `## Text` or `### Text` (the title comes from the front matter)"
+                        .into(),
                 ));
             }
             nodes.push(Node::Heading {
@@ -385,7 +401,10 @@ mod tests {
     #[test]
     fn parses_the_subset() {
         let g = parse("t", DOC).expect("parses");
-        assert_eq!((g.title.as_str(), g.summary.as_str(), g.order), ("T", "S", 3));
+        assert_eq!(
+            (g.title.as_str(), g.summary.as_str(), g.order),
+            ("T", "S", 3)
+        );
         let toc = g.toc();
         assert_eq!(toc.len(), 2);
         assert_eq!(toc[0].anchor, "first-part");
@@ -393,7 +412,10 @@ mod tests {
         assert_eq!(g.links(), vec!["/guides/x"]);
         assert_eq!(g.blocks().count(), 1);
         let list = g.body.iter().find_map(|n| match n {
-            Node::List { ordered: false, items } => Some(items.clone()),
+            Node::List {
+                ordered: false,
+                items,
+            } => Some(items.clone()),
             _ => None,
         });
         assert_eq!(list.expect("a list").len(), 2);
@@ -414,7 +436,10 @@ mod tests {
             ("# Title", "headings"),
             ("```\nx\n```", "language"),
             ("```python\nx", "not closed"),
-            ("A value {{peak.device}} before any block.", "no calculator block above"),
+            (
+                "A value {{peak.device}} before any block.",
+                "no calculator block above",
+            ),
             ("![img](x.png)", "images"),
         ] {
             let e = parse("t", &body(text)).expect_err(text);
@@ -422,14 +447,18 @@ mod tests {
         }
         let e = parse("t", "---\ntitle: T\norder: 1\n---\n").expect_err("no summary");
         assert!(e.message.contains("summary"), "{e}");
-        let e = parse("t", "---\ntitle: T\nsummary: S\norder: 1\nauthor: x\n---\n").expect_err("key");
+        let e =
+            parse("t", "---\ntitle: T\nsummary: S\norder: 1\nauthor: x\n---\n").expect_err("key");
         assert!(e.message.contains("author"), "{e}");
         assert!(parse("Bad_Slug", DOC).is_err());
     }
 
     #[test]
     fn anchors_are_stable() {
-        assert_eq!(anchor("ZeRO-3 and FSDP: per-GPU tables"), "zero-3-and-fsdp-per-gpu-tables");
+        assert_eq!(
+            anchor("ZeRO-3 and FSDP: per-GPU tables"),
+            "zero-3-and-fsdp-per-gpu-tables"
+        );
         assert_eq!(anchor("  Why?  "), "why");
     }
 }
