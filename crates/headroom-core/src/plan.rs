@@ -369,7 +369,8 @@ pub struct Planning {
     pub seq: u32,
     /// Plans that fit and train the same thing, fastest first.
     pub plans: Vec<Plan>,
-    /// Plans that fit by changing the training (only with `allow_training_changes`).
+    /// Plans that fit by changing the training (only with `allow_training_changes`): the
+    /// fastest of each recipe of the search space, fastest first.
     pub training_plans: Vec<Plan>,
     pub ladder: Vec<LadderStep>,
     /// Whether the ladder's last step fits.
@@ -1063,8 +1064,16 @@ pub fn plan_with(
     let plans = search(&ctx, same, scen, &start, opts);
     let mut training_plans = Vec::new();
     if opts.allow_training_changes {
-        let mut all = Vec::new();
+        // The fastest plan of each recipe: a list of alternatives (LoRA, QLoRA, 8-bit
+        // AdamW...) rather than ten variants of the fastest one.
+        let one = PlanOptions {
+            max_plans: 1,
+            ..opts.clone()
+        };
         for r in space.recipes {
+            if opts.keep.precision && r.precision.is_some() {
+                continue;
+            }
             let mut b = base.clone();
             if let Some(p) = r.precision {
                 // Pure 16-bit weights in the GPU's half type.
@@ -1083,12 +1092,27 @@ pub fn plan_with(
                     b.precision = ctx.half_precision(false);
                 }
             }
-            if b == base {
+            // A recipe that keeps the training (paged 8-bit AdamW for 8-bit AdamW: the same
+            // algorithm) is no alternative to list here.
+            if b == base || !changes_training(&start, &b) {
                 continue;
             }
-            all.extend(combos(&ctx, &b, global_batch, space, &opts.keep));
+            let found = search(
+                &ctx,
+                combos(&ctx, &b, global_batch, space, &opts.keep),
+                scen,
+                &start,
+                &one,
+            );
+            for p in found {
+                let at = training_plans
+                    .iter()
+                    .position(|q| ranks_before(&p, q))
+                    .unwrap_or(training_plans.len());
+                training_plans.insert(at, p);
+            }
         }
-        training_plans = search(&ctx, all, scen, &start, opts);
+        training_plans.truncate(opts.max_plans);
     }
     let (ladder, ladder_fits) = ladder(
         &ctx,

@@ -245,10 +245,20 @@ fn training_changes_only_when_allowed_and_listed_apart() {
         },
     );
     assert!(!p.training_plans.is_empty());
+    let mut recipes = Vec::new();
     for pl in &p.training_plans {
         assert!(pl.changes_training, "{}", pl.link);
         assert!(pl.fits);
+        let s = &pl.scenario;
+        recipes.push((s.method, s.optimizer, s.precision));
     }
+    // One plan per recipe: alternatives, not variants of one.
+    let n = recipes.len();
+    recipes.dedup();
+    assert_eq!(recipes.len(), n, "{recipes:?}");
+    recipes.sort_by_key(|r| format!("{r:?}"));
+    recipes.dedup();
+    assert_eq!(recipes.len(), n, "{recipes:?}");
     // LoRA trains a fraction of the weights: faster than the best same-training plan, which
     // must stream states from the CPU.
     assert!(p.training_plans[0].tokens_per_second > p.plans[0].tokens_per_second);
