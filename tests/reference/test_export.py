@@ -13,6 +13,7 @@ import ast
 import dataclasses
 import enum
 import importlib
+import inspect
 import json
 import os
 import pathlib
@@ -155,6 +156,10 @@ def test_fsdp2_script_parses_and_imports_exist(named):
             mod = importlib.import_module(node.module)
             for alias in node.names:
                 assert hasattr(mod, alias.name), f"{node.module}.{alias.name}"
+    if "activation_checkpointing_enable(" in text:
+        # transformers' own checkpointing switch, with every_n_layers for "every k-th layer".
+        sig = inspect.signature(transformers.PreTrainedModel.activation_checkpointing_enable)
+        assert {"activation_checkpointing_kwargs", "every_n_layers"} <= set(sig.parameters)
     if "fully_shard(" in text:
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard  # noqa: F401
         m = re.search(r"One FSDP unit per decoder layer \((\w+)\)", text)

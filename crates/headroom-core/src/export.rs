@@ -323,7 +323,7 @@ pub fn deepspeed_config(scen: &Scenario) -> (Value, Vec<String>) {
     }
     if scen.checkpointing != Checkpointing::None {
         notes.push(format!(
-            "activation checkpointing ({}) is set in the model (gradient_checkpointing), not in ds_config.json",
+            "activation checkpointing ({}) is set in the model (TrainingArguments activation_checkpointing, or model.activation_checkpointing_enable()), not in ds_config.json",
             scen.checkpointing.label()
         ));
     }
@@ -544,7 +544,7 @@ fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
     t.push_str("same_network: true\n");
     t.push_str("use_cpu: false\n");
     if scen.checkpointing == Checkpointing::Full && p.data != DataParallel::Fsdp {
-        notes.push("activation checkpointing: gradient_checkpointing=True in TrainingArguments (or model.gradient_checkpointing_enable())".into());
+        notes.push("activation checkpointing: activation_checkpointing=True in TrainingArguments (or model.activation_checkpointing_enable())".into());
     }
     if scen.offload_activations {
         notes.push("activation offload: run the forward inside torch.autograd.graph.save_on_cpu(pin_memory=True)".into());
@@ -602,9 +602,6 @@ fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
     } else {
         t.push_str("from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard\n");
     }
-    if let Checkpointing::Every(_) = scen.checkpointing {
-        t.push_str("from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n");
-    }
     t.push_str("from transformers import AutoModelForCausalLM\n\n");
     t.push_str(&format!(
         "MODEL = \"{}\"\nMICRO_BATCH = {}\nACCUMULATION = {}\nSEQ = {}\n\n",
@@ -632,14 +629,13 @@ fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
             "model = AutoModelForCausalLM.from_pretrained(MODEL, dtype={load_dtype}, attn_implementation=\"{attn}\")\n"
         ));
     }
+    // transformers 5.23: activation_checkpointing_enable (gradient_checkpointing_enable is its
+    // deprecated alias); every_n_layers checkpoints one decoder layer in k.
     match scen.checkpointing {
-        Checkpointing::Full => t.push_str("model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})\n"),
-        Checkpointing::Every(k) => {
-            t.push_str(&format!(
-                "# Checkpoint one decoder layer in every {k}.\nlayers = {}\nfor i in range(0, len(layers), {k}):\n    layers[i] = checkpoint_wrapper(layers[i])\n",
-                layers_expr(spec)
-            ));
-        }
+        Checkpointing::Full => t.push_str("model.activation_checkpointing_enable(activation_checkpointing_kwargs={\"use_reentrant\": False})\n"),
+        Checkpointing::Every(k) => t.push_str(&format!(
+            "model.activation_checkpointing_enable(activation_checkpointing_kwargs={{\"use_reentrant\": False}}, every_n_layers={k})\n"
+        )),
         _ => {}
     }
     if p.data == DataParallel::Ddp {
