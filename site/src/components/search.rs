@@ -24,9 +24,11 @@ pub fn Search() -> Html {
     // Bumped as guide texts arrive, so open results update.
     let loaded = use_state(|| 0usize);
     let started = use_mut_ref(|| false);
-    let onfocus = {
+    // Guide texts are fetched once, on the first focus or keystroke (focus events do not fire
+    // in a window without the system's focus, so typing starts it too).
+    let start_loading = {
         let loaded = loaded.clone();
-        Callback::from(move |_: FocusEvent| {
+        Callback::from(move |_: ()| {
             if std::mem::replace(&mut *started.borrow_mut(), true) {
                 return;
             }
@@ -45,9 +47,11 @@ pub fn Search() -> Html {
             });
         })
     };
+    let onfocus = start_loading.reform(|_: FocusEvent| ());
     let oninput = {
         let query = query.clone();
         Callback::from(move |e: InputEvent| {
+            start_loading.emit(());
             if let Some(i) = e.target_dyn_into::<web_sys::HtmlInputElement>() {
                 query.set(i.value());
             }
