@@ -406,77 +406,18 @@ pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
         || tokens(s) != tokens(reference)
 }
 
-/// Fields of `s` that differ from `base`, keyed as in links.
+/// Fields of `s` that differ from `base`, keyed and written as in links (the codec's own
+/// field values, so a change reads like the link that makes it).
 pub fn differences(base: &Scenario, s: &Scenario) -> Vec<Change> {
-    let mut out = Vec::new();
-    let mut put = |field: &'static str, a: String, b: String| {
-        if a != b {
-            out.push(Change {
-                field,
-                from: a,
-                to: b,
-            });
-        }
-    };
-    let (p, q) = (&base.parallel, &s.parallel);
-    put("seq", base.seq.to_string(), s.seq.to_string());
-    put(
-        "batch",
-        base.micro_batch.to_string(),
-        s.micro_batch.to_string(),
-    );
-    put(
-        "accum",
-        base.grad_accum.to_string(),
-        s.grad_accum.to_string(),
-    );
-    put("method", base.method.id().into(), s.method.id().into());
-    put(
-        "precision",
-        base.precision.id().into(),
-        s.precision.id().into(),
-    );
-    put(
-        "optimizer",
-        base.optimizer.id().into(),
-        s.optimizer.id().into(),
-    );
-    put(
-        "attention",
-        base.attention.id().into(),
-        s.attention.id().into(),
-    );
-    put("ckpt", base.checkpointing.id(), s.checkpointing.id());
-    put(
-        "act_offload",
-        base.offload_activations.to_string(),
-        s.offload_activations.to_string(),
-    );
-    put("loss", base.loss.id().into(), s.loss.id().into());
-    put("dp", p.data.id().into(), q.data.id().into());
-    put("tp", p.tensor.to_string(), q.tensor.to_string());
-    put("sp", p.sequence.to_string(), q.sequence.to_string());
-    put(
-        "opt_offload",
-        p.offload_optimizer.id().into(),
-        q.offload_optimizer.id().into(),
-    );
-    put(
-        "param_offload",
-        p.offload_params.id().into(),
-        q.offload_params.id().into(),
-    );
-    put(
-        "expandable",
-        base.runtime.expandable_segments.to_string(),
-        s.runtime.expandable_segments.to_string(),
-    );
-    put(
-        "graphs",
-        base.runtime.cuda_graphs.to_string(),
-        s.runtime.cuda_graphs.to_string(),
-    );
-    out
+    crate::codec::KEYS
+        .iter()
+        .filter(|k| !matches!(**k, "v" | "cfg" | "model" | "gpu" | "gpus"))
+        .filter_map(|&field| {
+            let from = crate::codec::field_value(base, field)?;
+            let to = crate::codec::field_value(s, field)?;
+            (from != to).then_some(Change { field, from, to })
+        })
+        .collect()
 }
 
 /// The model, GPU and calibration every evaluation uses, and a count of estimates.

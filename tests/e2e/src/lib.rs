@@ -18,6 +18,17 @@ pub fn dist_dir() -> PathBuf {
     std::env::var_os("HEADROOM_DIST").map_or_else(|| repo_root().join("dist"), PathBuf::from)
 }
 
+/// A server of the release build in `dist/`; panics with the command to run when there is none.
+pub fn site_server() -> server::StaticServer {
+    let dist = dist_dir();
+    assert!(
+        dist.join("index.html").is_file() && dist.join("content/guides").is_dir(),
+        "no site build at {}: run `trunk build --release` (scripts/test.sh does)",
+        dist.display()
+    );
+    server::StaticServer::start(&dist).expect("a local server")
+}
+
 /// A release build made for the sub-path `/headroom/` (`trunk build --release --public-url
 /// /headroom/ --dist target/dist-sub`, which `scripts/test.sh` runs).
 pub fn dist_sub_dir() -> PathBuf {

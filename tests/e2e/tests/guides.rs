@@ -7,20 +7,12 @@ use std::time::Duration;
 
 use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::{Driver, Session};
-use headroom_e2e::{cli_json, dist_dir, repo_root};
+use headroom_e2e::{cli_json, repo_root};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn server() -> StaticServer {
-    let dist = dist_dir();
-    assert!(
-        dist.join("content/guides").is_dir(),
-        "no site build with guides at {}: run `trunk build --release`",
-        dist.display()
-    );
-    StaticServer::start(&dist).expect("a local server")
-}
+use headroom_e2e::site_server as server;
 
 /// The guides' slugs and their number of calculator blocks, read from `content/guides/`.
 fn guides() -> Vec<(String, usize)> {
@@ -52,14 +44,19 @@ fn cli_value(doc: &Value, metric: &str) -> Option<f64> {
     doc.get(group)?.get(field)?.as_f64()
 }
 
-/// Opens a guide and waits for its text and blocks.
-fn open_guide(s: &Session, srv: &StaticServer, slug: &str) {
-    s.goto(&srv.url(&format!("/guides/{slug}")));
+/// Waits until the guide on the page has its text and blocks.
+fn wait_guide(s: &Session, what: &str) {
     s.wait_for(
         "const a = document.querySelector('article.guide'); return a && a.dataset.ready === 'true'",
         WAIT,
-        &format!("the guide {slug} to load"),
+        what,
     );
+}
+
+/// Opens a guide and waits for its text and blocks.
+fn open_guide(s: &Session, srv: &StaticServer, slug: &str) {
+    s.goto(&srv.url(&format!("/guides/{slug}")));
+    wait_guide(s, &format!("the guide {slug} to load"));
 }
 
 #[test]
@@ -234,11 +231,7 @@ fn search_finds_guide_text_and_links_navigate_in_place() {
     assert!(hit.as_str().is_some_and(|h| h.contains("/guides/")));
     let link = s.find("#search-results a[href*='/guides/']");
     s.click(&link);
-    s.wait_for(
-        "const a = document.querySelector('article.guide'); return a && a.dataset.ready === 'true'",
-        WAIT,
-        "the guide after a click",
-    );
+    wait_guide(&s, "the guide after a click");
     assert_eq!(
         s.js("return window.__stay", json!([])),
         json!(1),
@@ -309,12 +302,7 @@ fn guides_work_under_a_sub_path() {
     let srv = StaticServer::start_at(&dist, "/headroom/").expect("a local server");
     let driver = Driver::start();
     let s = driver.session(1280, 900);
-    s.goto(&srv.url("/guides/memory-timeline"));
-    s.wait_for(
-        "const a = document.querySelector('article.guide'); return a && a.dataset.ready === 'true'",
-        WAIT,
-        "the guide under /headroom/",
-    );
+    open_guide(&s, &srv, "memory-timeline");
     let state = s.js(
         "return [document.querySelectorAll('.calc-block').length, \
                  [...document.querySelectorAll('.guide a[href^=\"/\"]')].every(a => a.getAttribute('href').startsWith('/headroom/'))]",

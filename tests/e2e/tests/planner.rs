@@ -3,23 +3,14 @@
 
 use std::time::Duration;
 
-use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::{Driver, Session};
-use headroom_e2e::{cli_json, cli_path, dist_dir};
+use headroom_e2e::{cli_json, cli_path};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
 const NAMED: &str = "ex3-llama-3.2-1b-4xa10g-zero2";
 
-fn server() -> StaticServer {
-    let dist = dist_dir();
-    assert!(
-        dist.join("index.html").is_file(),
-        "no site build at {}: run `trunk build --release` (scripts/test.sh does)",
-        dist.display()
-    );
-    StaticServer::start(&dist).expect("a local server")
-}
+use headroom_e2e::site_server as server;
 
 /// The CLI's raw output (an export is not JSON).
 fn cli_text(args: &[&str]) -> String {

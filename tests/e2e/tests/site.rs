@@ -6,20 +6,12 @@ use std::time::Duration;
 
 use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::{Driver, Session};
-use headroom_e2e::{cli_json, dist_dir, dist_sub_dir, repo_root};
+use headroom_e2e::{cli_json, dist_sub_dir, repo_root};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn server() -> StaticServer {
-    let dist = dist_dir();
-    assert!(
-        dist.join("index.html").is_file(),
-        "no site build at {}: run `trunk build --release` (scripts/test.sh does)",
-        dist.display()
-    );
-    StaticServer::start(&dist).expect("a local server")
-}
+use headroom_e2e::site_server as server;
 
 /// The page's headline numbers equal the CLI's JSON for the same scenario.
 #[track_caller]
