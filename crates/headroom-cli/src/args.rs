@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 every component with its formula and source, the peak at three levels (tensors, allocator, \
 device), the largest micro-batch and sequence that fit, and what each memory-saving technique \
 saves. Scenario inputs come from flags, a scenario file (--scenario), a named scenario \
-(--named) or a share link (--link); later sources override earlier ones."
+(--named) or a share link (--link): a link's fields apply on top of a named scenario or file, and flags on top of both."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -92,7 +92,8 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 impl ScenarioArgs {
-    /// Defaults, then a scenario file or link, then flags; every value checked by the core.
+    /// Defaults, then a scenario file or named scenario, then a link's fields, then flags;
+    /// every value checked by the core.
     fn build(&self) -> Result<headroom_core::Scenario> {
         let mut scen = headroom_core::Scenario::default();
         if let Some(path) = &self.scenario {
@@ -119,8 +120,11 @@ impl ScenarioArgs {
                 ),
             };
         }
+        // A link's fields apply on top of a named scenario or file, as `/s/<id>?fields` does on
+        // the site (alone, on top of the defaults: the link's own scenario).
         if let Some(link) = &self.link {
-            scen = codec::decode(link).context("--link")?;
+            let pairs = codec::query_pairs(link).context("--link")?;
+            scen = codec::decode_pairs(scen, &pairs).context("--link")?;
         }
         let mut pairs = self.flag_pairs();
         // --model takes a preset id or a path to a config.json.
