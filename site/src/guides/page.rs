@@ -12,8 +12,18 @@ use crate::state::{Action, CalcState};
 
 /// Sets the document's title (what a tab, a bookmark and a search engine show).
 pub fn set_title(title: &str) {
-    if let Some(d) = web_sys::window().and_then(|w| w.document()) {
-        d.set_title(&format!("{title} · Headroom"));
+    set_page(title, None);
+}
+
+/// Sets the document's title and its `<meta name="description">` (a search result's text).
+pub fn set_page(title: &str, description: Option<&str>) {
+    let Some(d) = web_sys::window().and_then(|w| w.document()) else {
+        return;
+    };
+    d.set_title(&format!("{title} · Headroom"));
+    if let (Some(text), Ok(Some(meta))) = (description, d.query_selector("meta[name=description]"))
+    {
+        let _ = meta.set_attribute("content", text);
     }
 }
 
@@ -118,7 +128,7 @@ pub fn GuidePage(props: &GuideProps) -> Html {
         };
     };
     let entry = index[pos];
-    set_title(entry.title);
+    set_page(entry.title, Some(entry.summary));
     let base = crate::dom::base_path();
     let side = html! {
         <nav class="guide-nav" aria-label="Guides">

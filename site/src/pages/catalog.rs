@@ -8,7 +8,7 @@ use headroom_core::format;
 use headroom_core::{Estimate, estimate};
 use yew::prelude::*;
 
-use crate::guides::page::set_title;
+use crate::guides::page::{set_page, set_title};
 
 /// Three recipes most people start from: full fine-tuning in mixed bf16 with AdamW, LoRA and
 /// QLoRA (rank 16, all linear layers), each at micro-batch 1 with 2048-token sequences and
@@ -114,7 +114,13 @@ pub fn GpuPage(props: &IdProps) -> Html {
     let Ok(g) = GpuCatalog::builtin().get(&props.id) else {
         return missing("GPU", "gpus");
     };
-    set_title(&format!("{}: what fits for training", g.name));
+    set_page(
+        &format!("{}: what fits for training", g.name),
+        Some(&format!(
+            "Which models fit on one {} for full fine-tuning, LoRA and QLoRA, with the memory of each, computed by Headroom.",
+            g.name
+        )),
+    );
     let mut presets: Vec<&Preset> = PresetCatalog::builtin().presets.iter().collect();
     presets.sort_by_key(|p| p.parameters_total);
     let base = crate::dom::base_path();
@@ -166,7 +172,13 @@ pub fn ModelPage(props: &IdProps) -> Html {
     let Ok(p) = PresetCatalog::builtin().get(&props.id) else {
         return missing("model", "models");
     };
-    set_title(&format!("{}: GPU memory to train and fine-tune", p.name));
+    set_page(
+        &format!("{}: GPU memory to train and fine-tune", p.name),
+        Some(&format!(
+            "How much GPU memory training {} takes: full fine-tuning, LoRA and QLoRA, and the smallest GPU each fits on, computed by Headroom.",
+            p.name
+        )),
+    );
     let s = &p.spec;
     let mut gpus: Vec<&Gpu> = GpuCatalog::builtin().gpus.iter().collect();
     gpus.sort_by_key(|g| g.total_bytes);
