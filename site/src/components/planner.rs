@@ -6,7 +6,7 @@ use headroom_core::Scenario;
 use headroom_core::estimate::resolve;
 use headroom_core::export::{Target, export};
 use headroom_core::format::bytes;
-use headroom_core::plan::{Plan, PlanOptions, Planning, plan};
+use headroom_core::plan::{DEFAULT_SPACE, Plan, PlanOptions, Planning, plan_with};
 use yew::prelude::*;
 
 use crate::dom;
@@ -118,18 +118,22 @@ pub fn Planner(props: &PlannerProps) -> Html {
     let chosen = use_state(|| 0usize);
     let target = use_state(|| Target::DeepSpeed);
     let status = use_state(String::new);
+    // The user's calibration file for this GPU, when one is loaded, as the calculator uses it.
+    let user = crate::calibration_state::use_user_calibration();
     let result = use_memo(
-        (props.scenario.clone(), *open, *allow),
-        |(s, open, allow)| {
+        (props.scenario.clone(), *open, *allow, user),
+        |(s, open, allow, user)| {
             open.then(|| {
-                plan(
-                    s,
-                    &PlanOptions {
-                        allow_training_changes: *allow,
-                        ..PlanOptions::default()
-                    },
-                )
-                .map_err(|e| e.to_string())
+                let opts = PlanOptions {
+                    allow_training_changes: *allow,
+                    ..PlanOptions::default()
+                };
+                let r = headroom_core::estimate::resolve(s).map_err(|e| e.to_string())?;
+                let cal = user
+                    .as_deref()
+                    .and_then(|u| u.for_gpu(&s.gpu))
+                    .unwrap_or(&r.calibration);
+                plan_with(&r.spec, r.gpu, cal, s, &opts, &DEFAULT_SPACE).map_err(|e| e.to_string())
             })
         },
     );
