@@ -98,6 +98,9 @@ fn resolve(root: &Path, url_path: &str) -> PathBuf {
     }
     if out.is_file() {
         out
+    } else if out.join("index.html").is_file() {
+        // A folder's own index.html, as static hosts serve it (the per-page copies).
+        out.join("index.html")
     } else {
         root.join("index.html")
     }

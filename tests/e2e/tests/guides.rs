@@ -311,3 +311,59 @@ fn guides_work_under_a_sub_path() {
     assert!(state[0].as_u64() > Some(0), "blocks render: {state}");
     assert_eq!(state[1], json!(true), "site links keep the sub-path");
 }
+
+/// The build has an index.html per page with that page's title (site/pages.sh), and such a
+/// copy opens its page.
+#[test]
+fn every_page_has_its_own_head_and_opens() {
+    let dist = headroom_e2e::dist_dir();
+    let title_of = |path: &str| {
+        let html = std::fs::read_to_string(dist.join(path).join("index.html"))
+            .unwrap_or_else(|e| panic!("{path}/index.html: {e}"));
+        let start = html.find("<title>").expect("a title") + "<title>".len();
+        html[start..start + html[start..].find("</title>").expect("closed")].to_string()
+    };
+    for (slug, _) in guides() {
+        let text = std::fs::read_to_string(repo_root().join(format!("content/guides/{slug}.md")))
+            .expect("guide");
+        let title = text
+            .lines()
+            .find_map(|l| l.strip_prefix("title: "))
+            .expect("title");
+        assert_eq!(
+            title_of(&format!("guides/{slug}")),
+            format!("{title} · Headroom")
+        );
+    }
+    for g in cli_json(&["gpus"]).as_array().expect("gpus") {
+        let (id, name) = (
+            g["id"].as_str().expect("id"),
+            g["name"].as_str().expect("name"),
+        );
+        assert!(
+            title_of(&format!("gpus/{id}")).starts_with(name),
+            "gpus/{id}"
+        );
+    }
+    for m in cli_json(&["models"]).as_array().expect("models") {
+        let (id, name) = (
+            m["id"].as_str().expect("id"),
+            m["name"].as_str().expect("name"),
+        );
+        assert!(
+            title_of(&format!("models/{id}")).starts_with(name),
+            "models/{id}"
+        );
+    }
+    assert!(title_of("s/ex2-405b-128xh100").starts_with("Example 2"));
+    let srv = server();
+    let driver = Driver::start();
+    let s = driver.session(1280, 900);
+    s.goto(&srv.url("/gpus/t4-16gb/"));
+    s.wait_ready();
+    let h1 = s.js(
+        "return document.querySelector('main h1').textContent",
+        json!([]),
+    );
+    assert_eq!(h1, json!("NVIDIA Tesla T4 16GB"));
+}

@@ -1,0 +1,59 @@
+#!/bin/sh
+# Trunk post-build hook: an index.html for every page of the site (guides, GPUs, models, named
+# scenarios, worked examples), each with its own <title> and description, so a static host
+# answers 200 with the right head for each address (search engines index these; the app then
+# renders the page). Reads content/ next to site/; run by Trunk with TRUNK_STAGING_DIR and
+# TRUNK_SOURCE_DIR set.
+set -eu
+stage="$TRUNK_STAGING_DIR"
+content="$TRUNK_SOURCE_DIR/../content"
+
+# Text for HTML (escaped), then for a sed replacement (its own specials escaped).
+html() { printf '%s' "$1" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g'; }
+rep() { html "$1" | sed -e 's/[\\&|]/\\&/g'; }
+
+# page PATH TITLE DESCRIPTION
+page() {
+  mkdir -p "$stage/$1"
+  sed -e "s|<title>[^<]*</title>|<title>$(rep "$2 · Headroom")</title>|" \
+      -e "s|<meta name=\"description\" content=\"[^\"]*\">|<meta name=\"description\" content=\"$(rep "$3")\">|" \
+      "$stage/index.html" > "$stage/$1/index.html"
+}
+
+page guides "Guides" "Where the memory of a training step goes, and how to make a run fit: ten guides whose every number is computed live."
+page gpus "GPUs" "Every GPU in Headroom's catalog, with what fits on each."
+page models "Models" "Every model preset in Headroom, with the memory each training recipe needs."
+page examples "Worked examples" "Five practitioners' memory guides, their claims checked against Headroom's model."
+page compare "Compare two scenarios" "Two training setups side by side: what a change does to memory and speed."
+page calibration "Calibration" "Constants measured on real GPUs: CUDA context, workspaces, matmul efficiency, bandwidths."
+
+for f in "$content"/guides/*.md; do
+  slug=$(basename "$f" .md)
+  case "$slug" in *[!a-z0-9-]*) continue ;; esac
+  title=$(sed -n '2,/^---$/s/^title: //p' "$f" | head -n 1)
+  summary=$(sed -n '2,/^---$/s/^summary: //p' "$f" | head -n 1)
+  page "guides/$slug" "$title" "$summary"
+done
+
+awk -F'"' '/^id = /{id=$2} /^name = /{print id "\t" $2}' "$content/gpus.toml" |
+  while IFS="$(printf '\t')" read -r id name; do
+    page "gpus/$id" "$name: what fits for training" \
+      "Which models fit on one $name for full fine-tuning, LoRA and QLoRA, with the memory of each."
+  done
+
+awk -F'"' '/^id = /{id=$2} /^name = /{print id "\t" $2}' "$content/models/presets.toml" |
+  while IFS="$(printf '\t')" read -r id name; do
+    page "models/$id" "$name: GPU memory to train and fine-tune" \
+      "How much GPU memory training $name takes: full fine-tuning, LoRA and QLoRA, and the smallest GPU each fits on."
+  done
+
+for f in "$content"/scenarios/*.toml; do
+  id=$(basename "$f" .toml)
+  title=$(sed -n 's/^title = "\(.*\)"$/\1/p' "$f" | head -n 1)
+  page "s/$id" "$title" "A training scenario in Headroom: $title."
+done
+
+for n in 0 1 2 3 4; do
+  title=$(sed -n 's/^title = "\(.*\)"$/\1/p' "$content/claims/ex$n.toml" | head -n 1)
+  page "examples/$n" "$title" "A practitioner's memory guide, claim by claim, against Headroom's model."
+done
