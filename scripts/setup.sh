@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Headroom's build and tests need, skipping what is already there at the right
 # version: the wasm32 target; the web toolchain (trunk, wasm-bindgen-cli, binaryen's wasm-opt,
-# Chromium and chromedriver); and a Python venv with the pinned torch and transformers for the
-# reference suite (tests/reference/requirements.txt).
+# Chromium and chromedriver); and a Python venv with the pinned torch, transformers and
+# accelerate for the reference suite (tests/reference/requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +68,7 @@ fi
 req=tests/reference/requirements.txt
 want_torch=$(sed -n 's/^torch==//p' "$req")
 want_tf=$(sed -n 's/^transformers==//p' "$req")
+want_acc=$(sed -n 's/^accelerate==//p' "$req")
 venv_ok() {
   [ -x .venv/bin/python ] && .venv/bin/python - "$want_torch" "$want_tf" <<'PY' 2>/dev/null
 import sys, torch, transformers, pytest
@@ -75,8 +76,23 @@ assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert transformers.__version__ == sys.argv[2], transformers.__version__
 PY
 }
+# accelerate is small: when torch and transformers are right, a missing or other accelerate is
+# installed into the venv on its own rather than by recreating it (3 GB).
+accelerate_ok() {
+  .venv/bin/python - "$want_acc" <<'PY' 2>/dev/null
+import sys, accelerate
+assert accelerate.__version__ == sys.argv[1], accelerate.__version__
+PY
+}
 if venv_ok; then
   log "python venv (.venv): torch $want_torch, transformers $want_tf present"
+  if accelerate_ok; then
+    log "python venv (.venv): accelerate $want_acc present"
+  else
+    log "installing accelerate $want_acc into .venv"
+    .venv/bin/pip install -q "accelerate==$want_acc"
+    { venv_ok && accelerate_ok; } || { echo "[setup] the venv does not import torch $want_torch, transformers $want_tf and accelerate $want_acc" >&2; exit 1; }
+  fi
 else
   py=${PYTHON:-python3}
   if ! "$py" -c 'import sys; assert sys.version_info >= (3, 10)' 2>/dev/null; then
@@ -87,11 +103,11 @@ else
     log "installing python3-venv"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
   fi
-  log "creating .venv with torch $want_torch and transformers $want_tf (about 3 GB, a few minutes)"
+  log "creating .venv with torch $want_torch, transformers $want_tf and accelerate $want_acc (about 3 GB, a few minutes)"
   rm -rf .venv
   "$py" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r "$req"
-  venv_ok || { echo "[setup] the venv does not import the pinned torch/transformers" >&2; exit 1; }
+  { venv_ok && accelerate_ok; } || { echo "[setup] the venv does not import the pinned torch/transformers/accelerate" >&2; exit 1; }
 fi
 log "done"

@@ -170,6 +170,26 @@ fn optim_name(o: Optimizer) -> (&'static str, Option<&'static str>) {
     }
 }
 
+/// The AdamW hyperparameters of the DeepSpeed JSON's `optimizer` block (placeholders to set):
+/// learning rate, betas, epsilon, weight decay. The trainer export passes the same values as
+/// `learning_rate`, `adam_beta1`/`adam_beta2`, `adam_epsilon` and `weight_decay`:
+/// `TrainingArguments(deepspeed=...)` checks the block against them and Trainer raises on a
+/// mismatch (transformers' `HfTrainerDeepSpeedConfig.trainer_config_process`).
+const DS_ADAMW_LR: f64 = 1e-4;
+const DS_ADAMW_BETAS: [f64; 2] = [0.9, 0.95];
+const DS_ADAMW_EPS: f64 = 1e-8;
+const DS_ADAMW_WEIGHT_DECAY: f64 = 0.1;
+
+/// Whether the DeepSpeed JSON carries an `optimizer` block: offloaded AdamW states are stepped
+/// by DeepSpeed's CPU AdamW.
+fn ds_adamw_block(scen: &Scenario) -> bool {
+    scen.parallel.offload_optimizer != Offload::None
+        && matches!(
+            scen.optimizer,
+            Optimizer::AdamW | Optimizer::AdamWForLoop | Optimizer::AdamWFused
+        )
+}
+
 fn zero_stage(dp: DataParallel) -> u8 {
     match dp {
         DataParallel::Ddp => 0,
@@ -299,21 +319,23 @@ pub fn deepspeed_config(scen: &Scenario) -> (Value, Vec<String>) {
     if p.offload_optimizer != Offload::None {
         // Offloaded states are stepped on the CPU: DeepSpeed's CPU Adam for AdamW; any other
         // optimizer runs as a client optimizer, which DeepSpeed must be told to accept.
-        match scen.optimizer {
-            Optimizer::AdamW | Optimizer::AdamWForLoop | Optimizer::AdamWFused => {
-                cfg["optimizer"] = json!({
-                    "type": "AdamW",
-                    "params": {"lr": 1e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
-                });
-                notes.push("optimizer: DeepSpeed's CPU AdamW steps the offloaded states; lr, betas and weight_decay are placeholders to set".into());
-            }
-            _ => {
-                cfg["zero_force_ds_cpu_optimizer"] = json!(false);
-                notes.push(format!(
-                    "optimizer {} runs as a client optimizer on offloaded states (zero_force_ds_cpu_optimizer false); it must have a CPU implementation",
-                    scen.optimizer.id()
-                ));
-            }
+        if ds_adamw_block(scen) {
+            cfg["optimizer"] = json!({
+                "type": "AdamW",
+                "params": {
+                    "lr": DS_ADAMW_LR,
+                    "betas": DS_ADAMW_BETAS,
+                    "eps": DS_ADAMW_EPS,
+                    "weight_decay": DS_ADAMW_WEIGHT_DECAY
+                }
+            });
+            notes.push("optimizer: DeepSpeed's CPU AdamW steps the offloaded states; lr, betas, eps and weight_decay are placeholders to set (the trainer export repeats them as learning_rate, adam_beta1/adam_beta2, adam_epsilon and weight_decay: change both together, transformers rejects a mismatch)".into());
+        } else {
+            cfg["zero_force_ds_cpu_optimizer"] = json!(false);
+            notes.push(format!(
+                "optimizer {} runs as a client optimizer on offloaded states (zero_force_ds_cpu_optimizer false); it must have a CPU implementation",
+                scen.optimizer.id()
+            ));
         }
     } else if !matches!(
         scen.optimizer,
@@ -407,7 +429,18 @@ pub fn trainer_kwargs(
                 }),
             ));
         }
-        _ => kw.push(("deepspeed", json!(Target::DeepSpeed.file_name()))),
+        _ => {
+            kw.push(("deepspeed", json!(Target::DeepSpeed.file_name())));
+            if ds_adamw_block(scen) {
+                // ds_config.json's AdamW block: transformers checks these against it.
+                kw.push(("learning_rate", json!(DS_ADAMW_LR)));
+                kw.push(("adam_beta1", json!(DS_ADAMW_BETAS[0])));
+                kw.push(("adam_beta2", json!(DS_ADAMW_BETAS[1])));
+                kw.push(("adam_epsilon", json!(DS_ADAMW_EPS)));
+                kw.push(("weight_decay", json!(DS_ADAMW_WEIGHT_DECAY)));
+                notes.push("optimizer: ds_config.json's AdamW steps the offloaded states (optim is not used); learning_rate, adam_beta1/adam_beta2, adam_epsilon and weight_decay repeat its placeholders: change both together (transformers rejects a mismatch)".into());
+            }
+        }
     }
     if fsdp && scen.parallel.offload_optimizer != scen.parallel.offload_params {
         notes.push("FSDP2 offloads parameters, gradients and optimizer states together (CPUOffloadPolicy); optimizer-only offload needs DeepSpeed ZeRO".into());

@@ -88,6 +88,11 @@ const TRAINING_ARGUMENTS: &[&str] = &[
     "fsdp",
     "fsdp_config",
     "deepspeed",
+    "learning_rate",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "weight_decay",
 ];
 /// transformers 5.23 `OptimizerNames` values the exports use.
 const OPTIM_NAMES: &[&str] = &[
@@ -222,7 +227,20 @@ fn check_trainer(id: &str, s: &Scenario) {
     match s.parallel.data {
         DataParallel::Ddp => assert!(get("deepspeed").is_none() && get("fsdp").is_none()),
         DataParallel::Fsdp => assert_eq!(get("fsdp"), Some(Value::Bool(true))),
-        _ => assert_eq!(get("deepspeed"), Some(Value::from("ds_config.json"))),
+        _ => {
+            assert_eq!(get("deepspeed"), Some(Value::from("ds_config.json")));
+            // transformers checks ds_config.json's optimizer params against these arguments
+            // (HfTrainerDeepSpeedConfig.trainer_config_process) and Trainer raises on a
+            // mismatch; without the block, the arguments keep transformers' defaults.
+            let (ds, _) = deepspeed_config(s);
+            let p = &ds["optimizer"]["params"];
+            let expect = |v: &Value| (!p.is_null()).then(|| v.clone());
+            assert_eq!(get("learning_rate"), expect(&p["lr"]), "{id}");
+            assert_eq!(get("adam_beta1"), expect(&p["betas"][0]), "{id}");
+            assert_eq!(get("adam_beta2"), expect(&p["betas"][1]), "{id}");
+            assert_eq!(get("adam_epsilon"), expect(&p["eps"]), "{id}");
+            assert_eq!(get("weight_decay"), expect(&p["weight_decay"]), "{id}");
+        }
     }
     if s.parallel.tensor > 1 {
         assert!(
@@ -319,8 +337,15 @@ fn deepspeed_json_is_json_and_offload_is_pinned() {
         v["zero_optimization"]["offload_optimizer"]["device"],
         Value::from("cpu")
     );
-    // Offloaded AdamW runs on DeepSpeed's CPU Adam (the `optimizer` block).
+    // Offloaded AdamW runs on DeepSpeed's CPU Adam (the `optimizer` block), whose params the
+    // TrainingArguments repeat (transformers rejects a mismatch).
     assert_eq!(v["optimizer"]["type"], Value::from("AdamW"));
+    let (kw, _) = trainer_kwargs(&r.spec, &s);
+    let get = |k: &str| kw.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+    let p = &v["optimizer"]["params"];
+    assert_eq!(get("learning_rate"), Some(p["lr"].clone()));
+    assert_eq!(get("adam_beta2"), Some(p["betas"][1].clone()));
+    assert_eq!(get("weight_decay"), Some(p["weight_decay"].clone()));
 }
 
 #[test]
