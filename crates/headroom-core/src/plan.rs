@@ -796,14 +796,17 @@ pub const SAME_SPEED: f64 = 1e-3;
 
 /// Ranking: faster first; at the same speed (within [`SAME_SPEED`]; the time model often
 /// prices two setups alike, e.g. when CPU offload bounds the step), fewer changes from the
-/// scenario first, since each change is work and risk for the user, then the lower peak.
+/// scenario first, since each change is work and risk for the user; then a plan every export
+/// can express (selective recompute has no switch in transformers or FSDP2); then the lower
+/// peak.
 fn ranks_before(p: &Plan, q: &Plan) -> bool {
     let same = (p.tokens_per_second - q.tokens_per_second).abs()
         <= SAME_SPEED * q.tokens_per_second.abs().max(1e-9);
     if !same {
         return p.tokens_per_second > q.tokens_per_second;
     }
-    (p.changes.len(), p.peak_device) < (q.changes.len(), q.peak_device)
+    let selective = |x: &Plan| x.scenario.checkpointing == Checkpointing::Selective;
+    (p.changes.len(), selective(p), p.peak_device) < (q.changes.len(), selective(q), q.peak_device)
 }
 
 fn speed_change(after: f64, before: f64) -> f64 {
