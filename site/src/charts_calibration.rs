@@ -1,11 +1,9 @@
 //! The calibration page's chart: measured matmul throughput against problem size, one line per
-//! dtype, drawn by plotters on any backend (the site shows it as SVG).
+//! dtype, written as SVG by the charts' builder (the site shows it as an image).
 
 use headroom_core::calibration::schema::MatmulPoint;
-use plotters::coord::Shift;
-use plotters::prelude::*;
 
-use crate::charts::Style;
+use crate::charts::{Frame, Mark, Palette, Svg, legend, palette, tick_label};
 
 /// One dtype's curve: (log2 n, value) points in the file's order (calibrate writes them by
 /// growing n; no sort here, which would add sorting code to the download).
@@ -55,19 +53,15 @@ pub fn height(width: u32) -> u32 {
     (width as f64 * 0.45).clamp(240.0, 360.0) as u32
 }
 
-fn err<E: std::fmt::Debug>(e: E) -> String {
-    format!("chart: {e:?}")
-}
-
 /// The efficiency curves: x is n on a log2 axis (labelled 256, 1024, ...), y the unit of
 /// [`curves`].
-pub fn draw_efficiency<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
+pub fn draw_efficiency(
+    svg: &mut Svg,
     points: &[MatmulPoint],
-    style: &Style,
-) -> Result<(), String> {
-    let pal = style.palette;
-    root.fill(&pal.background).map_err(err)?;
+    pal: &Palette,
+    width: u32,
+    height: u32,
+) {
     let (curves, unit) = curves(points);
     let all = curves.iter().flat_map(|c| c.points.iter());
     let (mut x0, mut x1, mut top) = (f64::MAX, f64::MIN, 0.0f64);
@@ -77,7 +71,7 @@ pub fn draw_efficiency<DB: DrawingBackend>(
         top = top.max(y);
     }
     if curves.is_empty() {
-        return root.present().map_err(err);
+        return;
     }
     if x1 <= x0 {
         x1 = x0 + 1.0;
@@ -87,83 +81,49 @@ pub fn draw_efficiency<DB: DrawingBackend>(
     } else {
         (top * 1.1).max(0.001)
     };
-    let font = |size: f64| {
-        ("sans-serif", size * style.scale)
-            .into_font()
-            .color(&pal.text)
+    let (w, h) = (width as f64, height as f64);
+    let f = Frame {
+        left: 10.0 + 52.0,
+        top: 10.0,
+        right: w - 10.0,
+        bottom: h - 10.0 - 34.0,
+        x: (x0 - 0.3, x1 + 0.3),
+        y: (0.0, top),
     };
-    let px = |v: f64| (v * style.scale).round().max(1.0) as u32;
-    let mut chart = ChartBuilder::on(root)
-        .margin(px(10.0))
-        .x_label_area_size(px(34.0))
-        .y_label_area_size(px(52.0))
-        .build_cartesian_2d((x0 - 0.3)..(x1 + 0.3), 0.0..top)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .light_line_style(TRANSPARENT)
-        .bold_line_style(pal.grid)
-        .axis_style(pal.grid)
-        .x_desc("n (square n × n GEMM, log scale)")
-        .y_desc(unit)
-        .label_style(font(11.0))
-        .axis_desc_style(font(11.0))
-        .x_labels(((x1 - x0) as usize + 1).min(12))
-        .x_label_formatter(&|x| {
-            // Only whole powers of two get a label.
-            if (x - x.round()).abs() < 1e-6 && *x >= 0.0 && *x < 63.0 {
-                (1u64 << x.round() as u32).to_string()
-            } else {
-                String::new()
-            }
-        })
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .draw()
-        .map_err(err)?;
+    f.y_axis(svg, pal, tick_label);
+    // Whole powers of two get a tick and a label, every other one where they would crowd.
+    let (first, last) = (x0.ceil().max(0.0) as u32, x1.floor().min(62.0) as u32);
+    let every = if (f.px(1.0) - f.px(0.0)) < 44.0 { 2 } else { 1 };
+    for e in (first..=last.max(first)).step_by(every) {
+        f.x_tick(svg, pal, e as f64, &(1u64 << e).to_string());
+    }
+    f.x_line(svg, pal);
+    f.titles(
+        svg,
+        pal,
+        "n (square n × n GEMM, log scale)",
+        Some(unit),
+        (10.0, h - 10.0),
+    );
     let colors = [pal.tensors, pal.allocated, pal.reserved, pal.device];
+    let mut entries = Vec::new();
     for (i, c) in curves.iter().enumerate() {
         let color = colors[i % colors.len()];
-        chart
-            .draw_series(LineSeries::new(
-                c.points.iter().copied(),
-                color.stroke_width(px(2.0)),
-            ))
-            .map_err(err)?
-            .label(c.dtype.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-            });
-        chart
-            .draw_series(
-                c.points
-                    .iter()
-                    .map(|&p| Circle::new(p, px(3.0), color.filled())),
-            )
-            .map_err(err)?;
+        svg.polyline(c.points.iter().map(|&p| f.at(p)), color, 2.0);
+        for &p in &c.points {
+            svg.circle(f.at(p), 3.0, color);
+        }
+        entries.push((c.dtype.as_str(), color, Mark::Line(3.0)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(pal.background.mix(0.85))
-        .border_style(pal.grid)
-        .label_font(font(11.0))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+    legend(svg, &f, pal, &entries);
 }
 
 /// The chart as an SVG document (what the page shows).
 pub fn svg(points: &[MatmulPoint], dark: bool, width: u32) -> Result<String, String> {
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (width, height(width))).into_drawing_area();
-        let style = Style {
-            palette: crate::charts::palette(dark),
-            scale: 1.0,
-        };
-        draw_efficiency(&root, points, &style)?;
-    }
-    Ok(crate::charts::full_size_text(&out))
+    let (pal, height) = (palette(dark), height(width));
+    let mut doc = Svg::new(width, height, pal.background);
+    draw_efficiency(&mut doc, points, &pal, width, height);
+    Ok(doc.finish())
 }
 
 #[cfg(test)]
@@ -206,7 +166,11 @@ mod tests {
             point("fp16", 1024, Some(0.3)),
         ];
         let text = svg(&pts, false, 640).expect("drawn");
-        assert!(text.contains("bf16") && text.contains("fp16"));
+        assert!(text.contains(">bf16</text>") && text.contains(">fp16</text>"));
+        for label in [">256</text>", ">1024</text>", ">% of the dense peak</text>"] {
+            assert!(text.contains(label), "{label}");
+        }
+        assert_eq!(text.matches("<polyline").count(), 2);
         assert!(
             svg(&[], true, 640).is_ok(),
             "no points draws an empty chart"

@@ -1,8 +1,8 @@
 //! Headroom's web calculator: a Yew single-page app over `headroom-core`.
 //!
 //! Everything is computed in the browser by the same core the CLI uses. The page's state lives
-//! in its URL (see [`query`]); charts are drawn by plotters as SVG, shown in an image and
-//! exported as SVG/PNG.
+//! in its URL (see [`query`]); charts are written as SVG by a small builder
+//! ([`charts::Svg`]), shown in an image and exported as SVG/PNG.
 //! Pure modules (`query`, `fields`, `state`) have native unit tests; browser glue is in `dom`.
 
 // Yew's props and handles hold callbacks and node refs; a Debug form of them says nothing.

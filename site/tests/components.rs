@@ -190,7 +190,7 @@ async fn a_chart_is_drawn_as_an_svg_image() {
                     .iter()
                     .max_by_key(|c| c.bytes)
                     .expect("components");
-                // plotters-svg escapes text as XML does.
+                // The chart escapes text as XML does.
                 let name: String = biggest
                     .name
                     .chars()

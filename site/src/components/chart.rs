@@ -1,7 +1,6 @@
-//! A chart drawn by plotters as SVG and shown in an `<img>`, following the page's width and
-//! colour scheme, with SVG and PNG export. Only plotters' SVG backend is compiled in (a canvas
-//! backend would be a second copy of the drawing code in the download), and an image can run
-//! nothing: text from a calibration file inside the SVG stays text.
+//! A chart written as an SVG document (see [`crate::charts`]) and shown in an `<img>`,
+//! following the page's width and colour scheme, with SVG and PNG export. An image can run
+//! nothing: text from a config or a calibration file inside the SVG stays text.
 
 use std::rc::Rc;
 
