@@ -1,10 +1,11 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 420 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under 400 KB (checked: exits non-zero above it).
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
 //!   search (issue 4) and the planner with its exports (issue 6) share the one app and took
 //!   it to 415.7 KB (2026-11-22), so the limit was raised on purpose, not drifted past.
 //!   Writing the charts' SVG directly instead of through plotters took it back to 391.8 KB
-//!   (2026-11-22); the way further back is a second bundle for the documentation pages;
+//!   (2026-11-22), and the limit came down to 400; the way further back is a second bundle
+//!   for the documentation pages;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`).
@@ -19,7 +20,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 420 * 1000;
+const SIZE_BUDGET: u64 = 400 * 1000;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
