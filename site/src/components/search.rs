@@ -72,7 +72,7 @@ pub fn Search() -> Html {
     });
     html! {
         <form class="search" role="search" {onsubmit} data-loaded={loaded.to_string()}>
-            <input type="search" id="search" placeholder="Search guides, GPUs, models"
+            <input type="search" id="search" placeholder="Search guides, GPUs…"
                    aria-label="Search guides, GPUs, models and scenarios" autocomplete="off"
                    value={(*query).clone()} {oninput} {onfocus}/>
             if !query.trim().is_empty() {
