@@ -245,6 +245,11 @@ fn search_finds_guide_text_and_links_navigate_in_place() {
         "the calculator after back",
     );
     assert_eq!(s.js("return window.__stay", json!([])), json!(1));
+    // The calculator sets no title of its own: the guide's is not left behind.
+    assert_eq!(
+        s.js("return document.title", json!([])),
+        json!("Headroom: GPU memory for training language models")
+    );
 }
 
 #[test]
