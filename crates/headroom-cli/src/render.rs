@@ -23,6 +23,7 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str) -> Value {
         "verdict": e.verdict,
         "fit": fit,
         "calibrated": e.calibrated,
+        "warnings": e.warnings,
         "components": e.components,
         "timeline": e.timeline,
         "layer_inventory": e.layer_inventory.iter().map(|s| json!({
@@ -113,6 +114,9 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
             s,
             "runtime constants are assumed defaults (no calibration for this GPU yet)"
         );
+    }
+    for w in &e.warnings {
+        let _ = writeln!(s, "warning: {w}");
     }
     let _ = writeln!(s, "link: ?{link}");
     s

@@ -161,6 +161,29 @@ pub struct Estimate {
     /// The saved tensors of one decoder layer, for the "why" view.
     pub layer_inventory: Vec<Saved>,
     pub calibrated: bool,
+    /// What makes the scenario questionable though it can be estimated (a sequence longer than
+    /// the model's positions, say), one sentence each.
+    pub warnings: Vec<String>,
+}
+
+/// Sentences about a scenario that can be estimated but may not be what the user meant.
+fn warnings(spec: &ModelSpec, scen: &Scenario) -> Vec<String> {
+    let seq = u64::from(scen.seq);
+    let mut out = Vec::new();
+    if spec.position_embeddings > 0 && seq > spec.position_embeddings {
+        out.push(format!(
+            "The model's learned position table has {} rows: sequences of {seq} tokens cannot run \
+             (the estimate is for the shapes as given).",
+            spec.position_embeddings
+        ));
+    } else if spec.max_positions > 0 && seq > spec.max_positions {
+        out.push(format!(
+            "{seq} tokens is longer than the model's max_position_embeddings ({}): it needs RoPE \
+             scaling or long-context training to be useful.",
+            spec.max_positions
+        ));
+    }
+    out
 }
 
 /// Resolves the model of a scenario through the preset catalog.
@@ -702,6 +725,7 @@ pub fn estimate_with(
         timeline: points,
         layer_inventory: dense_items,
         calibrated: cal.is_measured(),
+        warnings: warnings(spec, scen),
     }
 }
 

@@ -159,3 +159,21 @@ fn named_scenarios_parse_and_estimate() {
         estimate(&n.scenario).unwrap_or_else(|e| panic!("{}: {e}", n.id));
     }
 }
+
+/// A sequence past the model's positions is estimated but flagged: GPT-2's config has a
+/// 1,024-row learned position table (`n_positions`), Llama 3.2's `max_position_embeddings` is
+/// 131,072.
+#[test]
+fn sequences_past_the_models_positions_are_flagged() {
+    let warnings = |q: &str| {
+        headroom_core::estimate(&headroom_core::codec::decode(q).expect("decodes"))
+            .expect("estimates")
+            .warnings
+    };
+    assert!(warnings("model=gpt2&seq=1024").is_empty());
+    let w = warnings("model=gpt2&seq=4096");
+    assert_eq!(w.len(), 1);
+    assert!(w[0].contains("1024 rows"), "{w:?}");
+    assert!(warnings("model=llama-3.2-1b&seq=131072").is_empty());
+    assert!(warnings("model=llama-3.2-1b&seq=262144")[0].contains("131072"));
+}

@@ -65,6 +65,7 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                     format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at)
                 } }
             </p>
+            { for e.warnings.iter().map(|w| html! { <p class="notice" role="note">{ w.clone() }</p> }) }
             <dl class="fit">
                 <div><dt>{ "Largest micro-batch that fits" }</dt>
                      <dd id="max-batch">{ max_batch }</dd></div>
