@@ -11,7 +11,6 @@
 pub mod app;
 pub mod calibration_state;
 pub mod charts;
-pub mod charts_calibration;
 pub mod components;
 pub mod dom;
 pub mod fields;

@@ -3,7 +3,7 @@
 
 use headroom_core::calibration::schema::MatmulPoint;
 
-use crate::charts::{Frame, Mark, Palette, Svg, legend, palette, tick_label};
+use super::{Frame, Mark, Palette, Svg, legend, palette, tick_label};
 
 /// One dtype's curve: (log2 n, value) points in the file's order (calibrate writes them by
 /// growing n; no sort here, which would add sorting code to the download).

@@ -9,7 +9,7 @@ use headroom_core::format;
 use yew::prelude::*;
 
 use crate::calibration_state::{CalibrationView, UserCalibration, builtin_for};
-use crate::charts_calibration::{height, svg};
+use crate::charts::calibration::{height, svg};
 use crate::dom;
 
 #[derive(Properties, PartialEq)]
@@ -367,7 +367,7 @@ pub fn EfficiencyChart(props: &CalibrationReportProps) -> Html {
             dom::frame_done();
         });
     }
-    let (curves, unit) = crate::charts_calibration::curves(&props.view.file.native.matmul);
+    let (curves, unit) = crate::charts::calibration::curves(&props.view.file.native.matmul);
     let dtypes: Vec<&str> = curves.iter().map(|c| c.dtype.as_str()).collect();
     html! {
         <figure class="chart" id="chart-efficiency">
