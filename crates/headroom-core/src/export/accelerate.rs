@@ -1,0 +1,91 @@
+//! accelerate's config file (`accelerate_config.yaml`): DDP, FSDP2 or DeepSpeed, machines and
+//! processes.
+
+use crate::model::ModelSpec;
+use crate::scenario::{Checkpointing, DataParallel, Offload, Precision, Scenario};
+
+use super::Target;
+use super::common::{comment_lines, common_notes, summary};
+use super::deepspeed::zero_stage;
+use super::launch::nodes;
+use super::names::layer_class;
+
+pub(super) fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
+    let mut notes = common_notes(scen);
+    let p = &scen.parallel;
+    let nodes = nodes(scen.gpus);
+    let mut t = format!("# Headroom plan: {}\n", summary(scen));
+    t.push_str("compute_environment: LOCAL_MACHINE\n");
+    let ty = match p.data {
+        DataParallel::Fsdp => "FSDP",
+        DataParallel::Ddp if scen.gpus == 1 => "'NO'",
+        DataParallel::Ddp => "MULTI_GPU",
+        _ => "DEEPSPEED",
+    };
+    t.push_str(&format!("distributed_type: {ty}\n"));
+    match p.data {
+        DataParallel::Fsdp => {
+            let offload = p.offload_params != Offload::None || p.offload_optimizer != Offload::None;
+            if p.offload_optimizer != p.offload_params {
+                notes.push("FSDP2 offloads parameters, gradients and optimizer states together (fsdp_offload_params); optimizer-only offload needs DeepSpeed ZeRO".into());
+            }
+            t.push_str("fsdp_config:\n  fsdp_version: 2\n");
+            t.push_str("  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");
+            t.push_str(&format!(
+                "  fsdp_transformer_layer_cls_to_wrap: {}\n",
+                layer_class(spec)
+            ));
+            t.push_str("  fsdp_reshard_after_forward: true\n");
+            t.push_str(&format!("  fsdp_offload_params: {offload}\n"));
+            t.push_str(&format!(
+                "  fsdp_activation_checkpointing: {}\n",
+                scen.checkpointing == Checkpointing::Full
+            ));
+            t.push_str("  fsdp_cpu_ram_efficient_loading: true\n");
+            t.push_str("  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+        }
+        DataParallel::Ddp => {}
+        _ => {
+            t.push_str("deepspeed_config:\n");
+            t.push_str(&format!(
+                "  deepspeed_config_file: {}\n",
+                Target::DeepSpeed.file_name()
+            ));
+            t.push_str(&format!("  zero3_init_flag: {}\n", zero_stage(p.data) == 3));
+            if nodes > 1 {
+                t.push_str("  deepspeed_multinode_launcher: standard\n");
+            }
+        }
+    }
+    let mixed = match scen.precision {
+        Precision::AmpBf16 | Precision::Bf16 => "bf16",
+        Precision::AmpFp16 | Precision::Fp16 => "fp16",
+        Precision::Fp32 => "'no'",
+    };
+    if ty == "DEEPSPEED" {
+        // accelerate refuses mixed_precision beside a deepspeed_config_file: the file sets it.
+        t.push_str("# mixed precision, batch sizes and accumulation come from ds_config.json\n");
+    } else {
+        t.push_str(&format!("mixed_precision: {mixed}\n"));
+    }
+    t.push_str(&format!("num_machines: {nodes}\n"));
+    t.push_str(&format!("num_processes: {}\n", scen.gpus));
+    t.push_str("machine_rank: 0\n");
+    if nodes > 1 {
+        t.push_str("main_process_ip: 10.0.0.1  # the first node's address\n");
+        t.push_str("main_process_port: 29500\n");
+    }
+    t.push_str("main_training_function: main\n");
+    t.push_str("rdzv_backend: static\n");
+    t.push_str("same_network: true\n");
+    t.push_str("use_cpu: false\n");
+    if scen.checkpointing == Checkpointing::Full && p.data != DataParallel::Fsdp {
+        notes.push("activation checkpointing: activation_checkpointing=True in TrainingArguments (or model.activation_checkpointing_enable())".into());
+    }
+    if scen.offload_activations {
+        notes.push("activation offload: run the forward inside torch.autograd.graph.save_on_cpu(pin_memory=True)".into());
+    }
+    let mut out = t;
+    out.push_str(&comment_lines(&notes, "# "));
+    (out, notes)
+}

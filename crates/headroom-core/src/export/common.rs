@@ -1,0 +1,89 @@
+//! What every target writes: the plan's one-line summary, and the notes for settings no
+//! launcher or config here can express.
+
+use crate::scenario::{Checkpointing, Method, Offload, Precision, Scenario};
+
+/// Settings no launcher or config here can express, shared by every target.
+pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
+    let mut n = Vec::new();
+    let p = &scen.parallel;
+    if p.tensor > 1 {
+        n.push(format!(
+            "tensor parallelism {}{}: not a DeepSpeed/Trainer/accelerate setting; use Megatron-LM (--tensor-model-parallel-size {}{}) or torch.distributed.tensor.parallel.parallelize_module on a 2-D device mesh",
+            p.tensor,
+            if p.sequence { " with sequence parallelism" } else { "" },
+            p.tensor,
+            if p.sequence { " --sequence-parallel" } else { "" },
+        ));
+    }
+    if p.pipeline > 1 {
+        n.push(format!(
+            "pipeline parallelism {}: use Megatron-LM (--pipeline-model-parallel-size {}) or torch.distributed.pipelining",
+            p.pipeline, p.pipeline
+        ));
+    }
+    if scen.checkpointing == Checkpointing::Selective {
+        n.push("selective recompute (attention internals only) has no transformers switch; Megatron-LM: --recompute-granularity selective".into());
+    }
+    if scen.parallel.offload_optimizer == Offload::Nvme
+        || scen.parallel.offload_params == Offload::Nvme
+    {
+        n.push("NVMe offload: set nvme_path in ds_config.json to a fast local disk".into());
+    }
+    if scen.precision == Precision::Bf16 || scen.precision == Precision::Fp16 {
+        n.push(format!(
+            "pure {}: load the model with dtype=torch.{} (weights, gradients and optimizer states in 16 bits); no autocast flag",
+            scen.precision.id(),
+            if scen.precision == Precision::Bf16 { "bfloat16" } else { "float16" }
+        ));
+    }
+    match scen.method {
+        Method::Full => {}
+        Method::Lora => n.push(format!(
+            "LoRA: model = peft.get_peft_model(model, peft.LoraConfig(r={}, target_modules={}))",
+            scen.lora.rank,
+            lora_targets(scen)
+        )),
+        Method::Qlora => n.push(format!(
+            "QLoRA: load with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype=torch.{}), then peft.prepare_model_for_kbit_training and LoraConfig(r={}, target_modules={})",
+            if scen.precision.half_dtype() == crate::dtype::DType::F16 { "float16" } else { "bfloat16" },
+            scen.lora.rank,
+            lora_targets(scen)
+        )),
+    }
+    if scen.runtime.cuda_graphs {
+        n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());
+    }
+    if scen.keep_logits {
+        n.push("the scenario keeps the outputs (logits) alive through backward: keep only outputs.loss in the loop".into());
+    }
+    n
+}
+
+fn lora_targets(scen: &Scenario) -> &'static str {
+    match scen.lora.targets {
+        crate::scenario::LoraTargets::AllLinear => "\"all-linear\"",
+        crate::scenario::LoraTargets::Attention => {
+            "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]"
+        }
+    }
+}
+
+pub(super) fn comment_lines(notes: &[String], prefix: &str) -> String {
+    notes.iter().map(|n| format!("{prefix}{n}\n")).collect()
+}
+
+pub(super) fn summary(scen: &Scenario) -> String {
+    format!(
+        "{} GPUs, micro-batch {} x accumulation {} x {} data-parallel = global batch {} of {} tokens; {}, {}, {}",
+        scen.gpus,
+        scen.micro_batch,
+        scen.grad_accum,
+        scen.data_parallel(),
+        scen.global_batch(),
+        scen.seq,
+        scen.precision.id(),
+        scen.parallel.data.label(),
+        scen.optimizer.id()
+    )
+}

@@ -1,0 +1,171 @@
+//! Hugging Face `TrainingArguments`: the keyword arguments and the Python file that passes
+//! them.
+
+use serde_json::{Value, json};
+
+use crate::model::ModelSpec;
+use crate::scenario::{
+    Attention, Checkpointing, DataParallel, LossImpl, Offload, Optimizer, Precision, Scenario,
+};
+
+use super::Target;
+use super::common::{comment_lines, common_notes, summary};
+use super::deepspeed::{
+    DS_ADAMW_BETAS, DS_ADAMW_EPS, DS_ADAMW_LR, DS_ADAMW_WEIGHT_DECAY, ds_adamw_block,
+};
+use super::names::layer_class;
+
+/// transformers' `optim` name (`OptimizerNames`) and a note when the scenario's optimizer has
+/// none or needs more than the name.
+fn optim_name(o: Optimizer) -> (&'static str, Option<&'static str>) {
+    match o {
+        Optimizer::AdamW => ("adamw_torch", None),
+        Optimizer::AdamWForLoop => (
+            "adamw_torch",
+            Some(
+                "the for-loop AdamW has no optim name: pass torch.optim.AdamW(..., foreach=False) through Trainer(optimizers=...)",
+            ),
+        ),
+        Optimizer::AdamWFused => ("adamw_torch_fused", None),
+        Optimizer::AdamW8bit => ("adamw_bnb_8bit", None),
+        Optimizer::PagedAdamW8bit => ("paged_adamw_8bit", None),
+        Optimizer::Lion => ("lion_32bit", None),
+        Optimizer::Adafactor => ("adafactor", None),
+        Optimizer::Sgd => ("sgd", None),
+        Optimizer::SgdMomentum => (
+            "sgd",
+            Some(
+                "SGD with momentum: pass torch.optim.SGD(..., momentum=0.9) through Trainer(optimizers=...)",
+            ),
+        ),
+        Optimizer::AdamMini => (
+            "adamw_torch",
+            Some(
+                "Adam-mini has no optim name in transformers: pass adam_mini.Adam_mini(...) through Trainer(optimizers=...)",
+            ),
+        ),
+    }
+}
+
+/// `TrainingArguments` keyword arguments (name, value) and the notes they cannot carry.
+pub fn trainer_kwargs(
+    spec: &ModelSpec,
+    scen: &Scenario,
+) -> (Vec<(&'static str, Value)>, Vec<String>) {
+    let mut notes = common_notes(scen);
+    let mut kw: Vec<(&'static str, Value)> = vec![
+        ("output_dir", json!("out")),
+        ("per_device_train_batch_size", json!(scen.micro_batch)),
+        ("gradient_accumulation_steps", json!(scen.grad_accum)),
+        ("max_grad_norm", json!(1.0)),
+    ];
+    match scen.precision {
+        Precision::AmpBf16 | Precision::Bf16 => kw.push(("bf16", json!(true))),
+        Precision::AmpFp16 | Precision::Fp16 => kw.push(("fp16", json!(true))),
+        Precision::Fp32 => {}
+    }
+    let (optim, note) = optim_name(scen.optimizer);
+    kw.push(("optim", json!(optim)));
+    notes.extend(note.map(String::from));
+    let fsdp = scen.parallel.data == DataParallel::Fsdp;
+    // transformers 5.23 names it `activation_checkpointing` (`gradient_checkpointing` is its
+    // deprecated alias); `every_n_layers` checkpoints one layer in k.
+    match scen.checkpointing {
+        // With FSDP, FSDP's own checkpointing (fsdp_config) avoids a redundant all-gather in
+        // backward (transformers warns about the training argument there).
+        Checkpointing::Full if fsdp => {}
+        Checkpointing::Full => {
+            kw.push(("activation_checkpointing", json!(true)));
+            kw.push((
+                "activation_checkpointing_kwargs",
+                json!({"use_reentrant": false}),
+            ));
+        }
+        Checkpointing::Every(k) => {
+            kw.push(("activation_checkpointing", json!(true)));
+            kw.push((
+                "activation_checkpointing_kwargs",
+                json!({"every_n_layers": k, "use_reentrant": false}),
+            ));
+        }
+        Checkpointing::None | Checkpointing::Selective => {}
+    }
+    if scen.loss == LossImpl::Fused {
+        kw.push(("use_liger_kernel", json!(true)));
+    }
+    match scen.parallel.data {
+        DataParallel::Ddp => {}
+        DataParallel::Fsdp => {
+            let offload = scen.parallel.offload_params != Offload::None
+                || scen.parallel.offload_optimizer != Offload::None;
+            kw.push(("fsdp", json!(true)));
+            kw.push((
+                "fsdp_config",
+                json!({
+                    "version": 2,
+                    "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                    "transformer_layer_cls_to_wrap": [layer_class(spec)],
+                    "reshard_after_forward": true,
+                    "cpu_offload": offload,
+                    "activation_checkpointing": scen.checkpointing == Checkpointing::Full,
+                }),
+            ));
+        }
+        _ => {
+            kw.push(("deepspeed", json!(Target::DeepSpeed.file_name())));
+            if ds_adamw_block(scen) {
+                // ds_config.json's AdamW block: transformers checks these against it.
+                kw.push(("learning_rate", json!(DS_ADAMW_LR)));
+                kw.push(("adam_beta1", json!(DS_ADAMW_BETAS[0])));
+                kw.push(("adam_beta2", json!(DS_ADAMW_BETAS[1])));
+                kw.push(("adam_epsilon", json!(DS_ADAMW_EPS)));
+                kw.push(("weight_decay", json!(DS_ADAMW_WEIGHT_DECAY)));
+                notes.push("optimizer: ds_config.json's AdamW steps the offloaded states (optim is not used); learning_rate, adam_beta1/adam_beta2, adam_epsilon and weight_decay repeat its placeholders: change both together (transformers rejects a mismatch)".into());
+            }
+        }
+    }
+    if fsdp && scen.parallel.offload_optimizer != scen.parallel.offload_params {
+        notes.push("FSDP2 offloads parameters, gradients and optimizer states together (CPUOffloadPolicy); optimizer-only offload needs DeepSpeed ZeRO".into());
+    }
+    if scen.offload_activations {
+        notes.push("activation offload: subclass Trainer and run compute_loss inside torch.autograd.graph.save_on_cpu(pin_memory=True)".into());
+    }
+    if scen.attention == Attention::Eager {
+        notes.push("eager attention: from_pretrained(..., attn_implementation=\"eager\")".into());
+    }
+    (kw, notes)
+}
+
+/// A JSON value as a Python literal.
+fn py(v: &Value) -> String {
+    match v {
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Null => "None".into(),
+        Value::Array(a) => format!("[{}]", a.iter().map(py).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), py(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
+    let (kw, notes) = trainer_kwargs(spec, scen);
+    let mut t = format!("# Headroom plan: {}\n", summary(scen));
+    t.push_str(&format!(
+        "# Sequences of {} tokens: set max_length in your tokenization or collator.\n",
+        scen.seq
+    ));
+    t.push_str(&comment_lines(&notes, "# "));
+    t.push_str("from transformers import TrainingArguments\n\nargs = TrainingArguments(\n");
+    for (k, v) in &kw {
+        t.push_str(&format!("    {k}={},\n", py(v)));
+    }
+    t.push_str(")\n");
+    (t, notes)
+}

@@ -1,0 +1,169 @@
+//! The structural combinations of a search space for one target, each with its allowed
+//! micro-batches and its speed bound.
+
+use crate::scenario::{Checkpointing, DataParallel, MAX_GRAD_ACCUM, Offload, Precision, Scenario};
+use crate::time::TimeAssumptions;
+
+use super::batch::with_batch;
+use super::eval::Ctx;
+use super::{Keep, SearchSpace};
+
+/// One structural combination: its scenario (micro-batch and accumulation unset), the allowed
+/// micro-batches (ascending) and the tokens per second at each (only at the largest without
+/// pipeline parallelism, see [`speed_grows_with_micro_batch`]).
+pub(super) struct Combo {
+    pub(super) scen: Scenario,
+    pub(super) per_replica: u64,
+    pub(super) micro_batches: Vec<u32>,
+    pub(super) speeds: Vec<f64>,
+    pub(super) bound: f64,
+}
+
+/// Without pipeline parallelism the time model's throughput never falls as the micro-batch
+/// grows at a fixed global batch: larger matrix multiplies run at a higher efficiency, fewer
+/// micro-batches mean fewer ZeRO-3/FSDP gathers, and everything else scales with the tokens
+/// (checked over the worked examples' search spaces in the planner's tests). The largest
+/// micro-batch that fits is then the fastest, and only it needs timing. A pipeline's bubble
+/// shrinks with more micro-batches, so there every micro-batch is timed.
+fn speed_grows_with_micro_batch(s: &Scenario) -> bool {
+    s.parallel.pipeline <= 1
+}
+
+/// The scenario's own value when the user keeps it, else every value of the space.
+fn pick<T: Copy>(kept: bool, own: T, all: &[T]) -> Vec<T> {
+    if kept { vec![own] } else { all.to_vec() }
+}
+
+/// Every structural combination of `space` (for one recipe) on top of `base`.
+pub(super) fn combos(
+    ctx: &Ctx,
+    base: &Scenario,
+    global_batch: u64,
+    space: &SearchSpace,
+    keep: &Keep,
+) -> Vec<Combo> {
+    let mut out = Vec::new();
+    let pp = base.parallel.pipeline.max(1);
+    let node = TimeAssumptions::default().gpus_per_node;
+    let mut precisions = vec![base.precision];
+    if base.precision == Precision::Fp32 && !keep.precision {
+        // Autocast keeps fp32 weights and states: the same training, in half the activations.
+        precisions.push(ctx.half_precision(false));
+    }
+    // Each kept setting takes the scenario's value instead of the space's values.
+    let bp = &base.parallel;
+    let tps = pick(keep.tp, bp.tensor, space.tensor_parallel);
+    let dps = pick(keep.dp, bp.data, space.data_parallel);
+    let offloads = pick(
+        keep.offload,
+        (bp.offload_optimizer, bp.offload_params),
+        space.offload,
+    );
+    let ckpts = pick(keep.ckpt, base.checkpointing, space.checkpointing);
+    let losses = pick(keep.loss, base.loss, space.loss);
+    let acts = pick(
+        keep.act_offload,
+        base.offload_activations,
+        space.offload_activations,
+    );
+    let own_sharding = (bp.data, bp.offload_optimizer, bp.offload_params);
+    for tp in tps {
+        if (tp > node && tp != bp.tensor)
+            || !base.gpus.is_multiple_of(tp * pp)
+            || !ctx.spec.heads.is_multiple_of(tp as u64)
+            || !ctx.spec.kv_heads.max(1).is_multiple_of(tp as u64)
+        {
+            continue;
+        }
+        let d = (base.gpus / (tp * pp)) as u64;
+        if !global_batch.is_multiple_of(d) {
+            continue;
+        }
+        let per = global_batch / d;
+        let micro_batches: Vec<u32> = if keep.batch {
+            [base.micro_batch as u64]
+                .into_iter()
+                .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
+                .map(|b| b as u32)
+                .collect()
+        } else {
+            (0..31)
+                .map(|k| 1u64 << k)
+                .take_while(|b| *b <= per && *b <= space.max_micro_batch as u64)
+                .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
+                .map(|b| b as u32)
+                .collect()
+        };
+        if micro_batches.is_empty() {
+            continue;
+        }
+        for &precision in &precisions {
+            for &dp in &dps {
+                for &(oo, op) in &offloads {
+                    // The rules below drop dominated alternatives, never the scenario's own.
+                    let own = (dp, oo, op) == own_sharding;
+                    // One-way sharding shards nothing: on one data-parallel GPU, ZeRO and FSDP
+                    // are only worth their overhead for the offload they enable.
+                    if !own && d == 1 && dp != DataParallel::Ddp && oo == Offload::None {
+                        continue;
+                    }
+                    // ZeRO-2 offloads the same states with the gradients sharded too, at the
+                    // same communication: ZeRO-1 with offload is never the better plan.
+                    if !own && dp == DataParallel::Zero1 && oo != Offload::None {
+                        continue;
+                    }
+                    // FSDP2's CPUOffloadPolicy moves parameters, gradients and optimizer
+                    // states together: it has no optimizer-only offload.
+                    if !own && dp == DataParallel::Fsdp && oo != op {
+                        continue;
+                    }
+                    for &ck in &ckpts {
+                        for &loss in &losses {
+                            for &act in &acts {
+                                if act && ck != Checkpointing::None && !keep.act_offload {
+                                    continue;
+                                }
+                                let s = Scenario {
+                                    precision,
+                                    checkpointing: ck,
+                                    loss,
+                                    offload_activations: act,
+                                    parallel: crate::scenario::Parallel {
+                                        data: dp,
+                                        tensor: tp,
+                                        sequence: if keep.tp { bp.sequence } else { tp > 1 },
+                                        offload_optimizer: oo,
+                                        offload_params: op,
+                                        ..base.parallel
+                                    },
+                                    ..base.clone()
+                                };
+                                if with_batch(&s, per, 1).validate().is_err() {
+                                    continue;
+                                }
+                                let timed: &[u32] = if speed_grows_with_micro_batch(&s) {
+                                    &micro_batches[micro_batches.len() - 1..]
+                                } else {
+                                    &micro_batches
+                                };
+                                let speeds: Vec<f64> = timed
+                                    .iter()
+                                    .map(|&b| ctx.time(&with_batch(&s, per, b)).tokens_per_second)
+                                    .collect();
+                                let bound = speeds.iter().copied().fold(0.0, f64::max);
+                                out.push(Combo {
+                                    scen: s,
+                                    per_replica: per,
+                                    micro_batches: micro_batches.clone(),
+                                    speeds,
+                                    bound,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}

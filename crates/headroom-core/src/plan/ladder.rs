@@ -1,0 +1,174 @@
+//! The ladder: from the scenario as given to the first setup that fits, one change of the
+//! strategy table at a time.
+
+use crate::codec;
+use crate::scenario::{Precision, Scenario};
+use crate::strategies::candidates;
+
+use super::eval::Ctx;
+use super::{Keep, LadderStep, changes_training, differences};
+
+fn speed_change(after: f64, before: f64) -> f64 {
+    if before > 0.0 && before.is_finite() && after.is_finite() {
+        after / before - 1.0
+    } else {
+        0.0
+    }
+}
+
+/// Changes the ladder never takes: the GPU count and the sequence length are the user's.
+const LADDER_EXCLUDED: [&str; 2] = ["more_gpus", "halve_seq"];
+/// Rungs at most (each saves memory, so this is never reached in practice).
+const LADDER_MAX: usize = 16;
+
+/// From the scenario as given to the first setup that fits, one change at a time: a change
+/// that makes it fit is taken at once (the fastest such); otherwise the change that loses the
+/// least speed per byte saved (free changes first, largest saving first among them). This
+/// reproduces the order practitioners take: precision, checkpointing, smaller micro-batches,
+/// an 8-bit optimizer, then ZeRO and offload.
+pub(super) fn ladder(
+    ctx: &Ctx,
+    input: &Scenario,
+    start: &Scenario,
+    reference: &Scenario,
+    allow_training_changes: bool,
+    keep: &Keep,
+) -> (Vec<LadderStep>, bool) {
+    let mut steps = Vec::new();
+    let (peak0, fits0, head0, _, _) = ctx.memory(input);
+    let tps0 = ctx.time(input).tokens_per_second;
+    steps.push(LadderStep {
+        id: "start",
+        technique: "As given".into(),
+        change: String::new(),
+        peak_device: peak0,
+        fits: fits0,
+        headroom: head0,
+        tokens_per_second: tps0,
+        speed_change: 0.0,
+        speed_vs_start: 0.0,
+        changes_training: false,
+        link: codec::encode(input),
+    });
+    let mut cur = input.clone();
+    let (mut cur_peak, mut cur_fits, mut cur_tps) = (peak0, fits0, tps0);
+    if start != input {
+        let (peak, fits, headroom, _, _) = ctx.memory(start);
+        let tps = ctx.time(start).tokens_per_second;
+        steps.push(LadderStep {
+            id: "target",
+            technique: "Target batch and sequence".into(),
+            change: format!(
+                "global batch {} -> {}, sequence {} -> {} (micro-batch {}, accumulation {})",
+                input.global_batch(),
+                start.global_batch(),
+                input.seq,
+                start.seq,
+                start.micro_batch,
+                start.grad_accum
+            ),
+            peak_device: peak,
+            fits,
+            headroom,
+            tokens_per_second: tps,
+            speed_change: speed_change(tps, cur_tps),
+            speed_vs_start: speed_change(tps, tps0),
+            changes_training: false,
+            link: codec::encode(start),
+        });
+        cur = start.clone();
+        (cur_peak, cur_fits, cur_tps) = (peak, fits, tps);
+    }
+    while !cur_fits && steps.len() < LADDER_MAX {
+        struct Cand {
+            id: &'static str,
+            technique: String,
+            change: String,
+            scen: Scenario,
+            peak: u64,
+            fits: bool,
+            headroom: i64,
+            tps: f64,
+            training: bool,
+        }
+        let mut cands = Vec::new();
+        for (id, technique, mut change, mut s) in candidates(&cur) {
+            if LADDER_EXCLUDED.contains(&id) {
+                continue;
+            }
+            // The strategy table's mixed-precision rows use bf16; a GPU without bf16 tensor
+            // math (T4, V100) runs the fp16 form of the same change.
+            if ctx.gpu.dense_tflops.bf16.is_none() {
+                let fixed = match s.precision {
+                    Precision::AmpBf16 => Precision::AmpFp16,
+                    Precision::Bf16 => Precision::Fp16,
+                    p => p,
+                };
+                if fixed != s.precision {
+                    change = change.replace(s.precision.id(), fixed.id());
+                    s.precision = fixed;
+                }
+            }
+            if s.validate().is_err()
+                || s == cur
+                || !differences(&cur, &s).iter().all(|c| keep.allows(c.field))
+            {
+                continue;
+            }
+            let training = changes_training(reference, &s);
+            if training && !allow_training_changes {
+                continue;
+            }
+            let (peak, fits, headroom, _, _) = ctx.memory(&s);
+            if peak >= cur_peak {
+                continue;
+            }
+            let tps = ctx.time(&s).tokens_per_second;
+            cands.push(Cand {
+                id,
+                technique,
+                change,
+                scen: s,
+                peak,
+                fits,
+                headroom,
+                tps,
+                training,
+            });
+        }
+        let pick = if cands.iter().any(|c| c.fits) {
+            cands
+                .iter()
+                .filter(|c| c.fits)
+                .max_by(|a, b| a.tps.total_cmp(&b.tps).then(b.peak.cmp(&a.peak)))
+        } else {
+            let cost = |c: &Cand| {
+                let lost = (-speed_change(c.tps, cur_tps)).max(0.0);
+                lost / (cur_peak - c.peak) as f64
+            };
+            cands.iter().min_by(|a, b| {
+                cost(a)
+                    .total_cmp(&cost(b))
+                    .then(a.peak.cmp(&b.peak))
+                    .then(b.tps.total_cmp(&a.tps))
+            })
+        };
+        let Some(c) = pick else { break };
+        steps.push(LadderStep {
+            id: c.id,
+            technique: c.technique.clone(),
+            change: c.change.clone(),
+            peak_device: c.peak,
+            fits: c.fits,
+            headroom: c.headroom,
+            tokens_per_second: c.tps,
+            speed_change: speed_change(c.tps, cur_tps),
+            speed_vs_start: speed_change(c.tps, tps0),
+            changes_training: c.training,
+            link: codec::encode(&c.scen),
+        });
+        cur = c.scen.clone();
+        (cur_peak, cur_fits, cur_tps) = (c.peak, c.fits, c.tps);
+    }
+    (steps, cur_fits)
+}
