@@ -221,8 +221,13 @@ fn search_finds_guide_text_and_links_navigate_in_place() {
         "{first}"
     );
     // Guide text (fetched on focus) is searchable: a phrase only the allocator guide explains.
-    s.clear(&input);
-    s.type_text(&input, "expandable_segments");
+    // Select all and type over it, as a person would (WebDriver's clear sets the value without
+    // an input event, so the app would put its own value back).
+    s.type_text(&input, "\u{E009}a\u{E000}expandable_segments");
+    assert_eq!(
+        s.js("return document.querySelector('#search').value", json!([])),
+        json!("expandable_segments")
+    );
     let hit = s.wait_for(
         "return [...document.querySelectorAll('#search-results a')].map(a => a.getAttribute('href')).find(h => h.includes('/guides/'))",
         WAIT,
