@@ -307,7 +307,8 @@ fn parse_body(lines: &[&str], start: usize) -> Located<Vec<Node>> {
         } else if let Some(h) = t.strip_prefix('#') {
             flush!();
             let level = 1 + h.chars().take_while(|&c| c == '#').count();
-            let text = h.trim_start_matches('#').trim().to_string();
+            // Headings are plain text: code spans lose their backticks (`outputs` reads outputs).
+            let text = h.trim_start_matches('#').trim().replace('`', "");
             if !(2..=3).contains(&level) || text.is_empty() {
                 return Err((
                     lineno,
@@ -451,6 +452,17 @@ mod tests {
             parse("t", "---\ntitle: T\nsummary: S\norder: 1\nauthor: x\n---\n").expect_err("key");
         assert!(e.message.contains("author"), "{e}");
         assert!(parse("Bad_Slug", DOC).is_err());
+    }
+
+    #[test]
+    fn headings_are_plain_text() {
+        let g = parse(
+            "t",
+            "---\ntitle: T\nsummary: S\norder: 1\n---\n## Keeping `outputs` alive\n",
+        )
+        .expect("parses");
+        assert_eq!(g.toc()[0].text, "Keeping outputs alive");
+        assert_eq!(g.toc()[0].anchor, "keeping-outputs-alive");
     }
 
     #[test]
