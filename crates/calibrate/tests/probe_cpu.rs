@@ -18,6 +18,13 @@ fn python() -> Option<std::path::PathBuf> {
     ok.then_some(venv)
 }
 
+/// A two-layer Llama config small enough to train on CPU in a moment.
+fn tiny_llama() -> serde_json::Value {
+    json!({"model_type": "llama", "vocab_size": 500, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "max_position_embeddings": 64})
+}
+
 fn tiny(id: &str, config: serde_json::Value, precision: &str, optimizer: &str) -> ProbeScenario {
     ProbeScenario {
         id: id.into(),
@@ -40,9 +47,7 @@ fn the_probe_script_trains_on_cpu() {
         eprintln!("no python with torch and transformers: probe script not exercised");
         return;
     };
-    let llama = json!({"model_type": "llama", "vocab_size": 500, "hidden_size": 32,
-        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "max_position_embeddings": 64});
+    let llama = tiny_llama();
     let gpt2 = json!({"model_type": "gpt2", "vocab_size": 500, "n_embd": 32, "n_layer": 2,
         "n_head": 4, "n_positions": 64});
     let mut a = tiny("llama-amp-ckpt", llama.clone(), "amp-bf16", "adamw");
@@ -100,9 +105,7 @@ fn the_probe_scripts_measuring_path_runs_with_simulated_counters() {
         eprintln!("no python with torch and transformers: probe script not exercised");
         return;
     };
-    let llama = json!({"model_type": "llama", "vocab_size": 500, "hidden_size": 32,
-        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "max_position_embeddings": 64});
+    let llama = tiny_llama();
     let ok = tiny("llama-ok", llama.clone(), "amp-bf16", "adamw");
     let bad = tiny("llama-bad", llama, "fp32", "nope");
     let mut t = PythonTrainer::new(&py, "cpu")

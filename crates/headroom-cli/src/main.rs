@@ -107,9 +107,8 @@ impl ScenarioArgs {
                 .with_context(|| format!("scenario file {path}"))?
                 .scenario;
         } else if let Some(name) = &self.named {
-            let all = codec::named_scenarios();
-            scen = match all.into_iter().find(|n| n.id == *name) {
-                Some(n) => n.scenario,
+            scen = match codec::named_scenario(name) {
+                Some(n) => n.scenario.clone(),
                 None => bail!(
                     "--named: unknown scenario `{name}`; known: {}",
                     codec::named_scenarios()

@@ -562,19 +562,27 @@ pub fn field_pairs(fields: &Map<String, Value>) -> Result<Vec<(String, String)>,
         .collect()
 }
 
-/// The named scenarios compiled into the core, sorted by id (files that fail to parse are
-/// reported by the core's tests, never shown).
-pub fn named_scenarios() -> Vec<NamedScenario> {
-    // Parsed once: pages ask on every render of their header, and the guides per block.
+/// The named scenarios compiled into the core, parsed once, sorted by id (files that fail to
+/// parse are reported by the core's tests, never shown).
+fn parsed_named() -> &'static [NamedScenario] {
     static PARSED: std::sync::OnceLock<Vec<NamedScenario>> = std::sync::OnceLock::new();
-    PARSED
-        .get_or_init(|| {
-            crate::catalog::embedded::SCENARIO_FILES
-                .iter()
-                .filter_map(|(id, text)| parse_scenario_file(id, text).ok())
-                .collect()
-        })
-        .clone()
+    PARSED.get_or_init(|| {
+        crate::catalog::embedded::SCENARIO_FILES
+            .iter()
+            .filter_map(|(id, text)| parse_scenario_file(id, text).ok())
+            .collect()
+    })
+}
+
+/// The named scenarios compiled into the core (an owned copy; see [`named_scenario`] for one).
+pub fn named_scenarios() -> Vec<NamedScenario> {
+    parsed_named().to_vec()
+}
+
+/// The named scenario `id`, without copying the others (pages, guide blocks and the CLI look
+/// one up by id on every use).
+pub fn named_scenario(id: &str) -> Option<&'static NamedScenario> {
+    parsed_named().iter().find(|n| n.id == id)
 }
 
 /// The value of one link field in `scen`, as a link writes it (`None` for `v`, `cfg` and

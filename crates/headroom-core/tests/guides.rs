@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
-use headroom_core::codec::{self, named_scenarios};
+use headroom_core::codec;
 use headroom_core::guide::{self, Block, Guide, Inline, Node};
 
 /// The topics the guides must cover (issue 4), by slug.
@@ -265,25 +265,19 @@ fn check_link(
                 .get(slug)
                 .is_some_and(|a| a.iter().any(|x| x == fragment))
     };
-    let named = named_scenarios();
     let ok = match parts.as_slice() {
         [] if href.starts_with('#') => anchor_in(&from.slug),
         [] => codec::decode(query).is_ok(),
         ["guides"] => true,
         ["guides", slug] => anchors.contains_key(*slug) && anchor_in(slug),
-        ["s", id] => {
-            named.iter().any(|n| n.id == *id)
-                && codec::decode_pairs(
-                    named
-                        .iter()
-                        .find(|n| n.id == *id)
-                        .expect("found")
-                        .scenario
-                        .clone(),
-                    &codec::query_pairs(query).map_err(|e| e.to_string())?,
-                )
-                .is_ok()
-        }
+        ["s", id] => match codec::named_scenario(id) {
+            Some(n) => codec::decode_pairs(
+                n.scenario.clone(),
+                &codec::query_pairs(query).map_err(|e| e.to_string())?,
+            )
+            .is_ok(),
+            None => false,
+        },
         ["gpus"] | ["models"] | ["examples"] | ["calibration"] | ["compare"] => true,
         ["gpus", id] => GpuCatalog::builtin().get(id).is_ok(),
         ["models", id] => PresetCatalog::builtin().get(id).is_ok(),

@@ -57,10 +57,12 @@ pub fn Search() -> Html {
             }
         })
     };
+    // What can be found changes only when guide texts arrive, not on every keystroke.
+    let all = use_memo(*loaded, |_| items(&text_of));
     let hits: Vec<Hit> = if query.trim().is_empty() {
         Vec::new()
     } else {
-        search(&items(&text_of), &query, 10)
+        search(&all, &query, 10)
     };
     let base = crate::dom::base_path();
     let first = hits.first().map(|h| format!("{base}{}", h.item.path));

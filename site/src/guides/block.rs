@@ -171,9 +171,8 @@ pub fn CalcBlock(props: &BlockProps) -> Html {
     let pairs = reader(&block, &props.state);
     let evaluated = use_memo((block.clone(), pairs), |(b, p)| guide::evaluate(b, p));
     let id_prefix = format!("b{}", props.index);
-    let link = guide::base_scenario(&block, &reader(&block, &props.state))
-        .map(|s| headroom_core::codec::encode(&s))
-        .unwrap_or_default();
+    // The block's state is its scenario with the reader's inputs (the form edits nothing else).
+    let link = headroom_core::codec::encode(&props.state.scenario);
     html! {
         <figure class="calc-block card" id={format!("block-{}", props.index + 1)}
                 data-view={block.view.id()}>

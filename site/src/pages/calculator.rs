@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use headroom_core::codec::named_scenarios;
+use headroom_core::codec::named_scenario;
 use headroom_core::{Analysis, Scenario};
 use yew::prelude::*;
 
@@ -35,10 +35,10 @@ fn initial_state(named: Option<&str>) -> (CalcState, Option<(String, String)>) {
     let mut base = Scenario::default();
     let mut title = None;
     if let Some(id) = named {
-        match named_scenarios().into_iter().find(|n| n.id == id) {
+        match named_scenario(id) {
             Some(n) => {
-                base = n.scenario;
-                title = Some((n.title, n.description));
+                base = n.scenario.clone();
+                title = Some((n.title.clone(), n.description.clone()));
             }
             None => errors.push(format!(
                 "There is no named scenario `{}`; the default scenario is shown.",

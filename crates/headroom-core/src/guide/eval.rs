@@ -3,7 +3,7 @@
 
 use super::block::{Block, View};
 use crate::analysis::Analysis;
-use crate::codec::{self, decode_pairs, named_scenarios, query_pairs};
+use crate::codec::{self, decode_pairs, named_scenario, named_scenarios, query_pairs};
 use crate::estimate::{estimate_with, resolve};
 use crate::fit::{Fit, fit};
 use crate::metrics::{self, Unit};
@@ -42,15 +42,12 @@ pub struct Evaluated {
 /// The block's scenario: the named scenario, its `set:` changes, then the reader's values for
 /// the block's inputs (other keys are ignored).
 pub fn base_scenario(block: &Block, reader: &[(String, String)]) -> Result<Scenario, String> {
-    let named = named_scenarios();
-    let base = named
-        .iter()
-        .find(|n| n.id == block.scenario)
+    let base = named_scenario(&block.scenario)
         .ok_or_else(|| {
             format!(
                 "unknown scenario `{}`; named scenarios: {}",
                 crate::scenario::shorten(&block.scenario),
-                named
+                named_scenarios()
                     .iter()
                     .map(|n| n.id.as_str())
                     .collect::<Vec<_>>()
