@@ -126,7 +126,7 @@ fn Routed() -> Html {
     // Pages without their own drawing (lists, catalog pages) are interactive once rendered;
     // the calculator and the guides mark themselves again when their content is drawn.
     use_effect_with((), |_| dom::frame_done());
-    crate::guides::page::reset_page();
+    dom::reset_page();
     switch(Route::current())
 }
 

@@ -1,5 +1,6 @@
-//! Browser glue: the URL, the clipboard, downloads, the colour scheme, the embed's height
-//! message and the timing marks the budget script reads. Every call tolerates a missing API.
+//! Browser glue: the URL, the document's title and description, the clipboard, downloads, the
+//! colour scheme, the embed's height message and the timing marks the budget script reads.
+//! Every call tolerates a missing API.
 
 use wasm_bindgen::{JsCast, JsValue};
 
@@ -338,4 +339,36 @@ pub fn download_png(file_name: &str, img: &web_sys::HtmlImageElement) -> Result<
         .to_data_url_with_type("image/png")
         .map_err(|_| "the browser refused to export the chart")?;
     download_url(file_name, &url)
+}
+
+/// Sets the document's title (what a tab, a bookmark and a search engine show).
+pub fn set_title(title: &str) {
+    set_page(title, None);
+}
+
+/// Sets the document's title and its `<meta name="description">` (a search result's text).
+pub fn set_page(title: &str, description: Option<&str>) {
+    set_head(&format!("{title} · Headroom"), description);
+}
+
+/// The head of `index.html`, restored before each page renders, so a page that sets none (the
+/// calculator) does not keep the previous page's after in-place navigation.
+pub fn reset_page() {
+    set_head(
+        "Headroom: GPU memory for training language models",
+        Some(
+            "Will this training run fit on these GPUs? Headroom computes every byte of one training step, in your browser.",
+        ),
+    );
+}
+
+fn set_head(title: &str, description: Option<&str>) {
+    let Some(d) = web_sys::window().and_then(|w| w.document()) else {
+        return;
+    };
+    d.set_title(title);
+    if let (Some(text), Ok(Some(meta))) = (description, d.query_selector("meta[name=description]"))
+    {
+        let _ = meta.set_attribute("content", text);
+    }
 }

@@ -8,39 +8,8 @@ use yew::prelude::*;
 
 use super::block::{CalcBlock, reader};
 use super::render;
+use crate::dom::{set_page, set_title};
 use crate::state::{Action, CalcState};
-
-/// Sets the document's title (what a tab, a bookmark and a search engine show).
-pub fn set_title(title: &str) {
-    set_page(title, None);
-}
-
-/// Sets the document's title and its `<meta name="description">` (a search result's text).
-pub fn set_page(title: &str, description: Option<&str>) {
-    set_head(&format!("{title} · Headroom"), description);
-}
-
-/// The head of `index.html`, restored before each page renders, so a page that sets none (the
-/// calculator) does not keep the previous page's after in-place navigation.
-pub fn reset_page() {
-    set_head(
-        "Headroom: GPU memory for training language models",
-        Some(
-            "Will this training run fit on these GPUs? Headroom computes every byte of one training step, in your browser.",
-        ),
-    );
-}
-
-fn set_head(title: &str, description: Option<&str>) {
-    let Some(d) = web_sys::window().and_then(|w| w.document()) else {
-        return;
-    };
-    d.set_title(title);
-    if let (Some(text), Ok(Some(meta))) = (description, d.query_selector("meta[name=description]"))
-    {
-        let _ = meta.set_attribute("content", text);
-    }
-}
 
 #[component]
 pub fn GuideList() -> Html {

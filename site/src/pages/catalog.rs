@@ -8,7 +8,7 @@ use headroom_core::format;
 use headroom_core::{Estimate, estimate};
 use yew::prelude::*;
 
-use crate::guides::page::{set_page, set_title};
+use crate::dom::{set_page, set_title};
 
 /// Three recipes most people start from: full fine-tuning in mixed bf16 with AdamW, LoRA and
 /// QLoRA (rank 16, all linear layers), each at micro-batch 1 with 2048-token sequences and
