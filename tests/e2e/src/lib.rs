@@ -29,6 +29,41 @@ pub fn site_server() -> server::StaticServer {
     server::StaticServer::start(&dist).expect("a local server")
 }
 
+/// The release build served, and a browser driver for it: what nearly every test starts with.
+#[derive(Debug)]
+pub struct Site {
+    pub server: server::StaticServer,
+    pub driver: webdriver::Driver,
+}
+
+impl Site {
+    /// Serves `dist/` and starts chromedriver.
+    pub fn start() -> Site {
+        Site {
+            server: site_server(),
+            driver: webdriver::Driver::start(),
+        }
+    }
+
+    /// The URL of a site path (`/s/x`).
+    pub fn url(&self, path: &str) -> String {
+        self.server.url(path)
+    }
+
+    /// A desktop-sized window (1280 x 900).
+    pub fn desktop(&self) -> webdriver::Session<'_> {
+        self.driver.session(1280, 900)
+    }
+
+    /// A desktop window on `path`, once the app is interactive.
+    pub fn open(&self, path: &str) -> webdriver::Session<'_> {
+        let s = self.desktop();
+        s.goto(&self.url(path));
+        s.wait_ready();
+        s
+    }
+}
+
 /// A release build made for the sub-path `/headroom/` (`trunk build --release --public-url
 /// /headroom/ --dist target/dist-sub`, which `scripts/test.sh` runs).
 pub fn dist_sub_dir() -> PathBuf {

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use headroom_e2e::Site;
 use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::{Driver, Session};
 use headroom_e2e::{cli_json, repo_root};
@@ -61,14 +62,13 @@ fn open_guide(s: &Session, srv: &StaticServer, slug: &str) {
 
 #[test]
 fn every_guide_opens_with_live_blocks_equal_to_the_cli() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
+    let site = Site::start();
+    let s = site.desktop();
     let all = guides();
     assert!(all.len() >= 10, "the ten guide topics: {all:?}");
     let mut compared = 0;
     for (slug, blocks) in &all {
-        open_guide(&s, &srv, slug);
+        open_guide(&s, &site.server, slug);
         let state = s.js(
             "return [document.querySelectorAll('.calc-block').length, \
                      document.querySelectorAll('.calc-block .notice.error, .live.error').length, \
@@ -122,10 +122,9 @@ fn every_guide_opens_with_live_blocks_equal_to_the_cli() {
 
 #[test]
 fn changing_a_blocks_input_changes_its_figures() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    open_guide(&s, &srv, "optimizer-states");
+    let site = Site::start();
+    let s = site.desktop();
+    open_guide(&s, &site.server, "optimizer-states");
     let figures = "return [...document.querySelector('.calc-block form.calc-inputs').closest('.calc-block').querySelectorAll('[data-value]')].map(e => e.dataset.value).join(',')";
     let before = s.js(figures, json!([]));
     let input = s.js(
@@ -160,11 +159,8 @@ fn changing_a_blocks_input_changes_its_figures() {
 
 #[test]
 fn gpu_and_model_pages_show_what_fits() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/gpus/rtx-4090-24gb"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/gpus/rtx-4090-24gb");
     let rows = s.js(
         "return document.querySelectorAll('#fits-table tbody tr').length",
         json!([]),
@@ -183,7 +179,7 @@ fn gpu_and_model_pages_show_what_fits() {
         cell[1].as_str().and_then(|v| v.parse::<u64>().ok()),
         cli["peak"]["device"].as_u64()
     );
-    s.goto(&srv.url("/models/mistral-7b-v0.1"));
+    s.goto(&site.url("/models/mistral-7b-v0.1"));
     s.wait_ready();
     let facts = s.js("return [document.querySelector('h1').textContent, document.querySelectorAll('#recipes-table tbody tr').length, document.title]", json!([]));
     assert_eq!(facts[1], json!(3));
@@ -191,7 +187,7 @@ fn gpu_and_model_pages_show_what_fits() {
         facts[2].as_str().is_some_and(|t| t.contains("Mistral")),
         "{facts}"
     );
-    s.goto(&srv.url("/gpus/no-such-gpu"));
+    s.goto(&site.url("/gpus/no-such-gpu"));
     s.wait_ready();
     let h1 = s.js("return document.querySelector('h1').textContent", json!([]));
     assert_eq!(h1, json!("No such GPU"));
@@ -199,11 +195,8 @@ fn gpu_and_model_pages_show_what_fits() {
 
 #[test]
 fn search_finds_guide_text_and_links_navigate_in_place() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/");
     // A marker on the window survives in-place navigation and dies with a page load.
     s.js("window.__stay = 1; return true", json!([]));
     let input = s.find("#search");
@@ -259,9 +252,8 @@ fn search_finds_guide_text_and_links_navigate_in_place() {
 
 #[test]
 fn every_worked_example_short_link_opens_its_scenario() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
+    let site = Site::start();
+    let s = site.desktop();
     let dir = repo_root().join("content/scenarios");
     let mut ids: Vec<String> = std::fs::read_dir(dir)
         .expect("scenarios")
@@ -271,7 +263,7 @@ fn every_worked_example_short_link_opens_its_scenario() {
     ids.sort();
     assert!(ids.len() >= 5);
     for id in &ids {
-        s.goto(&srv.url(&format!("/s/{id}")));
+        s.goto(&site.url(&format!("/s/{id}")));
         s.wait_ready();
         let cli = cli_json(&["estimate", "--named", id]);
         assert_eq!(
@@ -366,11 +358,8 @@ fn every_page_has_its_own_head_and_opens() {
         );
     }
     assert!(title_of("s/ex2-405b-128xh100").starts_with("Example 2"));
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/gpus/t4-16gb/"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/gpus/t4-16gb/");
     let h1 = s.js(
         "return document.querySelector('main h1').textContent",
         json!([]),

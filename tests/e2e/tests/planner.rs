@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use headroom_e2e::webdriver::{Driver, Session};
+use headroom_e2e::Site;
+use headroom_e2e::webdriver::Session;
 use headroom_e2e::{cli_json, cli_path};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
 const NAMED: &str = "ex3-llama-3.2-1b-4xa10g-zero2";
-
-use headroom_e2e::site_server as server;
 
 /// The CLI's raw output (an export is not JSON).
 fn cli_text(args: &[&str]) -> String {
@@ -34,11 +33,8 @@ fn text(s: &Session, css: &str) -> String {
 
 #[test]
 fn planner_panel_matches_the_cli() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url(&format!("/s/{NAMED}")));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open(&format!("/s/{NAMED}"));
     // Nothing is computed until asked.
     assert_eq!(
         s.js(

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use headroom_e2e::Site;
 use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::{Driver, Session};
 use headroom_e2e::{cli_json, dist_sub_dir, repo_root};
@@ -53,15 +54,14 @@ fn assert_numbers_match(s: &Session, cli: &serde_json::Value) {
 
 #[test]
 fn a_named_short_link_shows_the_clis_numbers() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
+    let site = Site::start();
+    let s = site.desktop();
     for id in [
         "llama-3.1-8b-lora-4090",
         "mistral-7b-qlora-t4",
         "qwen2.5-0.5b-a10g",
     ] {
-        s.goto(&srv.url(&format!("/s/{id}")));
+        s.goto(&site.url(&format!("/s/{id}")));
         s.wait_ready();
         assert_numbers_match(&s, &cli_json(&["estimate", "--named", id]));
         let title = s.js(
@@ -81,11 +81,8 @@ fn a_named_short_link_shows_the_clis_numbers() {
 
 #[test]
 fn changing_inputs_updates_the_link_and_the_numbers() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/");
     assert_numbers_match(&s, &cli_json(&["estimate"]));
     let history_before = s.js("return history.length", json!([]));
 
@@ -144,7 +141,7 @@ fn changing_inputs_updates_the_link_and_the_numbers() {
 
     // The link reproduces the scenario in a fresh window.
     let link = s.url();
-    let other = driver.session(1280, 900);
+    let other = site.desktop();
     other.goto(&link);
     other.wait_ready();
     assert_numbers_match(
@@ -163,11 +160,8 @@ fn changing_inputs_updates_the_link_and_the_numbers() {
 
 #[test]
 fn a_malformed_link_names_the_field_and_shows_defaults_for_the_rest() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/?v=1&batch=lots&precision=fp64&seq=1024&bogus=1&dp=zero3&tp=3"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/?v=1&batch=lots&precision=fp64&seq=1024&bogus=1&dp=zero3&tp=3");
     let notice = s
         .js(
             "return document.getElementById('link-errors').textContent",
@@ -187,7 +181,7 @@ fn a_malformed_link_names_the_field_and_shows_defaults_for_the_rest() {
     );
 
     // An unknown named scenario and an unknown page also answer with a message.
-    s.goto(&srv.url("/s/no-such-scenario"));
+    s.goto(&site.url("/s/no-such-scenario"));
     s.wait_ready();
     let notice = s.js(
         "return document.getElementById('link-errors').textContent",
@@ -198,7 +192,7 @@ fn a_malformed_link_names_the_field_and_shows_defaults_for_the_rest() {
             .as_str()
             .is_some_and(|t| t.contains("no-such-scenario"))
     );
-    s.goto(&srv.url("/no/such/page"));
+    s.goto(&site.url("/no/such/page"));
     s.wait_for(
         "return document.querySelector('main h1')",
         WAIT,
@@ -208,9 +202,8 @@ fn a_malformed_link_names_the_field_and_shows_defaults_for_the_rest() {
 
 #[test]
 fn hostile_links_inject_nothing() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
+    let site = Site::start();
+    let s = site.desktop();
     let payloads = [
         "%3Cimg%20src%3Dx%20onerror%3D%22window.__pwned%3D1%22%3E",
         "%3Cscript%3Ewindow.__pwned%3D1%3C%2Fscript%3E",
@@ -224,7 +217,7 @@ fn hostile_links_inject_nothing() {
         q.push(format!("{p}=1"));
         q.push(format!("b.batch={p}"));
         for path in ["/", "/compare", "/embed"] {
-            let url = srv.url(&format!("{path}?{}&view={p}", q.join("&")));
+            let url = site.url(&format!("{path}?{}&view={p}", q.join("&")));
             s.goto(&url);
             s.wait_ready();
             let verdict = s.js(
@@ -235,7 +228,7 @@ fn hostile_links_inject_nothing() {
             let notice = s.js("return !!document.getElementById('link-errors')", json!([]));
             assert_eq!(notice, json!(true), "{path} with {p}: no message");
         }
-        s.goto(&srv.url(&format!("/s/{p}")));
+        s.goto(&site.url(&format!("/s/{p}")));
         s.wait_ready();
         assert_eq!(
             s.js("return window.__pwned === undefined", json!([])),
@@ -277,11 +270,8 @@ fn the_embed_has_no_chrome_and_resizes_its_frame() {
 
 #[test]
 fn the_comparison_page_reads_both_scenarios_from_its_link() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/compare?v=1&batch=2&b.ckpt=full&b.optimizer=adamw8bit"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/compare?v=1&batch=2&b.ckpt=full&b.optimizer=adamw8bit");
     let values = s.js(
         "return [document.getElementById('a-ckpt').value, document.getElementById('b-ckpt').value, document.getElementById('b-optimizer').value, document.getElementById('b-batch').value]",
         json!([]),
@@ -349,11 +339,8 @@ fn the_page_fits_a_phone_screen() {
 
 #[test]
 fn a_pasted_config_is_estimated_and_travels_in_the_link() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/");
     // A small real-shaped Llama config (the reference suite's), pasted as a reader would.
     let config = r#"{"model_type": "llama", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "tie_word_embeddings": false}"#;
     s.select("f-model", "__custom");
@@ -372,7 +359,7 @@ fn a_pasted_config_is_estimated_and_travels_in_the_link() {
     let _ = std::fs::remove_file(&path);
     assert_numbers_match(&s, &cli);
     // The link alone reproduces the custom model.
-    let other = driver.session(1280, 900);
+    let other = site.desktop();
     other.goto(&s.url());
     other.wait_ready();
     assert_numbers_match(&other, &cli);
@@ -395,11 +382,8 @@ fn a_pasted_config_is_estimated_and_travels_in_the_link() {
 
 #[test]
 fn fetching_from_the_hub_without_a_network_says_so() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/");
     s.select("f-model", "__custom");
     let id = s.find("#f-hub-id");
     // A malformed id is refused before any request.
@@ -433,6 +417,7 @@ fn fetching_from_the_hub_without_a_network_says_so() {
 
 #[test]
 fn the_site_works_offline_once_loaded() {
+    // Its own server and driver: the server is stopped mid-test while the browser goes on.
     let srv = server();
     let driver = Driver::start();
     let s = driver.session(1280, 900);
@@ -511,10 +496,9 @@ fn calibration_fixture() -> std::path::PathBuf {
 
 #[test]
 fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    let calc = srv.url("/?gpu=h100-sxm-80gb");
+    let site = Site::start();
+    let s = site.desktop();
+    let calc = site.url("/?gpu=h100-sxm-80gb");
     s.goto(&calc);
     s.wait_ready();
     let before = s.bytes_of("peak-device");
@@ -527,7 +511,7 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
     );
 
     // The list page: the published files (or the sentence saying there are none) and the loader.
-    s.goto(&srv.url("/calibration"));
+    s.goto(&site.url("/calibration"));
     s.wait_ready();
     let listed = s.js(
         "return !!(document.getElementById('no-calibrations') || document.getElementById('calibration-files'))",
@@ -562,8 +546,8 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
         s.screenshot(&repo_root().join(format!("target/e2e/calibration-desktop-{i}.png")));
     }
     s.js("window.scrollTo(0, 0)", json!([]));
-    let phone = driver.phone_session(390, 844);
-    phone.goto(&srv.url("/calibration"));
+    let phone = site.driver.phone_session(390, 844);
+    phone.goto(&site.url("/calibration"));
     phone.wait_ready();
     phone.type_text(
         &phone.find("#calibration-file"),
@@ -631,7 +615,7 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
     );
     s.screenshot(&repo_root().join("target/e2e/calibration-calculator.png"));
     // Another GPU keeps its own constants.
-    s.goto(&srv.url("/?gpu=a100-sxm4-80gb"));
+    s.goto(&site.url("/?gpu=a100-sxm4-80gb"));
     s.wait_ready();
     assert_eq!(
         s.js(
@@ -651,7 +635,7 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
             1,
         );
     std::fs::write(&bad, text).expect("a temp file");
-    s.goto(&srv.url("/calibration"));
+    s.goto(&site.url("/calibration"));
     s.wait_ready();
     s.type_text(
         &s.find("#calibration-file"),
@@ -674,11 +658,8 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
 #[test]
 fn each_worked_example_checks_its_claims_with_the_clis_figures() {
     use headroom_core::claims;
-    let srv = server();
-    let driver = Driver::start();
-    let s = driver.session(1280, 900);
-    s.goto(&srv.url("/examples"));
-    s.wait_ready();
+    let site = Site::start();
+    let s = site.open("/examples");
     assert_eq!(
         s.js(
             "return document.querySelectorAll('#examples > li').length",
@@ -694,7 +675,7 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
             .filter_map(Result::ok)
             .find(|f| f.id == format!("ex{n}"))
             .expect("a claims file");
-        s.goto(&srv.url(&format!("/examples/{n}")));
+        s.goto(&site.url(&format!("/examples/{n}")));
         s.wait_ready();
         let rows = s.js(
             "return document.querySelectorAll('#claims tbody tr.claim').length",
@@ -726,7 +707,7 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
     }
 
     // Example 2, claims 2 and 6: Headroom's figure is the CLI's for the same scenario.
-    s.goto(&srv.url("/examples/2"));
+    s.goto(&site.url("/examples/2"));
     s.wait_ready();
     let value = |id: &str| {
         s.js(
@@ -760,8 +741,8 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
     assert_eq!(link, json!("/s/ex2-7b-fp32-a100?precision=bf16"));
 
     // A phone shows each claim as a card, no wider than the screen.
-    let phone = driver.phone_session(390, 844);
-    phone.goto(&srv.url("/examples/0"));
+    let phone = site.driver.phone_session(390, 844);
+    phone.goto(&site.url("/examples/0"));
     phone.wait_ready();
     let overflow = phone.js(
         "return document.documentElement.scrollWidth - window.innerWidth",
@@ -772,7 +753,7 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
         "wider than the screen by {overflow} px"
     );
     phone.screenshot(&repo_root().join("target/e2e/example-0-phone.png"));
-    s.goto(&srv.url("/examples/0"));
+    s.goto(&site.url("/examples/0"));
     s.wait_ready();
     s.screenshot(&repo_root().join("target/e2e/example-0-desktop.png"));
 }
