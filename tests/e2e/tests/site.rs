@@ -52,6 +52,15 @@ fn assert_numbers_match(s: &Session, cli: &serde_json::Value) {
     }
 }
 
+/// Waits for the model picker's message and returns it.
+fn model_message(s: &Session, what: &str) -> serde_json::Value {
+    s.wait_for(
+        "const e = document.getElementById('model-message'); return e && e.textContent",
+        WAIT,
+        what,
+    )
+}
+
 #[test]
 fn a_named_short_link_shows_the_clis_numbers() {
     let site = Site::start();
@@ -368,11 +377,7 @@ fn a_pasted_config_is_estimated_and_travels_in_the_link() {
     s.clear(&area);
     s.type_text(&area, r#"{"model_type": "llama", "hidden_size": "big"}"#);
     s.click(&s.find(".custom-config button"));
-    let msg = s.wait_for(
-        "const e = document.getElementById('model-message'); return e && e.textContent",
-        WAIT,
-        "a message about the config",
-    );
+    let msg = model_message(&s, "a message about the config");
     assert!(
         msg.as_str().is_some_and(|m| m.contains("hidden_size")),
         "{msg}"
@@ -389,11 +394,7 @@ fn fetching_from_the_hub_without_a_network_says_so() {
     // A malformed id is refused before any request.
     s.type_text(&id, "not an id");
     s.click(&s.find("#f-hub-id + button"));
-    let msg = s.wait_for(
-        "const e = document.getElementById('model-message'); return e && e.textContent",
-        WAIT,
-        "a message about the id",
-    );
+    let msg = model_message(&s, "a message about the id");
     assert!(
         msg.as_str().is_some_and(|m| m.contains("owner/name")),
         "{msg}"
