@@ -233,7 +233,6 @@ impl Trainer for FakeTrainer {
                 m.device = scale(m.device, &mut j).max(m.reserved);
             }
             let e = headroom_core::estimate_with(
-                &p.id,
                 &sample.spec,
                 &self.gpu,
                 &self.truth,

@@ -21,7 +21,7 @@ pub struct Sample {
 
 /// The core's peaks for `s` with `cal`.
 pub fn predict(s: &Sample, gpu: &Gpu, cal: &Calibration) -> Levels {
-    let e = estimate_with(&s.id, &s.spec, gpu, cal, &s.scenario);
+    let e = estimate_with(&s.spec, gpu, cal, &s.scenario);
     Levels {
         allocated: e.bytes.peak_allocated,
         reserved: e.bytes.peak_reserved,

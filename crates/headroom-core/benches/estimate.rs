@@ -16,15 +16,7 @@ fn benches(c: &mut Criterion) {
         .expect("gpu exists");
     let cal = Calibration::for_gpu(gpu);
     c.bench_function("estimate llama-3.1-8b h100 b1 s4096 amp-bf16", |b| {
-        b.iter(|| {
-            estimate_with(
-                "llama-3.1-8b",
-                black_box(&preset.spec),
-                gpu,
-                &cal,
-                black_box(&scen),
-            )
-        })
+        b.iter(|| estimate_with(black_box(&preset.spec), gpu, &cal, black_box(&scen)))
     });
     c.bench_function("fit: largest micro-batch and sequence", |b| {
         b.iter(|| fit::fit(black_box(&preset.spec), gpu, &cal, black_box(&scen)))

@@ -43,7 +43,10 @@ pub fn analyze_with(
     scen: &Scenario,
 ) -> Analysis {
     Analysis {
-        estimate: estimate_with(name, spec, gpu, cal, scen),
+        estimate: Estimate {
+            model: name.to_string(),
+            ..estimate_with(spec, gpu, cal, scen)
+        },
         fit: fit(spec, gpu, cal, scen),
         strategies: strategies(spec, gpu, cal, scen),
         time: step_time(spec, gpu, scen),

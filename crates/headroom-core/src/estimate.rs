@@ -224,19 +224,17 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
 /// Estimates a scenario with the built-in catalogs and the GPU's calibration.
 pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
     let r = resolve(scen)?;
-    Ok(estimate_with(&r.name, &r.spec, r.gpu, &r.calibration, scen))
+    Ok(Estimate {
+        model: r.name,
+        ..estimate_with(&r.spec, r.gpu, &r.calibration, scen)
+    })
 }
 
 const MIB: u64 = 1 << 20;
 
 /// Estimates with explicit model, GPU and calibration (the pure core of everything else).
-pub fn estimate_with(
-    name: &str,
-    spec: &ModelSpec,
-    gpu: &Gpu,
-    cal: &Calibration,
-    scen: &Scenario,
-) -> Estimate {
+/// `model` is left empty: the caller that resolved the model names it.
+pub fn estimate_with(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> Estimate {
     let inv = inventory(spec);
     let st = model_states(spec, &inv, scen);
     let sh = Shape::from_scenario(spec, scen);
@@ -711,7 +709,7 @@ pub fn estimate_with(
         host_acts,
     });
     Estimate {
-        model: name.to_string(),
+        model: String::new(),
         gpu: gpu.id.clone(),
         parameters: ParamCounts {
             total: st.params_total,

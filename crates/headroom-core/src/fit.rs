@@ -16,7 +16,7 @@ pub struct Fit {
 }
 
 fn fits(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> bool {
-    estimate_with("", spec, gpu, cal, scen).verdict.fits
+    estimate_with(spec, gpu, cal, scen).verdict.fits
 }
 
 /// Largest `x` in `1..=hi` with `ok(x)`, assuming `ok` is monotone (memory grows with x).

@@ -200,6 +200,30 @@ impl Checkpointing {
         }
     }
 
+    /// What this setting does with decoder layer `layer` (0-based, counted on this GPU):
+    /// `Every(k)` checkpoints the layers whose index is a multiple of `k` (0, k, 2k, ...).
+    /// The estimate and the time model both read the plan from here.
+    pub fn plan(self, layer: u64) -> LayerPlan {
+        match self {
+            Checkpointing::None => LayerPlan::Saved,
+            Checkpointing::Full => LayerPlan::Checkpointed,
+            Checkpointing::Every(k) if layer.is_multiple_of(u64::from(k.max(1))) => {
+                LayerPlan::Checkpointed
+            }
+            Checkpointing::Every(_) => LayerPlan::Saved,
+            Checkpointing::Selective => LayerPlan::Selective,
+        }
+    }
+
+    /// How many of `layers` layers [`plan`](Self::plan) checkpoints (their forward runs twice).
+    pub fn checkpointed_layers(self, layers: u64) -> u64 {
+        match self {
+            Checkpointing::None | Checkpointing::Selective => 0,
+            Checkpointing::Full => layers,
+            Checkpointing::Every(k) => layers.div_ceil(u64::from(k.max(1))),
+        }
+    }
+
     pub fn label(self) -> String {
         match self {
             Checkpointing::None => "no checkpointing".into(),
@@ -208,6 +232,17 @@ impl Checkpointing {
             Checkpointing::Selective => "selective (attention)".into(),
         }
     }
+}
+
+/// What checkpointing does with one decoder layer ([`Checkpointing::plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerPlan {
+    /// Every tensor the layer saves stays until its backward.
+    Saved,
+    /// Only the layer's input is kept; the rest is recomputed in backward.
+    Checkpointed,
+    /// Attention's quadratic internals are recomputed; the rest is saved.
+    Selective,
 }
 
 /// The model a scenario trains: a preset id, or a parsed config.

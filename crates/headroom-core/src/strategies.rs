@@ -382,7 +382,7 @@ pub fn strategies(
     cal: &Calibration,
     scen: &Scenario,
 ) -> Vec<Strategy> {
-    let now_estimate = estimate_with("", spec, gpu, cal, scen);
+    let now_estimate = estimate_with(spec, gpu, cal, scen);
     let now = now_estimate.peak.device as i64;
     let now_time = step_time(spec, gpu, scen);
     let now_tps = now_time.tokens_per_second;
@@ -390,7 +390,7 @@ pub fn strategies(
         .into_iter()
         .filter(|(_, _, _, s)| s.validate().is_ok())
         .map(|(id, technique, change, s)| {
-            let e = estimate_with("", spec, gpu, cal, &s);
+            let e = estimate_with(spec, gpu, cal, &s);
             let t = step_time(spec, gpu, &s);
             Strategy {
                 id,

@@ -376,12 +376,7 @@ pub fn token_flops(spec: &ModelSpec, scen: &Scenario) -> TokenFlops {
 
 /// Layers whose forward runs twice under `ckpt` (checkpointed layers), of `layers`.
 pub fn recomputed_layers(ckpt: Checkpointing, layers: u64) -> u64 {
-    match ckpt {
-        Checkpointing::None | Checkpointing::Selective => 0,
-        Checkpointing::Full => layers,
-        // estimate.rs checkpoints layers whose index is a multiple of k: 0, k, 2k, ...
-        Checkpointing::Every(k) => layers.div_ceil(k.max(1) as u64),
-    }
+    ckpt.checkpointed_layers(layers)
 }
 
 fn peak_tflops(gpu: &Gpu, dtype: DType) -> f64 {

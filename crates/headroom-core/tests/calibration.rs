@@ -45,7 +45,7 @@ fn the_fake_backends_fixture_parses_and_drives_estimates() {
 
     let scen = Scenario::default();
     let (_, spec) = headroom_core::estimate::resolve_model(&scen).expect("default model");
-    let e = estimate_with("llama-3.1-8b", &spec, gpu, &cal, &scen);
+    let e = estimate_with(&spec, gpu, &cal, &scen);
     assert!(e.calibrated);
     let ctx = e
         .components
@@ -77,7 +77,7 @@ fn the_whole_fixture_reads_into_the_schema_types() {
         // Every row's scenario reaches the core again, as the site would re-estimate it.
         let (spec, scen) = r.scenario.to_core(&f.gpu_id).expect("a valid scenario");
         let (_, cal) = Calibration::parse(FIXTURE_NAME, FIXTURE).expect("fixture parses");
-        let e = estimate_with(&r.id, &spec, gpu, &cal, &scen);
+        let e = estimate_with(&spec, gpu, &cal, &scen);
         assert!(e.bytes.peak_device > 0);
         assert!(r.link.starts_with("v=1"), "{}", r.link);
     }

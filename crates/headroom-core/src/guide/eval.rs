@@ -4,7 +4,7 @@
 use super::block::{Block, View};
 use crate::analysis::Analysis;
 use crate::codec::{self, decode_pairs, named_scenario, named_scenarios, query_pairs};
-use crate::estimate::{estimate_with, resolve};
+use crate::estimate::{Estimate, estimate_with, resolve};
 use crate::fit::{Fit, fit};
 use crate::metrics::{self, Unit};
 use crate::scenario::Scenario;
@@ -83,7 +83,10 @@ fn changed(scen: &Scenario, queries: &[&str]) -> Result<Scenario, String> {
 fn analysis(scen: &Scenario, with_fit: bool) -> Result<Analysis, String> {
     let r = resolve(scen).map_err(|e| e.to_string())?;
     Ok(Analysis {
-        estimate: estimate_with(&r.name, &r.spec, r.gpu, &r.calibration, scen),
+        estimate: Estimate {
+            model: r.name.clone(),
+            ..estimate_with(&r.spec, r.gpu, &r.calibration, scen)
+        },
         fit: if with_fit {
             fit(&r.spec, r.gpu, &r.calibration, scen)
         } else {

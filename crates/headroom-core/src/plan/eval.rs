@@ -25,7 +25,7 @@ impl Ctx<'_> {
     /// Device peak and whether it fits.
     pub(super) fn memory(&self, s: &Scenario) -> (u64, bool, i64, f64, u64) {
         self.estimates.set(self.estimates.get() + 1);
-        let e = estimate_with("", self.spec, self.gpu, self.cal, s);
+        let e = estimate_with(self.spec, self.gpu, self.cal, s);
         (
             e.peak.device,
             e.verdict.fits,
