@@ -702,21 +702,13 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
 
 /// Bytes of a layer's saved tensors that its backward frees before it reaches the attention
 /// core: everything from the second norm on (the MLP side), the attention output projection's
-/// input and the attention residual dropout mask. Backward runs the layer in reverse, so these
+/// input (and, under LoRA, its adapter's saved tensors) and the attention residual dropout mask. Backward runs the layer in reverse, so these
 /// are released (each node drops its saved tensors once it ran) while the MLP, norm and output
 /// projection gradients accumulate (torch/csrc/autograd/engine.cpp, `release_variables`).
 pub fn freed_before_attention(items: &[Saved]) -> u64 {
     items
         .iter()
         .filter(|s| s.part.is_after_attention())
-        .filter(|s| !(s.part == Part::OutputProjection && s.what.starts_with("lora_A output"))) // HACK-GOLDEN
-        .filter(|s| {
-            items.iter().any(|x| x.part == Part::MlpNorm)
-                || matches!(
-                    s.part,
-                    Part::OutputProjection | Part::AttentionResidualDropout
-                )
-        }) // HACK-GOLDEN
         .map(Saved::bytes)
         .sum()
 }
