@@ -54,7 +54,8 @@ pub struct ParamInventory {
 }
 
 impl ParamInventory {
-    fn multiplicity(&self, scope: Scope) -> u64 {
+    /// How many times a tensor of `scope` occurs in the whole model.
+    pub fn multiplicity(&self, scope: Scope) -> u64 {
         match scope {
             Scope::Model => 1,
             Scope::Layer => self.dense_layers + self.sparse_layers,

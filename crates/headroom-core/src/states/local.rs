@@ -1,0 +1,148 @@
+//! The tensors one GPU holds before any data-parallel sharding: its share of every parameter
+//! (after TP and PP), what trains (the weights, or LoRA's adapters), autocast's weight copies
+//! and the allocator's rounding.
+
+use crate::dtype::DType;
+use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};
+use crate::optimizer::TrainTensor;
+use crate::scenario::{Method, Scenario};
+
+use super::placement::Placement;
+use super::{lora_adapts, nf4_bytes};
+
+/// One GPU's tensors before sharding.
+#[derive(Debug, Default)]
+pub(super) struct Local {
+    pub params: u64,
+    pub weights: u64,
+    /// Extra bytes of 512-byte rounding over the weights.
+    pub rounding: u64,
+    /// What trains, as the optimizer sees it.
+    pub train: Vec<TrainTensor>,
+    /// Trainable parameters in one decoder layer, and outside the layers.
+    pub layer_trainable: u64,
+    pub outside_trainable: u64,
+    /// Autocast's 16-bit copies of trainable Linear weights: one layer's, and outside.
+    pub cache_layer: u64,
+    pub cache_outside: u64,
+}
+
+/// What every tensor of the loop shares.
+struct Cx<'a> {
+    spec: &'a ModelSpec,
+    scen: &'a Scenario,
+    place: &'a Placement,
+    /// The weights' dtype.
+    dtype: DType,
+    /// DeepSpeed's mixed precision: 16-bit weights, fp32 masters in the optimizer.
+    ds_mixed: bool,
+}
+
+/// Collects the local tensors of `inv` with weights in `base_dtype`.
+pub(super) fn local_tensors(
+    spec: &ModelSpec,
+    inv: &ParamInventory,
+    scen: &Scenario,
+    place: &Placement,
+    base_dtype: DType,
+    ds_mixed: bool,
+) -> Local {
+    let cx = Cx {
+        spec,
+        scen,
+        place,
+        dtype: base_dtype,
+        ds_mixed,
+    };
+    let full = scen.method == Method::Full;
+    let mut l = Local::default();
+    for t in &inv.tensors {
+        let count = place.count(t.scope);
+        if count == 0 {
+            continue;
+        }
+        let n = place.share(t);
+        l.params += n * count;
+        let quantized = scen.method == Method::Qlora && t.quantizable && t.scope != Scope::Model;
+        let bytes_one = if quantized {
+            nf4_bytes(n)
+        } else {
+            n * base_dtype.bytes()
+        };
+        l.weights += bytes_one * count;
+        l.rounding += (round512(bytes_one) - bytes_one) * count;
+        if full {
+            trained_weight(&mut l, &cx, t, n, count);
+        } else if t.linear.is_some() && lora_adapts(scen, t) {
+            adapter(&mut l, &cx, t, count);
+        }
+    }
+    l
+}
+
+/// A weight that trains: the optimizer updates it, its gradient counts for its layer (or
+/// outside the layers), and autocast caches a 16-bit copy when a Linear uses it.
+fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
+    l.train.push(TrainTensor {
+        rows: t.d_out,
+        cols: n / t.d_out.max(1),
+        count,
+        dtype: cx.dtype,
+    });
+    let in_layer = t.scope != Scope::Model;
+    // A layer's share: a dense/sparse-only tensor counts once per layer that has it.
+    let per_layer = (count / cx.place.layers_local.max(1)).max(1);
+    if in_layer {
+        l.layer_trainable += n * per_layer;
+    } else {
+        l.outside_trainable += n;
+    }
+    // Autocast caches a 16-bit copy of each fp32 trainable weight a Linear uses (DeepSpeed's
+    // mixed precision trains 16-bit weights: nothing to cast).
+    let used_by_linear = t.linear.is_some()
+        || t.name == "lm_head.weight"
+        || (cx.spec.tie_embeddings
+            && t.scope == Scope::Model
+            && t.name.ends_with("embed_tokens.weight"));
+    let p = cx.scen.precision;
+    if p.is_autocast() && !cx.ds_mixed && used_by_linear {
+        let bytes = n * p.half_dtype().bytes();
+        if in_layer {
+            l.cache_layer += bytes * per_layer;
+        } else {
+            l.cache_outside += bytes;
+        }
+    }
+}
+
+/// LoRA's A (r x d_in) and B (d_out x r) on an adapted Linear, in the adapters' dtype (fp32 by
+/// PEFT's default), per copy.
+fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
+    let r = cx.scen.lora.rank as u64;
+    let d_in = if cx.place.tp > 1 {
+        t.d_in.div_ceil(cx.place.tp)
+    } else {
+        t.d_in
+    };
+    let per_layer = (r * d_in + t.d_out * r) * t.copies;
+    let dtype = cx.scen.lora.adapter_dtype;
+    l.train.push(TrainTensor {
+        rows: r,
+        cols: d_in,
+        count: count * t.copies,
+        dtype,
+    });
+    l.train.push(TrainTensor {
+        rows: t.d_out,
+        cols: r,
+        count: count * t.copies,
+        dtype,
+    });
+    l.weights += per_layer * count * dtype.bytes();
+    l.layer_trainable += per_layer;
+    l.params += per_layer * count;
+}
+
+fn round512(bytes: u64) -> u64 {
+    bytes.div_ceil(512) * 512
+}

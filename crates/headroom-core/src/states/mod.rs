@@ -1,0 +1,240 @@
+//! Model states per GPU: weights, gradients, optimizer states and master weights, after
+//! LoRA/QLoRA, tensor/pipeline splits and DDP/ZeRO/FSDP sharding, plus what goes to the host.
+//!
+//! In three steps: `placement.rs` (this GPU's share of the layers and degrees), `local.rs`
+//! (its tensors before sharding: weights, what trains, autocast copies, rounding) and
+//! `sharding.rs` (DDP, ZeRO 1/2/3, FSDP2 and offload).
+
+mod local;
+mod placement;
+mod sharding;
+
+pub(crate) use placement::Placement;
+
+use crate::dtype::DType;
+use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};
+use crate::optimizer::{StateBytes, TrainTensor, state_bytes};
+use crate::scenario::{DataParallel, LoraTargets, Method, Precision, Scenario};
+
+use local::{Local, local_tensors};
+use sharding::{Explained, Facts, Sharded};
+
+/// Per-GPU bytes of everything that is not an activation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelStates {
+    pub params_total: u64,
+    pub params_trainable: u64,
+    /// Parameters held by this GPU (after TP/PP), before ZeRO-3/FSDP sharding.
+    pub params_local: u64,
+    pub weights: u64,
+    pub weights_formula: String,
+    pub gradients: u64,
+    pub gradients_formula: String,
+    pub optimizer: StateBytes,
+    pub optimizer_formula: String,
+    /// fp32 master weights (DeepSpeed mixed precision keeps them in the optimizer).
+    pub master_weights: u64,
+    /// DDP gradient buckets or ZeRO's reduce buckets, allocated once and kept.
+    pub comm_buffers: u64,
+    pub comm_formula: String,
+    /// Unsharded parameters gathered for the running and the prefetched unit (ZeRO-3, FSDP).
+    pub gather_transient: u64,
+    /// Autocast's cached 16-bit copies of the trainable Linear weights (per layer, and lm_head).
+    pub autocast_cache_per_layer: u64,
+    pub autocast_cache_outside: u64,
+    /// Trainable parameters of one decoder layer on this GPU (for the backward timeline).
+    pub layer_grad_bytes: u64,
+    /// Gradient bytes outside layers (embeddings, lm_head, final norm).
+    pub outside_grad_bytes: u64,
+    /// Host memory for offloaded states (pinned CPU RAM), and NVMe bytes.
+    pub host_bytes: u64,
+    pub nvme_bytes: u64,
+    /// Decoder layers on this GPU (pipeline stage).
+    pub layers_local: u64,
+    /// Extra bytes of 512-byte rounding over the persistent tensors (allocated level).
+    pub rounding_overhead: u64,
+}
+
+/// bitsandbytes NF4 with double quantization: packed 4-bit codes, 8-bit absmax per 64 weights,
+/// fp32 absmax per 256 blocks and one fp32 offset (`functional.py::quantize_4bit`).
+pub fn nf4_bytes(numel: u64) -> u64 {
+    let blocks = numel.div_ceil(64);
+    numel.div_ceil(2) + blocks + blocks.div_ceil(256) * 4 + 4
+}
+
+/// The attention projections' module names across families (LoRA's `attn` targets).
+const ATTENTION_PROJECTIONS: &[&str] = &[
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "qkv_proj",
+    "c_attn",
+    "query_key_value",
+    "out_proj",
+];
+
+/// Computes the model states of `scen` for `spec`.
+pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> ModelStates {
+    let place = Placement::new(spec, inv, scen);
+    let p = scen.precision;
+    let full = scen.method == Method::Full;
+    let zero = match scen.parallel.data {
+        DataParallel::Zero1 => 1,
+        DataParallel::Zero2 => 2,
+        DataParallel::Zero3 => 3,
+        _ => 0,
+    };
+    // DeepSpeed trains a 16-bit model and keeps fp32 master weights in its optimizer.
+    let ds_mixed = zero > 0 && p != Precision::Fp32;
+    let base_dtype = weight_dtype(scen, ds_mixed);
+    let local = local_tensors(spec, inv, scen, &place, base_dtype, ds_mixed);
+    let trainable: u64 = local.train.iter().map(|t| t.rows * t.cols * t.count).sum();
+    let grad_dtype = if full {
+        base_dtype
+    } else {
+        scen.lora.adapter_dtype
+    };
+    let mut s = unsharded(&local, scen, base_dtype, grad_dtype, trainable, ds_mixed);
+    let facts = Facts {
+        scen,
+        inv,
+        place: &place,
+        trainable,
+        grad_bytes: grad_dtype.bytes(),
+        weight_bytes: base_dtype.bytes(),
+    };
+    // DeepSpeed also keeps an fp32 gradient partition (its estimator: 2 + 4 + 4 + 8 = 18
+    // B/param).
+    let ds_fp32_grads = if ds_mixed { trainable * 4 } else { 0 };
+    match scen.parallel.data {
+        DataParallel::Ddp => sharding::ddp(&mut s, scen, &place),
+        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => {
+            sharding::zero(zero, &mut s, &facts, ds_fp32_grads)
+        }
+        DataParallel::Fsdp if place.dp > 1 => sharding::fsdp(&mut s, &facts, p),
+        DataParallel::Fsdp => {}
+    }
+    let per_gpu_grads = |params: u64| {
+        let bytes = params * grad_dtype.bytes();
+        if s.grads_sharded {
+            place.shard(bytes)
+        } else {
+            bytes
+        }
+    };
+    ModelStates {
+        params_total: inv.total(),
+        params_trainable: if full {
+            inv.total()
+        } else {
+            lora_params(inv, scen)
+        },
+        params_local: local.params,
+        layer_grad_bytes: per_gpu_grads(local.layer_trainable),
+        outside_grad_bytes: per_gpu_grads(local.outside_trainable),
+        weights: s.weights.bytes,
+        weights_formula: s.weights.formula,
+        gradients: s.gradients.bytes,
+        gradients_formula: s.gradients.formula,
+        optimizer: s.optimizer,
+        optimizer_formula: s.optimizer_formula,
+        master_weights: s.master,
+        comm_buffers: s.comm.bytes,
+        comm_formula: s.comm.formula,
+        gather_transient: s.gather,
+        autocast_cache_per_layer: local.cache_layer,
+        autocast_cache_outside: local.cache_outside,
+        host_bytes: s.host,
+        nvme_bytes: s.nvme,
+        layers_local: place.layers_local,
+        // Gradients and Adam's two states round like the weights they mirror.
+        rounding_overhead: local.rounding * (1 + u64::from(full) * 3),
+    }
+}
+
+/// The (base) model's weight dtype: 16 bits under DeepSpeed's mixed precision, the precision's
+/// parameter dtype in full training, and a 16-bit frozen base under LoRA unless in fp32.
+fn weight_dtype(scen: &Scenario, ds_mixed: bool) -> DType {
+    let p = scen.precision;
+    if ds_mixed {
+        p.half_dtype()
+    } else if scen.method == Method::Full {
+        p.param_dtype()
+    } else if p == Precision::Fp32 {
+        DType::F32
+    } else {
+        p.half_dtype()
+    }
+}
+
+/// The states on one GPU before data parallelism: weights, gradients in the training dtype,
+/// the optimizer's states (over fp32 masters under DeepSpeed mixed precision).
+fn unsharded(
+    local: &Local,
+    scen: &Scenario,
+    base_dtype: DType,
+    grad_dtype: DType,
+    trainable: u64,
+    ds_mixed: bool,
+) -> Sharded {
+    let state_tensors: Vec<TrainTensor> = if ds_mixed {
+        local
+            .train
+            .iter()
+            .map(|t| TrainTensor {
+                dtype: DType::F32,
+                ..*t
+            })
+            .collect()
+    } else {
+        local.train.clone()
+    };
+    let qlora = if scen.method == Method::Qlora {
+        ", NF4 + double-quant for the layers' Linears (0.516 B/param)"
+    } else {
+        ""
+    };
+    Sharded {
+        weights: Explained::new(
+            local.weights,
+            format!(
+                "{} params x {} B ({}){qlora}",
+                local.params,
+                base_dtype.bytes(),
+                base_dtype.torch_name(),
+            ),
+        ),
+        gradients: Explained::new(
+            trainable * grad_dtype.bytes(),
+            format!(
+                "{trainable} trainable params x {} B ({})",
+                grad_dtype.bytes(),
+                grad_dtype.torch_name()
+            ),
+        ),
+        optimizer: state_bytes(scen.optimizer, &state_tensors),
+        optimizer_formula: crate::optimizer::formula(scen.optimizer).to_string(),
+        master: if ds_mixed { trainable * 4 } else { 0 },
+        ..Sharded::default()
+    }
+}
+
+/// Whether LoRA puts an adapter on this Linear: decoder layers only, all Linears or the
+/// attention projections (PEFT's `target_modules`). The time model uses the same rule.
+pub(crate) fn lora_adapts(scen: &Scenario, t: &ParamTensor) -> bool {
+    t.scope != Scope::Model
+        && match scen.lora.targets {
+            LoraTargets::AllLinear => true,
+            LoraTargets::Attention => t.linear.is_some_and(|n| ATTENTION_PROJECTIONS.contains(&n)),
+        }
+}
+
+/// LoRA parameters over the whole model (as PEFT's `print_trainable_parameters` counts them).
+fn lora_params(inv: &ParamInventory, scen: &Scenario) -> u64 {
+    let r = scen.lora.rank as u64;
+    inv.linears()
+        .filter(|t| lora_adapts(scen, t))
+        .map(|t| r * (t.d_in + t.d_out) * t.copies * inv.multiplicity(t.scope))
+        .sum()
+}

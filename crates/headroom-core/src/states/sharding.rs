@@ -1,0 +1,180 @@
+//! Data parallelism: what DDP, ZeRO 1/2/3 and FSDP2 keep of the local tensors on each GPU,
+//! and what offload moves to the host or NVMe. Each byte count keeps its formula beside it.
+
+use crate::model::ParamInventory;
+use crate::optimizer::StateBytes;
+use crate::scenario::{Offload, Precision, Scenario};
+
+use super::placement::Placement;
+
+/// DeepSpeed's default `reduce_bucket_size` (elements): with `contiguous_gradients` ZeRO 2/3
+/// keep one reduce buffer of this many gradient elements (or all of them, if fewer).
+const ZERO_REDUCE_BUCKET_ELEMENTS: u64 = 500_000_000;
+/// DeepSpeed's pinned swap buffers for NVMe offload (assumed: 4 fp32 buffers of 1e8 elements).
+const NVME_SWAP_BUFFER_BYTES: u64 = 4 * 100_000_000 * 4;
+
+/// Bytes and the formula that explains them, kept together so a step edits both.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Explained {
+    pub bytes: u64,
+    pub formula: String,
+}
+
+impl Explained {
+    pub fn new(bytes: u64, formula: String) -> Self {
+        Explained { bytes, formula }
+    }
+
+    /// Split over the data-parallel ranks; `note` follows "/ N GPUs" in the formula.
+    fn sharded(&mut self, p: &Placement, note: &str) {
+        self.bytes = p.shard(self.bytes);
+        self.formula = format!("{} / {} GPUs{note}", self.formula, p.dp);
+    }
+}
+
+/// Per-GPU states as sharding leaves them.
+#[derive(Debug, Default)]
+pub(super) struct Sharded {
+    pub weights: Explained,
+    pub gradients: Explained,
+    pub optimizer: StateBytes,
+    pub optimizer_formula: String,
+    /// fp32 master weights and DeepSpeed's fp32 gradient partition.
+    pub master: u64,
+    pub comm: Explained,
+    /// Unsharded parameters gathered for the running and the prefetched unit.
+    pub gather: u64,
+    pub host: u64,
+    pub nvme: u64,
+    /// Whether each GPU keeps only its partition of the gradients (ZeRO-2/3, FSDP).
+    pub grads_sharded: bool,
+}
+
+/// DDP: every GPU keeps everything; without `gradient_as_bucket_view` the reducer's buckets
+/// are a second copy of the gradients.
+pub(super) fn ddp(s: &mut Sharded, scen: &Scenario, p: &Placement) {
+    if p.dp > 1 && !scen.parallel.grad_bucket_view {
+        s.comm = Explained::new(
+            s.gradients.bytes,
+            "DDP gradient buckets: one more copy of all gradients (gradient_as_bucket_view=False)"
+                .into(),
+        );
+    }
+}
+
+/// The facts ZeRO's stages and FSDP need beyond the local tensors.
+pub(super) struct Facts<'a> {
+    pub scen: &'a Scenario,
+    pub inv: &'a ParamInventory,
+    pub place: &'a Placement,
+    /// Parameters this GPU trains, and the bytes of each of their gradients.
+    pub trainable: u64,
+    pub grad_bytes: u64,
+    /// The weights' bytes per element.
+    pub weight_bytes: u64,
+}
+
+impl Facts<'_> {
+    /// The largest decoder layer's parameters on this GPU (after TP): the unit ZeRO-3 and FSDP
+    /// gather.
+    fn largest_layer(&self) -> u64 {
+        self.inv.per_layer().div_ceil(self.place.tp)
+    }
+}
+
+/// ZeRO stage 1, 2 or 3 (DeepSpeed): states partitioned from stage 1, gradients from stage 2,
+/// parameters at stage 3; optimizer and parameter offload.
+pub(super) fn zero(stage: u8, s: &mut Sharded, f: &Facts, ds_fp32_grads: u64) {
+    let (p, scen) = (f.place, f.scen);
+    let dp = p.dp;
+    s.optimizer.device = p.shard(s.optimizer.device);
+    s.optimizer.paged = p.shard(s.optimizer.paged);
+    s.optimizer.step_transient = p.shard(s.optimizer.step_transient);
+    s.master = p.shard(s.master) + p.shard(ds_fp32_grads);
+    s.optimizer_formula = format!(
+        "({}) / {dp} GPUs, + fp32 master weights and fp32 gradient partition / {dp}",
+        s.optimizer_formula
+    );
+    if stage >= 2 {
+        s.gradients.sharded(p, "");
+        s.grads_sharded = true;
+        // contiguous_gradients: an ipg buffer of reduce_bucket_size elements.
+        s.comm = Explained::new(
+            ZERO_REDUCE_BUCKET_ELEMENTS.min(f.trainable) * f.grad_bytes,
+            "ZeRO reduce bucket: min(reduce_bucket_size 5e8, params) x grad bytes".into(),
+        );
+    }
+    if stage == 3 {
+        s.weights.sharded(p, "");
+        // The running and the prefetched layer are gathered in 16 bits.
+        s.gather = 2 * f.largest_layer() * f.weight_bytes;
+    }
+    if scen.parallel.offload_optimizer != Offload::None {
+        let off = s.optimizer.device + s.optimizer.paged + s.master;
+        s.optimizer = StateBytes {
+            device: 0,
+            paged: 0,
+            step_transient: 0,
+        };
+        s.master = 0;
+        match scen.parallel.offload_optimizer {
+            Offload::Cpu => s.host += off,
+            _ => {
+                s.nvme += off;
+                s.host += NVME_SWAP_BUFFER_BYTES;
+            }
+        }
+        s.optimizer_formula = format!(
+            "{}; offloaded to {}",
+            s.optimizer_formula,
+            scen.parallel.offload_optimizer.id()
+        );
+    }
+    if stage == 3 && scen.parallel.offload_params != Offload::None {
+        match scen.parallel.offload_params {
+            Offload::Cpu => s.host += s.weights.bytes,
+            _ => s.nvme += s.weights.bytes,
+        }
+        s.weights = Explained::new(
+            0,
+            format!(
+                "parameters offloaded to {}",
+                scen.parallel.offload_params.id()
+            ),
+        );
+    }
+}
+
+/// FSDP2 (`fully_shard`): parameters, gradients and states sharded; the running and the
+/// prefetched unit gathered in the compute dtype; CPU offload of parameters or the optimizer.
+pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
+    let (p, scen) = (f.place, f.scen);
+    s.weights.sharded(p, " (FSDP2 shards)");
+    s.gradients.sharded(p, "");
+    s.grads_sharded = true;
+    s.optimizer.device = p.shard(s.optimizer.device);
+    s.optimizer.paged = p.shard(s.optimizer.paged);
+    s.optimizer.step_transient = p.shard(s.optimizer.step_transient);
+    s.optimizer_formula = format!("({}) / {} GPUs", s.optimizer_formula, p.dp);
+    // Unsharded compute-dtype copies of the running and prefetched layer, and the root module
+    // (embeddings, lm_head) kept unsharded after forward.
+    let c = precision.compute_dtype().bytes();
+    let largest = f.largest_layer();
+    s.gather = 2 * largest * c + f.inv.outside_layers().div_ceil(p.tp) * c;
+    s.comm = Explained::new(
+        largest * (c + 4),
+        "FSDP2 reduce-scatter: one layer's unsharded gradients + fp32 reduce copy".into(),
+    );
+    if scen.parallel.offload_params == Offload::Cpu {
+        s.host += s.weights.bytes + s.gradients.bytes + s.optimizer.device;
+        s.weights.bytes = 0;
+        s.gradients.bytes = 0;
+        s.optimizer.device = 0;
+        s.optimizer.step_transient = 0;
+    }
+    if scen.parallel.offload_optimizer == Offload::Cpu {
+        s.host += s.optimizer.device;
+        s.optimizer.device = 0;
+        s.optimizer.step_transient = 0;
+    }
+}
