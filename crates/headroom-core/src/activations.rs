@@ -139,7 +139,7 @@ impl Shape {
     }
 
     /// dtype of the residual stream: the weights' dtype (fp32 under autocast).
-    fn stream(&self) -> DType {
+    pub fn stream(&self) -> DType {
         match self.precision {
             Precision::Fp32 | Precision::AmpBf16 | Precision::AmpFp16 => DType::F32,
             Precision::Bf16 => DType::Bf16,
@@ -154,6 +154,53 @@ impl Shape {
 
     fn amp(&self) -> bool {
         self.precision.is_autocast()
+    }
+}
+
+/// One layer's dimensions on this GPU, derived once: tokens, the hidden-size tensors (split by
+/// TP only with sequence parallelism), heads and the q/k/v widths after TP.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// Tokens in the micro-batch.
+    t: u64,
+    /// Elements of one hidden-size tensor on this GPU.
+    th: u64,
+    /// Hidden width on this GPU (split only under sequence parallelism).
+    h_local: u64,
+    /// Tokens a norm sees (split by sequence parallelism).
+    norm_tokens: u64,
+    /// Query heads and key/value heads on this GPU, and the query heads per key/value head.
+    heads: u64,
+    groups: u64,
+    /// q width and k/v width on this GPU.
+    q: u64,
+    kv: u64,
+    /// Attention scores of the micro-batch: b x heads x s x s.
+    scores: u64,
+}
+
+impl Layout {
+    fn new(spec: &ModelSpec, sh: &Shape) -> Self {
+        let t = sh.tokens();
+        let tp = sh.tp;
+        let th = if sh.sp {
+            t * spec.hidden / tp
+        } else {
+            t * spec.hidden
+        };
+        let heads = spec.heads / tp.min(spec.heads);
+        let kv_heads = (spec.kv_heads / tp).max(1);
+        Layout {
+            t,
+            th,
+            h_local: th / t.max(1),
+            norm_tokens: if sh.sp { t / tp } else { t },
+            heads,
+            groups: heads / kv_heads,
+            q: heads * spec.head_dim,
+            kv: kv_heads * spec.head_dim,
+            scores: sh.b * heads * sh.s * sh.s,
+        }
     }
 }
 
@@ -191,9 +238,15 @@ impl Inventory {
 /// Saved tensors of one decoder layer (a dense one; MoE layers use `moe_layer`).
 pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
+    let l = Layout::new(spec, sh);
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 => llama_layer(&mut inv, spec, sh, false),
-        Family::Gpt2 | Family::GptNeox | Family::Opt => gpt_layer(&mut inv, spec, sh),
+        Family::Llama | Family::Gemma | Family::Phi3 => {
+            llama_attention(&mut inv, spec, sh, &l);
+            llama_mlp_side(&mut inv, spec, sh, &l, |inv| {
+                gated_mlp(inv, spec, sh, spec.intermediate / sh.tp)
+            });
+        }
+        Family::Gpt2 | Family::GptNeox | Family::Opt => gpt_layer(&mut inv, spec, sh, &l),
     }
     inv.items
 }
@@ -201,7 +254,9 @@ pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
 /// Saved tensors of one MoE layer (tokens spread evenly over experts: an assumption).
 pub fn moe_layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
-    llama_layer(&mut inv, spec, sh, true);
+    let l = Layout::new(spec, sh);
+    llama_attention(&mut inv, spec, sh, &l);
+    llama_mlp_side(&mut inv, spec, sh, &l, |inv| moe_mlp(inv, spec, sh));
     inv.items
 }
 
@@ -282,26 +337,15 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
     );
 }
 
-fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
-    let t = sh.tokens();
-    let tp = sh.tp;
-    // Hidden-size tensors are split by TP only with sequence parallelism.
-    let th = if sh.sp {
-        t * spec.hidden / tp
-    } else {
-        t * spec.hidden
-    };
-    let h_local = th / t.max(1);
-    let heads = spec.heads / tp.min(spec.heads);
-    let kv_heads = (spec.kv_heads / tp).max(1);
-    let q = heads * spec.head_dim;
-    let kv = kv_heads * spec.head_dim;
+/// A Llama-like layer's first half: the input norm, the attention projections' inputs, RoPE
+/// (and q/k norms), the attention core, the output projection's input and its residual
+/// dropout.
+fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
+    let Layout { t, th, q, kv, .. } = *l;
     let c = sh.compute();
     let gemma = spec.family == Family::Gemma;
-    let half_norm_tokens = if sh.sp { t / tp } else { t };
-
     inv.at(Part::InputNorm);
-    rms_norm(inv, "input_layernorm", half_norm_tokens, h_local, sh, gemma);
+    rms_norm(inv, "input_layernorm", l.norm_tokens, l.h_local, sh, gemma);
     inv.at(Part::AttentionInputs);
     // Attention projections. With sequence parallelism a column-parallel linear saves its
     // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
@@ -325,69 +369,56 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
             inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
         }
     }
-    let groups = heads / kv_heads;
     inv.at(Part::AttentionCore);
     match sh.attention {
         Attention::Sdpa => {
             // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
             // Under autocast SDPA casts the fp32 rotated q and k to the compute dtype.
-            let qk_saved = c;
             if spec.family == Family::Phi3 {
-                inv.add("q, k (rotated) (saved by SDPA)", t * (q + kv), qk_saved);
+                inv.add("q, k (rotated) (saved by SDPA)", t * (q + kv), c);
                 inv.add(
                     "fused qkv output, kept by the v view (saved by SDPA)",
                     t * (q + 2 * kv),
                     c,
                 );
             } else {
-                inv.add("q after RoPE (saved by SDPA)", t * q, qk_saved);
-                inv.add("k after RoPE (saved by SDPA)", t * kv, qk_saved);
+                inv.add("q after RoPE (saved by SDPA)", t * q, c);
+                inv.add("k after RoPE (saved by SDPA)", t * kv, c);
                 inv.add("v (saved by SDPA)", t * kv, c);
             }
-            inv.add("attention output (saved by SDPA)", t * q, c);
-            inv.add("logsumexp (saved by SDPA)", sh.b * heads * sh.s, DType::F32);
-            if sh.attention_dropout > 0.0 {
-                // CUDA flash attention regenerates the dropout mask from the saved RNG state.
-                inv.add("dropout RNG state (saved by SDPA)", 2, DType::I64);
-            }
+            sdpa_outputs(inv, sh, l);
         }
-        _ => {
+        Attention::Eager => {
             // Eager: matmul(q, k^T) saves q and the repeated k; softmax saves its fp32 output,
             // which is cast back to the query dtype (fp32 under autocast, where matmul then
             // casts it) and saved by matmul(probs, v) with the repeated v.
-            let scores = sh.b * heads * sh.s * sh.s;
+            let grouped = l.groups > 1;
             inv.add("q after RoPE (saved by matmul q k^T)", t * q, c);
-            let k_what = if groups > 1 {
+            let k_what = if grouped {
                 "k repeated to all heads (saved by matmul q k^T)"
             } else {
                 "k after RoPE (saved by matmul q k^T)"
             };
-            inv.add(k_what, t * kv * groups, c);
+            inv.add(k_what, t * kv * l.groups, c);
             inv.at(Part::AttentionScores).add(
                 "softmax output, fp32 (saved by softmax)",
-                scores,
+                l.scores,
                 DType::F32,
             );
-            if sh.attention_dropout > 0.0 {
-                inv.add(
-                    "attention dropout mask (saved by dropout)",
-                    scores,
-                    DType::Bool,
-                );
-                inv.add("dropped probabilities (saved by matmul probs v)", scores, c);
-            } else if c != DType::F32 {
+            if !eager_dropout(inv, sh, l) && c != DType::F32 {
                 inv.add(
                     "probabilities cast to the compute dtype (saved by matmul probs v)",
-                    scores,
+                    l.scores,
                     c,
                 );
             }
-            let v_what = if groups > 1 {
+            let v_what = if grouped {
                 "v repeated to all heads (saved by matmul probs v)"
             } else {
                 "v (saved by matmul probs v)"
             };
-            inv.at(Part::AttentionCore).add(v_what, t * kv * groups, c);
+            inv.at(Part::AttentionCore)
+                .add(v_what, t * kv * l.groups, c);
         }
     }
     // attn_output.transpose(1, 2).contiguous(): SDPA already writes its output in
@@ -403,58 +434,102 @@ fn llama_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, moe: bool) {
             sh,
         );
     }
-    if sh.residual_dropout > 0.0 {
-        inv.at(Part::AttentionResidualDropout).add(
-            "residual dropout mask (attention)",
-            th,
-            DType::Bool,
-        );
-    }
+    residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
+}
+
+/// A Llama-like layer's second half: the norm(s) around the MLP (Gemma 2/3 add one after
+/// attention and one after the MLP), the MLP that `mlp` adds, and the residual dropout.
+fn llama_mlp_side(
+    inv: &mut Inventory,
+    spec: &ModelSpec,
+    sh: &Shape,
+    l: &Layout,
+    mlp: impl FnOnce(&mut Inventory),
+) {
+    let gemma = spec.family == Family::Gemma;
+    let four_norms = spec.norms_per_layer == 4;
     inv.at(Part::MlpNorm);
-    // Gemma 2/3 add a norm after attention and after the MLP, before the residual adds.
-    if spec.norms_per_layer == 4 {
+    if four_norms {
         rms_norm(
             inv,
             "post_attention_layernorm",
-            half_norm_tokens,
-            h_local,
+            l.norm_tokens,
+            l.h_local,
             sh,
             gemma,
         );
     }
-    let second = if spec.norms_per_layer == 4 {
+    let second = if four_norms {
         "pre_feedforward_layernorm"
     } else {
         "post_attention_layernorm"
     };
-    rms_norm(inv, second, half_norm_tokens, h_local, sh, gemma);
+    rms_norm(inv, second, l.norm_tokens, l.h_local, sh, gemma);
     inv.at(Part::Mlp);
-    if moe {
-        moe_mlp(inv, spec, sh);
-    } else {
-        let f = spec.intermediate / tp;
-        gated_mlp(inv, spec, sh, f, 1);
-    }
-    if spec.norms_per_layer == 4 {
+    mlp(inv);
+    if four_norms {
         rms_norm(
             inv,
             "post_feedforward_layernorm",
-            half_norm_tokens,
-            h_local,
+            l.norm_tokens,
+            l.h_local,
             sh,
             gemma,
         );
     }
+    residual_dropout(inv, sh, l, Part::MlpResidualDropout);
+}
+
+/// What fused attention (SDPA's flash and efficient kernels) saves besides q, k and v: the
+/// output, the fp32 logsumexp, and the RNG state when dropout is on.
+fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
+    inv.add("attention output (saved by SDPA)", l.t * l.q, sh.compute());
+    inv.add(
+        "logsumexp (saved by SDPA)",
+        sh.b * l.heads * sh.s,
+        DType::F32,
+    );
+    if sh.attention_dropout > 0.0 {
+        // CUDA flash attention regenerates the dropout mask from the saved RNG state.
+        inv.add("dropout RNG state (saved by SDPA)", 2, DType::I64);
+    }
+}
+
+/// Eager attention's dropout on the probabilities: the mask and the dropped probabilities
+/// (which matmul(probs, v) saves). Returns whether dropout is on.
+fn eager_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout) -> bool {
+    if sh.attention_dropout <= 0.0 {
+        return false;
+    }
+    inv.add(
+        "attention dropout mask (saved by dropout)",
+        l.scores,
+        DType::Bool,
+    );
+    inv.add(
+        "dropped probabilities (saved by matmul probs v)",
+        l.scores,
+        sh.compute(),
+    );
+    true
+}
+
+/// The residual dropout mask after attention or after the MLP.
+fn residual_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout, part: Part) {
     if sh.residual_dropout > 0.0 {
-        inv.at(Part::MlpResidualDropout)
-            .add("residual dropout mask (MLP)", th, DType::Bool);
+        let what = if part == Part::MlpResidualDropout {
+            "residual dropout mask (MLP)"
+        } else {
+            "residual dropout mask (attention)"
+        };
+        inv.at(part).add(what, l.th, DType::Bool);
     }
 }
 
 /// act(gate(x)) * up(x) then down: the gate output (activation input), the activation
 /// output and the up output (both saved by the product) and the product (down's input).
-fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64, tokens_scale_den: u64) {
-    let t = sh.tokens() / tokens_scale_den;
+fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
+    let t = sh.tokens();
     let c = sh.compute();
     // The sequence-sharded input with sequence parallelism, as for the attention projections.
     let th = if sh.sp {
@@ -517,7 +592,7 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         c,
     );
     if m.shared_intermediate > 0 {
-        gated_mlp(inv, spec, sh, m.shared_intermediate / sh.tp, 1);
+        gated_mlp(inv, spec, sh, m.shared_intermediate / sh.tp);
         if m.shared_gate {
             inv.add("shared expert gate output", t, c);
         }
@@ -525,14 +600,9 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
 }
 
 /// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
-fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
-    let t = sh.tokens();
-    let tp = sh.tp;
-    let h = spec.hidden;
-    let th = if sh.sp { t * h / tp } else { t * h };
-    let heads = spec.heads / tp.min(spec.heads);
-    let q = heads * spec.head_dim;
-    let f = spec.intermediate / tp;
+fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
+    let Layout { t, th, q, .. } = *l;
+    let f = spec.intermediate / sh.tp;
     let c = sh.compute();
     let stream = sh.stream();
     let layer_norm = |inv: &mut Inventory, name: &str| {
@@ -549,7 +619,6 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     } else {
         linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
     }
-    let scores = sh.b * heads * sh.s * sh.s;
     inv.at(Part::AttentionCore);
     match sh.attention {
         Attention::Sdpa => {
@@ -572,11 +641,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             } else {
                 inv.add("q, k, v (saved by SDPA)", 3 * t * q, c);
             }
-            inv.add("attention output (saved by SDPA)", t * q, c);
-            inv.add("logsumexp (saved by SDPA)", sh.b * heads * sh.s, DType::F32);
-            if sh.attention_dropout > 0.0 {
-                inv.add("dropout RNG state (saved by SDPA)", 2, DType::I64);
-            }
+            sdpa_outputs(inv, sh, l);
         }
         Attention::Eager => {
             if spec.family == Family::Gpt2 && sh.b == 1 && !sh.amp() {
@@ -596,15 +661,8 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             // GPT-2/NeoX/OPT eager attention calls softmax in the scores' own dtype (no fp32
             // upcast, unlike Llama), then casts to v's dtype, a no-op.
             inv.at(Part::AttentionScores)
-                .add("softmax output (saved by softmax)", scores, c);
-            if sh.attention_dropout > 0.0 {
-                inv.add(
-                    "attention dropout mask (saved by dropout)",
-                    scores,
-                    DType::Bool,
-                );
-                inv.add("dropped probabilities (saved by matmul probs v)", scores, c);
-            }
+                .add("softmax output (saved by softmax)", l.scores, c);
+            eager_dropout(inv, sh, l);
             inv.at(Part::AttentionCore)
                 .add("v (saved by matmul probs v)", t * q, c);
         }
@@ -613,13 +671,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     if sh.attention == Attention::Eager || !sh.base_trainable {
         linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
-    if sh.residual_dropout > 0.0 {
-        inv.at(Part::AttentionResidualDropout).add(
-            "residual dropout mask (attention)",
-            th,
-            DType::Bool,
-        );
-    }
+    residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
     inv.at(Part::MlpNorm);
     layer_norm(inv, "MLP LayerNorm");
     inv.at(Part::Mlp);
@@ -730,9 +782,4 @@ pub fn checkpoint_input(spec: &ModelSpec, sh: &Shape) -> u64 {
         spec.hidden
     };
     sh.tokens() * h_local * sh.stream().bytes()
-}
-
-/// dtype of the residual stream, exposed for the timeline.
-pub fn stream_dtype(sh: &Shape) -> DType {
-    sh.stream()
 }

@@ -43,7 +43,7 @@ impl LayerBackward {
         let t = sh.tokens();
         let h = spec.hidden;
         let c = scen.precision.compute_dtype().bytes();
-        let pb = activations::stream_dtype(sh).bytes();
+        let pb = sh.stream().bytes();
         let full = scen.method == Method::Full;
         let trained = |x: u64| if full { x * pb } else { 0 };
         let f = spec.intermediate / tp;

@@ -73,7 +73,7 @@ impl<'a> Step<'a> {
         let st = model_states(spec, &inv, scen);
         let sh = Shape::from_scenario(spec, scen);
         let t = sh.tokens();
-        let stream = activations::stream_dtype(&sh);
+        let stream = sh.stream();
         let compute = scen.precision.compute_dtype();
         let pp = scen.parallel.pipeline as u64;
         let dense = activations::layer(spec, &sh);
@@ -204,7 +204,7 @@ impl<'a> Step<'a> {
 impl Temporaries {
     fn new(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> Self {
         let t = sh.tokens();
-        let stream = activations::stream_dtype(sh);
+        let stream = sh.stream();
         let compute = scen.precision.compute_dtype();
         let tp = scen.parallel.tensor as u64;
         let eager_mask = if scen.attention == Attention::Eager {
