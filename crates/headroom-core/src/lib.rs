@@ -3,9 +3,19 @@
 //! Pure: no files, clock, randomness or network. Content (GPU catalog, model presets, named
 //! scenarios, calibrations) is embedded at compile time or passed in as text. Compiles for
 //! `wasm32-unknown-unknown` and natively; the CLI, the site and the guides all call
-//! [`estimate`] with the same [`Scenario`] and get the same bytes.
+//! [`analyze`] (or [`estimate`]) with the same [`Scenario`] and get the same bytes.
+//!
+//! The API: [`analyze`], [`estimate`], `fit`, `strategies`, `time`, `plan`, `export`, `codec`,
+//! `guide`, `metrics`, `claims`, the catalogs and the result types. The formula modules
+//! (`activations`, `states`, `loss`, `optimizer`) are private to the crate: tests reach them
+//! through an estimate (`tests/inventory.rs` renders a layer's saved tensors and the step's
+//! timeline from a share link).
+//!
+//! Features: `toml` (default; reads TOML that people write, such as the CLI's `--scenario`
+//! files) and `provenance` (default; keeps the GPU catalog's source text, which the CLI prints).
+//! The site builds without either.
 
-pub mod activations;
+pub(crate) mod activations;
 pub mod analysis;
 pub mod calibration;
 pub mod catalog;
@@ -18,16 +28,17 @@ pub mod export;
 pub mod fit;
 pub mod format;
 pub mod guide;
-pub mod loss;
+pub(crate) mod loss;
 pub mod metrics;
 pub mod model;
-pub mod optimizer;
+pub(crate) mod optimizer;
 pub mod plan;
 pub mod scenario;
-pub mod states;
+pub(crate) mod states;
 pub mod strategies;
 pub mod time;
 
+pub use activations::{Part, Saved};
 pub use analysis::{Analysis, analyze, analyze_with};
 pub use calibration::Calibration;
 pub use catalog::{Gpu, GpuCatalog, Preset, PresetCatalog};

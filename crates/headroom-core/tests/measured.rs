@@ -6,7 +6,6 @@
 //! gpt2 bf16 figure adds 2 x 128 x 2 B per LayerNorm to the CPU measurement (1,478,656 B).
 //! The live suite (tests/reference) re-measures these on every run.
 
-use headroom_core::activations::{Shape, layer, total};
 use headroom_core::model::parse_config_json;
 use headroom_core::scenario::{Attention, ModelChoice, Precision, Scenario};
 
@@ -19,14 +18,18 @@ const GPT2: &str = r#"{"model_type":"gpt2","n_embd":192,"n_layer":4,"n_head":6,"
 fn check(config: &str, precision: Precision, attention: Attention, expect: u64) {
     let spec = parse_config_json(config).expect("config parses");
     let scen = Scenario {
-        model: ModelChoice::Custom(Box::new(spec.clone())),
+        model: ModelChoice::Custom(Box::new(spec)),
         micro_batch: 2,
         seq: 64,
         precision,
         attention,
         ..Scenario::default()
     };
-    let got = total(&layer(&spec, &Shape::from_scenario(&spec, &scen)));
+    // One steady decoder layer's saved tensors, through the public estimate.
+    let got = headroom_core::estimate(&scen)
+        .expect("estimates")
+        .bytes
+        .activations_per_layer;
     assert_eq!(got, expect, "{precision:?} {attention:?}");
 }
 
