@@ -22,6 +22,9 @@ cargo clippy -p headroom-site --target wasm32-unknown-unknown --all-targets --lo
 step "cargo test (all crates but the browser tests, which need the site's build)"
 cargo test --workspace --exclude headroom-e2e --locked
 
+step "headroom-core without its default features (toml, provenance), as the site builds it"
+cargo test -p headroom-core --no-default-features --locked --lib --tests
+
 step "headroom-core builds for wasm32-unknown-unknown"
 cargo build -p headroom-core --target wasm32-unknown-unknown --locked
 
