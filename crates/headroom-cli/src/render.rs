@@ -67,9 +67,9 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
             "{:<44} {:>12}  {:<10} {:<10} {}",
             c.name,
             bytes(c.bytes),
-            format!("{:?}", c.lifetime).to_lowercase(),
-            format!("{:?}", c.level).to_lowercase(),
-            format!("{:?}", c.confidence).to_lowercase()
+            c.lifetime.id(),
+            c.level.id(),
+            c.confidence.id()
         );
     }
     let _ = writeln!(s, "\npeak ({}: {})", e.peak.phase.label(), e.peak.at);

@@ -3,7 +3,7 @@
 
 use headroom_core::Analysis;
 use headroom_core::catalog::GpuCatalog;
-use headroom_core::estimate::{Component, Confidence, Level, Lifetime};
+use headroom_core::estimate::{Component, Lifetime};
 use headroom_core::format;
 use yew::prelude::*;
 
@@ -137,32 +137,10 @@ pub fn KeyNumbers(props: &AnalysisProps) -> Html {
     }
 }
 
-fn confidence(c: Confidence) -> (&'static str, &'static str) {
-    match c {
-        Confidence::Exact => (
-            "exact",
-            "follows from shapes and dtypes; checked against real PyTorch where covered",
-        ),
-        Confidence::Calibrated => ("calibrated", "measured on this GPU by calibrate"),
-        Confidence::Assumed => ("assumed", "a documented default or modelling assumption"),
-    }
-}
-
-fn level(l: Level) -> &'static str {
-    match l {
-        Level::Tensors => "tensors",
-        Level::Allocator => "allocator",
-        Level::Device => "device",
-    }
-}
-
 /// One row of the breakdown with its explanation on demand.
 fn component_row(c: &Component) -> Html {
-    let (conf, conf_help) = confidence(c.confidence);
-    let life = match c.lifetime {
-        Lifetime::Persistent => "persistent",
-        Lifetime::Transient => "transient",
-    };
+    let (conf, conf_help) = (c.confidence.id(), c.confidence.help());
+    let life = c.lifetime.id();
     html! {
         <tr class={classes!("component", life)} data-id={c.id}>
             <th scope="row">
@@ -172,7 +150,7 @@ fn component_row(c: &Component) -> Html {
                         <dt>{ "Formula" }</dt><dd><code>{ &c.formula }</code></dd>
                         <dt>{ "Source" }</dt><dd>{ &c.source }</dd>
                         <dt>{ "Confidence" }</dt><dd>{ format!("{conf}: {conf_help}") }</dd>
-                        <dt>{ "Level" }</dt><dd>{ level(c.level) }</dd>
+                        <dt>{ "Level" }</dt><dd>{ c.level.id() }</dd>
                     </dl>
                 </details>
             </th>

@@ -2,7 +2,7 @@
 //! layers record, in the order the engine runs them.
 
 use crate::activations::{self, Saved, Shape};
-use crate::model::{Family, MlpKind, ModelSpec, NormKind};
+use crate::model::{MlpKind, ModelSpec, NormKind};
 use crate::scenario::{Attention, Method, Scenario};
 
 /// One decoder layer's backward, from the autograd nodes transformers' layers record (reverse
@@ -63,10 +63,7 @@ impl LayerBackward {
         };
         let mlp_out = trained(h * f + out_bias) + n * t * f * c - if amp { h * f * c } else { 0 };
         let mlp_params = mats * h * f + if spec.mlp_bias { (mats - 1) * f + h } else { 0 };
-        let post_norms = match spec.family {
-            Family::Llama | Family::Gemma | Family::Phi3 => spec.norms_per_layer - 1,
-            _ => 1,
-        };
+        let post_norms = spec.mlp_side_norms();
         let o_params = q * h + if spec.o_bias { h } else { 0 };
         let before_attention_grads = trained(mlp_params + post_norms * norm_params + o_params);
         let before_attention_freed = activations::freed_before_attention(items)
@@ -74,9 +71,7 @@ impl LayerBackward {
         let scores = sh.b * heads * sh.s * sh.s;
         let attention_inflight = match scen.attention {
             Attention::Eager => {
-                let llama_like =
-                    matches!(spec.family, Family::Llama | Family::Gemma | Family::Phi3);
-                let soft = if llama_like { 4 } else { c };
+                let soft = if spec.softmax_in_fp32() { 4 } else { c };
                 let cast_freed = if soft != c { scores * c } else { 0 };
                 2 * scores * soft - cast_freed + t * q * c
             }

@@ -17,7 +17,6 @@ pub(super) struct KvCache {
 }
 
 pub(super) fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache {
-    let llama_like = matches!(spec.family, Family::Llama | Family::Gemma | Family::Phi3);
     if scen.checkpointing != Checkpointing::None {
         return KvCache::default();
     }
@@ -30,7 +29,7 @@ pub(super) fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache
             unsaved: 0,
         };
     }
-    if !llama_like {
+    if !spec.returns_kv_cache() {
         return KvCache::default();
     }
     let kv = (spec.kv_heads / tp).max(1) * spec.head_dim * sh.tokens();

@@ -17,12 +17,44 @@ pub enum Confidence {
     Assumed,
 }
 
+impl Confidence {
+    /// The id the JSON and the page's classes use.
+    pub fn id(self) -> &'static str {
+        match self {
+            Confidence::Exact => "exact",
+            Confidence::Calibrated => "calibrated",
+            Confidence::Assumed => "assumed",
+        }
+    }
+
+    /// What the confidence means, for people.
+    pub fn help(self) -> &'static str {
+        match self {
+            Confidence::Exact => {
+                "follows from shapes and dtypes; checked against real PyTorch where covered"
+            }
+            Confidence::Calibrated => "measured on this GPU by calibrate",
+            Confidence::Assumed => "a documented default or modelling assumption",
+        }
+    }
+}
+
 /// Whether a component lives all step long or only for part of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Lifetime {
     Persistent,
     Transient,
+}
+
+impl Lifetime {
+    /// The id the JSON and the page's classes use.
+    pub fn id(self) -> &'static str {
+        match self {
+            Lifetime::Persistent => "persistent",
+            Lifetime::Transient => "transient",
+        }
+    }
 }
 
 /// A phase of one training step.
@@ -58,6 +90,17 @@ pub enum Level {
     Allocator,
     /// Outside PyTorch's allocator: visible to nvidia-smi only.
     Device,
+}
+
+impl Level {
+    /// The id the JSON and the page use.
+    pub fn id(self) -> &'static str {
+        match self {
+            Level::Tensors => "tensors",
+            Level::Allocator => "allocator",
+            Level::Device => "device",
+        }
+    }
 }
 
 /// One line of the breakdown.

@@ -116,6 +116,39 @@ impl ModelSpec {
         self.layers - self.moe.as_ref().map_or(0, |m| m.sparse_layers)
     }
 
+    /// Llama-like layers (Llama, Gemma, Phi-3 families): RMSNorm, RoPE, a gated MLP.
+    pub fn is_llama_like(&self) -> bool {
+        matches!(self.family, Family::Llama | Family::Gemma | Family::Phi3)
+    }
+
+    /// Eager attention's softmax runs in fp32 (`softmax(..., dtype=torch.float32)` in the
+    /// Llama-like modeling code); GPT-2, GPT-NeoX and OPT run it in the scores' dtype.
+    pub fn softmax_in_fp32(&self) -> bool {
+        self.is_llama_like()
+    }
+
+    /// The first norm is a LayerNorm that saves the layer's input itself: a checkpointed
+    /// layer's recompute then shares the kept input's storage instead of saving a new copy.
+    pub fn norm_saves_input(&self) -> bool {
+        matches!(self.family, Family::Gpt2 | Family::GptNeox | Family::Opt)
+    }
+
+    /// The model returns a KV cache in training whose tensors are not all saved by attention
+    /// (Llama-like `DynamicLayer.update` keeps k and v as they enter attention).
+    pub fn returns_kv_cache(&self) -> bool {
+        self.is_llama_like()
+    }
+
+    /// Norms after attention on the MLP side of a layer (Llama-like: all but the input norm;
+    /// the LayerNorm families: one).
+    pub fn mlp_side_norms(&self) -> u64 {
+        if self.is_llama_like() {
+            self.norms_per_layer - 1
+        } else {
+            1
+        }
+    }
+
     /// A short human description, e.g. "llama, 32 layers, hidden 4096, 32/8 heads".
     pub fn summary(&self) -> String {
         let moe = match &self.moe {
