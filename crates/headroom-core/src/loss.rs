@@ -5,7 +5,7 @@
 
 use crate::dtype::DType;
 use crate::model::ModelSpec;
-use crate::scenario::LossImpl;
+use crate::scenario::{LossImpl, Scenario};
 
 /// Memory of the logits and loss for one micro-batch on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,17 +23,15 @@ pub struct LossMemory {
     pub grad_logits: u64,
 }
 
-/// `tokens` positions, vocabulary split over `tp` GPUs (vocab-parallel), logits in `compute`.
-pub fn loss_memory(
-    spec: &ModelSpec,
-    tokens: u64,
-    tp: u64,
-    compute: DType,
-    imp: LossImpl,
-    keep_logits: bool,
-    b: u64,
-) -> LossMemory {
-    let v = spec.vocab.div_ceil(tp);
+/// The loss of one micro-batch of `scen`: its tokens' logits over the vocabulary split across
+/// the tensor-parallel GPUs (vocab-parallel), in the compute dtype.
+pub fn loss_memory(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
+    let b = scen.micro_batch as u64;
+    let tokens = b * scen.seq as u64;
+    let compute = scen.precision.compute_dtype();
+    let keep_logits = scen.keep_logits;
+    let imp = scen.loss;
+    let v = spec.vocab.div_ceil(scen.parallel.tensor as u64);
     let nv = tokens * v;
     let c = compute.bytes();
     // Labels: pad(labels, (0, 1)) is a transient b x (s + 1); the contiguous shift (b x s int64)

@@ -85,15 +85,7 @@ impl<'a> Step<'a> {
         };
         let outside = activations::outside_layers(spec, &sh);
         let outside_bytes = activations::total(&outside);
-        let lm = loss_memory(
-            spec,
-            t,
-            scen.parallel.tensor as u64,
-            compute,
-            scen.loss,
-            scen.keep_logits,
-            sh.b,
-        );
+        let lm = loss_memory(spec, scen);
         let inputs = 2 * t * 8;
         let base = st.weights + st.optimizer.device + st.master_weights + inputs + st.comm_buffers;
         let tmp = Temporaries::new(spec, scen, &sh);
