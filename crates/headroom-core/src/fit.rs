@@ -16,7 +16,9 @@ pub struct Fit {
 }
 
 fn fits(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> bool {
-    estimate_with(spec, gpu, cal, scen).verdict.fits
+    // Past the scale bound nothing fits on any GPU (and the formulas are not run there).
+    crate::bounds::check_scale(spec, scen).is_ok()
+        && estimate_with(spec, gpu, cal, scen).verdict.fits
 }
 
 /// Largest `x` in `1..=hi` with `ok(x)`, assuming `ok` is monotone (memory grows with x).

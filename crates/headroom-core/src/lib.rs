@@ -17,6 +17,7 @@
 
 pub(crate) mod activations;
 pub mod analysis;
+pub mod bounds;
 pub mod calibration;
 pub mod catalog;
 pub mod claims;

@@ -79,6 +79,10 @@ pub struct Resolved {
 pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     scen.validate()?;
     let (name, spec) = resolve_model(scen)?;
+    // A config from a link was checked when it was parsed; one given as a scenario file's
+    // spec was not. Both must respect the bounds before any formula runs.
+    crate::bounds::check_model(&spec).map_err(|e| ScenarioError::invalid("cfg", e.to_string()))?;
+    crate::bounds::check_scale(&spec, scen)?;
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     Ok(Resolved {
         name,

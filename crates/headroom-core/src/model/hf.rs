@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::spec::{Dropout, Family, MlpKind, ModelSpec, Moe, NormKind};
+use crate::bounds::{MAX_HEADS, MAX_LAYERS};
 use crate::error::ConfigError;
 
 /// The `model_type`s the core understands.
@@ -25,6 +26,10 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gpt_neox",
     "opt",
 ];
+
+/// The largest integer any config key may hold (2^40): far above every real dimension, and
+/// small enough that the defaults derived from a key (4 x n_embd, n_positions + 2) fit in u64.
+pub const MAX_CONFIG_INTEGER: u64 = 1 << 40;
 
 /// Parses `config.json` text.
 pub fn parse_config_json(text: &str) -> Result<ModelSpec, ConfigError> {
@@ -76,18 +81,51 @@ impl Cfg<'_> {
         self.0.get(key).filter(|v| !v.is_null())
     }
 
+    /// A non-negative integer up to [`MAX_CONFIG_INTEGER`] (each dimension has a tighter
+    /// bound, checked once the spec is built: `bounds::check_model`; this one keeps the
+    /// defaults derived on the way, such as 4 x n_embd, from overflowing).
     fn opt_u64(&self, key: &str) -> Result<Option<u64>, ConfigError> {
-        match self.present(key) {
-            None => Ok(None),
+        let n = match self.present(key) {
+            None => return Ok(None),
             Some(v) => match v.as_u64() {
+                Some(n) => (n, v),
                 // Some configs write integers as floats (e.g. 4096.0); accept exact ones.
-                Some(n) => Ok(Some(n)),
                 None => match v.as_f64() {
-                    Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok(Some(f as u64)),
-                    _ => Err(bad(key, "a non-negative integer", v)),
+                    Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.0e15 => (f as u64, v),
+                    _ => return Err(bad(key, "a non-negative integer", v)),
                 },
             },
+        };
+        if n.0 > MAX_CONFIG_INTEGER {
+            return Err(bad(
+                key,
+                &format!("a non-negative integer up to {MAX_CONFIG_INTEGER}"),
+                n.1,
+            ));
         }
+        Ok(Some(n.0))
+    }
+
+    /// A count from 1 to `max`, checked as it is read: the number of layers (before anything
+    /// loops over them) and of heads (before anything divides by them).
+    fn count(&self, key: &str, default: u64, max: u64) -> Result<u64, ConfigError> {
+        let n = self.u64_or(key, default)?;
+        if n == 0 || n > max {
+            return Err(ConfigError::BadField {
+                field: key.into(),
+                expected: format!("an integer from 1 to {max}"),
+                found: n.to_string(),
+            });
+        }
+        Ok(n)
+    }
+
+    fn layers(&self, key: &str, default: u64) -> Result<u64, ConfigError> {
+        self.count(key, default, MAX_LAYERS)
+    }
+
+    fn heads(&self, key: &str, default: u64) -> Result<u64, ConfigError> {
+        self.count(key, default, MAX_HEADS)
     }
 
     fn u64_or(&self, key: &str, default: u64) -> Result<u64, ConfigError> {
@@ -236,7 +274,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         },
     };
     let hidden = cfg.u64_or("hidden_size", d.hidden)?;
-    let heads = cfg.u64_or("num_attention_heads", d.heads)?;
+    let heads = cfg.heads("num_attention_heads", d.heads)?;
     nonzero("num_attention_heads", heads)?;
     let kv_default = if d.kv_heads == 0 { heads } else { d.kv_heads };
     let kv_heads = cfg.u64_or("num_key_value_heads", kv_default)?;
@@ -249,7 +287,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         hidden / heads
     };
     let head_dim = cfg.u64_or("head_dim", head_dim_default)?;
-    let layers = cfg.u64_or("num_hidden_layers", d.layers)?;
+    let layers = cfg.layers("num_hidden_layers", d.layers)?;
     let qwen2ish = model_type == "qwen2" || model_type == "qwen2_moe";
     // Qwen2 puts biases on q, k and v only; Llama's `attention_bias` covers q, k, v and o.
     let attention_bias = cfg.bool_or("attention_bias", false)?;
@@ -391,7 +429,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         },
     };
     let hidden = cfg.u64_or("hidden_size", d.hidden)?;
-    let heads = cfg.u64_or("num_attention_heads", d.heads)?;
+    let heads = cfg.heads("num_attention_heads", d.heads)?;
     nonzero("num_attention_heads", heads)?;
     let v1 = model_type == "gemma";
     let act_default = "gelu_pytorch_tanh";
@@ -405,7 +443,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         family: Family::Gemma,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
-        layers: cfg.u64_or("num_hidden_layers", d.layers)?,
+        layers: cfg.layers("num_hidden_layers", d.layers)?,
         heads,
         kv_heads: cfg.u64_or("num_key_value_heads", d.kv_heads)?,
         head_dim: cfg.u64_or("head_dim", 256)?,
@@ -439,14 +477,14 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
 
 fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     let hidden = cfg.u64_or("hidden_size", 3072)?;
-    let heads = cfg.u64_or("num_attention_heads", 32)?;
+    let heads = cfg.heads("num_attention_heads", 32)?;
     nonzero("num_attention_heads", heads)?;
     Ok(ModelSpec {
         model_type: "phi3".into(),
         family: Family::Phi3,
         vocab: cfg.u64_or("vocab_size", 32064)?,
         hidden,
-        layers: cfg.u64_or("num_hidden_layers", 32)?,
+        layers: cfg.layers("num_hidden_layers", 32)?,
         heads,
         kv_heads: cfg.u64_or("num_key_value_heads", heads)?,
         head_dim: cfg.u64_or("head_dim", hidden / heads)?,
@@ -476,14 +514,14 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
 
 fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     let hidden = cfg.u64_or("n_embd", 768)?;
-    let heads = cfg.u64_or("n_head", 12)?;
+    let heads = cfg.heads("n_head", 12)?;
     nonzero("n_head", heads)?;
     Ok(ModelSpec {
         model_type: "gpt2".into(),
         family: Family::Gpt2,
         vocab: cfg.u64_or("vocab_size", 50257)?,
         hidden,
-        layers: cfg.u64_or("n_layer", 12)?,
+        layers: cfg.layers("n_layer", 12)?,
         heads,
         kv_heads: heads,
         head_dim: hidden / heads,
@@ -513,7 +551,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
 
 fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     let hidden = cfg.u64_or("hidden_size", 6144)?;
-    let heads = cfg.u64_or("num_attention_heads", 64)?;
+    let heads = cfg.heads("num_attention_heads", 64)?;
     nonzero("num_attention_heads", heads)?;
     let bias = cfg.bool_or("attention_bias", true)?;
     Ok(ModelSpec {
@@ -521,7 +559,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         family: Family::GptNeox,
         vocab: cfg.u64_or("vocab_size", 50432)?,
         hidden,
-        layers: cfg.u64_or("num_hidden_layers", 44)?,
+        layers: cfg.layers("num_hidden_layers", 44)?,
         heads,
         kv_heads: heads,
         head_dim: hidden / heads,
@@ -551,7 +589,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
 
 fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     let hidden = cfg.u64_or("hidden_size", 768)?;
-    let heads = cfg.u64_or("num_attention_heads", 12)?;
+    let heads = cfg.heads("num_attention_heads", 12)?;
     nonzero("num_attention_heads", heads)?;
     let bias = cfg.bool_or("enable_bias", true)?;
     let max_positions = cfg.u64_or("max_position_embeddings", 2048)?;
@@ -562,7 +600,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         family: Family::Opt,
         vocab: cfg.u64_or("vocab_size", 50272)?,
         hidden,
-        layers: cfg.u64_or("num_hidden_layers", 12)?,
+        layers: cfg.layers("num_hidden_layers", 12)?,
         heads,
         kv_heads: heads,
         head_dim: hidden / heads,
@@ -605,25 +643,7 @@ fn nonzero(field: &str, value: u64) -> Result<(), ConfigError> {
 /// Rejects configs whose sizes cannot describe a real model, so no formula divides by zero
 /// or overflows.
 fn validate(s: &ModelSpec) -> Result<(), ConfigError> {
-    const MAX: u64 = 1 << 24;
-    let dims = [
-        ("vocab_size", s.vocab),
-        ("hidden_size", s.hidden),
-        ("num_hidden_layers", s.layers),
-        ("num_attention_heads", s.heads),
-        ("num_key_value_heads", s.kv_heads),
-        ("head_dim", s.head_dim),
-        ("intermediate_size", s.intermediate),
-    ];
-    for (field, v) in dims {
-        if v == 0 || v > MAX {
-            return Err(ConfigError::BadField {
-                field: field.into(),
-                expected: format!("an integer from 1 to {MAX}"),
-                found: v.to_string(),
-            });
-        }
-    }
+    crate::bounds::check_model(s)?;
     if !s.heads.is_multiple_of(s.kv_heads) {
         return Err(ConfigError::Inconsistent {
             field: "num_key_value_heads".into(),

@@ -1,0 +1,161 @@
+//! The ranges Headroom accepts, with the reason for each, and the scale check that keeps every
+//! byte count of an estimate inside `u64`.
+//!
+//! Every number a config, a link, a flag or a file carries is bounded: by what real training
+//! reaches, with room to spare. The bounds make two promises. Work is bounded (an estimate walks
+//! at most [`MAX_LAYERS`] layers, so a link cannot hang a page). And arithmetic cannot wrap: a
+//! config's dimensions are each below 2^22 or so, so the parameter inventory's products stay
+//! below 2^60, and [`check_scale`] refuses a scenario whose step would need more than
+//! [`MAX_STEP_BYTES`] before any `u64` formula runs, which keeps every sum the estimate forms
+//! at least 256 times below `u64::MAX`.
+
+use crate::error::{ConfigError, ScenarioError};
+use crate::model::{ModelSpec, inventory};
+use crate::scenario::{Attention, Scenario};
+
+/// `vocab_size`: the largest released vocabularies are about 262,144 (Gemma 3).
+pub const MAX_VOCAB: u64 = 1 << 22;
+/// `hidden_size`: the widest released models are 16,384 (Llama 3.1 405B) to 18,432 (PaLM).
+pub const MAX_HIDDEN: u64 = 1 << 17;
+/// `num_hidden_layers`: released models have at most about 126 (Llama 3.1 405B).
+pub const MAX_LAYERS: u64 = 1024;
+/// `num_attention_heads` and `num_key_value_heads`: released models have at most 128.
+pub const MAX_HEADS: u64 = 4096;
+/// `head_dim`: released models use 64 to 256 (multi-head latent attention: up to 576).
+pub const MAX_HEAD_DIM: u64 = 4096;
+/// `intermediate_size` (and an expert's): the widest released MLPs are 73,728 (PaLM).
+pub const MAX_INTERMEDIATE: u64 = 1 << 20;
+/// Routed experts per MoE layer: released models have at most 384 (Kimi K2).
+pub const MAX_EXPERTS: u64 = 4096;
+/// `max_position_embeddings`, a learned position table's rows and a sliding window: the
+/// longest released context is 10M tokens (Llama 4 Scout).
+pub const MAX_POSITIONS: u64 = 1 << 27;
+/// Parameters of one model: the largest trained are around 2 trillion.
+pub const MAX_PARAMETERS: u64 = 100_000_000_000_000;
+/// The largest step Headroom computes, per GPU: 2^60 B = 1 EiB (by [`step_bytes_bound`], which
+/// is several times the estimate). No GPU holds more than 2^38 B, so a step past this cannot fit
+/// anywhere; refusing it keeps every `u64` sum of the estimate 16 times below `u64::MAX`.
+pub const MAX_STEP_BYTES: f64 = 1_152_921_504_606_846_976.0;
+
+/// Checks a model's dimensions against the bounds above; each error names the config key.
+pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
+    let mut dims = vec![
+        ("vocab_size", s.vocab, 1, MAX_VOCAB),
+        ("hidden_size", s.hidden, 1, MAX_HIDDEN),
+        ("num_hidden_layers", s.layers, 1, MAX_LAYERS),
+        ("num_attention_heads", s.heads, 1, MAX_HEADS),
+        ("num_key_value_heads", s.kv_heads, 1, MAX_HEADS),
+        ("head_dim", s.head_dim, 1, MAX_HEAD_DIM),
+        ("intermediate_size", s.intermediate, 1, MAX_INTERMEDIATE),
+        ("word_embed_proj_dim", s.embed_proj_dim, 0, MAX_HIDDEN),
+        ("n_positions", s.position_embeddings, 0, MAX_POSITIONS),
+        ("max_position_embeddings", s.max_positions, 0, MAX_POSITIONS),
+        (
+            "sliding_window",
+            s.sliding_window.unwrap_or(0),
+            0,
+            MAX_POSITIONS,
+        ),
+    ];
+    if let Some(m) = &s.moe {
+        dims.extend([
+            ("num_experts", m.experts, 1, MAX_EXPERTS),
+            (
+                "moe_intermediate_size",
+                m.expert_intermediate,
+                1,
+                MAX_INTERMEDIATE,
+            ),
+            (
+                "shared_expert_intermediate_size",
+                m.shared_intermediate,
+                0,
+                MAX_INTERMEDIATE,
+            ),
+            ("mlp_only_layers", m.sparse_layers, 0, s.layers),
+        ]);
+    }
+    for (field, v, lo, hi) in dims {
+        if v < lo || v > hi {
+            return Err(ConfigError::BadField {
+                field: field.into(),
+                expected: format!("an integer from {lo} to {hi}"),
+                found: v.to_string(),
+            });
+        }
+    }
+    let params = inventory(s).total();
+    if params > MAX_PARAMETERS {
+        return Err(ConfigError::Inconsistent {
+            field: "hidden_size".into(),
+            message: format!(
+                "the config describes {params} parameters; Headroom estimates models of up to \
+                 {MAX_PARAMETERS} (100 trillion)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// An upper bound of one GPU's step bytes, in `f64` (which cannot overflow here): every
+/// per-token tensor at the model's widest width many times over per layer, eager attention's
+/// scores, the logits and the loss, and 32 bytes per parameter. It is far above the estimate,
+/// on purpose: it only has to bound it.
+pub fn step_bytes_bound(spec: &ModelSpec, scen: &Scenario) -> f64 {
+    let b = f64::from(scen.micro_batch);
+    let s = f64::from(scen.seq);
+    let tokens = b * s;
+    let moe_width = spec.moe.as_ref().map_or(0.0, |m| {
+        (m.top_k * m.expert_intermediate + m.experts) as f64
+    });
+    let width = [
+        spec.hidden as f64,
+        (spec.q_dim() + 2 * spec.kv_dim()) as f64,
+        spec.intermediate as f64,
+        moe_width,
+        f64::from(scen.lora.rank) * 4.0,
+    ]
+    .into_iter()
+    .fold(0.0, f64::max);
+    let scores = if scen.attention == Attention::Eager {
+        b * spec.heads as f64 * s * s
+    } else {
+        0.0
+    };
+    // 64 tensors of 8 bytes per token and width, and 16 bytes per score, per layer. A pipeline
+    // stage holds layers/pp layers for up to pp micro-batches in flight: at most twice the
+    // model's layers.
+    let per_layer = 64.0 * 8.0 * tokens * width + 16.0 * scores;
+    let layers = 2.0 * spec.layers as f64;
+    let logits = 8.0 * 8.0 * tokens * spec.vocab as f64;
+    let inv = inventory(spec);
+    // LoRA's adapters on every Linear at most: rank x (d_in + d_out) each.
+    let adapters: f64 = inv
+        .linears()
+        .map(|t| (t.d_in + t.d_out) as f64 * (t.copies * inv.multiplicity(t.scope)) as f64)
+        .sum::<f64>()
+        * f64::from(scen.lora.rank);
+    per_layer * layers + logits + 32.0 * (inv.total() as f64 + adapters)
+}
+
+/// Refuses a scenario whose step would need more than [`MAX_STEP_BYTES`] on one GPU, naming
+/// the field that makes it so (the sequence, the batch or the LoRA rank).
+pub fn check_scale(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
+    let bound = step_bytes_bound(spec, scen);
+    if bound <= MAX_STEP_BYTES {
+        return Ok(());
+    }
+    let field = if scen.seq >= scen.micro_batch {
+        "seq"
+    } else {
+        "batch"
+    };
+    Err(ScenarioError::invalid(
+        field,
+        format!(
+            "batch {} x seq {} is beyond what Headroom computes for this model: the step would \
+             need more than 1 EiB per GPU; lower the sequence or the batch",
+            scen.micro_batch, scen.seq
+        ),
+    ))
+}

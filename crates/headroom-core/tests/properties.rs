@@ -1,0 +1,272 @@
+//! Properties of the core over generated inputs (proptest; tests build with overflow checks, so
+//! a wrapped `u64` is a panic here): links round-trip, every accepted scenario estimates without
+//! a panic and with coherent peaks, memory moves the right way with batch and sharding, and a
+//! config or link with absurd numbers gets a message naming the field, never a panic or a hang.
+//!
+//! The normal test run tries `PROPTEST_CASES` cases per property (default 256 here); set it
+//! higher for a longer search, e.g. `PROPTEST_CASES=100000 cargo test -p headroom-core --test
+//! properties --release`.
+
+use headroom_core::catalog::{GpuCatalog, PresetCatalog};
+use headroom_core::codec::{decode, decode_pairs, encode};
+use headroom_core::model::parse_config_json;
+use headroom_core::scenario::Scenario;
+use headroom_core::{bounds, estimate};
+use proptest::prelude::*;
+use proptest::test_runner::Config;
+
+fn config() -> Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(256);
+    Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+fn one_of(xs: &'static [&'static str]) -> impl Strategy<Value = String> {
+    proptest::sample::select(xs).prop_map(str::to_string)
+}
+
+/// Link fields over every option, including the extremes of each range.
+fn scenario_pairs() -> impl Strategy<Value = Vec<(String, String)>> {
+    let models: Vec<String> = PresetCatalog::builtin()
+        .presets
+        .iter()
+        .map(|p| p.id.clone())
+        .collect();
+    let gpus: Vec<String> = GpuCatalog::builtin()
+        .gpus
+        .iter()
+        .map(|g| g.id.clone())
+        .collect();
+    let numbers = (
+        prop_oneof![1u32..=8, Just(65_536u32), 1u32..=65_536],
+        prop_oneof![1u32..=4096, Just(4_194_304u32), 1u32..=4_194_304],
+        prop_oneof![Just(1u32), 1u32..=64, Just(1_000_000u32)],
+        prop_oneof![Just(1u32), Just(2), Just(8)],
+        prop_oneof![Just(1u32), Just(4), Just(16)],
+        prop_oneof![Just(1u32), Just(2), Just(64), Just(1024)],
+        prop_oneof![1u32..=64, Just(65_536u32)],
+    );
+    let choices = (
+        one_of(&["full", "lora", "qlora"]),
+        one_of(&["fp32", "bf16", "fp16", "amp-bf16", "amp-fp16"]),
+        one_of(&[
+            "adamw",
+            "adamw-fused",
+            "adamw8bit",
+            "paged-adamw8bit",
+            "adafactor",
+            "sgd",
+            "adam-mini",
+        ]),
+        one_of(&["eager", "sdpa"]),
+        one_of(&["none", "full", "every:2", "every:1024", "selective"]),
+        one_of(&["ddp", "zero1", "zero2", "zero3", "fsdp"]),
+        one_of(&["none", "cpu", "nvme"]),
+        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+    );
+    (
+        proptest::sample::select(models),
+        proptest::sample::select(gpus),
+        numbers,
+        choices,
+    )
+        .prop_map(|(model, gpu, (b, s, accum, tp, pp, dp, rank), choices)| {
+            let (method, precision, opt, attn, ckpt, data, offload, flags) = choices;
+            let (act_offload, keep_logits, sp, graphs) = flags;
+            let bit = |x: bool| if x { "1" } else { "0" }.to_string();
+            let mut p = vec![
+                ("model", model),
+                ("gpu", gpu),
+                ("batch", b.to_string()),
+                ("seq", s.to_string()),
+                ("accum", accum.to_string()),
+                ("gpus", (tp * pp * dp).to_string()),
+                ("tp", tp.to_string()),
+                ("pp", pp.to_string()),
+                ("rank", rank.to_string()),
+                ("method", method),
+                ("precision", precision),
+                ("optimizer", opt),
+                ("attention", attn),
+                ("ckpt", ckpt),
+                ("dp", data.clone()),
+                ("act_offload", bit(act_offload)),
+                ("keep_logits", bit(keep_logits)),
+                ("graphs", bit(graphs)),
+            ];
+            if tp > 1 {
+                p.push(("sp", bit(sp)));
+            }
+            if data != "ddp" {
+                p.push(("opt_offload", offload.clone()));
+            }
+            if matches!(data.as_str(), "zero3" | "fsdp") && offload != "nvme" {
+                p.push(("param_offload", offload));
+            }
+            p.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+        })
+}
+
+fn accepted(pairs: &[(String, String)]) -> Option<Scenario> {
+    decode_pairs(Scenario::default(), pairs).ok()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// decode(encode(s)) == s, except what a link leaves out on purpose: LoRA's settings
+    /// when the method is full fine-tuning (they change nothing there).
+    #[test]
+    fn a_link_round_trips(pairs in scenario_pairs()) {
+        if let Some(scen) = accepted(&pairs) {
+            let expected = if scen.method == headroom_core::scenario::Method::Full {
+                Scenario { lora: Scenario::default().lora, ..scen.clone() }
+            } else {
+                scen.clone()
+            };
+            prop_assert_eq!(decode(&encode(&scen)), Ok(expected));
+        }
+    }
+
+    #[test]
+    fn an_accepted_scenario_estimates_coherently(pairs in scenario_pairs()) {
+        let Some(scen) = accepted(&pairs) else { return Ok(()) };
+        match estimate(&scen) {
+            Ok(e) => {
+                let b = &e.bytes;
+                prop_assert!(b.weights <= b.peak_tensors, "{pairs:?}");
+                prop_assert!(b.peak_tensors <= b.peak_allocated, "{pairs:?}");
+                prop_assert!(b.peak_allocated <= b.peak_reserved, "{pairs:?}");
+                prop_assert!(b.peak_reserved <= b.peak_device, "{pairs:?}");
+            }
+            // Refused only past the scale bound, and then with a message naming the field.
+            Err(err) => {
+                let text = err.to_string();
+                prop_assert!(
+                    text.starts_with("`seq`") || text.starts_with("`batch`"),
+                    "{pairs:?}: {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn more_micro_batch_never_lowers_the_activations(pairs in scenario_pairs()) {
+        let Some(scen) = accepted(&pairs) else { return Ok(()) };
+        let Some(bigger) = scen.micro_batch.checked_mul(2).map(|b| Scenario {
+            micro_batch: b,
+            ..scen.clone()
+        }) else {
+            return Ok(());
+        };
+        if let (Ok(a), Ok(b)) = (estimate(&scen), estimate(&bigger)) {
+            prop_assert!(
+                b.bytes.activations_per_layer >= a.bytes.activations_per_layer,
+                "{pairs:?}"
+            );
+            prop_assert!(b.bytes.peak_tensors >= a.bytes.peak_tensors, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn sharding_over_more_gpus_never_raises_the_states(pairs in scenario_pairs()) {
+        let Some(scen) = accepted(&pairs) else { return Ok(()) };
+        let more = Scenario {
+            gpus: scen.gpus * 2,
+            ..scen.clone()
+        };
+        if more.validate().is_err() {
+            return Ok(());
+        }
+        if let (Ok(a), Ok(b)) = (estimate(&scen), estimate(&more)) {
+            let states = |e: &headroom_core::Estimate| {
+                e.bytes.weights + e.bytes.gradients + e.bytes.optimizer_states
+            };
+            prop_assert!(states(&b) <= states(&a), "{pairs:?}");
+        }
+    }
+
+    /// Any integers in a config: a message naming a key, or a model that estimates.
+    #[test]
+    fn a_config_with_any_numbers_is_parsed_or_named(
+        dims in proptest::collection::vec(
+            prop_oneof![0u64..=8, 1u64..=100_000, Just(u64::MAX), any::<u64>(), Just(1u64 << 40)],
+            8,
+        ),
+        model_type in one_of(&["llama", "gpt2", "opt", "qwen2_moe", "mixtral", "gemma2", "phi3"]),
+    ) {
+        let json = format!(
+            r#"{{"model_type":"{model_type}","vocab_size":{},"hidden_size":{},"n_embd":{},
+            "num_hidden_layers":{},"n_layer":{},"num_attention_heads":{},"n_head":{},
+            "intermediate_size":{},"max_position_embeddings":{},"word_embed_proj_dim":{},
+            "num_experts":{},"moe_intermediate_size":{}}}"#,
+            dims[0], dims[1], dims[1], dims[2], dims[2], dims[3], dims[3], dims[4], dims[5],
+            dims[6], dims[7], dims[4]
+        );
+        match parse_config_json(&json) {
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+            Ok(spec) => {
+                prop_assert!(bounds::check_model(&spec).is_ok());
+                let scen = Scenario {
+                    model: headroom_core::scenario::ModelChoice::Custom(Box::new(spec)),
+                    ..Scenario::default()
+                };
+                if let Err(e) = estimate(&scen) {
+                    prop_assert!(!e.to_string().is_empty());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ten_million_layers_is_refused_by_name() {
+    let cfg = r#"{"model_type":"llama","num_hidden_layers":10000000}"#;
+    let err = parse_config_json(cfg)
+        .expect_err("too many layers")
+        .to_string();
+    assert!(
+        err.contains("num_hidden_layers") && err.contains("1024"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dimensions_near_u64_max_are_refused_by_name() {
+    for (key, model_type) in [
+        ("n_embd", "gpt2"),
+        ("word_embed_proj_dim", "opt"),
+        ("max_position_embeddings", "opt"),
+        ("hidden_size", "llama"),
+        ("vocab_size", "llama"),
+    ] {
+        let cfg = format!(r#"{{"model_type":"{model_type}","{key}":18446744073709551615}}"#);
+        let err = parse_config_json(&cfg).expect_err(key).to_string();
+        assert!(err.contains(key), "{key}: {err}");
+    }
+}
+
+#[test]
+fn a_rank_past_its_range_is_refused_by_name() {
+    for rank in ["65537", "1152921504606846976"] {
+        let err = decode(&format!("method=lora&rank={rank}"))
+            .expect_err(rank)
+            .to_string();
+        assert!(err.contains("rank"), "{rank}: {err}");
+    }
+}
+
+#[test]
+fn a_step_past_the_scale_bound_is_refused_by_name() {
+    // 65,536 sequences of 4M tokens with eager attention on a 405B model.
+    let scen = decode("model=llama-3.1-405b&batch=65536&seq=4194304&attention=eager")
+        .expect("every field is in range");
+    let err = estimate(&scen).expect_err("past the bound").to_string();
+    assert!(err.starts_with("`seq`") && err.contains("1 EiB"), "{err}");
+}
