@@ -270,3 +270,115 @@ fn a_step_past_the_scale_bound_is_refused_by_name() {
     let err = estimate(&scen).expect_err("past the bound").to_string();
     assert!(err.starts_with("`seq`") && err.contains("1 EiB"), "{err}");
 }
+
+/// Text a person or a page could hand the core: link-like, JSON-like and Markdown-like
+/// fragments glued with arbitrary characters.
+fn hostile_text() -> impl Strategy<Value = String> {
+    let pieces = proptest::sample::select(
+        &[
+            "v=1",
+            "&",
+            "=",
+            "cfg=",
+            "model_type:llama",
+            "~",
+            "%",
+            "%3C",
+            "%00",
+            "%ZZ",
+            "batch=",
+            "seq=",
+            "99999999999999999999",
+            "-1",
+            "1e309",
+            "{",
+            "}",
+            "[",
+            "]",
+            "\"",
+            ":",
+            ",",
+            "null",
+            "true",
+            "```headroom",
+            "```",
+            "\n",
+            "# ",
+            "{{",
+            "}}",
+            "@",
+            "[a](",
+            ")",
+            "<svg>",
+            "javascript:",
+            "\u{feff}",
+            "é",
+            "\u{0}",
+            "every:",
+            "scenario: ",
+            "metric: ",
+        ][..],
+    );
+    proptest::collection::vec(
+        prop_oneof![pieces.prop_map(str::to_string), any::<String>()],
+        0..24,
+    )
+    .prop_map(|v| v.concat())
+}
+
+/// JSON nested `depth` levels deep, in arrays or objects.
+fn nested_json(depth: usize, object: bool) -> String {
+    let (open, close) = if object { ("{\"a\":", "}") } else { ("[", "]") };
+    format!("{}1{}", open.repeat(depth), close.repeat(depth))
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn any_text_as_a_link_decodes_or_is_named(text in hostile_text()) {
+        let _ = decode(&text);
+        if let Ok(pairs) = headroom_core::codec::query_pairs(&text) {
+            let (_, errors) = headroom_core::codec::decode_lenient(Scenario::default(), &pairs);
+            for e in errors {
+                prop_assert!(!e.to_string().is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn any_text_as_a_config_parses_or_is_named(text in hostile_text()) {
+        if let Err(e) = parse_config_json(&text) {
+            prop_assert!(!e.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn any_text_as_a_guide_parses_or_is_named(text in hostile_text()) {
+        if let Err(e) = headroom_core::guide::parse("fuzz", &text) {
+            prop_assert!(!e.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn any_text_as_a_scenario_or_claim_file_is_named(text in hostile_text()) {
+        let _ = headroom_core::codec::parse_scenario_file("fuzz", &text);
+        let _ = headroom_core::claims::parse_file("fuzz", &text);
+    }
+}
+
+#[test]
+fn deeply_nested_and_enormous_configs_are_refused() {
+    for object in [false, true] {
+        let err = parse_config_json(&nested_json(100_000, object)).expect_err("nested");
+        assert!(!err.to_string().is_empty());
+    }
+    // A config of a million keys parses (or is named) without trouble.
+    let big = format!(
+        "{{\"model_type\":\"llama\",{}\"vocab_size\":32000}}",
+        (0..1_000_000)
+            .map(|i| format!("\"k{i}\":{i},"))
+            .collect::<String>()
+    );
+    assert!(parse_config_json(&big).is_ok());
+}
