@@ -246,6 +246,61 @@ fn hostile_links_inject_nothing() {
     }
 }
 
+#[test]
+fn absurd_links_are_answered_quickly_and_the_page_stays_usable() {
+    // Each is refused by a bound (bounds.rs) with the field's name: a config whose parser
+    // would loop ten million times, dimensions near 2^64 that overflowed u64, a step past the
+    // 1 EiB scale bound, a LoRA rank that does not fit the field.
+    let cases = [
+        (
+            "cfg=model_type:llama~num_hidden_layers:10000000",
+            "num_hidden_layers",
+        ),
+        ("cfg=model_type:gpt2~n_embd:18446744073709551615", "n_embd"),
+        (
+            "model=llama-3.1-405b&batch=65536&seq=4194304&attention=eager",
+            "seq",
+        ),
+        ("method=lora&rank=1152921504606846976", "rank"),
+    ];
+    let site = Site::start();
+    let s = site.desktop();
+    for (query, field) in cases {
+        for path in ["/", "/compare", "/embed"] {
+            let started = std::time::Instant::now();
+            s.goto(&site.url(&format!("{path}?v=1&{query}")));
+            s.wait_ready();
+            let text = s.js(
+                "const e = document.getElementById('link-errors') || document.getElementById('estimate-error'); \
+                 return e ? e.textContent : document.querySelector('main').textContent",
+                json!([]),
+            );
+            let text = text.as_str().unwrap_or_default();
+            assert!(
+                text.contains(field),
+                "{path}?{query}: `{field}` not named in: {text}"
+            );
+            // Answered within the wait, not after a hang (the page's own work is bounded).
+            assert!(
+                started.elapsed() < WAIT,
+                "{path}?{query}: took {:?}",
+                started.elapsed()
+            );
+        }
+        // The calculator still takes an edit and answers it.
+        s.goto(&site.url(&format!("/?v=1&{query}")));
+        s.wait_ready();
+        let batch = s.find("#f-batch");
+        s.clear(&batch);
+        s.type_text(&batch, "2");
+        s.wait_for(
+            "return location.search.includes('batch=2')",
+            WAIT,
+            "the page to take an edit after an absurd link",
+        );
+    }
+}
+
 /// The link keys, from the core's codec, so this test covers every field it knows.
 fn headroom_core_keys() -> Vec<String> {
     headroom_core::codec::KEYS
