@@ -16,10 +16,15 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 
 fn config() -> Config {
+    config_with(256)
+}
+
+/// `PROPTEST_CASES` when set, else `default` cases.
+fn config_with(default: u32) -> Config {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|c| c.parse().ok())
-        .unwrap_or(256);
+        .unwrap_or(default);
     Config {
         cases,
         failure_persistence: None,
@@ -364,6 +369,36 @@ proptest! {
     fn any_text_as_a_scenario_or_claim_file_is_named(text in hostile_text()) {
         let _ = headroom_core::codec::parse_scenario_file("fuzz", &text);
         let _ = headroom_core::claims::parse_file("fuzz", &text);
+    }
+}
+
+proptest! {
+    // A plan runs hundreds of estimates: fewer cases in the normal run.
+    #![proptest_config(config_with(32))]
+
+    /// The planner on any accepted scenario: no panic, and every plan it offers fits.
+    #[test]
+    fn the_planner_offers_only_plans_that_fit(
+        pairs in scenario_pairs(),
+        allow in any::<bool>(),
+    ) {
+        let Some(scen) = accepted(&pairs) else { return Ok(()) };
+        let opts = headroom_core::plan::PlanOptions {
+            allow_training_changes: allow,
+            ..Default::default()
+        };
+        if let Ok(planning) = headroom_core::plan::plan(&scen, &opts) {
+            for p in planning.plans.iter().chain(&planning.training_plans) {
+                prop_assert!(p.fits, "{pairs:?}: a plan that does not fit");
+            }
+        }
+    }
+
+    #[test]
+    fn any_text_as_a_calibration_file_is_named(text in hostile_text()) {
+        if let Err(e) = headroom_core::Calibration::parse("fuzz.json", &text) {
+            prop_assert!(!e.to_string().is_empty());
+        }
     }
 }
 
