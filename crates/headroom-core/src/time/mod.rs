@@ -35,6 +35,7 @@ mod transfer;
 
 use serde::Serialize;
 
+use crate::calibration::Calibration;
 use crate::catalog::Gpu;
 use crate::estimate::Confidence;
 use crate::model::ModelSpec;
@@ -175,15 +176,13 @@ pub fn recomputed_layers(ckpt: Checkpointing, layers: u64) -> u64 {
     ckpt.checkpointed_layers(layers)
 }
 
-/// The step time of `scen` with the default assumptions and no measured rates.
-pub fn step_time(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> StepTime {
-    step_time_with(
-        spec,
-        gpu,
-        scen,
-        &Rates::assumed(),
-        &TimeAssumptions::default(),
-    )
+/// The step time of `scen` on `gpu` at the speed `cal` measured for the scenario's compute
+/// dtype (the defaults where it measured nothing) and with the default assumptions: what every
+/// surface shows. It takes the calibration the estimate takes, so no surface can time a step
+/// with other rates than those its memory was calibrated with.
+pub fn step_time(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> StepTime {
+    let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
+    step_time_with(spec, gpu, scen, &rates, &TimeAssumptions::default())
 }
 
 /// The step time of `scen` on `gpu` with measured `rates` and explicit assumptions.

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::calibration::schema::NativeReport;
+use crate::calibration::{Calibration, CalibrationSource, MeasuredRates};
 use crate::dtype::DType;
 
 /// Square GEMM size at which the default cuBLAS efficiency curve reaches half its ceiling.
@@ -15,9 +16,9 @@ pub const DEFAULT_GEMM_HALF_N: f64 = 256.0;
 /// ~250–270 of 312 on A100 (0.80–0.87) at n = 8192; 0.80 sits between them.
 pub const DEFAULT_GEMM_CEILING: f64 = 0.80;
 
-/// Measured rates that replace the defaults: the runtime [`crate::Calibration`] carries only
-/// memory constants, so the matmul curve and copy bandwidths come from the calibration file's
-/// `native` report ([`Rates::from_native`]).
+/// The rates one step is timed with, for one compute dtype: measured ones from a calibration
+/// ([`Rates::for_calibration`]), or none ([`Rates::assumed`]: the default curve and the
+/// catalog's host link).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Rates {
     /// (square size n, fraction of the catalog's dense peak) sorted by n; empty: default curve.
@@ -41,32 +42,45 @@ impl Rates {
         }
     }
 
+    /// The rates of `cal` for `dtype`: measured where the calibration measured them, the
+    /// defaults otherwise (and for the documented defaults, [`Rates::assumed`] exactly).
+    pub fn for_calibration(cal: &Calibration, dtype: DType) -> Self {
+        match &cal.source {
+            CalibrationSource::Assumed => Rates::assumed(),
+            CalibrationSource::Measured { file, .. } => {
+                Rates::from_measured(&cal.rates, dtype, file)
+            }
+        }
+    }
+
     /// The matmul curve for `dtype` and the pinned copy bandwidths of a calibration file.
     pub fn from_native(report: &NativeReport, dtype: DType, file: &str) -> Self {
-        let name = dtype.torch_name().trim_start_matches("torch.");
-        let mut curve: Vec<(u64, f64)> = report
+        Rates::from_measured(&MeasuredRates::from_native(report), dtype, file)
+    }
+
+    /// The matmul curve for `dtype` and the copy bandwidths of `measured`. `calibrate` names
+    /// formats `bf16`, `fp16`, `fp32` (and `tf32`, which PyTorch's fp32 matmuls do not use by
+    /// default); torch's names (`bfloat16`) are accepted too.
+    pub fn from_measured(measured: &MeasuredRates, dtype: DType, file: &str) -> Self {
+        let torch = dtype.torch_name().trim_start_matches("torch.");
+        let id = match dtype {
+            DType::Bf16 => "bf16",
+            DType::F16 => "fp16",
+            DType::F32 => "fp32",
+            DType::F8 => "fp8",
+            _ => torch,
+        };
+        let mut curve: Vec<(u64, f64)> = measured
             .matmul
             .iter()
-            .filter(|p| p.dtype == name || p.dtype == format!("{dtype:?}").to_lowercase())
-            .filter_map(|p| {
-                p.efficiency
-                    .filter(|e| e.is_finite() && *e > 0.0)
-                    .map(|e| (p.n, e))
-            })
+            .filter(|p| p.dtype == torch || p.dtype == id)
+            .map(|p| (p.n, p.efficiency))
             .collect();
         curve.sort_by_key(|p| p.0);
-        let bw = |kind: &str| {
-            report
-                .bandwidth
-                .iter()
-                .find(|b| b.kind == kind)
-                .map(|b| b.gb_per_s.median)
-                .filter(|x| x.is_finite() && *x > 0.0)
-        };
         Rates {
             gemm_curve: curve,
-            host_to_device_gbs: bw("host_to_device_pinned"),
-            device_to_host_gbs: bw("device_to_host_pinned"),
+            host_to_device_gbs: measured.host_to_device_gbs,
+            device_to_host_gbs: measured.device_to_host_gbs,
             source: format!("measured ({file})"),
         }
     }
