@@ -66,7 +66,7 @@ pub struct MeasuredRates {
 /// One point of a measured matmul efficiency curve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MatmulEfficiency {
-    /// The dtype as the file names it (`bfloat16`, `float16`, `float32`, ...).
+    /// The format as `calibrate` names it (`bf16`, `fp16`, `tf32`, `fp32`, `fp8`).
     pub dtype: String,
     /// Square problem size.
     pub n: u64,

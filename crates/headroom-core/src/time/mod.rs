@@ -21,7 +21,8 @@
 //!
 //! Layout: [`step_time_with`] derives what every term needs once (`cx.rs`), then pushes the
 //! terms kind by kind (`compute.rs`, `memory.rs`, `transfer.rs`, `comm.rs`) onto one list
-//! (`terms.rs`) and sums them (`summary.rs`). FLOPs per token are `flops.rs`; measured and default rates are `rates.rs`.
+//! (`terms.rs`) and sums them (`summary.rs`). FLOPs per token are `flops.rs`; measured and
+//! default rates are `rates.rs`.
 
 mod comm;
 mod compute;
