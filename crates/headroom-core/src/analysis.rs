@@ -49,7 +49,7 @@ pub fn analyze_with(
         },
         fit: fit(spec, gpu, cal, scen),
         strategies: strategies(spec, gpu, cal, scen),
-        time: step_time(spec, gpu, scen),
+        time: step_time(spec, gpu, cal, scen),
         link: codec::encode(scen),
     }
 }

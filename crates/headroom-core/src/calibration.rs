@@ -1,5 +1,6 @@
-//! Constants only a GPU can tell (CUDA context, workspaces, allocator slack), with documented
-//! defaults that are marked as assumed until a calibration file replaces them.
+//! Constants only a GPU can tell (CUDA context, workspaces, allocator slack) and the speed it
+//! measured (matmul efficiency, host link), with documented defaults that are marked as
+//! assumed until a calibration file replaces them.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -43,6 +44,74 @@ pub struct Calibration {
     /// NCCL's communicator buffers per process when more than one GPU trains.
     /// Default 512 MiB ("~0.5 GB per communicator", okoge-kaz memory estimator; unverified).
     pub nccl_bytes: u64,
+    /// The speed the file measured (matmul curve, host link), which the time model uses in
+    /// place of its defaults; none for the defaults. Read from the file's `native` report at
+    /// parse time, not a field of the file's `constants` (the file schema is unchanged), and
+    /// left out of the JSON when empty so an uncalibrated estimate reads as before.
+    #[serde(default, skip_serializing_if = "MeasuredRates::is_empty")]
+    pub rates: MeasuredRates,
+}
+
+/// What a calibration file measured of speed, for every dtype it measured (the time model picks
+/// the scenario's compute dtype, [`crate::time::Rates::from_measured`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredRates {
+    /// Matmul efficiency points with a usable efficiency (finite, above 0), in file order.
+    pub matmul: Vec<MatmulEfficiency>,
+    /// Pinned host-to-device and device-to-host copy bandwidths (medians), GB/s.
+    pub host_to_device_gbs: Option<f64>,
+    pub device_to_host_gbs: Option<f64>,
+}
+
+/// One point of a measured matmul efficiency curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatmulEfficiency {
+    /// The format as `calibrate` names it (`bf16`, `fp16`, `tf32`, `fp32`, `fp8`).
+    pub dtype: String,
+    /// Square problem size.
+    pub n: u64,
+    /// Fraction of the catalog's dense peak.
+    pub efficiency: f64,
+}
+
+impl MeasuredRates {
+    /// The usable rates of a `native` report: points without a finite, positive efficiency and
+    /// bandwidths that are not finite and positive are left out (a failed or absurd
+    /// measurement must not replace a default).
+    pub fn from_native(report: &schema::NativeReport) -> Self {
+        Self::from_parts(&report.matmul, &report.bandwidth)
+    }
+
+    fn from_parts(matmul: &[schema::MatmulPoint], bandwidth: &[schema::Bandwidth]) -> Self {
+        let bw = |kind: &str| {
+            bandwidth
+                .iter()
+                .find(|b| b.kind == kind)
+                .map(|b| b.gb_per_s.median)
+                .filter(|x| x.is_finite() && *x > 0.0)
+        };
+        MeasuredRates {
+            matmul: matmul
+                .iter()
+                .filter_map(|p| {
+                    let e = p.efficiency.filter(|e| e.is_finite() && *e > 0.0)?;
+                    Some(MatmulEfficiency {
+                        dtype: p.dtype.clone(),
+                        n: p.n,
+                        efficiency: e,
+                    })
+                })
+                .collect(),
+            host_to_device_gbs: bw("host_to_device_pinned"),
+            device_to_host_gbs: bw("device_to_host_pinned"),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.matmul.is_empty()
+            && self.host_to_device_gbs.is_none()
+            && self.device_to_host_gbs.is_none()
+    }
 }
 
 impl Calibration {
@@ -60,12 +129,13 @@ impl Calibration {
             reserved_slack_fraction: 0.08,
             reserved_slack_fraction_expandable: 0.01,
             nccl_bytes: 512 * MIB,
+            rates: MeasuredRates::default(),
         }
     }
 
-    /// Parses a calibration file written by `calibrate` (only the constants the core uses;
-    /// the file holds much more for the site's calibration page). Every error names the field
-    /// and the allowed range.
+    /// Parses a calibration file written by `calibrate` (only the constants and measured rates
+    /// the core uses; the file holds much more for the site's calibration page). Every error
+    /// names the field and the allowed range.
     pub fn parse(name: &str, text: &str) -> Result<(String, Self), ContentError> {
         let value: Value = serde_json::from_str(text).map_err(|e| ContentError::Parse {
             file: name.to_string(),
@@ -115,6 +185,10 @@ impl Calibration {
                 reserved_slack_fraction_expandable: f
                     .fraction("constants.reserved_slack_fraction_expandable")?,
                 nccl_bytes: f.uint("constants.nccl_bytes", 0, 16 << 30)?,
+                rates: MeasuredRates::from_parts(
+                    &f.list("native.matmul")?,
+                    &f.list("native.bandwidth")?,
+                ),
             },
         ))
     }
@@ -232,6 +306,20 @@ impl Fields<'_> {
         }
     }
 
+    /// A list of schema records at `path`; empty when the file has none (a file cut down to
+    /// its constants still calibrates memory).
+    fn list<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<Vec<T>, ContentError> {
+        match self.get(path) {
+            Err(_) => Ok(Vec::new()),
+            Ok(v) => serde_json::from_value(v.clone()).map_err(|e| {
+                self.err(
+                    path,
+                    format!("must be a list as `calibrate` writes it: {e}"),
+                )
+            }),
+        }
+    }
+
     fn text(&self, path: &str) -> Result<String, ContentError> {
         let v = self.get(path)?;
         v.as_str()
@@ -260,7 +348,8 @@ fn is_date(s: &str) -> bool {
 
 /// The whole calibration file, as `calibrate` writes it: pure data types, so the site's
 /// calibration page and the tests read it with the same definitions (`calibrate` re-exports
-/// them). [`Calibration::parse`] reads only the `constants` it needs, field by field.
+/// them). [`Calibration::parse`] reads only the `constants` it needs, field by field, and the
+/// `native` report's matmul curve and copy bandwidths.
 pub mod schema {
     use serde::{Deserialize, Serialize};
     use serde_json::Value;

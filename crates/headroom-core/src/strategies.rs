@@ -384,14 +384,14 @@ pub fn strategies(
 ) -> Vec<Strategy> {
     let now_estimate = estimate_with(spec, gpu, cal, scen);
     let now = now_estimate.peak.device as i64;
-    let now_time = step_time(spec, gpu, scen);
+    let now_time = step_time(spec, gpu, cal, scen);
     let now_tps = now_time.tokens_per_second;
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
         .filter(|(_, _, _, s)| s.validate().is_ok())
         .map(|(id, technique, change, s)| {
             let e = estimate_with(spec, gpu, cal, &s);
-            let t = step_time(spec, gpu, &s);
+            let t = step_time(spec, gpu, cal, &s);
             Strategy {
                 id,
                 technique,

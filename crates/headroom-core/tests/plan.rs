@@ -41,7 +41,7 @@ fn figures(link: &str) -> (u64, bool, f64) {
     let s = decode(link).unwrap_or_else(|e| panic!("link {link}: {e}"));
     let e = estimate(&s).unwrap_or_else(|e| panic!("estimate {link}: {e}"));
     let r = resolve(&s).unwrap_or_else(|e| panic!("resolve {link}: {e}"));
-    let t = step_time(&r.spec, r.gpu, &s);
+    let t = step_time(&r.spec, r.gpu, &r.calibration, &s);
     (e.peak.device, e.verdict.fits, t.tokens_per_second)
 }
 
@@ -206,7 +206,7 @@ fn time_and_money_to_train_follow_the_time_model() {
     for pl in &p.plans {
         let c = pl.cost.unwrap_or_else(|| panic!("no cost"));
         let r = resolve(&pl.scenario).unwrap_or_else(|e| panic!("{e}"));
-        let t = step_time(&r.spec, r.gpu, &pl.scenario);
+        let t = step_time(&r.spec, r.gpu, &r.calibration, &pl.scenario);
         assert_eq!(c.seconds, t.seconds_for_tokens(2e10));
         assert_eq!(c.gpu_hours, t.gpu_hours_for_tokens(2e10, 4));
         assert!((c.gpu_hours - 2e10 / pl.tokens_per_second * 4.0 / 3600.0).abs() < 1e-6);

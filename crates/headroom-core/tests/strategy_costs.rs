@@ -21,7 +21,7 @@ fn setup(scen: &Scenario) -> (ModelSpec, Gpu, Calibration) {
 
 fn rows(scen: &Scenario) -> (Vec<Strategy>, StepTime, ModelSpec, Gpu) {
     let (spec, gpu, cal) = setup(scen);
-    let now = step_time(&spec, &gpu, scen);
+    let now = step_time(&spec, &gpu, &cal, scen);
     (strategies(&spec, &gpu, &cal, scen), now, spec, gpu)
 }
 
@@ -69,7 +69,7 @@ fn full_checkpointing_costs_one_extra_forward_of_the_layers() {
         checkpointing: Checkpointing::Full,
         ..scen.clone()
     };
-    let after = step_time(&spec, &gpu, &ck);
+    let after = step_time(&spec, &gpu, &Calibration::for_gpu(&gpu), &ck);
     let recompute = after.term("recompute").expect("recompute term");
     assert!(close(recompute.flops, extra_flops, 1e-9));
     assert_eq!(
@@ -95,7 +95,7 @@ fn eight_bit_adamw_costs_no_compute() {
         optimizer: Optimizer::AdamW8bit,
         ..scen.clone()
     };
-    let after = step_time(&spec, &gpu, &s8);
+    let after = step_time(&spec, &gpu, &Calibration::for_gpu(&gpu), &s8);
     // The matrix multiplies are untouched.
     let compute = |t: &StepTime| -> f64 {
         t.terms
@@ -127,6 +127,7 @@ fn activation_offload_costs_its_transfer_term() {
     let after = step_time(
         &spec,
         &gpu,
+        &Calibration::for_gpu(&gpu),
         &Scenario {
             offload_activations: true,
             ..scen.clone()

@@ -13,12 +13,17 @@ use headroom_core::time::{
     DEFAULT_FRAMEWORK_EFFICIENCY, Rates, StepTime, TimeAssumptions, recomputed_layers, step_time,
     step_time_with, token_flops,
 };
-use headroom_core::{Confidence, analyze};
+use headroom_core::{Calibration, Confidence, analyze};
 
 fn llama8b() -> (Scenario, ModelSpec) {
     let scen = Scenario::default();
     let (_, spec) = resolve_model(&scen).expect("preset");
     (scen, spec)
+}
+
+/// The step time with no calibration: the documented default rates.
+fn uncalibrated(spec: &ModelSpec, gpu: &headroom_core::Gpu, scen: &Scenario) -> StepTime {
+    step_time(spec, gpu, &Calibration::assumed(gpu), scen)
 }
 
 fn gpu(id: &str) -> headroom_core::Gpu {
@@ -51,7 +56,7 @@ fn close(a: f64, b: f64, rel: f64) {
 #[test]
 fn dense_flops_are_6nt_plus_attention() {
     let (scen, spec) = llama8b();
-    let t = step_time(&spec, &gpu("h100-sxm-80gb"), &scen);
+    let t = uncalibrated(&spec, &gpu("h100-sxm-80gb"), &scen);
     let (n_layers, n_head) = llama8b_linear_params(&spec);
     let tokens = 4096.0;
     let (s, q, l) = (4096.0, spec.q_dim() as f64, spec.layers as f64);
@@ -71,7 +76,7 @@ fn dense_flops_are_6nt_plus_attention() {
         attention: Attention::Eager,
         ..scen.clone()
     };
-    let te = step_time(&spec, &gpu("h100-sxm-80gb"), &eager);
+    let te = uncalibrated(&spec, &gpu("h100-sxm-80gb"), &eager);
     close(
         te.hardware_flops_per_gpu,
         6.0 * (n_layers + n_head) * tokens + 3.0 * 2.0 * attn_fwd * tokens,
@@ -84,12 +89,12 @@ fn dense_flops_are_6nt_plus_attention() {
 fn full_recompute_adds_one_forward_of_every_layer() {
     let (scen, spec) = llama8b();
     let g = gpu("h100-sxm-80gb");
-    let base = step_time(&spec, &g, &scen);
+    let base = uncalibrated(&spec, &g, &scen);
     let full = Scenario {
         checkpointing: Checkpointing::Full,
         ..scen.clone()
     };
-    let t = step_time(&spec, &g, &full);
+    let t = uncalibrated(&spec, &g, &full);
     let (n_layers, n_head) = llama8b_linear_params(&spec);
     let tokens = 4096.0;
     let attn_fwd = 2.0 * 4096.0 * spec.q_dim() as f64 * spec.layers as f64;
@@ -116,7 +121,7 @@ fn every_k_recomputes_the_checkpointed_layers_only() {
     assert_eq!(recomputed_layers(Checkpointing::Every(3), 32), 11);
     assert_eq!(recomputed_layers(Checkpointing::Full, 32), 32);
     assert_eq!(recomputed_layers(Checkpointing::Selective, 32), 0);
-    let full = step_time(
+    let full = uncalibrated(
         &spec,
         &g,
         &Scenario {
@@ -124,7 +129,7 @@ fn every_k_recomputes_the_checkpointed_layers_only() {
             ..scen.clone()
         },
     );
-    let every3 = step_time(
+    let every3 = uncalibrated(
         &spec,
         &g,
         &Scenario {
@@ -139,7 +144,7 @@ fn every_k_recomputes_the_checkpointed_layers_only() {
         1e-12,
     );
     // Selective with fused attention recomputes nothing (flash already recomputes).
-    let sel = step_time(
+    let sel = uncalibrated(
         &spec,
         &g,
         &Scenario {
@@ -153,7 +158,7 @@ fn every_k_recomputes_the_checkpointed_layers_only() {
         attention: Attention::Eager,
         ..scen.clone()
     };
-    let sel_eager = step_time(
+    let sel_eager = uncalibrated(
         &spec,
         &g,
         &Scenario {
@@ -231,7 +236,7 @@ fn communication_offload_and_bubble_terms() {
         gpus: 8,
         ..scen.clone()
     };
-    let t = step_time(&spec, &g, &ddp);
+    let t = uncalibrated(&spec, &g, &ddp);
     let dp = t.term("data_parallel").expect("dp term");
     // Ring all-reduce of fp32 gradients (amp keeps fp32 weights): 2·(n−1)/n·4·N bytes.
     close(
@@ -247,7 +252,7 @@ fn communication_offload_and_bubble_terms() {
         },
         ..scen.clone()
     };
-    let t3 = step_time(&spec, &g, &z3);
+    let t3 = uncalibrated(&spec, &g, &z3);
     // ZeRO-3: 1.5x DDP's volume (two all-gathers and one reduce-scatter).
     close(
         t3.term("data_parallel").expect("term").bytes as f64,
@@ -256,7 +261,7 @@ fn communication_offload_and_bubble_terms() {
     );
     // Tokens per step and per second scale with data parallelism.
     assert_eq!(t.tokens_per_step, 8 * 4096);
-    let single = step_time(&spec, &g, &scen);
+    let single = uncalibrated(&spec, &g, &scen);
     assert!(t.tokens_per_second > 6.0 * single.tokens_per_second);
     // Pipeline bubble: (p−1)/m of the compute, i.e. idle fraction (p−1)/(m+p−1).
     let pipe = Scenario {
@@ -268,7 +273,7 @@ fn communication_offload_and_bubble_terms() {
         },
         ..scen.clone()
     };
-    let tp = step_time(&spec, &g, &pipe);
+    let tp = uncalibrated(&spec, &g, &pipe);
     let compute: f64 = tp
         .terms
         .iter()
@@ -281,7 +286,7 @@ fn communication_offload_and_bubble_terms() {
         1e-12,
     );
     // Activation offload moves bytes over the host link.
-    let off = step_time(
+    let off = uncalibrated(
         &spec,
         &g,
         &Scenario {
@@ -360,7 +365,7 @@ fn a_measured_curve_replaces_the_default_efficiency() {
         t.term("forward").expect("term").confidence,
         Confidence::Calibrated
     );
-    let d = step_time(&spec, &g, &scen);
+    let d = uncalibrated(&spec, &g, &scen);
     assert_eq!(
         d.term("forward").expect("term").confidence,
         Confidence::Assumed
@@ -777,7 +782,7 @@ fn extreme_inputs_stay_finite() {
             ..scen.clone()
         };
         s.validate().expect("valid");
-        let t = step_time(&spec, &gpu("h100-sxm-80gb"), &s);
+        let t = uncalibrated(&spec, &gpu("h100-sxm-80gb"), &s);
         assert!(t.step_seconds.is_finite() && t.step_seconds > 0.0);
         assert!(t.mfu.is_finite() && t.tokens_per_second.is_finite());
         assert!(
@@ -808,8 +813,8 @@ fn qlora_pays_for_dequantization_and_the_frozen_base_is_never_updated() {
         ..base.clone()
     };
     let (tl, tq) = (
-        step_time(&spec, &h100, &lora),
-        step_time(&spec, &h100, &qlora),
+        uncalibrated(&spec, &h100, &lora),
+        uncalibrated(&spec, &h100, &qlora),
     );
     let term = |t: &StepTime, id: &str| {
         t.terms
@@ -832,6 +837,6 @@ fn qlora_pays_for_dequantization_and_the_frozen_base_is_never_updated() {
     close(tq.step_seconds - tl.step_seconds, dequant, 1e-9);
     assert!(tq.tokens_per_second < tl.tokens_per_second);
     // LoRA's optimizer step does not grow with the frozen base: far below full training's.
-    let full = step_time(&spec, &h100, &base);
+    let full = uncalibrated(&spec, &h100, &base);
     assert!(term(&tl, "optimizer") < term(&full, "optimizer") / 50.0);
 }

@@ -96,7 +96,7 @@ fn analysis(scen: &Scenario, with_fit: bool) -> Result<Analysis, String> {
             }
         },
         strategies: Vec::new(),
-        time: step_time(&r.spec, r.gpu, scen),
+        time: step_time(&r.spec, r.gpu, &r.calibration, scen),
         link: codec::encode(scen),
     })
 }

@@ -41,7 +41,7 @@ impl Ctx<'_> {
     }
 
     pub(super) fn time(&self, s: &Scenario) -> StepTime {
-        step_time(self.spec, self.gpu, s)
+        step_time(self.spec, self.gpu, self.cal, s)
     }
 
     /// Autocast on this GPU: bf16 where it has bf16 tensor math, fp16 otherwise (T4, V100).

@@ -1,0 +1,150 @@
+//! Communication terms (data, tensor and pipeline parallelism) and the pipeline bubble, each
+//! hidden behind the compute it overlaps with.
+
+use crate::scenario::DataParallel;
+
+use super::compute::Busy;
+use super::cx::Cx;
+use super::terms::{Terms, ring_seconds};
+
+/// What data parallelism moves, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DpTraffic {
+    /// The all-reduce volume of the gradients once per step (DDP, which skips the sync during
+    /// accumulation; ZeRO-1's reduce-scatter plus all-gather moves the same).
+    OncePerStep,
+    /// The same volume at every micro-batch (ZeRO-2 scatters gradients as they are made).
+    EachMicroBatch,
+    /// Parameters gathered for forward and again for backward, gradients reduce-scattered, at
+    /// every micro-batch (ZeRO-3, FSDP): 1.5x the all-reduce volume.
+    Sharded,
+}
+
+impl DpTraffic {
+    fn of(data: DataParallel) -> (Self, &'static str) {
+        match data {
+            DataParallel::Ddp => (DpTraffic::OncePerStep, "all-reduce of gradients"),
+            DataParallel::Zero1 => (
+                DpTraffic::OncePerStep,
+                "reduce-scatter grads + all-gather params",
+            ),
+            DataParallel::Zero2 => (
+                DpTraffic::EachMicroBatch,
+                "reduce-scatter grads each micro-batch + all-gather params",
+            ),
+            DataParallel::Zero3 | DataParallel::Fsdp => (
+                DpTraffic::Sharded,
+                "all-gather fwd + all-gather bwd + reduce-scatter",
+            ),
+        }
+    }
+
+    /// Ring passes over the bytes, as the formula shows it (`2·(n−1)/n` for an all-reduce).
+    fn factor(self) -> f64 {
+        match self {
+            DpTraffic::Sharded => 3.0,
+            _ => 2.0,
+        }
+    }
+
+    fn per_micro_batch(self) -> bool {
+        self != DpTraffic::OncePerStep
+    }
+}
+
+/// Pushes the communication terms and the pipeline bubble.
+pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
+    let (tp, pp, dp, m) = (cx.tp, cx.pp, cx.dp, cx.m);
+    if dp > 1 {
+        data_parallel(cx, busy, terms);
+    }
+    if tp > 1 {
+        // Megatron: two all-reduces of b·s·h per layer in forward, two in backward (and two in
+        // each recomputed forward); sequence parallelism swaps them for reduce-scatter +
+        // all-gather of the same volume (Korthikanti et al. 2022 §4.2.2).
+        let per = cx.activation_bytes();
+        let recomputed_local = cx.ck / pp as f64;
+        let count = (4.0 * cx.layers_local() + 2.0 * recomputed_local) * m;
+        let g = cx.link_gbs(tp);
+        terms.comm(
+            "tensor_parallel",
+            "tensor parallel all-reduces of activations",
+            ring_seconds(per * count, tp, 2.0, g),
+            0.0,
+            format!(
+                "(4 per layer + 2 per recomputed layer) x b·s·h x 2(t−1)/t, t = {tp}, at {g:.0} GB/s; on the critical path"
+            ),
+            "Shoeybi et al. 2019 (Megatron-LM) §3; Korthikanti et al. 2022 §4.2",
+        );
+    }
+    if pp > 1 {
+        // Point-to-point activations at each stage boundary, forward and backward.
+        let per = cx.activation_bytes() / tp as f64;
+        let g = cx.link_gbs(tp * dp * 2);
+        let moved = per * 2.0 * m;
+        terms.comm(
+            "pipeline_p2p",
+            "pipeline sends between stages",
+            (moved, moved / (g * 1e9)),
+            0.0,
+            format!("2 x b·s·h/t x {m} micro-batches at {g:.0} GB/s"),
+            "Narayanan et al. 2021 §2.2",
+        );
+        // 1F1B bubble: (p−1)/(v·m) of the compute of m micro-batches, i.e. the idle fraction
+        // (p−1)/(v·m + p−1) of the pipelined part (Narayanan et al. 2021 §2.2, eq. 1 and §2.2.2).
+        let v = cx.a.virtual_stages.max(1) as f64;
+        terms.idle(
+            "pipeline_bubble",
+            "pipeline bubble",
+            busy.all() * (pp - 1) as f64 / (v * m),
+            format!(
+                "compute x (p−1)/(v·m) = x {}/({v}·{m}): idle fraction (p−1)/(v·m+p−1)",
+                pp - 1
+            ),
+            "Narayanan et al. 2021 (arXiv 2104.04473) §2.2",
+        );
+    }
+}
+
+/// Gradient (and, when sharded, parameter) traffic between data-parallel replicas.
+fn data_parallel(cx: &Cx, busy: &Busy, terms: &mut Terms) {
+    let (tp, dp, m) = (cx.tp, cx.dp, cx.m);
+    let g = cx.link_gbs(dp * tp);
+    let grads = cx.trainable_local() * cx.grad_dtype_bytes();
+    let (traffic, what) = DpTraffic::of(cx.scen.parallel.data);
+    let factor = traffic.factor();
+    let per_micro = traffic.per_micro_batch();
+    let reps = if per_micro { m } else { 1.0 };
+    let bytes = if traffic == DpTraffic::Sharded {
+        // Gathers move all local parameters (frozen included) in the dtype the model holds
+        // them in, twice; the scatter moves the gradients once.
+        let param_dtype = cx.scen.precision.param_dtype().bytes() as f64;
+        cx.st.params_local as f64 * param_dtype * 2.0 + grads
+    } else {
+        grads * 2.0
+    };
+    // Overlap: buckets reduce while backward continues (DDP, ZeRO), and ZeRO-3/FSDP prefetch
+    // the next unit's parameters during compute: communication hides behind the compute it
+    // overlaps with, all of it at best (the exposed part is what exceeds it).
+    let window = match traffic {
+        DpTraffic::OncePerStep => busy.backward / m,
+        DpTraffic::EachMicroBatch => (busy.forwards() + busy.backward) * 0.5,
+        DpTraffic::Sharded => busy.forwards() + busy.backward,
+    };
+    terms.comm(
+        "data_parallel",
+        &format!("data parallel ({what})"),
+        ring_seconds(bytes * reps, dp, 1.0, g),
+        window,
+        format!(
+            "{factor}·(n−1)/n x {:.3e} bytes x {reps} over n = {dp} at {g:.0} GB/s; overlapped with {}",
+            bytes / factor,
+            if per_micro {
+                "forward + backward"
+            } else {
+                "the last micro-batch's backward"
+            }
+        ),
+        "ring all-reduce 2(n−1)/n (Patarasuk & Yuan 2009); ZeRO 1/2 = DDP volume, ZeRO-3 = 1.5x (Rajbhandari et al. 2020 §7)",
+    );
+}

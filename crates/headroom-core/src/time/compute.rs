@@ -1,0 +1,99 @@
+//! Compute terms: the forward, backward and recomputed matrix multiplies of one GPU's share.
+
+use crate::scenario::{Attention, Checkpointing};
+
+use super::cx::Cx;
+use super::terms::Terms;
+
+/// Seconds the GPU computes, by phase: the windows communication can hide behind.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Busy {
+    pub forward: f64,
+    pub backward: f64,
+    /// Checkpointed layers' second forward (0 without checkpointing).
+    pub recompute: f64,
+    /// Memory-bound kernels inside forward and backward: eager attention's softmax, and the loss.
+    pub softmax: f64,
+    pub loss: f64,
+}
+
+impl Busy {
+    /// Forward passes, recompute included.
+    pub fn forwards(&self) -> f64 {
+        self.forward + self.recompute
+    }
+
+    /// Everything the pipeline schedule runs per micro-batch (what its bubble is a fraction of).
+    pub fn all(&self) -> f64 {
+        self.forward + self.backward + self.recompute + self.softmax + self.loss
+    }
+}
+
+/// Pushes the compute terms; the memory-bound seconds of `Busy` are the caller's to fill.
+pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
+    let (tf, tokens, mp) = (&cx.tf, cx.tokens, cx.mp);
+    // Per GPU: layers split over pipeline stages, each matmul split over tensor ranks.
+    let fwd_layers = (tf.layer_matmul_forward + tf.attention_forward) * tokens / mp;
+    let fwd_outside = tf.outside_forward * tokens / mp;
+    let bwd =
+        (tf.layer_matmul_backward + tf.attention_backward + tf.outside_backward) * tokens / mp;
+    let forward = terms.compute(
+        "forward",
+        "forward matrix multiplies",
+        fwd_layers + fwd_outside,
+        format!(
+            "(2·N_linear + 2·h·V + attention {:.3e}/token) x {tokens:.0} tokens / (tp·pp = {mp})",
+            tf.attention_forward
+        ),
+        "2 FLOPs per multiply-add (Kaplan et al. 2020 §2.1); attention per Korthikanti et al. 2022 App. A",
+    );
+    let backward = terms.compute(
+        "backward",
+        "backward matrix multiplies",
+        bwd,
+        format!(
+            "input grads 2·N + weight grads 2·N_trainable + attention x{} x {tokens:.0} tokens / {mp}",
+            if cx.scen.attention == Attention::Sdpa {
+                "2.5 (Q·Kᵀ recomputed)"
+            } else {
+                "2"
+            }
+        ),
+        "backward = 2x forward (Kaplan et al. 2020; EleutherAI Transformer Math 101); FlashAttention-2 (Dao 2023) backward 5 matmuls",
+    );
+    let ck = cx.ck;
+    let per_layer_fwd = (tf.layer_matmul_forward + tf.attention_forward) / cx.layers;
+    let recompute = match cx.scen.checkpointing {
+        Checkpointing::Selective if cx.scen.attention == Attention::Eager => {
+            // Korthikanti's selective recompute reruns Q·Kᵀ and softmax (P·V's output is not
+            // needed by backward): half the eager attention forward.
+            0.5 * tf.attention_forward * tokens / mp
+        }
+        // Fused attention already recomputes in backward: selective adds nothing.
+        Checkpointing::Selective => 0.0,
+        _ => ck * per_layer_fwd * tokens / mp,
+    };
+    let recompute = if recompute > 0.0 {
+        terms.compute(
+            "recompute",
+            "recompute under checkpointing",
+            recompute,
+            match cx.scen.checkpointing {
+                Checkpointing::Selective => "0.5 x eager attention forward (Q·Kᵀ, softmax)".into(),
+                c => format!(
+                    "{ck:.0} checkpointed layers ({}) x one layer forward x {tokens:.0} tokens / {mp}",
+                    c.id()
+                ),
+            },
+            "one extra forward per checkpointed layer (Chen et al. 2016; Korthikanti et al. 2022 §4-5)",
+        )
+    } else {
+        0.0
+    };
+    Busy {
+        forward,
+        backward,
+        recompute,
+        ..Busy::default()
+    }
+}

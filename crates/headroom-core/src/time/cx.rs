@@ -1,0 +1,196 @@
+//! What every term of a step needs (degrees, tokens, rates, the inventory and the model
+//! states), computed once per step.
+
+use crate::catalog::Gpu;
+use crate::dtype::DType;
+use crate::estimate::Confidence;
+use crate::model::ModelSpec;
+use crate::model::params::{ParamInventory, inventory};
+use crate::scenario::{Method, Scenario};
+use crate::states::{ModelStates, model_states};
+
+use super::TimeAssumptions;
+use super::flops::{TokenFlops, token_flops_of};
+use super::rates::{DEFAULT_GEMM_CEILING, DEFAULT_GEMM_HALF_N, Rates};
+
+/// The scenario's shapes, degrees and rates, derived once so that no term derives them again
+/// (the inventory and the model states are the expensive ones).
+pub(super) struct Cx<'a> {
+    pub spec: &'a ModelSpec,
+    pub gpu: &'a Gpu,
+    pub scen: &'a Scenario,
+    pub a: &'a TimeAssumptions,
+    pub inv: ParamInventory,
+    pub tf: TokenFlops,
+    pub st: ModelStates,
+    /// Tensor, pipeline and data-parallel degrees (at least 1).
+    pub tp: u64,
+    pub pp: u64,
+    pub dp: u64,
+    /// Model-parallel ranks a layer's matmuls are split over: tp·pp.
+    pub mp: f64,
+    /// Micro-batch, sequence and micro-batches per step.
+    pub b: f64,
+    pub s: f64,
+    pub m: f64,
+    /// Tokens one data-parallel replica processes per optimizer step.
+    pub tokens: f64,
+    /// Decoder layers (at least 1).
+    pub layers: f64,
+    /// Checkpointed layers (their forward runs twice).
+    pub ck: f64,
+    /// Bytes of the 16-bit dtype, and of an activation element.
+    pub half: f64,
+    pub act_bytes: f64,
+    /// Dense peak of the compute dtype, TFLOP/s.
+    pub peak: f64,
+    /// Fraction of peak the matmuls run at, the FLOP/s that gives, how sure that is and why.
+    pub eff: f64,
+    pub rate: f64,
+    pub eff_conf: Confidence,
+    pub eff_text: String,
+    /// HBM bandwidth, bytes per second.
+    pub hbm: f64,
+    /// Host-to-device and device-to-host bandwidths, GB/s, and how sure they are.
+    pub h2d: f64,
+    pub d2h: f64,
+    pub link_conf: Confidence,
+}
+
+impl<'a> Cx<'a> {
+    pub fn new(
+        spec: &'a ModelSpec,
+        gpu: &'a Gpu,
+        scen: &'a Scenario,
+        rates: &Rates,
+        a: &'a TimeAssumptions,
+    ) -> Self {
+        let inv = inventory(spec);
+        let tf = token_flops_of(spec, &inv, scen);
+        let st = model_states(spec, &inv, scen);
+        let tp = scen.parallel.tensor.max(1) as u64;
+        let pp = scen.parallel.pipeline.max(1) as u64;
+        let dp = scen.data_parallel().max(1) as u64;
+        let b = scen.micro_batch as f64;
+        let s = scen.seq as f64;
+        let m = scen.grad_accum.max(1) as f64;
+        let half = scen.precision.half_dtype().bytes() as f64;
+        let act_bytes = if scen.precision.compute_dtype() == DType::F32 {
+            4.0
+        } else {
+            half
+        };
+        let peak = peak_tflops(gpu, scen.precision.compute_dtype());
+        // The GEMMs' square-equivalent size: the cube root of M·K·N for a typical projection
+        // (M = tokens of a micro-batch, K = hidden, N = hidden / tp), since a GEMM's efficiency
+        // tracks its work per tile wave; few tokens or a narrow TP shard make it small.
+        let n = (b * s * spec.hidden as f64 * (spec.hidden as f64 / tp as f64))
+            .cbrt()
+            .max(1.0);
+        let (gemm_eff, measured_gemm) = rates.gemm_efficiency(n);
+        let eff = (gemm_eff * a.framework_efficiency).clamp(1e-3, 1.0);
+        let eff_text = if measured_gemm {
+            format!(
+                "measured cuBLAS curve at n = {n:.0} ({gemm_eff:.2}, {}) x framework {:.2}",
+                rates.source, a.framework_efficiency
+            )
+        } else {
+            format!(
+                "{DEFAULT_GEMM_CEILING}·n/(n + {DEFAULT_GEMM_HALF_N}) at n = {n:.0} ({gemm_eff:.2}) x framework {:.2}",
+                a.framework_efficiency
+            )
+        };
+        Cx {
+            spec,
+            gpu,
+            scen,
+            a,
+            tf,
+            st,
+            tp,
+            pp,
+            dp,
+            mp: (tp * pp) as f64,
+            b,
+            s,
+            m,
+            tokens: b * s * m,
+            layers: spec.layers.max(1) as f64,
+            ck: scen.checkpointing.checkpointed_layers(spec.layers) as f64,
+            half,
+            act_bytes,
+            peak,
+            eff,
+            rate: peak * 1e12 * eff,
+            eff_conf: confidence(measured_gemm),
+            eff_text,
+            hbm: gpu.memory_bandwidth_gbs.max(1.0) * 1e9,
+            h2d: rates.host_to_device_gbs.unwrap_or(gpu.host_link_gbs),
+            d2h: rates.device_to_host_gbs.unwrap_or(gpu.host_link_gbs),
+            link_conf: confidence(rates.host_to_device_gbs.is_some()),
+            inv,
+        }
+    }
+
+    /// Decoder layers on one pipeline stage.
+    pub fn layers_local(&self) -> f64 {
+        (self.spec.layers as f64 / self.pp as f64).ceil()
+    }
+
+    /// Bytes of one micro-batch's `b·s·h` activation.
+    pub fn activation_bytes(&self) -> f64 {
+        self.b * self.s * self.spec.hidden as f64 * self.act_bytes
+    }
+
+    /// Trainable parameters on one model-parallel rank (before data-parallel sharding).
+    pub fn trainable_local(&self) -> f64 {
+        (self.st.params_trainable as f64 / self.mp).max(0.0)
+    }
+
+    /// Bytes of one gradient element: the parameters' dtype, or the adapters' under LoRA.
+    pub fn grad_dtype_bytes(&self) -> f64 {
+        if self.scen.method == Method::Full {
+            self.scen.precision.param_dtype().bytes() as f64
+        } else {
+            self.scen.lora.adapter_dtype.bytes() as f64
+        }
+    }
+
+    /// Bus bandwidth, GB/s, of a collective over a group spanning `span` consecutive ranks.
+    /// Ranks are laid out tensor-innermost, then data, then pipeline (Megatron's default
+    /// order), so a group crosses servers when its span exceeds a server.
+    pub fn link_gbs(&self, span: u64) -> f64 {
+        let node = self.a.gpus_per_node.max(1) as u64;
+        let nvlink = if self.gpu.peer_link_gbs > 0.0 {
+            // Catalog peer bandwidths are both directions together (NVLink 4: 900 = 2 x 450).
+            self.gpu.peer_link_gbs / 2.0
+        } else {
+            self.gpu.host_link_gbs
+        };
+        let raw = if span > node {
+            self.a.internode_gbs.min(nvlink)
+        } else {
+            nvlink
+        };
+        raw * self.a.link_efficiency
+    }
+}
+
+fn confidence(measured: bool) -> Confidence {
+    if measured {
+        Confidence::Calibrated
+    } else {
+        Confidence::Assumed
+    }
+}
+
+fn peak_tflops(gpu: &Gpu, dtype: DType) -> f64 {
+    let t = &gpu.dense_tflops;
+    let v = match dtype {
+        DType::Bf16 => t.bf16.or(t.fp16),
+        DType::F16 => t.fp16.or(t.bf16),
+        // PyTorch's default for fp32 matmuls is full fp32 (allow_tf32 is off since 1.12).
+        _ => t.fp32,
+    };
+    v.or(t.fp32).unwrap_or(1.0).max(1e-3)
+}

@@ -1,0 +1,142 @@
+//! Matrix-multiply FLOPs per token of a model, from its parameter inventory: the numerator of
+//! every compute term and of MFU.
+
+use serde::Serialize;
+
+use crate::model::ModelSpec;
+use crate::model::params::{ParamInventory, Scope, inventory};
+use crate::scenario::{Attention, Method, Scenario};
+
+/// FLOPs per token of one model's matrix multiplies (whole model, before any splitting).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TokenFlops {
+    /// Forward FLOPs per token of every Linear in the decoder layers (active experts only).
+    pub layer_matmul_forward: f64,
+    /// Backward FLOPs per token of those Linears (input and, where trainable, weight grads).
+    pub layer_matmul_backward: f64,
+    /// Forward FLOPs per token of Linears outside the layers (lm_head, OPT projections).
+    pub outside_forward: f64,
+    pub outside_backward: f64,
+    /// Attention score and value matmuls per token over all layers, forward, as executed
+    /// (full s x s for eager, the causal half for fused kernels).
+    pub attention_forward: f64,
+    /// Their backward (2x forward, 2.5x for fused kernels that recompute Q·Kᵀ).
+    pub attention_backward: f64,
+    /// Forward attention FLOPs per token with a causal mask's half only (model FLOPs).
+    pub attention_causal_forward: f64,
+    /// Parameters taking part in matrix multiplies per token (N of 6·N·T), and the
+    /// trainable ones among them.
+    pub matmul_params: f64,
+    pub matmul_params_trainable: f64,
+}
+
+pub(super) fn layer_count(inv: &ParamInventory, scope: Scope) -> f64 {
+    match scope {
+        Scope::Model => 1.0,
+        Scope::Layer => (inv.dense_layers + inv.sparse_layers) as f64,
+        Scope::DenseLayer => inv.dense_layers as f64,
+        Scope::SparseLayer => inv.sparse_layers as f64,
+    }
+}
+
+/// Matrix-multiply FLOPs per token of `spec` trained as `scen` says, from the parameter
+/// inventory (`model/params.rs`).
+pub fn token_flops(spec: &ModelSpec, scen: &Scenario) -> TokenFlops {
+    token_flops_of(spec, &inventory(spec), scen)
+}
+
+/// [`token_flops`] from an inventory the caller already built (the time model shares one).
+pub(super) fn token_flops_of(
+    spec: &ModelSpec,
+    inv: &ParamInventory,
+    scen: &Scenario,
+) -> TokenFlops {
+    let full = scen.method == Method::Full;
+    let r = scen.lora.rank as f64;
+    let mut f = TokenFlops {
+        layer_matmul_forward: 0.0,
+        layer_matmul_backward: 0.0,
+        outside_forward: 0.0,
+        outside_backward: 0.0,
+        attention_forward: 0.0,
+        attention_backward: 0.0,
+        attention_causal_forward: 0.0,
+        matmul_params: 0.0,
+        matmul_params_trainable: 0.0,
+    };
+    let top_k = spec.moe.as_ref().map_or(1, |m| m.top_k);
+    for t in &inv.tensors {
+        // Matrices that multiply activations: every Linear and the MoE router; embeddings are
+        // lookups (no FLOPs); vectors (norms, biases) are elementwise.
+        let is_router = t.name == "mlp.gate.weight";
+        if t.linear.is_none() && !is_router {
+            continue;
+        }
+        // Each token passes through top_k of the experts' copies (Fedus et al. 2021).
+        let active = if t.copies > 1 { top_k.min(t.copies) } else { 1 } as f64;
+        let n = t.d_in as f64 * t.d_out as f64 * active * layer_count(inv, t.scope);
+        let fwd = 2.0 * n;
+        // Input gradient always (earlier layers or adapters need it); weight gradient only
+        // when the weight trains.
+        let mut bwd = if full { 4.0 * n } else { 2.0 * n };
+        let mut fwd_total = fwd;
+        f.matmul_params += n;
+        if full {
+            f.matmul_params_trainable += n;
+        }
+        if !full && t.linear.is_some() && crate::states::lora_adapts(scen, t) {
+            // x·A (d_in x r) then ·B (r x d_out): 2r(d_in + d_out) forward, twice that back.
+            let a = r * (t.d_in + t.d_out) as f64 * active * layer_count(inv, t.scope);
+            fwd_total += 2.0 * a;
+            bwd += 4.0 * a;
+            f.matmul_params += a;
+            f.matmul_params_trainable += a;
+        }
+        if t.scope == Scope::Model {
+            f.outside_forward += fwd_total;
+            f.outside_backward += bwd;
+        } else {
+            f.layer_matmul_forward += fwd_total;
+            f.layer_matmul_backward += bwd;
+        }
+    }
+    // lm_head: tied models have no separate tensor in the inventory, but still multiply.
+    let head_dim = if spec.family == crate::model::Family::Opt {
+        spec.embed_proj_dim
+    } else {
+        spec.hidden
+    };
+    let head = head_dim as f64 * spec.vocab as f64;
+    f.outside_forward += 2.0 * head;
+    // The lm_head weight trains in full training (tied or not); LoRA freezes it.
+    f.outside_backward += if full { 4.0 * head } else { 2.0 * head };
+    f.matmul_params += head;
+    if full {
+        f.matmul_params_trainable += head;
+    }
+    // Attention: Q·Kᵀ and P·V, 2·s·d each per token per layer, over the whole s x s matrix
+    // (Korthikanti et al. 2022 App. A). A sliding window bounds the keys a query sees.
+    let s = scen.seq as f64;
+    let keys = spec.sliding_window.map_or(s, |w| s.min(w as f64));
+    let full_matrix = 4.0 * keys * spec.q_dim() as f64 * spec.layers as f64;
+    // Causal: on average a query sees half the keys (s/2 for a full window).
+    let causal = if keys < s {
+        full_matrix * (1.0 - keys / (2.0 * s))
+    } else {
+        full_matrix / 2.0
+    };
+    f.attention_causal_forward = causal;
+    match scen.attention {
+        Attention::Eager => {
+            // Eager multiplies the whole s x s matrix and masks afterwards, window or not.
+            let eager = 4.0 * s * spec.q_dim() as f64 * spec.layers as f64;
+            f.attention_forward = eager;
+            f.attention_backward = 2.0 * eager;
+        }
+        Attention::Sdpa => {
+            f.attention_forward = causal;
+            f.attention_backward = 2.5 * causal;
+        }
+    }
+    f
+}

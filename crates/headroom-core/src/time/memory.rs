@@ -1,0 +1,103 @@
+//! Memory-bound terms at the HBM bandwidth: eager attention's softmax, the loss, QLoRA's
+//! dequantization and the optimizer step.
+
+use crate::model::params::Scope;
+use crate::scenario::{Attention, LossImpl, Method, Offload, Optimizer};
+
+use super::compute::Busy;
+use super::cx::Cx;
+use super::flops::layer_count;
+use super::terms::Terms;
+
+/// Pushes the memory-bound terms, and records in `busy` those that run inside forward and
+/// backward (softmax, loss), which communication can overlap like the matmuls.
+pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
+    let (spec, scen) = (cx.spec, cx.scen);
+    let (b, s, m, mp, ck, layers) = (cx.b, cx.s, cx.m, cx.mp, cx.ck, cx.layers);
+    if scen.attention == Attention::Eager {
+        // Memory-bound softmax on the s x s scores: HF eager writes scores (2), adds the mask
+        // (2 + 2), softmax in fp32 (read 2, write 4, read 4 to cast, write 2), P·V reads 2:
+        // ~20 bytes per score forward, about twice that backward; recompute adds a forward.
+        let passes = 60.0 + if ck > 0.0 { 20.0 * ck / layers } else { 0.0 };
+        let scores = spec.heads as f64 * s * s * b * layers * m / mp;
+        busy.softmax = terms.memory(
+            "eager_softmax",
+            "eager attention's s x s softmax traffic",
+            scores * passes,
+            format!("heads·s²·b·L x {passes:.0} bytes (20 forward, 40 backward)"),
+            "transformers eager_attention_forward (fp32 softmax); assumed pass count",
+        );
+    }
+    let loss_bytes = match scen.loss {
+        // logits half (write 2, read 2), fp32 upcast (write 4), log_softmax (read 4, write 4),
+        // backward (read 4 x 2, write 4, cast write 2): ~30 bytes per logit.
+        LossImpl::Hf => 30.0,
+        // Liger's fused linear cross-entropy keeps chunks on chip mostly: ~8 bytes per logit.
+        LossImpl::Fused => 8.0,
+    };
+    // The loss runs on the last pipeline stage; averaged per GPU like the matmuls.
+    busy.loss = terms.memory(
+        "loss",
+        "cross-entropy over the logits",
+        b * s * m * spec.vocab as f64 * loss_bytes / mp,
+        format!("b·s·V x {loss_bytes} bytes per logit"),
+        "transformers ForCausalLMLoss (fp32 upcast); Liger fused linear cross-entropy",
+    );
+    if scen.method == Method::Qlora {
+        // bitsandbytes' MatMul4Bit dequantizes each NF4 weight to 16 bits for every use: in
+        // forward, again for the input gradient in backward, and once more per recomputed
+        // (checkpointed) layer. Each use reads the 4-bit weight (0.5 B) and writes the 16-bit
+        // copy (2 B) that the matmul then reads in place of a stored 16-bit weight.
+        let inv = &cx.inv;
+        let quantized: f64 = inv
+            .tensors
+            .iter()
+            .filter(|t| t.quantizable && t.scope != Scope::Model)
+            .map(|t| t.numel() as f64 * layer_count(inv, t.scope))
+            .sum();
+        let uses = 2.0 + ck / layers.max(1.0);
+        terms.memory(
+            "dequantize_4bit",
+            "QLoRA: NF4 weights dequantized for every use",
+            quantized * 2.5 * uses * m / mp,
+            format!(
+                "{quantized:.3e} NF4 weights x 2.5 bytes x {uses:.2} uses per micro-batch x {m:.0}"
+            ),
+            "bitsandbytes MatMul4Bit (dequantize_4bit in forward and backward); assumed bytes per use",
+        );
+    }
+    if scen.parallel.offload_optimizer == Offload::None {
+        optimizer(cx, terms);
+    }
+}
+
+/// The optimizer step on the GPU: an elementwise pass (or a few) over states and weights.
+fn optimizer(cx: &Cx, terms: &mut Terms) {
+    let st = &cx.st;
+    let pass = match cx.scen.optimizer {
+        // foreach AdamW runs ~6 elementwise kernels over the states; fused does one pass.
+        Optimizer::AdamWFused => 1.0,
+        Optimizer::Sgd => 1.0,
+        _ => 2.0,
+    };
+    // The step reads and writes only the weights that train: all of them in full training, the
+    // adapters with LoRA/QLoRA (a frozen base is never touched; the adapters' bytes equal their
+    // gradients', same dtype).
+    let updated_weights = if cx.scen.method == Method::Full {
+        st.weights
+    } else {
+        st.gradients
+    };
+    let opt_traffic = 2.0 * (st.optimizer.device + st.optimizer.paged + st.master_weights) as f64
+        + st.gradients as f64
+        + 2.0 * updated_weights as f64;
+    terms.memory(
+        "optimizer",
+        "optimizer step",
+        pass * opt_traffic,
+        format!(
+            "{pass} x (2 x states + 2 x weights + gradients) = {pass} x {opt_traffic:.3e} bytes"
+        ),
+        "elementwise update, memory-bound (optimizer.rs state bytes)",
+    );
+}

@@ -1,0 +1,204 @@
+//! Time of one training step: FLOPs, host-device transfers and communication per GPU, turned
+//! into step time, tokens per second, MFU and time to train on N tokens.
+//!
+//! Pure and deterministic like the rest of the core (no clock, no IO). FLOPs are `f64` (a
+//! step's FLOPs can exceed `u64` for extreme inputs); bytes are `u64`.
+//!
+//! Conventions (each term also carries its own formula and source):
+//! - A matrix multiply of an `m x k` by a `k x n` matrix is `2mkn` FLOPs. Backward of a Linear
+//!   is two such multiplies (input gradient and weight gradient), hence the familiar
+//!   `6·N·T` for dense training (Kaplan et al. 2020, "Scaling Laws for Neural Language
+//!   Models", §2.1; Hoffmann et al. 2022, Chinchilla, App. F; EleutherAI "Transformer Math
+//!   101"). A frozen weight (LoRA, QLoRA) needs no weight gradient: `4·N·T`.
+//! - Attention scores and values: `2·s·d` FLOPs per token per layer each, `d` = heads x
+//!   head_dim (Korthikanti et al. 2022, arXiv 2205.05198, §5 and App. A; Narayanan et al.
+//!   2021, arXiv 2104.04473, §5.1). Eager attention computes the whole `s x s` matrix; fused
+//!   (Flash/SDPA) kernels skip the masked half of a causal mask (Dao 2023, FlashAttention-2,
+//!   §4.1 counts causal as half) and recompute `Q·Kᵀ` in backward (five matmuls in backward
+//!   against two in forward: backward = 2.5x forward).
+//! - Recompute: full checkpointing runs one extra forward of each checkpointed layer
+//!   (Chen et al. 2016; Korthikanti et al. 2022 §4: `72·B·s·L·h²` becomes `96·...`).
+//!
+//! Layout: [`step_time_with`] derives what every term needs once (`cx.rs`), then pushes the
+//! terms kind by kind (`compute.rs`, `memory.rs`, `transfer.rs`, `comm.rs`) onto one list
+//! (`terms.rs`) and sums them (`summary.rs`). FLOPs per token are `flops.rs`; measured and
+//! default rates are `rates.rs`.
+
+mod comm;
+mod compute;
+mod cx;
+mod flops;
+mod memory;
+mod rates;
+mod summary;
+mod terms;
+mod transfer;
+
+use serde::Serialize;
+
+use crate::calibration::Calibration;
+use crate::catalog::Gpu;
+use crate::estimate::Confidence;
+use crate::model::ModelSpec;
+use crate::scenario::{Checkpointing, Scenario};
+
+pub use flops::{TokenFlops, token_flops};
+pub use rates::{DEFAULT_GEMM_CEILING, DEFAULT_GEMM_HALF_N, Rates};
+
+/// End-to-end fraction of GEMM throughput a training framework sustains on its matrix
+/// multiplies (kernel launches, small elementwise kernels between GEMMs, layout copies,
+/// stragglers). FITTED on two rows of Narayanan et al. 2021 Table 1 (the 1.7B and 7.5B GPT
+/// models on A100, the rows without pipeline parallelism, whose unpublished schedule would
+/// otherwise enter the fit) and on nothing else; the other eight rows, Korthikanti et al. 2022
+/// and Llama 3 405B on H100 are held out (`tests/time.rs` redoes the fit and prints the table).
+pub const DEFAULT_FRAMEWORK_EFFICIENCY: f64 = 0.68;
+
+/// The assumptions that no scenario field carries, each with a documented default.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimeAssumptions {
+    /// GPUs per server: groups larger than this cross the inter-node network.
+    pub gpus_per_node: u32,
+    /// Inter-node bandwidth per GPU and direction, GB/s. Default 50: one 400 Gb/s NIC per GPU
+    /// (DGX H100 / Grand Teton: eight ConnectX-7 per eight GPUs; Llama 3 paper §3.3.1).
+    pub internode_gbs: f64,
+    /// Fraction of a link's per-direction bandwidth NCCL's ring sustains (bus bandwidth).
+    /// Default 0.8: nccl-tests on DGX A100/H100 report ~80% of NVLink per-direction bandwidth.
+    pub link_efficiency: f64,
+    /// NVMe read/write bandwidth per GPU, GB/s (ZeRO-Infinity's NVMe tier). Default 3:
+    /// a node's RAID of NVMe drives (~25 GB/s, Rajbhandari et al. 2021 §7) shared by 8 GPUs.
+    pub nvme_gbs: f64,
+    /// Host memory bandwidth available to one GPU's CPU optimizer, GB/s. Default 25: a
+    /// two-socket server's ~200 GB/s DRAM bandwidth shared by 8 GPUs' processes.
+    pub host_memory_gbs: f64,
+    /// Pipeline virtual stages per GPU (Megatron's interleaved 1F1B). Default 1 (plain 1F1B).
+    pub virtual_stages: u32,
+    /// The framework factor (see [`DEFAULT_FRAMEWORK_EFFICIENCY`]).
+    pub framework_efficiency: f64,
+}
+
+impl Default for TimeAssumptions {
+    fn default() -> Self {
+        TimeAssumptions {
+            gpus_per_node: 8,
+            internode_gbs: 50.0,
+            link_efficiency: 0.8,
+            nvme_gbs: 3.0,
+            host_memory_gbs: 25.0,
+            virtual_stages: 1,
+            framework_efficiency: DEFAULT_FRAMEWORK_EFFICIENCY,
+        }
+    }
+}
+
+/// What a term is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TermKind {
+    /// Matrix multiplies at the efficiency-scaled peak.
+    Compute,
+    /// Memory-bound kernels at the HBM bandwidth.
+    Memory,
+    /// Host-device or NVMe transfers.
+    Transfer,
+    /// Collective communication between GPUs.
+    Communication,
+    /// Idle time (the pipeline bubble).
+    Idle,
+}
+
+/// One term of the step time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimeTerm {
+    pub id: &'static str,
+    pub name: String,
+    pub kind: TermKind,
+    /// FLOPs per GPU per optimizer step (0 for transfers).
+    pub flops: f64,
+    /// Bytes moved per GPU per optimizer step (0 for compute).
+    pub bytes: u64,
+    /// Seconds the term takes on its own.
+    pub seconds: f64,
+    /// Seconds it adds to the step after overlap.
+    pub exposed_seconds: f64,
+    pub formula: String,
+    pub source: String,
+    pub confidence: Confidence,
+}
+
+/// One optimizer step's time on one GPU, and what follows from it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepTime {
+    pub terms: Vec<TimeTerm>,
+    /// FLOPs one GPU executes per optimizer step (recompute and flash's recompute included).
+    pub hardware_flops_per_gpu: f64,
+    /// Model FLOPs per GPU (MFU's numerator): 6·N·T (4·N·T for frozen weights plus
+    /// 2·N_trainable·T) plus causal attention, without any recompute.
+    pub model_flops_per_gpu: f64,
+    /// Dense peak of the compute dtype, TFLOP/s.
+    pub peak_tflops: f64,
+    /// Fraction of peak the matrix multiplies are assumed to run at.
+    pub matmul_efficiency: f64,
+    pub step_seconds: f64,
+    /// Tokens per optimizer step over all GPUs.
+    pub tokens_per_step: u64,
+    pub tokens_per_second: f64,
+    pub tokens_per_second_per_gpu: f64,
+    /// Model FLOPs utilization (PaLM, Chowdhery et al. 2022, App. B).
+    pub mfu: f64,
+    /// Hardware FLOPs utilization (recompute counted).
+    pub hfu: f64,
+    /// The weakest confidence of the terms that matter (over 5% of the step).
+    pub confidence: Confidence,
+}
+
+impl StepTime {
+    /// Seconds to train on `tokens` tokens at this step's throughput (no failures, no restarts).
+    pub fn seconds_for_tokens(&self, tokens: f64) -> f64 {
+        if self.tokens_per_second > 0.0 {
+            tokens / self.tokens_per_second
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// GPU-hours to train on `tokens` tokens on `gpus` GPUs.
+    pub fn gpu_hours_for_tokens(&self, tokens: f64, gpus: u32) -> f64 {
+        self.seconds_for_tokens(tokens) * gpus as f64 / 3600.0
+    }
+
+    /// The term with `id`, if present.
+    pub fn term(&self, id: &str) -> Option<&TimeTerm> {
+        self.terms.iter().find(|t| t.id == id)
+    }
+}
+
+/// Layers whose forward runs twice under `ckpt` (checkpointed layers), of `layers`.
+pub fn recomputed_layers(ckpt: Checkpointing, layers: u64) -> u64 {
+    ckpt.checkpointed_layers(layers)
+}
+
+/// The step time of `scen` on `gpu` at the speed `cal` measured for the scenario's compute
+/// dtype (the defaults where it measured nothing) and with the default assumptions: what every
+/// surface shows. It takes the calibration the estimate takes, so no surface can time a step
+/// with other rates than those its memory was calibrated with.
+pub fn step_time(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> StepTime {
+    let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
+    step_time_with(spec, gpu, scen, &rates, &TimeAssumptions::default())
+}
+
+/// The step time of `scen` on `gpu` with measured `rates` and explicit assumptions.
+pub fn step_time_with(
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    scen: &Scenario,
+    rates: &Rates,
+    a: &TimeAssumptions,
+) -> StepTime {
+    let cx = cx::Cx::new(spec, gpu, scen, rates, a);
+    let mut terms = terms::Terms::new(&cx);
+    let mut busy = compute::terms(&cx, &mut terms);
+    memory::terms(&cx, &mut terms, &mut busy);
+    transfer::terms(&cx, &mut terms);
+    comm::terms(&cx, &busy, &mut terms);
+    summary::summary(&cx, terms.list)
+}

@@ -1,0 +1,178 @@
+//! The list a step's terms are pushed onto: one method per kind of term, each owning how that
+//! kind turns work (FLOPs, bytes) into seconds and what its formula and confidence say.
+
+use crate::estimate::Confidence;
+
+use super::cx::Cx;
+use super::{TermKind, TimeTerm};
+
+/// Where a transfer goes, which sets its bandwidth and how sure that bandwidth is.
+#[derive(Clone, Copy)]
+pub(super) enum Via {
+    /// The host link (pinned copies) at this many GB/s: measured when the rates say so.
+    HostLink(f64),
+    /// Host memory, for the CPU optimizer step (assumed bandwidth per GPU).
+    HostMemory,
+    /// NVMe (assumed bandwidth per GPU).
+    Nvme,
+}
+
+/// The terms of one step, in the order they are pushed (the order every surface shows).
+pub(super) struct Terms<'c, 'a> {
+    cx: &'c Cx<'a>,
+    pub list: Vec<TimeTerm>,
+}
+
+impl<'c, 'a> Terms<'c, 'a> {
+    pub fn new(cx: &'c Cx<'a>) -> Self {
+        Terms {
+            cx,
+            list: Vec::new(),
+        }
+    }
+
+    /// Matrix multiplies at the efficiency-scaled peak; returns their seconds.
+    pub fn compute(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        flops: f64,
+        formula: String,
+        source: &str,
+    ) -> f64 {
+        let cx = self.cx;
+        let seconds = flops / cx.rate;
+        self.list.push(TimeTerm {
+            id,
+            name: name.to_string(),
+            kind: TermKind::Compute,
+            flops,
+            bytes: 0,
+            seconds,
+            exposed_seconds: seconds,
+            formula: format!(
+                "{formula}; at {} TFLOP/s x {:.3} ({})",
+                cx.peak, cx.eff, cx.eff_text
+            ),
+            source: source.to_string(),
+            confidence: cx.eff_conf,
+        });
+        seconds
+    }
+
+    /// Memory-bound kernels at the HBM bandwidth; returns their seconds.
+    pub fn memory(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        bytes: f64,
+        formula: String,
+        source: &str,
+    ) -> f64 {
+        let seconds = bytes / self.cx.hbm;
+        self.list.push(TimeTerm {
+            id,
+            name: name.to_string(),
+            kind: TermKind::Memory,
+            flops: 0.0,
+            bytes: bytes as u64,
+            seconds,
+            exposed_seconds: seconds,
+            formula: format!("{formula} / {} GB/s HBM", self.cx.gpu.memory_bandwidth_gbs),
+            source: source.to_string(),
+            confidence: Confidence::Assumed,
+        });
+        seconds
+    }
+
+    /// Host-device or NVMe traffic, none of it hidden: save_on_cpu copies on the compute
+    /// stream, and ZeRO's offload waits for the CPU step before the next forward.
+    pub fn transfer(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        bytes: f64,
+        via: Via,
+        formula: String,
+        source: &str,
+    ) {
+        let (gbs, confidence) = match via {
+            Via::HostLink(gbs) => (gbs, self.cx.link_conf),
+            Via::HostMemory => (self.cx.a.host_memory_gbs, Confidence::Assumed),
+            Via::Nvme => (self.cx.a.nvme_gbs, Confidence::Assumed),
+        };
+        let seconds = bytes / (gbs.max(1e-3) * 1e9);
+        self.list.push(TimeTerm {
+            id,
+            name: name.to_string(),
+            kind: TermKind::Transfer,
+            flops: 0.0,
+            bytes: bytes as u64,
+            seconds,
+            exposed_seconds: seconds,
+            formula: format!("{formula} at {gbs:.1} GB/s"),
+            source: source.to_string(),
+            confidence,
+        });
+    }
+
+    /// A collective moving `moved` bytes in `seconds`, hidden behind `window` seconds of
+    /// compute; nothing when it moves nothing.
+    pub fn comm(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        (moved, seconds): (f64, f64),
+        window: f64,
+        formula: String,
+        source: &str,
+    ) {
+        if moved <= 0.0 {
+            return;
+        }
+        self.list.push(TimeTerm {
+            id,
+            name: name.to_string(),
+            kind: TermKind::Communication,
+            flops: 0.0,
+            bytes: moved as u64,
+            seconds,
+            exposed_seconds: (seconds - window).max(0.0),
+            formula,
+            source: source.to_string(),
+            confidence: Confidence::Assumed,
+        });
+    }
+
+    /// Time a GPU waits; exact given the terms it is a fraction of.
+    pub fn idle(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        seconds: f64,
+        formula: String,
+        source: &str,
+    ) {
+        self.list.push(TimeTerm {
+            id,
+            name: name.to_string(),
+            kind: TermKind::Idle,
+            flops: 0.0,
+            bytes: 0,
+            seconds,
+            exposed_seconds: seconds,
+            formula,
+            source: source.to_string(),
+            confidence: Confidence::Exact,
+        });
+    }
+}
+
+/// Ring collective time: each GPU sends `factor·(n−1)/n·bytes` at `gbs` GB/s.
+pub(super) fn ring_seconds(bytes: f64, n: u64, factor: f64, gbs: f64) -> (f64, f64) {
+    if n <= 1 || bytes <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let moved = factor * (n - 1) as f64 / n as f64 * bytes;
+    (moved, moved / (gbs.max(1e-3) * 1e9))
+}
