@@ -9,12 +9,12 @@ use crate::calibration::Calibration;
 use crate::catalog::Gpu;
 use crate::codec;
 use crate::error::ScenarioError;
-use crate::estimate::{Estimate, estimate_with, resolve};
+use crate::estimate::{Estimate, estimate_and_time, resolve};
 use crate::fit::{Fit, fit};
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
 use crate::strategies::{Strategy, strategies};
-use crate::time::{StepTime, step_time};
+use crate::time::StepTime;
 
 /// The full answer for one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,14 +42,15 @@ pub fn analyze_with(
     cal: &Calibration,
     scen: &Scenario,
 ) -> Analysis {
+    let (estimate, time) = estimate_and_time(spec, gpu, cal, scen);
     Analysis {
         estimate: Estimate {
             model: name.to_string(),
-            ..estimate_with(spec, gpu, cal, scen)
+            ..estimate
         },
         fit: fit(spec, gpu, cal, scen),
         strategies: strategies(spec, gpu, cal, scen),
-        time: step_time(spec, gpu, cal, scen),
+        time,
         link: codec::encode(scen),
     }
 }

@@ -28,6 +28,8 @@ use crate::catalog::{Gpu, GpuCatalog, PresetCatalog};
 use crate::error::ScenarioError;
 use crate::model::ModelSpec;
 use crate::scenario::{ModelChoice, Scenario};
+use crate::time::{Prepared, StepTime, step_time_prepared};
+use std::borrow::Cow;
 
 use components::Totals;
 use levels::Runtime;
@@ -104,7 +106,30 @@ pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
 /// Estimates with explicit model, GPU and calibration (the pure core of everything else).
 /// `model` is left empty: the caller that resolved the model names it.
 pub fn estimate_with(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> Estimate {
+    finish(Step::prepare(spec, scen), gpu, cal)
+}
+
+/// The estimate and the step time of one scenario, with the parameter inventory, the model
+/// states and the layer's saved bytes prepared once for both (as `analyze` needs them).
+pub fn estimate_and_time(
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+) -> (Estimate, StepTime) {
     let step = Step::prepare(spec, scen);
+    let parts = Prepared {
+        inv: Cow::Borrowed(&step.inv),
+        st: Cow::Borrowed(&step.st),
+        layer_bytes: step.dense_bytes,
+    };
+    let time = step_time_prepared(spec, gpu, cal, scen, parts);
+    (finish(step, gpu, cal), time)
+}
+
+/// Runs the phases over a prepared step and assembles the estimate.
+fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
+    let (spec, scen) = (step.spec, step.scen);
     let (timeline, fwd, loss) = schedule::run(&step);
     let runtime = Runtime::new(&step, cal, fwd.acts);
     let points = runtime.levels(timeline);

@@ -5,7 +5,7 @@
 use crate::activations::{self, Saved, Shape};
 use crate::dtype::DType;
 use crate::loss::{LossMemory, loss_memory};
-use crate::model::{Family, ModelSpec, inventory};
+use crate::model::{Family, ModelSpec, ParamInventory, inventory};
 use crate::scenario::{Attention, Checkpointing, LayerPlan, Scenario};
 use crate::states::{ModelStates, model_states};
 
@@ -16,6 +16,8 @@ use super::kv_cache::{KvCache, kv_cache};
 pub(super) struct Step<'a> {
     pub spec: &'a ModelSpec,
     pub scen: &'a Scenario,
+    /// The parameter inventory and the model states (shared with the time model).
+    pub inv: ParamInventory,
     pub st: ModelStates,
     /// Tokens in the micro-batch.
     pub t: u64,
@@ -104,6 +106,7 @@ impl<'a> Step<'a> {
             sparse_layers: spec.moe.as_ref().map_or(0, |m| m.sparse_layers),
             spec,
             scen,
+            inv,
             st,
             t,
             stream,

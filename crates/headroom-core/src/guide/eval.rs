@@ -4,11 +4,10 @@
 use super::block::{Block, View};
 use crate::analysis::Analysis;
 use crate::codec::{self, decode_pairs, named_scenario, named_scenarios, query_pairs};
-use crate::estimate::{Estimate, estimate_with, resolve};
+use crate::estimate::{Estimate, estimate_and_time, resolve};
 use crate::fit::{Fit, fit};
 use crate::metrics::{self, Unit};
 use crate::scenario::Scenario;
-use crate::time::step_time;
 
 /// One figure: its exact value (`None` when the metric has none here, e.g. no micro-batch fits)
 /// and how it reads.
@@ -82,10 +81,11 @@ fn changed(scen: &Scenario, queries: &[&str]) -> Result<Scenario, String> {
 /// metric asks for it, never the strategy table (a guide table row costs one estimate).
 fn analysis(scen: &Scenario, with_fit: bool) -> Result<Analysis, String> {
     let r = resolve(scen).map_err(|e| e.to_string())?;
+    let (estimate, time) = estimate_and_time(&r.spec, r.gpu, &r.calibration, scen);
     Ok(Analysis {
         estimate: Estimate {
             model: r.name.clone(),
-            ..estimate_with(&r.spec, r.gpu, &r.calibration, scen)
+            ..estimate
         },
         fit: if with_fit {
             fit(&r.spec, r.gpu, &r.calibration, scen)
@@ -96,7 +96,7 @@ fn analysis(scen: &Scenario, with_fit: bool) -> Result<Analysis, String> {
             }
         },
         strategies: Vec::new(),
-        time: step_time(&r.spec, r.gpu, &r.calibration, scen),
+        time,
         link: codec::encode(scen),
     })
 }

@@ -1,6 +1,8 @@
 //! What every term of a step needs (degrees, tokens, rates, the inventory and the model
 //! states), computed once per step.
 
+use std::borrow::Cow;
+
 use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::estimate::Confidence;
@@ -20,9 +22,11 @@ pub(super) struct Cx<'a> {
     pub gpu: &'a Gpu,
     pub scen: &'a Scenario,
     pub a: &'a TimeAssumptions,
-    pub inv: ParamInventory,
+    pub inv: Cow<'a, ParamInventory>,
     pub tf: TokenFlops,
-    pub st: ModelStates,
+    pub st: Cow<'a, ModelStates>,
+    /// One dense layer's saved bytes without checkpointing (what activation offload moves).
+    pub layer_bytes: u64,
     /// Tensor, pipeline and data-parallel degrees (at least 1).
     pub tp: u64,
     pub pp: u64,
@@ -66,8 +70,38 @@ impl<'a> Cx<'a> {
         a: &'a TimeAssumptions,
     ) -> Self {
         let inv = inventory(spec);
-        let tf = token_flops_of(spec, &inv, scen);
         let st = model_states(spec, &inv, scen);
+        // Only activation offload without checkpointing reads a layer's saved bytes.
+        let checkpointed = scen.checkpointing.checkpointed_layers(spec.layers) > 0;
+        let layer_bytes = if scen.offload_activations && !checkpointed {
+            let sh = crate::activations::Shape::from_scenario(spec, scen);
+            crate::activations::total(&crate::activations::layer(spec, &sh))
+        } else {
+            0
+        };
+        let parts = Prepared {
+            inv: Cow::Owned(inv),
+            st: Cow::Owned(st),
+            layer_bytes,
+        };
+        Self::with(spec, gpu, scen, rates, a, parts)
+    }
+
+    /// The context from what the estimate already prepared for the same scenario.
+    pub fn with(
+        spec: &'a ModelSpec,
+        gpu: &'a Gpu,
+        scen: &'a Scenario,
+        rates: &Rates,
+        a: &'a TimeAssumptions,
+        parts: Prepared<'a>,
+    ) -> Self {
+        let Prepared {
+            inv,
+            st,
+            layer_bytes,
+        } = parts;
+        let tf = token_flops_of(spec, &inv, scen);
         let tp = scen.parallel.tensor.max(1) as u64;
         let pp = scen.parallel.pipeline.max(1) as u64;
         let dp = scen.data_parallel().max(1) as u64;
@@ -129,6 +163,7 @@ impl<'a> Cx<'a> {
             d2h: rates.device_to_host_gbs.unwrap_or(gpu.host_link_gbs),
             link_conf: confidence(rates.host_to_device_gbs.is_some()),
             inv,
+            layer_bytes,
         }
     }
 
@@ -174,6 +209,14 @@ impl<'a> Cx<'a> {
         };
         raw * self.a.link_efficiency
     }
+}
+
+/// What the time model shares with the estimate of the same scenario: the parameter
+/// inventory, the model states and one layer's saved bytes, computed once for both.
+pub(crate) struct Prepared<'a> {
+    pub inv: Cow<'a, ParamInventory>,
+    pub st: Cow<'a, ModelStates>,
+    pub layer_bytes: u64,
 }
 
 fn confidence(measured: bool) -> Confidence {

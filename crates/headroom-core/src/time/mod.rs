@@ -42,6 +42,7 @@ use crate::estimate::Confidence;
 use crate::model::ModelSpec;
 use crate::scenario::{Checkpointing, Scenario};
 
+pub(crate) use cx::Prepared;
 pub use flops::{TokenFlops, token_flops};
 pub use rates::{DEFAULT_GEMM_CEILING, DEFAULT_GEMM_HALF_N, Rates};
 
@@ -194,7 +195,24 @@ pub fn step_time_with(
     rates: &Rates,
     a: &TimeAssumptions,
 ) -> StepTime {
-    let cx = cx::Cx::new(spec, gpu, scen, rates, a);
+    terms_of(cx::Cx::new(spec, gpu, scen, rates, a))
+}
+
+/// The step time from what the estimate of the same scenario prepared (`estimate::with_time`).
+pub(crate) fn step_time_prepared(
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+    parts: Prepared,
+) -> StepTime {
+    let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
+    let a = TimeAssumptions::default();
+    terms_of(cx::Cx::with(spec, gpu, scen, &rates, &a, parts))
+}
+
+/// Builds the terms kind by kind over one context, then sums them.
+fn terms_of(cx: cx::Cx) -> StepTime {
     let mut terms = terms::Terms::new(&cx);
     let mut busy = compute::terms(&cx, &mut terms);
     memory::terms(&cx, &mut terms, &mut busy);

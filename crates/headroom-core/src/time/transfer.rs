@@ -15,8 +15,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
         let per_layer = if cx.ck > 0.0 {
             cx.activation_bytes()
         } else {
-            let sh = crate::activations::Shape::from_scenario(spec, scen);
-            crate::activations::total(&crate::activations::layer(spec, &sh)) as f64
+            cx.layer_bytes as f64
         };
         // Both directions: out in forward (device to host), back in backward.
         let bytes = 2.0 * per_layer * cx.layers_local() * m;
