@@ -694,7 +694,10 @@ fn published_throughputs() {
     let loss = |f: f64| -> f64 {
         fit_rows
             .iter()
-            .map(|p| (1.0 + error(p, f)).ln().powi(2))
+            .map(|p| {
+                let e = libm::log(1.0 + error(p, f));
+                e * e
+            })
             .sum::<f64>()
     };
     let best = (40..=100)

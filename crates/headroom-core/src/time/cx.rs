@@ -118,9 +118,7 @@ impl<'a> Cx<'a> {
         // The GEMMs' square-equivalent size: the cube root of M·K·N for a typical projection
         // (M = tokens of a micro-batch, K = hidden, N = hidden / tp), since a GEMM's efficiency
         // tracks its work per tile wave; few tokens or a narrow TP shard make it small.
-        let n = (b * s * spec.hidden as f64 * (spec.hidden as f64 / tp as f64))
-            .cbrt()
-            .max(1.0);
+        let n = libm::cbrt(b * s * spec.hidden as f64 * (spec.hidden as f64 / tp as f64)).max(1.0);
         let (gemm_eff, measured_gemm) = rates.gemm_efficiency(n);
         let eff = (gemm_eff * a.framework_efficiency).clamp(1e-3, 1.0);
         let eff_text = if measured_gemm {

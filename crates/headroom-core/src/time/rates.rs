@@ -102,7 +102,8 @@ impl Rates {
         for w in c.windows(2) {
             let (a, b) = (w[0], w[1]);
             if n <= b.0 as f64 {
-                let t = (n.ln() - (a.0 as f64).ln()) / ((b.0 as f64).ln() - (a.0 as f64).ln());
+                let ln = libm::log;
+                let t = (ln(n) - ln(a.0 as f64)) / (ln(b.0 as f64) - ln(a.0 as f64));
                 return (a.1 + t * (b.1 - a.1), true);
             }
         }
