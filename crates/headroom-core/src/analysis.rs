@@ -13,7 +13,7 @@ use crate::estimate::{Estimate, estimate_and_time, resolve};
 use crate::fit::{Fit, fit};
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
-use crate::strategies::{Strategy, strategies};
+use crate::strategies::{Strategy, strategies_from};
 use crate::time::StepTime;
 
 /// The full answer for one scenario.
@@ -43,13 +43,14 @@ pub fn analyze_with(
     scen: &Scenario,
 ) -> Analysis {
     let (estimate, time) = estimate_and_time(spec, gpu, cal, scen);
+    let strategies = strategies_from(spec, gpu, cal, scen, &estimate, &time);
     Analysis {
         estimate: Estimate {
             model: name.to_string(),
             ..estimate
         },
         fit: fit(spec, gpu, cal, scen),
-        strategies: strategies(spec, gpu, cal, scen),
+        strategies,
         time,
         link: codec::encode(scen),
     }

@@ -11,13 +11,13 @@ use serde::Serialize;
 
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
-use crate::estimate::estimate_with;
+use crate::estimate::{Estimate, estimate_with};
 use crate::model::ModelSpec;
 use crate::scenario::{
     Attention, Checkpointing, DataParallel, LossImpl, Method, Offload, Optimizer, Precision,
     Scenario,
 };
-use crate::time::step_time;
+use crate::time::{StepTime, step_time};
 
 /// One row: a change, the device peak after it and the speed after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -51,12 +51,39 @@ pub struct Strategy {
     pub recommended: bool,
 }
 
+/// One change the strategy table (and the planner's ladder) tries.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Candidate {
+    /// The row's id, e.g. `adamw8bit`.
+    pub id: &'static str,
+    /// The technique, for people, e.g. "8-bit AdamW".
+    pub technique: String,
+    /// What changes, e.g. "adamw -> adamw8bit".
+    pub change: String,
+    /// The scenario with the change applied.
+    pub scenario: Scenario,
+}
+
+/// QLoRA computes in 16 bits: an fp32 scenario moves to bf16, any other keeps its precision.
+fn qlora_precision(p: Precision) -> Precision {
+    if p == Precision::Fp32 {
+        Precision::Bf16
+    } else {
+        p
+    }
+}
+
 /// Candidate changes that apply to `scen` (a technique already in use is skipped).
-pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> {
+pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
     let mut out = Vec::new();
     let mut add = |id: &'static str, technique: &str, change: String, s: Scenario| {
         if s != *scen {
-            out.push((id, technique.to_string(), change, s));
+            out.push(Candidate {
+                id,
+                technique: technique.to_string(),
+                change,
+                scenario: s,
+            });
         }
     };
     let base = scen.clone();
@@ -203,18 +230,13 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, 
                 ..base.clone()
             },
         );
-        let q_prec = if scen.precision == Precision::Fp32 {
-            Precision::Bf16
-        } else {
-            scen.precision
-        };
         add(
             "qlora",
             "QLoRA",
             format!("full -> QLoRA r{} (NF4 base)", scen.lora.rank),
             Scenario {
                 method: Method::Qlora,
-                precision: q_prec,
+                precision: qlora_precision(scen.precision),
                 ..base.clone()
             },
         );
@@ -226,11 +248,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, 
             format!("LoRA -> QLoRA r{} (NF4 base)", scen.lora.rank),
             Scenario {
                 method: Method::Qlora,
-                precision: if scen.precision == Precision::Fp32 {
-                    Precision::Bf16
-                } else {
-                    scen.precision
-                },
+                precision: qlora_precision(scen.precision),
                 ..base.clone()
             },
         );
@@ -351,21 +369,6 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, 
     out
 }
 
-/// Rows that change the training recipe whatever the scenario (see
-/// [`Strategy::changes_training`]); rows that change the tokens of a step are found by
-/// comparing them.
-const RECIPE_CHANGES: [&str; 9] = [
-    "pure_bf16",
-    "adamw8bit",
-    "paged_adamw8bit",
-    "adafactor",
-    "lion",
-    "adam_mini",
-    "sgd",
-    "lora",
-    "qlora",
-];
-
 /// `after / before − 1`, 0 when `before` is not a positive rate.
 fn speed_change(after: f64, before: f64) -> f64 {
     if before > 0.0 && before.is_finite() && after.is_finite() {
@@ -382,20 +385,34 @@ pub fn strategies(
     cal: &Calibration,
     scen: &Scenario,
 ) -> Vec<Strategy> {
-    let now_estimate = estimate_with(spec, gpu, cal, scen);
-    let now = now_estimate.peak.device as i64;
+    let now = estimate_with(spec, gpu, cal, scen);
     let now_time = step_time(spec, gpu, cal, scen);
+    strategies_from(spec, gpu, cal, scen, &now, &now_time)
+}
+
+/// The strategy table from the scenario's own estimate and step time, which the caller
+/// already has (`analyze`).
+pub fn strategies_from(
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+    now_estimate: &Estimate,
+    now_time: &StepTime,
+) -> Vec<Strategy> {
+    let now = now_estimate.peak.device as i64;
     let now_tps = now_time.tokens_per_second;
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
-        .filter(|(_, _, _, s)| s.validate().is_ok())
-        .map(|(id, technique, change, s)| {
-            let e = estimate_with(spec, gpu, cal, &s);
-            let t = step_time(spec, gpu, cal, &s);
+        .filter(|c| c.scenario.validate().is_ok())
+        .map(|c| {
+            let s = &c.scenario;
+            let e = estimate_with(spec, gpu, cal, s);
+            let t = step_time(spec, gpu, cal, s);
             Strategy {
-                id,
-                technique,
-                change,
+                id: c.id,
+                technique: c.technique,
+                change: c.change,
                 peak_device: e.peak.device,
                 saved: now - e.peak.device as i64,
                 fits: e.verdict.fits,
@@ -404,8 +421,7 @@ pub fn strategies(
                 tokens_per_second: t.tokens_per_second,
                 tokens_per_second_per_gpu: t.tokens_per_second_per_gpu,
                 speed_change: speed_change(t.tokens_per_second, now_tps),
-                changes_training: RECIPE_CHANGES.contains(&id)
-                    || t.tokens_per_step != now_time.tokens_per_step,
+                changes_training: crate::plan::changes_training(scen, s),
                 recommended: false,
             }
         })

@@ -271,3 +271,41 @@ fn every_speed_field_is_finite() {
         }
     }
 }
+
+/// "Changes the training" is one rule (`plan::changes_training`) for the table and the planner.
+/// From 8-bit AdamW: paging the same 8-bit states changes nothing trained; fused AdamW keeps
+/// fp32 states, so it does. From paged 8-bit AdamW, unpaged 8-bit AdamW changes nothing.
+#[test]
+fn changing_the_training_is_one_rule_for_the_table_and_the_planner() {
+    let from_8bit = Scenario {
+        optimizer: Optimizer::AdamW8bit,
+        ..Scenario::default()
+    };
+    let (table, ..) = rows(&from_8bit);
+    assert!(!row(&table, "paged_adamw8bit").changes_training);
+    assert!(row(&table, "adamw_fused").changes_training);
+    let from_paged = Scenario {
+        optimizer: Optimizer::PagedAdamW8bit,
+        ..Scenario::default()
+    };
+    let (table, ..) = rows(&from_paged);
+    assert!(!row(&table, "adamw8bit").changes_training);
+    // The planner answers the same for the same pairs of scenarios.
+    let with = |o: Optimizer| Scenario {
+        optimizer: o,
+        ..Scenario::default()
+    };
+    use headroom_core::plan::changes_training;
+    assert!(!changes_training(
+        &with(Optimizer::AdamW8bit),
+        &with(Optimizer::PagedAdamW8bit)
+    ));
+    assert!(changes_training(
+        &with(Optimizer::AdamW8bit),
+        &with(Optimizer::AdamWFused)
+    ));
+    assert!(!changes_training(
+        &with(Optimizer::PagedAdamW8bit),
+        &with(Optimizer::AdamW8bit)
+    ));
+}

@@ -7,9 +7,11 @@ use super::Change;
 
 /// Whether `s` trains something other than `reference`: the weights' precision (fp32 and the
 /// autocast modes keep fp32 weights and states, so switching among them does not count), the
-/// optimizer's algorithm or state precision (AdamW's implementations are one algorithm), the
-/// method or LoRA settings, or the tokens of an optimizer step. Mirrors the strategy table's
-/// `changes_training`, decided here from the scenarios rather than from a row id.
+/// optimizer's algorithm or state precision (AdamW's implementations are one algorithm: for-loop,
+/// foreach and fused compute the same update; paging 8-bit states moves them, it does not
+/// change them), the method or LoRA settings, or the tokens of an optimizer step. How the same
+/// training runs (checkpointing, offload, sharding, parallelism, the fused loss) does not count.
+/// The one rule: the strategy table and the planner both ask it.
 pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
     let family = |o: Optimizer| match o {
         Optimizer::AdamW | Optimizer::AdamWForLoop | Optimizer::AdamWFused => Optimizer::AdamW,

@@ -3,7 +3,7 @@
 
 use crate::codec;
 use crate::scenario::{Precision, Scenario};
-use crate::strategies::candidates;
+use crate::strategies::{Candidate, candidates};
 
 use super::eval::Ctx;
 use super::{Keep, LadderStep, changes_training, differences};
@@ -92,7 +92,13 @@ pub(super) fn ladder(
             training: bool,
         }
         let mut cands = Vec::new();
-        for (id, technique, mut change, mut s) in candidates(&cur) {
+        for Candidate {
+            id,
+            technique,
+            mut change,
+            scenario: mut s,
+        } in candidates(&cur)
+        {
             if LADDER_EXCLUDED.contains(&id) {
                 continue;
             }
