@@ -311,12 +311,20 @@ impl Fields<'_> {
     fn list<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<Vec<T>, ContentError> {
         match self.get(path) {
             Err(_) => Ok(Vec::new()),
-            Ok(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                self.err(
-                    path,
-                    format!("must be a list as `calibrate` writes it: {e}"),
-                )
-            }),
+            Ok(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    // Each record on its own, so the message names the one that is wrong.
+                    serde_json::from_value(item.clone()).map_err(|e| {
+                        self.err(
+                            &format!("{path}[{i}]"),
+                            format!("must be a record as `calibrate` writes it: {e}"),
+                        )
+                    })
+                })
+                .collect(),
+            Ok(_) => Err(self.err(path, "must be a list".into())),
         }
     }
 
