@@ -721,8 +721,7 @@ mod tests {
         assert!(e.contains("`machine.gpu_name` is missing"), "{e}");
         let bad = FIXTURE.replacen("\"n\": 1024", "\"n\": \"big\"", 1);
         let e = view("x.json", &bad).expect_err("a bad matmul size");
-        // The core reads the matmul curve for the time model and names the record.
-        assert!(e.contains("`native.matmul[1]` must be a record"), "{e}");
+        assert!(e.contains("`native.matmul[1].n` must be"), "{e}");
     }
 
     #[test]

@@ -185,10 +185,7 @@ impl Calibration {
                 reserved_slack_fraction_expandable: f
                     .fraction("constants.reserved_slack_fraction_expandable")?,
                 nccl_bytes: f.uint("constants.nccl_bytes", 0, 16 << 30)?,
-                rates: MeasuredRates::from_parts(
-                    &f.list("native.matmul")?,
-                    &f.list("native.bandwidth")?,
-                ),
+                rates: f.measured_rates()?,
             },
         ))
     }
@@ -306,26 +303,81 @@ impl Fields<'_> {
         }
     }
 
-    /// A list of schema records at `path`; empty when the file has none (a file cut down to
-    /// its constants still calibrates memory).
-    fn list<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<Vec<T>, ContentError> {
+    /// The records of the list at `path`; none when the file has none (a file cut down to its
+    /// constants still calibrates memory).
+    fn records(&self, path: &str) -> Result<&[Value], ContentError> {
         match self.get(path) {
-            Err(_) => Ok(Vec::new()),
-            Ok(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| {
-                    // Each record on its own, so the message names the one that is wrong.
-                    serde_json::from_value(item.clone()).map_err(|e| {
-                        self.err(
-                            &format!("{path}[{i}]"),
-                            format!("must be a record as `calibrate` writes it: {e}"),
-                        )
-                    })
-                })
-                .collect(),
+            Err(_) => Ok(&[]),
+            Ok(Value::Array(items)) => Ok(items),
             Ok(_) => Err(self.err(path, "must be a list".into())),
         }
+    }
+
+    /// The measured speeds of `native`: the matmul curve and the pinned copy bandwidths, read
+    /// field by field (a wrong field is named with its record's index), then filtered as
+    /// [`MeasuredRates::from_native`] does. Read without serde's derived decoders, which the
+    /// site would otherwise download for this alone.
+    fn measured_rates(&self) -> Result<MeasuredRates, ContentError> {
+        let mut matmul = Vec::new();
+        for (i, p) in self.records("native.matmul")?.iter().enumerate() {
+            let at = |key: &str| format!("native.matmul[{i}].{key}");
+            let dtype = p
+                .get("dtype")
+                .and_then(Value::as_str)
+                .ok_or_else(|| self.err(&at("dtype"), "must be a string".into()))?;
+            let n = p
+                .get("n")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| self.err(&at("n"), "must be a non-negative integer".into()))?;
+            let efficiency = match p.get("efficiency") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_f64()
+                        .ok_or_else(|| self.err(&at("efficiency"), "must be a number".into()))?,
+                ),
+            };
+            if let Some(e) = efficiency.filter(|e| e.is_finite() && *e > 0.0) {
+                matmul.push(MatmulEfficiency {
+                    dtype: dtype.to_string(),
+                    n,
+                    efficiency: e,
+                });
+            }
+        }
+        let mut bandwidths: Vec<(&str, f64)> = Vec::new();
+        for (i, b) in self.records("native.bandwidth")?.iter().enumerate() {
+            let kind = b.get("kind").and_then(Value::as_str).ok_or_else(|| {
+                self.err(
+                    &format!("native.bandwidth[{i}].kind"),
+                    "must be a string".into(),
+                )
+            })?;
+            let median = b
+                .pointer("/gb_per_s/median")
+                .and_then(Value::as_f64)
+                .ok_or_else(|| {
+                    self.err(
+                        &format!("native.bandwidth[{i}].gb_per_s.median"),
+                        "must be a number".into(),
+                    )
+                })?;
+            bandwidths.push((kind, median));
+        }
+        // The first record of each kind, when it is usable (as `from_native` reads them).
+        let bw = |kind: &str| {
+            bandwidths
+                .iter()
+                .find(|b| b.0 == kind)
+                .map(|b| b.1)
+                .filter(|x| x.is_finite() && *x > 0.0)
+        };
+        let host_to_device_gbs = bw("host_to_device_pinned");
+        let device_to_host_gbs = bw("device_to_host_pinned");
+        Ok(MeasuredRates {
+            matmul,
+            host_to_device_gbs,
+            device_to_host_gbs,
+        })
     }
 
     fn text(&self, path: &str) -> Result<String, ContentError> {
