@@ -125,7 +125,7 @@ impl ScenarioArgs {
             let pairs = codec::query_pairs(link).context("--link")?;
             scen = codec::decode_pairs(scen, &pairs).context("--link")?;
         }
-        let mut pairs = self.flag_pairs();
+        let mut pairs = self.fields.pairs.clone();
         // --model takes a preset id or a path to a config.json.
         if let Some(model) = &self.model {
             let path = std::path::Path::new(model);
