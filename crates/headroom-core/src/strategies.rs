@@ -11,13 +11,13 @@ use serde::Serialize;
 
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
-use crate::estimate::estimate_with;
+use crate::estimate::{Estimate, estimate_with};
 use crate::model::ModelSpec;
 use crate::scenario::{
     Attention, Checkpointing, DataParallel, LossImpl, Method, Offload, Optimizer, Precision,
     Scenario,
 };
-use crate::time::step_time;
+use crate::time::{StepTime, step_time};
 
 /// One row: a change, the device peak after it and the speed after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,9 +41,8 @@ pub struct Strategy {
     /// Throughput change versus the scenario, a signed fraction of its tokens per second:
     /// −0.25 is 25% slower, +0.9 is 90% faster (more GPUs).
     pub speed_change: f64,
-    /// The change alters what is trained or how it updates (precision of the weights, the
-    /// optimizer's algorithm or state precision, LoRA/QLoRA, the tokens of an optimizer step),
-    /// not only how the same training runs.
+    /// The change alters what is trained or how it updates, not only how the same training
+    /// runs: decided by [`crate::plan::changes_training`], the planner's rule.
     pub changes_training: bool,
     /// When the scenario does not fit: among the changes that fit and keep the training as it
     /// is, the one with the highest tokens per second per GPU (so adding GPUs is weighed by
@@ -51,12 +50,35 @@ pub struct Strategy {
     pub recommended: bool,
 }
 
+/// One technique applied to a scenario: the strategy table's row id, the technique, the change
+/// as read by a person, and the scenario after it.
+pub(crate) struct Candidate {
+    pub id: &'static str,
+    pub technique: &'static str,
+    pub change: String,
+    pub scenario: Scenario,
+}
+
+/// QLoRA computes in 16 bits: an fp32 scenario moves to bf16, any other precision is kept.
+fn qlora_precision(p: Precision) -> Precision {
+    if p == Precision::Fp32 {
+        Precision::Bf16
+    } else {
+        p
+    }
+}
+
 /// Candidate changes that apply to `scen` (a technique already in use is skipped).
-pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, Scenario)> {
+pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
     let mut out = Vec::new();
-    let mut add = |id: &'static str, technique: &str, change: String, s: Scenario| {
+    let mut add = |id: &'static str, technique: &'static str, change: String, s: Scenario| {
         if s != *scen {
-            out.push((id, technique.to_string(), change, s));
+            out.push(Candidate {
+                id,
+                technique,
+                change,
+                scenario: s,
+            });
         }
     };
     let base = scen.clone();
@@ -203,18 +225,13 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, 
                 ..base.clone()
             },
         );
-        let q_prec = if scen.precision == Precision::Fp32 {
-            Precision::Bf16
-        } else {
-            scen.precision
-        };
         add(
             "qlora",
             "QLoRA",
             format!("full -> QLoRA r{} (NF4 base)", scen.lora.rank),
             Scenario {
                 method: Method::Qlora,
-                precision: q_prec,
+                precision: qlora_precision(scen.precision),
                 ..base.clone()
             },
         );
@@ -226,11 +243,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, 
             format!("LoRA -> QLoRA r{} (NF4 base)", scen.lora.rank),
             Scenario {
                 method: Method::Qlora,
-                precision: if scen.precision == Precision::Fp32 {
-                    Precision::Bf16
-                } else {
-                    scen.precision
-                },
+                precision: qlora_precision(scen.precision),
                 ..base.clone()
             },
         );
@@ -351,21 +364,6 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<(&'static str, String, String, 
     out
 }
 
-/// Rows that change the training recipe whatever the scenario (see
-/// [`Strategy::changes_training`]); rows that change the tokens of a step are found by
-/// comparing them.
-const RECIPE_CHANGES: [&str; 9] = [
-    "pure_bf16",
-    "adamw8bit",
-    "paged_adamw8bit",
-    "adafactor",
-    "lion",
-    "adam_mini",
-    "sgd",
-    "lora",
-    "qlora",
-];
-
 /// `after / before − 1`, 0 when `before` is not a positive rate.
 fn speed_change(after: f64, before: f64) -> f64 {
     if before > 0.0 && before.is_finite() && after.is_finite() {
@@ -375,27 +373,30 @@ fn speed_change(after: f64, before: f64) -> f64 {
     }
 }
 
-/// Every applicable technique with its effect, largest saving first, then fastest.
+/// Every applicable technique with its effect, largest saving first, then fastest, compared
+/// with the scenario's own estimate and step time (`now_estimate`, `now_time`, which the caller
+/// has already computed).
 pub fn strategies(
     spec: &ModelSpec,
     gpu: &Gpu,
     cal: &Calibration,
     scen: &Scenario,
+    now_estimate: &Estimate,
+    now_time: &StepTime,
 ) -> Vec<Strategy> {
-    let now_estimate = estimate_with(spec, gpu, cal, scen);
     let now = now_estimate.peak.device as i64;
-    let now_time = step_time(spec, gpu, scen);
     let now_tps = now_time.tokens_per_second;
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
-        .filter(|(_, _, _, s)| s.validate().is_ok())
-        .map(|(id, technique, change, s)| {
+        .filter(|c| c.scenario.validate().is_ok())
+        .map(|c| {
+            let s = c.scenario;
             let e = estimate_with(spec, gpu, cal, &s);
             let t = step_time(spec, gpu, &s);
             Strategy {
-                id,
-                technique,
-                change,
+                id: c.id,
+                technique: c.technique.to_string(),
+                change: c.change,
                 peak_device: e.peak.device,
                 saved: now - e.peak.device as i64,
                 fits: e.verdict.fits,
@@ -404,8 +405,7 @@ pub fn strategies(
                 tokens_per_second: t.tokens_per_second,
                 tokens_per_second_per_gpu: t.tokens_per_second_per_gpu,
                 speed_change: speed_change(t.tokens_per_second, now_tps),
-                changes_training: RECIPE_CHANGES.contains(&id)
-                    || t.tokens_per_step != now_time.tokens_per_step,
+                changes_training: crate::plan::changes_training(scen, &s),
                 recommended: false,
             }
         })

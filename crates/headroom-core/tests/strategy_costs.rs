@@ -3,7 +3,7 @@
 //! number.
 
 use headroom_core::codec::named_scenarios;
-use headroom_core::estimate::resolve_model;
+use headroom_core::estimate::{estimate_with, resolve_model};
 use headroom_core::model::ModelSpec;
 use headroom_core::scenario::{
     Attention, Checkpointing, DataParallel, Method, Optimizer, Scenario,
@@ -22,7 +22,13 @@ fn setup(scen: &Scenario) -> (ModelSpec, Gpu, Calibration) {
 fn rows(scen: &Scenario) -> (Vec<Strategy>, StepTime, ModelSpec, Gpu) {
     let (spec, gpu, cal) = setup(scen);
     let now = step_time(&spec, &gpu, scen);
-    (strategies(&spec, &gpu, &cal, scen), now, spec, gpu)
+    let now_estimate = estimate_with(&spec, &gpu, &cal, scen);
+    (
+        strategies(&spec, &gpu, &cal, scen, &now_estimate, &now),
+        now,
+        spec,
+        gpu,
+    )
 }
 
 fn row<'a>(rows: &'a [Strategy], id: &str) -> &'a Strategy {
@@ -269,4 +275,41 @@ fn every_speed_field_is_finite() {
             assert!(r.tokens_per_step > 0);
         }
     }
+}
+
+/// From 8-bit AdamW, paging its states keeps the training and going back to a 32-bit AdamW
+/// (fused) changes it; the strategy table and the planner answer alike.
+#[test]
+fn eight_bit_adamw_rows_follow_the_planners_rule() {
+    let scen = Scenario {
+        optimizer: Optimizer::AdamW8bit,
+        ..Scenario::default()
+    };
+    let (from_8bit, _, _, _) = rows(&scen);
+    let paged = row(&from_8bit, "paged_adamw8bit");
+    assert!(
+        !paged.changes_training,
+        "paging moves the same 8-bit states"
+    );
+    let fused = row(&from_8bit, "adamw_fused");
+    assert!(fused.changes_training, "32-bit states change the update");
+    for (to, expected) in [
+        (Optimizer::PagedAdamW8bit, false),
+        (Optimizer::AdamWFused, true),
+        (Optimizer::AdamW, true),
+    ] {
+        let after = Scenario {
+            optimizer: to,
+            ..scen.clone()
+        };
+        assert_eq!(
+            headroom_core::plan::changes_training(&scen, &after),
+            expected,
+            "{to:?}"
+        );
+    }
+    // Among AdamW's 32-bit kernels nothing changes.
+    let adamw = Scenario::default();
+    let (from_adamw, _, _, _) = rows(&adamw);
+    assert!(!row(&from_adamw, "adamw_fused").changes_training);
 }

@@ -92,7 +92,8 @@ pub(super) fn ladder(
             training: bool,
         }
         let mut cands = Vec::new();
-        for (id, technique, mut change, mut s) in candidates(&cur) {
+        for c in candidates(&cur) {
+            let (id, technique, mut change, mut s) = (c.id, c.technique, c.change, c.scenario);
             if LADDER_EXCLUDED.contains(&id) {
                 continue;
             }
@@ -126,7 +127,7 @@ pub(super) fn ladder(
             let tps = ctx.time(&s).tokens_per_second;
             cands.push(Cand {
                 id,
-                technique,
+                technique: technique.to_string(),
                 change,
                 scen: s,
                 peak,
