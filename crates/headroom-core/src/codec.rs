@@ -319,12 +319,12 @@ pub fn decode_pairs(base: Scenario, pairs: &[(String, String)]) -> Result<Scenar
     let mut seen = std::collections::BTreeSet::new();
     for (key, value) in pairs {
         let (key, value) = (key.clone(), value.clone());
-        if !KEYS.contains(&key.as_str()) {
+        let Some(field) = Field::find(&key) else {
             return Err(ScenarioError::invalid(
                 printable(&key),
                 format!("unknown link field; known: {}", KEYS.join(", ")),
             ));
-        }
+        };
         if !seen.insert(key.clone()) {
             return Err(ScenarioError::invalid(&key, "appears twice"));
         }
@@ -338,9 +338,7 @@ pub fn decode_pairs(base: Scenario, pairs: &[(String, String)]) -> Result<Scenar
                 "has characters a link field may not hold (allowed: letters, digits, . _ : ~ -)",
             ));
         }
-        (Field::find(&key)
-            .expect("keys are checked against KEYS")
-            .set)(&mut s, &value)?;
+        (field.set)(&mut s, &value)?;
     }
     s.validate()?;
     Ok(s)
