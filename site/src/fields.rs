@@ -396,7 +396,7 @@ pub fn find(key: &str) -> Option<&'static Field> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use headroom_core::codec::{KEYS, field_value};
+    use headroom_core::codec::{FIELDS, field_value};
 
     #[test]
     fn every_link_field_but_model_has_one_input() {
@@ -408,9 +408,9 @@ mod tests {
         let before = keys.len();
         keys.dedup();
         assert_eq!(before, keys.len(), "a key appears twice");
-        let mut expected: Vec<&str> = KEYS
+        let mut expected: Vec<&str> = FIELDS
             .iter()
-            .copied()
+            .map(|f| f.key)
             .filter(|k| !matches!(*k, "v" | "model" | "cfg"))
             .collect();
         expected.sort_unstable();

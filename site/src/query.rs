@@ -143,8 +143,8 @@ pub fn diff_pairs(a: &Scenario, b: &Scenario) -> Vec<(String, String)> {
         if va != vb
             && let Some(v) = vb
         {
-            // A dropout left at the config's values has no link form; "0" is closest.
-            out.push((key.to_string(), if v.is_empty() { "0".into() } else { v }));
+            // An empty dropout is the config's own, which the codec reads back.
+            out.push((key.to_string(), v));
         }
     }
     out

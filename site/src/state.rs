@@ -51,15 +51,9 @@ impl CalcState {
         match action {
             Action::Edit(key, value) => {
                 let trimmed = value.trim();
-                let result = if key == "dropout" && trimmed.is_empty() {
-                    // No link form: empty means "the config's own dropout".
-                    Ok(Scenario {
-                        dropout: None,
-                        ..self.scenario.clone()
-                    })
-                } else {
-                    decode_pairs(self.scenario.clone(), &[(key.clone(), trimmed.to_string())])
-                };
+                // The codec reads an empty dropout as "the config's own".
+                let result =
+                    decode_pairs(self.scenario.clone(), &[(key.clone(), trimmed.to_string())]);
                 match result {
                     Ok(s) => {
                         next.scenario = s;

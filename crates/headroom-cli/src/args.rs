@@ -1,6 +1,8 @@
-//! Command-line arguments; scenario flags map one to one onto link fields.
+//! Command-line arguments; scenario flags are built from a table of link fields ([`FLAGS`]),
+//! checked against the codec's.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use headroom_core::codec;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -128,122 +130,242 @@ pub struct ScenarioArgs {
     /// Model preset id (see `headroom models`) or a path to a Hugging Face config.json.
     #[arg(long)]
     pub model: Option<String>,
-    /// GPU id (see `headroom gpus`).
-    #[arg(long)]
-    pub gpu: Option<String>,
-    /// GPUs in total (data x tensor x pipeline parallel).
-    #[arg(long)]
-    pub gpus: Option<String>,
-    /// Micro-batch size (sequences per GPU per forward).
-    #[arg(long)]
-    pub batch: Option<String>,
-    /// Sequence length in tokens.
-    #[arg(long)]
-    pub seq: Option<String>,
-    /// Gradient accumulation steps.
-    #[arg(long)]
-    pub accum: Option<String>,
-    /// full | lora | qlora
-    #[arg(long)]
-    pub method: Option<String>,
-    /// LoRA rank.
-    #[arg(long)]
-    pub rank: Option<String>,
-    /// LoRA targets: attn | all
-    #[arg(long)]
-    pub targets: Option<String>,
-    /// fp32 | bf16 | fp16 | amp-bf16 | amp-fp16
-    #[arg(long)]
-    pub precision: Option<String>,
-    /// adamw | adamw-forloop | adamw-fused | adamw8bit | paged-adamw8bit | lion | adafactor | sgd | sgd-momentum | adam-mini
-    #[arg(long)]
-    pub optimizer: Option<String>,
-    /// eager | sdpa
-    #[arg(long)]
-    pub attention: Option<String>,
-    /// none | full | every:K | selective
-    #[arg(long)]
-    pub checkpointing: Option<String>,
-    /// Override every dropout probability of the model.
-    #[arg(long)]
-    pub dropout: Option<String>,
-    /// Offload saved activations to pinned CPU memory (save_on_cpu).
-    #[arg(long)]
-    pub offload_activations: bool,
-    /// hf | fused
-    #[arg(long)]
-    pub loss: Option<String>,
-    /// The training loop keeps `outputs` (and the logits) alive through backward.
-    #[arg(long)]
-    pub keep_logits: bool,
-    /// ddp | zero1 | zero2 | zero3 | fsdp
-    #[arg(long)]
-    pub dp: Option<String>,
-    /// Tensor-parallel degree.
-    #[arg(long)]
-    pub tp: Option<String>,
-    /// Pipeline-parallel degree.
-    #[arg(long)]
-    pub pp: Option<String>,
-    /// Sequence parallelism (with tp > 1).
-    #[arg(long)]
-    pub sp: bool,
-    /// Optimizer offload: none | cpu | nvme (ZeRO or FSDP).
-    #[arg(long)]
-    pub offload_optimizer: Option<String>,
-    /// Parameter offload: none | cpu | nvme (ZeRO-3 or FSDP).
-    #[arg(long)]
-    pub offload_params: Option<String>,
-    /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-    #[arg(long)]
-    pub expandable_segments: bool,
-    /// CUDA graphs on (torch.compile mode="reduce-overhead").
-    #[arg(long)]
-    pub cuda_graphs: bool,
+    /// Link fields as flags (see [`FLAGS`]).
+    #[command(flatten)]
+    pub fields: LinkFlags,
 }
 
-impl ScenarioArgs {
-    /// Flags as link fields (key, value), for the core's codec to check and apply.
-    pub fn flag_pairs(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        let opts = [
-            ("gpu", &self.gpu),
-            ("gpus", &self.gpus),
-            ("batch", &self.batch),
-            ("seq", &self.seq),
-            ("accum", &self.accum),
-            ("method", &self.method),
-            ("rank", &self.rank),
-            ("targets", &self.targets),
-            ("precision", &self.precision),
-            ("optimizer", &self.optimizer),
-            ("attention", &self.attention),
-            ("ckpt", &self.checkpointing),
-            ("dropout", &self.dropout),
-            ("loss", &self.loss),
-            ("dp", &self.dp),
-            ("tp", &self.tp),
-            ("pp", &self.pp),
-            ("opt_offload", &self.offload_optimizer),
-            ("param_offload", &self.offload_params),
-        ];
-        for (k, v) in opts {
-            if let Some(v) = v {
-                out.push((k.to_string(), v.clone()));
-            }
+/// The flag of one link field ([`headroom_core::codec::FIELDS`]).
+pub struct Flag {
+    /// The link key: the flag's value goes through the codec under this key, so messages name it.
+    pub key: &'static str,
+    pub long: &'static str,
+    /// The link key spelled as a flag, when the flag's name differs from it.
+    pub alias: Option<&'static str>,
+    pub help: &'static str,
+}
+
+const fn flag(key: &'static str, long: &'static str, help: &'static str) -> Flag {
+    Flag {
+        key,
+        long,
+        alias: None,
+        help,
+    }
+}
+
+const fn renamed(
+    key: &'static str,
+    long: &'static str,
+    alias: &'static str,
+    help: &'static str,
+) -> Flag {
+    Flag {
+        key,
+        long,
+        alias: Some(alias),
+        help,
+    }
+}
+
+/// Every link field but `v` (the codec's version), `model` and `cfg` (both `--model`: a preset
+/// id or a config.json) has a flag; a test checks this against the codec's table. Switches
+/// take no value to turn on and `=0`/`=false` to turn off.
+pub const FLAGS: &[Flag] = &[
+    flag("gpu", "gpu", "GPU id (see `headroom gpus`)."),
+    flag(
+        "gpus",
+        "gpus",
+        "GPUs in total (data x tensor x pipeline parallel).",
+    ),
+    flag(
+        "batch",
+        "batch",
+        "Micro-batch size (sequences per GPU per forward).",
+    ),
+    flag("seq", "seq", "Sequence length in tokens."),
+    flag("accum", "accum", "Gradient accumulation steps."),
+    flag("method", "method", "full | lora | qlora"),
+    flag("rank", "rank", "LoRA rank."),
+    flag("targets", "targets", "LoRA targets: attn | all"),
+    flag(
+        "precision",
+        "precision",
+        "fp32 | bf16 | fp16 | amp-bf16 | amp-fp16",
+    ),
+    flag(
+        "optimizer",
+        "optimizer",
+        "adamw | adamw-forloop | adamw-fused | adamw8bit | paged-adamw8bit | lion | adafactor | \
+         sgd | sgd-momentum | adam-mini",
+    ),
+    flag("attention", "attention", "eager | sdpa"),
+    flag(
+        "dropout",
+        "dropout",
+        "Override every dropout probability of the model (empty: the config's own).",
+    ),
+    renamed(
+        "ckpt",
+        "checkpointing",
+        "ckpt",
+        "none | full | every:K | selective",
+    ),
+    renamed(
+        "act_offload",
+        "offload-activations",
+        "act-offload",
+        "Offload saved activations to pinned CPU memory (save_on_cpu).",
+    ),
+    flag("loss", "loss", "hf | fused"),
+    flag(
+        "keep_logits",
+        "keep-logits",
+        "The training loop keeps `outputs` (and the logits) alive through backward.",
+    ),
+    flag("dp", "dp", "ddp | zero1 | zero2 | zero3 | fsdp"),
+    flag("tp", "tp", "Tensor-parallel degree."),
+    flag("pp", "pp", "Pipeline-parallel degree."),
+    flag("sp", "sp", "Sequence parallelism (with tp > 1)."),
+    renamed(
+        "opt_offload",
+        "offload-optimizer",
+        "opt-offload",
+        "Optimizer offload: none | cpu | nvme (ZeRO or FSDP).",
+    ),
+    renamed(
+        "param_offload",
+        "offload-params",
+        "param-offload",
+        "Parameter offload: none | cpu | nvme (ZeRO-3 or FSDP).",
+    ),
+    flag(
+        "bucket_view",
+        "bucket-view",
+        "DDP's gradient_as_bucket_view=True (gradients are views into the buckets).",
+    ),
+    renamed(
+        "expandable",
+        "expandable-segments",
+        "expandable",
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    ),
+    renamed(
+        "graphs",
+        "cuda-graphs",
+        "graphs",
+        "CUDA graphs on (torch.compile mode=\"reduce-overhead\").",
+    ),
+];
+
+impl Flag {
+    fn is_switch(&self) -> bool {
+        codec::Field::find(self.key).is_some_and(|f| f.switch)
+    }
+
+    fn arg(&self) -> Arg {
+        let arg = Arg::new(self.key).long(self.long).help(self.help);
+        let arg = match self.alias {
+            Some(alias) => arg.visible_alias(alias),
+            None => arg,
+        };
+        if self.is_switch() {
+            arg.num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("1")
+                .value_name("0|1")
+        } else {
+            arg.value_name("VALUE")
         }
-        let flags = [
-            ("act_offload", self.offload_activations),
-            ("keep_logits", self.keep_logits),
-            ("sp", self.sp),
-            ("expandable", self.expandable_segments),
-            ("graphs", self.cuda_graphs),
-        ];
-        for (k, on) in flags {
-            if on {
-                out.push((k.to_string(), "1".into()));
-            }
+    }
+}
+
+/// The flags given, as link fields (key, value) in [`FLAGS`] order, for the core's codec to
+/// check and apply.
+#[derive(Debug, Default)]
+pub struct LinkFlags {
+    pub pairs: Vec<(String, String)>,
+}
+
+impl FromArgMatches for LinkFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let pairs = FLAGS
+            .iter()
+            .filter_map(|f| {
+                m.get_one::<String>(f.key)
+                    .map(|v| (f.key.to_string(), v.clone()))
+            })
+            .collect();
+        Ok(LinkFlags { pairs })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for LinkFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        FLAGS.iter().fold(cmd, |cmd, f| cmd.arg(f.arg()))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_link_field_has_a_flag() {
+        let mut keys: Vec<&str> = FLAGS.iter().map(|f| f.key).collect();
+        keys.extend(["v", "model", "cfg"]);
+        let mut expected: Vec<&str> = codec::FIELDS.iter().map(|f| f.key).collect();
+        keys.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+        // Flags and aliases are unique, and every flag the table names exists.
+        let cmd = <Cli as clap::CommandFactory>::command();
+        cmd.clone().debug_assert();
+        let link = cmd.find_subcommand("link").expect("the link command");
+        for f in FLAGS {
+            assert!(
+                link.get_arguments().any(|a| a.get_long() == Some(f.long)),
+                "--{} missing",
+                f.long
+            );
         }
-        out
+    }
+
+    fn pairs(args: &[&str]) -> Vec<(String, String)> {
+        let cli = Cli::try_parse_from(["headroom", "link"].iter().chain(args)).expect("parses");
+        match cli.command {
+            Command::Link { scenario } => scenario.fields.pairs,
+            _ => unreachable!(),
+        }
+    }
+
+    fn kv(k: &str, v: &str) -> (String, String) {
+        (k.into(), v.into())
+    }
+
+    #[test]
+    fn switches_turn_on_and_off_and_old_names_work() {
+        assert_eq!(pairs(&["--keep-logits"]), [kv("keep_logits", "1")]);
+        assert_eq!(
+            pairs(&["--keep-logits=false"]),
+            [kv("keep_logits", "false")]
+        );
+        assert_eq!(pairs(&["--bucket-view"]), [kv("bucket_view", "1")]);
+        assert_eq!(pairs(&["--graphs=0"]), [kv("graphs", "0")]);
+        assert_eq!(
+            pairs(&["--checkpointing", "full", "--tp", "2"]),
+            [kv("ckpt", "full"), kv("tp", "2")]
+        );
+        assert_eq!(pairs(&["--ckpt", "full"]), [kv("ckpt", "full")]);
+        assert!(pairs(&[]).is_empty());
     }
 }

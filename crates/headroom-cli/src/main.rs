@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::estimate::resolve;
-use headroom_core::{analyze, codec, fit};
+use headroom_core::{What, analyze_only, codec, fit};
 
 use args::{Cli, Command, Format, ScenarioArgs};
 
@@ -29,19 +29,21 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Estimate { scenario, format } => {
             let scen = scenario.build()?;
-            let a = analyze(&scen)?;
+            // The estimate prints what fits, not the strategy table.
+            let a = analyze_only(&scen, What::FIT, None)?;
+            let fit = a.fit.context("what fits was asked for")?;
             match format {
                 Format::Json => println!(
                     "{}",
                     serde_json::to_string_pretty(&render::estimate_json(
                         &a.estimate,
-                        &a.fit,
+                        &fit,
                         &a.link
                     ))?
                 ),
                 Format::Table => print!(
                     "{}",
-                    render::estimate_table(&a.estimate, &a.fit, &a.link, &scen)
+                    render::estimate_table(&a.estimate, &fit, &a.link, &scen)
                 ),
             }
         }
@@ -56,10 +58,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Strategies { scenario, format } => {
             // The analysis holds both the table and the estimate it is measured against.
-            let a = analyze(&scenario.build()?)?;
+            let a = analyze_only(&scenario.build()?, What::STRATEGIES, None)?;
+            let rows = a.strategies.context("the strategy table was asked for")?;
             match format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&a.strategies)?),
-                Format::Table => print!("{}", render::strategies_table(&a.strategies, &a.estimate)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+                Format::Table => print!("{}", render::strategies_table(&rows, &a.estimate)),
             }
         }
         Command::Models { format } => {
@@ -125,7 +128,7 @@ impl ScenarioArgs {
             let pairs = codec::query_pairs(link).context("--link")?;
             scen = codec::decode_pairs(scen, &pairs).context("--link")?;
         }
-        let mut pairs = self.flag_pairs();
+        let mut pairs = self.fields.pairs.clone();
         // --model takes a preset id or a path to a config.json.
         if let Some(model) = &self.model {
             let path = std::path::Path::new(model);

@@ -3,7 +3,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
-use headroom_core::{Calibration, Scenario, analyze_with, estimate_with, fit};
+use headroom_core::{Calibration, Scenario, What, analyze_with, estimate_with, fit};
 use std::hint::black_box;
 
 fn benches(c: &mut Criterion) {
@@ -29,6 +29,7 @@ fn benches(c: &mut Criterion) {
                 gpu,
                 &cal,
                 black_box(&scen),
+                What::ALL,
             )
         })
     });

@@ -3,7 +3,7 @@
 //! Each claim names a named scenario (plus optional link-style overrides) and a metric: a field
 //! of the CLI's JSON (`bytes.weights`, `parameters.total`, `verdict.capacity`, `fit.*`, ...) or
 //! a component id; `+` sums several, and one `/field` divides the sum. [`evaluate`] analyzes
-//! each claim's scenario with [`analyze`] and returns one [`Row`] per claim: the claim, the
+//! each claim's scenario with [`analyze_only`] and returns one [`Row`] per claim: the claim, the
 //! figure Headroom computes, the difference and the verdict the file states. The claims pages
 //! of the site and the snapshot test (`tests/worked_examples.rs`) both call it.
 //!
@@ -16,7 +16,7 @@ use std::fmt::Display;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::analysis::{Analysis, analyze};
+use crate::analysis::{Analysis, What, analyze_only};
 use crate::codec::{NamedScenario, decode_pairs, query_pairs};
 use crate::error::ScenarioError;
 use crate::scenario::Scenario;
@@ -254,9 +254,11 @@ impl Row {
     }
 }
 
-/// Evaluates every claim of a file against the named scenarios, with [`analyze`].
+/// Evaluates every claim of a file against the named scenarios, with [`analyze_only`] (what fits
+/// included).
 pub fn evaluate(file: &ClaimFile, named: &[NamedScenario]) -> Vec<Result<Row, ClaimError>> {
-    evaluate_with(file, named, analyze)
+    // A claim names the estimate, the time model or what fits, never the strategy table.
+    evaluate_with(file, named, |s| analyze_only(s, What::FIT, None))
 }
 
 /// [`evaluate`] with the caller's analysis (the site passes the one its calculator uses, so
@@ -356,7 +358,11 @@ mod tests {
             .find(|n| n.id == "llama-3.1-8b-h100")
             .expect("named")
             .scenario;
-        let weights = analyze(&scen).expect("analyzes").estimate.bytes.weights;
+        let weights = crate::analyze(&scen)
+            .expect("analyzes")
+            .estimate
+            .bytes
+            .weights;
         assert_eq!(r.computed, weights as f64);
         assert_eq!(r.claim.link(), "/s/llama-3.1-8b-h100");
         assert_eq!(r.claim.unit(), Unit::Bytes);

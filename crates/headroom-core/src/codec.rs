@@ -15,137 +15,219 @@ use crate::scenario::{
 /// The codec version written into every link.
 pub const VERSION: u32 = 1;
 
-/// Query keys in the order they are written.
-pub const KEYS: &[&str] = &[
-    "v",
-    "model",
-    "cfg",
-    "gpu",
-    "gpus",
-    "batch",
-    "seq",
-    "accum",
-    "method",
-    "rank",
-    "targets",
-    "precision",
-    "optimizer",
-    "attention",
-    "dropout",
-    "ckpt",
-    "act_offload",
-    "loss",
-    "keep_logits",
-    "dp",
-    "tp",
-    "pp",
-    "sp",
-    "opt_offload",
-    "param_offload",
-    "bucket_view",
-    "expandable",
-    "graphs",
+/// One link field: its key, how it reads from a scenario and how it is written into one. The
+/// table [`FIELDS`] is the only list of link fields: [`KEYS`], [`encode`], [`decode_pairs`],
+/// [`field_value`], the CLI's flags and the site's inputs all derive from or are checked against it.
+#[derive(Debug)]
+pub struct Field {
+    /// The link key.
+    pub key: &'static str,
+    /// A switch (`0`/`1`; `true`/`false` also read).
+    pub switch: bool,
+    /// The value as a link writes it (`custom` for `model` of a custom config, empty for a
+    /// dropout left at the config's values or for `cfg` of a preset).
+    pub get: fn(&Scenario) -> String,
+    /// Whether a link carries the field for this scenario at all: the LoRA fields only with
+    /// LoRA, `model` only for a preset, `cfg` only for a custom config.
+    carried: fn(&Scenario) -> bool,
+    /// Applies a value (not yet validated as a whole scenario).
+    set: fn(&mut Scenario, &str) -> Result<(), ScenarioError>,
+}
+
+impl Field {
+    /// The field with link key `key`.
+    pub fn find(key: &str) -> Option<&'static Field> {
+        FIELDS.iter().find(|f| f.key == key)
+    }
+
+    /// Whether [`encode`] writes this field for `scen`: always `v`; otherwise when the link
+    /// carries it and its value differs from the default scenario's.
+    fn written(&self, scen: &Scenario, default: &Scenario) -> bool {
+        self.key == "v" || ((self.carried)(scen) && (self.get)(scen) != (self.get)(default))
+    }
+}
+
+fn always(_: &Scenario) -> bool {
+    true
+}
+
+fn lora(s: &Scenario) -> bool {
+    s.method != Method::Full
+}
+
+fn bit(b: bool) -> String {
+    if b { "1" } else { "0" }.to_string()
+}
+
+macro_rules! number {
+    ($key:literal, $($f:ident).+) => {
+        number!($key, always, $($f).+)
+    };
+    ($key:literal, $carried:expr, $($f:ident).+) => {
+        Field {
+            key: $key,
+            switch: false,
+            get: |s| s.$($f).+.to_string(),
+            carried: $carried,
+            set: |s, v| {
+                s.$($f).+ = num($key, v)?;
+                Ok(())
+            },
+        }
+    };
+}
+
+macro_rules! choice {
+    ($key:literal, $ty:ident, $($f:ident).+) => {
+        choice!($key, always, $ty, $($f).+)
+    };
+    ($key:literal, $carried:expr, $ty:ident, $($f:ident).+) => {
+        Field {
+            key: $key,
+            switch: false,
+            get: |s| s.$($f).+.id().to_string(),
+            carried: $carried,
+            set: |s, v| {
+                s.$($f).+ = $ty::parse($key, v)?;
+                Ok(())
+            },
+        }
+    };
+}
+
+macro_rules! switch {
+    ($key:literal, $($f:ident).+) => {
+        Field {
+            key: $key,
+            switch: true,
+            get: |s| bit(s.$($f).+),
+            carried: always,
+            set: |s, v| {
+                s.$($f).+ = flag($key, v)?;
+                Ok(())
+            },
+        }
+    };
+}
+
+/// Every link field, in the order links write them.
+pub const FIELDS: &[Field] = &[
+    Field {
+        key: "v",
+        switch: false,
+        get: |_| VERSION.to_string(),
+        carried: always,
+        set: |_, v| {
+            let version: u32 = num("v", v)?;
+            if version != VERSION {
+                return Err(ScenarioError::invalid(
+                    "v",
+                    format!(
+                        "link version {version} is not known; this page reads version {VERSION}"
+                    ),
+                ));
+            }
+            Ok(())
+        },
+    },
+    Field {
+        key: "model",
+        switch: false,
+        get: |s| match &s.model {
+            ModelChoice::Preset(id) => id.clone(),
+            ModelChoice::Custom(_) => "custom".into(),
+        },
+        carried: |s| matches!(s.model, ModelChoice::Preset(_)),
+        set: |s, v| {
+            s.model = ModelChoice::Preset(v.to_ascii_lowercase());
+            Ok(())
+        },
+    },
+    Field {
+        key: "cfg",
+        switch: false,
+        get: |s| match &s.model {
+            ModelChoice::Preset(_) => String::new(),
+            ModelChoice::Custom(spec) => encode_spec(spec),
+        },
+        carried: |s| matches!(s.model, ModelChoice::Custom(_)),
+        set: |s, v| {
+            s.model = ModelChoice::Custom(Box::new(decode_spec(v)?));
+            Ok(())
+        },
+    },
+    Field {
+        key: "gpu",
+        switch: false,
+        get: |s| s.gpu.clone(),
+        carried: always,
+        set: |s, v| {
+            s.gpu = v.to_ascii_lowercase();
+            Ok(())
+        },
+    },
+    number!("gpus", gpus),
+    number!("batch", micro_batch),
+    number!("seq", seq),
+    number!("accum", grad_accum),
+    choice!("method", Method, method),
+    number!("rank", lora, lora.rank),
+    choice!("targets", lora, LoraTargets, lora.targets),
+    choice!("precision", Precision, precision),
+    choice!("optimizer", Optimizer, optimizer),
+    choice!("attention", Attention, attention),
+    Field {
+        key: "dropout",
+        switch: false,
+        // Empty is "the config's own dropout probabilities", which links leave out.
+        get: |s| s.dropout.map(format_prob).unwrap_or_default(),
+        carried: always,
+        set: |s, v| {
+            s.dropout =
+                if v.is_empty() {
+                    None
+                } else {
+                    Some(v.parse().map_err(|_| {
+                        ScenarioError::invalid("dropout", "must be a number in [0, 1)")
+                    })?)
+                };
+            Ok(())
+        },
+    },
+    choice!("ckpt", Checkpointing, checkpointing),
+    switch!("act_offload", offload_activations),
+    choice!("loss", LossImpl, loss),
+    switch!("keep_logits", keep_logits),
+    choice!("dp", DataParallel, parallel.data),
+    number!("tp", parallel.tensor),
+    number!("pp", parallel.pipeline),
+    switch!("sp", parallel.sequence),
+    choice!("opt_offload", Offload, parallel.offload_optimizer),
+    choice!("param_offload", Offload, parallel.offload_params),
+    switch!("bucket_view", parallel.grad_bucket_view),
+    switch!("expandable", runtime.expandable_segments),
+    switch!("graphs", runtime.cuda_graphs),
 ];
 
-/// Encodes `scen` as a query string (without `?`).
+/// Query keys in the order they are written (the keys of [`FIELDS`]).
+pub const KEYS: &[&str] = &{
+    let mut keys = [""; FIELDS.len()];
+    let mut i = 0;
+    while i < FIELDS.len() {
+        keys[i] = FIELDS[i].key;
+        i += 1;
+    }
+    keys
+};
+
+/// Encodes `scen` as a query string (without `?`): `v`, then every field the link carries whose
+/// value differs from the default scenario's, in [`FIELDS`] order.
 pub fn encode(scen: &Scenario) -> String {
     let d = Scenario::default();
-    let mut out: Vec<(String, String)> = vec![("v".into(), VERSION.to_string())];
-    let mut put = |k: &str, v: String| out.push((k.to_string(), v));
-    match &scen.model {
-        ModelChoice::Preset(id) => {
-            if scen.model != d.model {
-                put("model", id.clone());
-            }
-        }
-        ModelChoice::Custom(spec) => put("cfg", encode_spec(spec)),
-    }
-    if scen.gpu != d.gpu {
-        put("gpu", scen.gpu.clone());
-    }
-    let nums = [
-        ("gpus", scen.gpus, d.gpus),
-        ("batch", scen.micro_batch, d.micro_batch),
-        ("seq", scen.seq, d.seq),
-        ("accum", scen.grad_accum, d.grad_accum),
-    ];
-    for (k, v, dv) in nums {
-        if v != dv {
-            put(k, v.to_string());
-        }
-    }
-    if scen.method != d.method {
-        put("method", scen.method.id().into());
-    }
-    if scen.method != Method::Full {
-        if scen.lora.rank != d.lora.rank {
-            put("rank", scen.lora.rank.to_string());
-        }
-        if scen.lora.targets != d.lora.targets {
-            put("targets", scen.lora.targets.id().into());
-        }
-    }
-    if scen.precision != d.precision {
-        put("precision", scen.precision.id().into());
-    }
-    if scen.optimizer != d.optimizer {
-        put("optimizer", scen.optimizer.id().into());
-    }
-    if scen.attention != d.attention {
-        put("attention", scen.attention.id().into());
-    }
-    if let Some(p) = scen.dropout {
-        put("dropout", format_prob(p));
-    }
-    if scen.checkpointing != d.checkpointing {
-        put("ckpt", scen.checkpointing.id());
-    }
-    let flags = [
-        (
-            "act_offload",
-            scen.offload_activations,
-            d.offload_activations,
-        ),
-        ("keep_logits", scen.keep_logits, d.keep_logits),
-        ("sp", scen.parallel.sequence, d.parallel.sequence),
-        (
-            "bucket_view",
-            scen.parallel.grad_bucket_view,
-            d.parallel.grad_bucket_view,
-        ),
-        (
-            "expandable",
-            scen.runtime.expandable_segments,
-            d.runtime.expandable_segments,
-        ),
-        ("graphs", scen.runtime.cuda_graphs, d.runtime.cuda_graphs),
-    ];
-    if scen.loss != d.loss {
-        put("loss", scen.loss.id().into());
-    }
-    if scen.parallel.data != d.parallel.data {
-        put("dp", scen.parallel.data.id().into());
-    }
-    if scen.parallel.tensor != d.parallel.tensor {
-        put("tp", scen.parallel.tensor.to_string());
-    }
-    if scen.parallel.pipeline != d.parallel.pipeline {
-        put("pp", scen.parallel.pipeline.to_string());
-    }
-    if scen.parallel.offload_optimizer != d.parallel.offload_optimizer {
-        put("opt_offload", scen.parallel.offload_optimizer.id().into());
-    }
-    if scen.parallel.offload_params != d.parallel.offload_params {
-        put("param_offload", scen.parallel.offload_params.id().into());
-    }
-    for (k, v, dv) in flags {
-        if v != dv {
-            put(k, if v { "1".into() } else { "0".into() });
-        }
-    }
-    out.sort_by_key(|(k, _)| KEYS.iter().position(|x| x == k).unwrap_or(usize::MAX));
-    out.iter()
-        .map(|(k, v)| format!("{k}={v}"))
+    FIELDS
+        .iter()
+        .filter(|f| f.written(scen, &d))
+        .map(|f| format!("{}={}", f.key, (f.get)(scen)))
         .collect::<Vec<_>>()
         .join("&")
 }
@@ -237,12 +319,12 @@ pub fn decode_pairs(base: Scenario, pairs: &[(String, String)]) -> Result<Scenar
     let mut seen = std::collections::BTreeSet::new();
     for (key, value) in pairs {
         let (key, value) = (key.clone(), value.clone());
-        if !KEYS.contains(&key.as_str()) {
+        let Some(field) = Field::find(&key) else {
             return Err(ScenarioError::invalid(
                 printable(&key),
                 format!("unknown link field; known: {}", KEYS.join(", ")),
             ));
-        }
+        };
         if !seen.insert(key.clone()) {
             return Err(ScenarioError::invalid(&key, "appears twice"));
         }
@@ -256,7 +338,7 @@ pub fn decode_pairs(base: Scenario, pairs: &[(String, String)]) -> Result<Scenar
                 "has characters a link field may not hold (allowed: letters, digits, . _ : ~ -)",
             ));
         }
-        apply(&mut s, &key, &value)?;
+        (field.set)(&mut s, &value)?;
     }
     s.validate()?;
     Ok(s)
@@ -283,56 +365,6 @@ fn flag(key: &str, v: &str) -> Result<bool, ScenarioError> {
             format!("must be 0 or 1, found `{}`", crate::scenario::shorten(v)),
         )),
     }
-}
-
-fn apply(s: &mut Scenario, key: &str, v: &str) -> Result<(), ScenarioError> {
-    match key {
-        "v" => {
-            let version: u32 = num(key, v)?;
-            if version != VERSION {
-                return Err(ScenarioError::invalid(
-                    "v",
-                    format!(
-                        "link version {version} is not known; this page reads version {VERSION}"
-                    ),
-                ));
-            }
-        }
-        "model" => s.model = ModelChoice::Preset(v.to_ascii_lowercase()),
-        "cfg" => s.model = ModelChoice::Custom(Box::new(decode_spec(v)?)),
-        "gpu" => s.gpu = v.to_ascii_lowercase(),
-        "gpus" => s.gpus = num(key, v)?,
-        "batch" => s.micro_batch = num(key, v)?,
-        "seq" => s.seq = num(key, v)?,
-        "accum" => s.grad_accum = num(key, v)?,
-        "method" => s.method = Method::parse(key, v)?,
-        "rank" => s.lora.rank = num(key, v)?,
-        "targets" => s.lora.targets = LoraTargets::parse(key, v)?,
-        "precision" => s.precision = Precision::parse(key, v)?,
-        "optimizer" => s.optimizer = Optimizer::parse(key, v)?,
-        "attention" => s.attention = Attention::parse(key, v)?,
-        "dropout" => {
-            let p: f64 = v
-                .parse()
-                .map_err(|_| ScenarioError::invalid(key, "must be a number in [0, 1)"))?;
-            s.dropout = Some(p);
-        }
-        "ckpt" => s.checkpointing = Checkpointing::parse(key, v)?,
-        "act_offload" => s.offload_activations = flag(key, v)?,
-        "loss" => s.loss = LossImpl::parse(key, v)?,
-        "keep_logits" => s.keep_logits = flag(key, v)?,
-        "dp" => s.parallel.data = DataParallel::parse(key, v)?,
-        "tp" => s.parallel.tensor = num(key, v)?,
-        "pp" => s.parallel.pipeline = num(key, v)?,
-        "sp" => s.parallel.sequence = flag(key, v)?,
-        "opt_offload" => s.parallel.offload_optimizer = Offload::parse(key, v)?,
-        "param_offload" => s.parallel.offload_params = Offload::parse(key, v)?,
-        "bucket_view" => s.parallel.grad_bucket_view = flag(key, v)?,
-        "expandable" => s.runtime.expandable_segments = flag(key, v)?,
-        "graphs" => s.runtime.cuda_graphs = flag(key, v)?,
-        _ => unreachable!("keys are checked against KEYS before apply"),
-    }
-    Ok(())
 }
 
 /// Decodes `%XX` escapes and `+`; `None` on a broken escape or invalid UTF-8.
@@ -586,40 +618,11 @@ pub fn named_scenario(id: &str) -> Option<&'static NamedScenario> {
 }
 
 /// The value of one link field in `scen`, as a link writes it (`None` for `v`, `cfg` and
-/// unknown keys; an empty string for a dropout left at the config's values). Forms show these,
-/// and send edits back through [`decode_pairs`], so a form and a link validate alike.
+/// unknown keys; `custom` for the model of a custom config; an empty string for a dropout left
+/// at the config's values, which decodes back to it). Forms show these, and send edits back
+/// through [`decode_pairs`], so a form and a link validate alike.
 pub fn field_value(scen: &Scenario, key: &str) -> Option<String> {
-    let flag = |b: bool| if b { "1" } else { "0" }.to_string();
-    Some(match key {
-        "model" => match &scen.model {
-            ModelChoice::Preset(id) => id.clone(),
-            ModelChoice::Custom(_) => "custom".into(),
-        },
-        "gpu" => scen.gpu.clone(),
-        "gpus" => scen.gpus.to_string(),
-        "batch" => scen.micro_batch.to_string(),
-        "seq" => scen.seq.to_string(),
-        "accum" => scen.grad_accum.to_string(),
-        "method" => scen.method.id().into(),
-        "rank" => scen.lora.rank.to_string(),
-        "targets" => scen.lora.targets.id().into(),
-        "precision" => scen.precision.id().into(),
-        "optimizer" => scen.optimizer.id().into(),
-        "attention" => scen.attention.id().into(),
-        "dropout" => scen.dropout.map(format_prob).unwrap_or_default(),
-        "ckpt" => scen.checkpointing.id(),
-        "act_offload" => flag(scen.offload_activations),
-        "loss" => scen.loss.id().into(),
-        "keep_logits" => flag(scen.keep_logits),
-        "dp" => scen.parallel.data.id().into(),
-        "tp" => scen.parallel.tensor.to_string(),
-        "pp" => scen.parallel.pipeline.to_string(),
-        "sp" => flag(scen.parallel.sequence),
-        "opt_offload" => scen.parallel.offload_optimizer.id().into(),
-        "param_offload" => scen.parallel.offload_params.id().into(),
-        "bucket_view" => flag(scen.parallel.grad_bucket_view),
-        "expandable" => flag(scen.runtime.expandable_segments),
-        "graphs" => flag(scen.runtime.cuda_graphs),
-        _ => return None,
-    })
+    Field::find(key)
+        .filter(|f| !matches!(f.key, "v" | "cfg"))
+        .map(|f| (f.get)(scen))
 }

@@ -40,7 +40,7 @@ pub mod strategies;
 pub mod time;
 
 pub use activations::{Part, Saved};
-pub use analysis::{Analysis, analyze, analyze_with};
+pub use analysis::{Analysis, What, analyze, analyze_only, analyze_with};
 pub use calibration::Calibration;
 pub use catalog::{Gpu, GpuCatalog, Preset, PresetCatalog};
 pub use error::{ConfigError, ContentError, ScenarioError};

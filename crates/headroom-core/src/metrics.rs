@@ -119,6 +119,8 @@ enum Leaf {
     Null,
     /// A string field (`peak.phase`, `verdict.gpu`).
     Text,
+    /// A field of a part the analysis was not asked to compute (`fit.*` without the fit).
+    NotComputed,
 }
 
 /// The scalar fields of the CLI's JSON a metric may name (`parameters.*`, `bytes.*`, `peak.*`,
@@ -166,11 +168,15 @@ fn json_field(a: &Analysis, name: &str) -> Option<Leaf> {
             "gpu" => Some(Leaf::Text),
             _ => None,
         },
-        ("fit", f) => match f {
-            "max_micro_batch" => opt(a.fit.max_micro_batch),
-            "max_seq" => opt(a.fit.max_seq),
-            _ => None,
-        },
+        ("fit", f) => {
+            let fit = a.fit.as_ref();
+            let not_computed = || Some(Leaf::NotComputed);
+            match f {
+                "max_micro_batch" => fit.map_or_else(not_computed, |x| opt(x.max_micro_batch)),
+                "max_seq" => fit.map_or_else(not_computed, |x| opt(x.max_seq)),
+                _ => None,
+            }
+        }
         ("time", f) => {
             let t = &a.time;
             let x = match f {
@@ -203,6 +209,9 @@ fn field(a: &Analysis, name: &str) -> Result<f64, String> {
         Some(Leaf::Number(x)) => Ok(x),
         Some(Leaf::Null) => Err(format!("names `{name}`, which has no value here (null)")),
         Some(Leaf::Text) => Err(format!("names `{name}`, which is not a number")),
+        Some(Leaf::NotComputed) => Err(format!(
+            "names `{name}`, which this analysis did not compute (see `analysis::What`)"
+        )),
         None => {
             let components: Vec<&str> = a.estimate.components.iter().map(|c| c.id).collect();
             Err(format!(

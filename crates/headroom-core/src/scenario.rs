@@ -369,16 +369,17 @@ impl Scenario {
         self.micro_batch as u64 * self.grad_accum as u64 * self.data_parallel() as u64
     }
 
-    /// Checks ranges and combinations; every message names the field.
+    /// Checks ranges and combinations; every message names the link key of the field (the
+    /// key a link, a form input or a scenario file uses), so the site shows it under that input.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         range("gpus", self.gpus, 1, MAX_GPUS)?;
         range("batch", self.micro_batch, 1, MAX_MICRO_BATCH)?;
         range("seq", self.seq, 1, MAX_SEQ)?;
-        range("grad_accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
+        range("accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
         range("tp", self.parallel.tensor, 1, 1024)?;
         range("pp", self.parallel.pipeline, 1, 1024)?;
         if self.method != Method::Full {
-            range("lora_rank", self.lora.rank, 1, MAX_LORA_RANK)?;
+            range("rank", self.lora.rank, 1, MAX_LORA_RANK)?;
         }
         let model_parallel = self.parallel.tensor * self.parallel.pipeline;
         if !self.gpus.is_multiple_of(model_parallel) {
@@ -407,7 +408,7 @@ impl Scenario {
             && self.parallel.data != DataParallel::Fsdp
         {
             return Err(ScenarioError::invalid(
-                "offload_optimizer",
+                "opt_offload",
                 "optimizer offload needs ZeRO (zero1, zero2, zero3) or FSDP",
             ));
         }
@@ -415,14 +416,14 @@ impl Scenario {
             && !matches!(self.parallel.data, DataParallel::Zero3 | DataParallel::Fsdp)
         {
             return Err(ScenarioError::invalid(
-                "offload_params",
+                "param_offload",
                 "parameter offload needs ZeRO-3 or FSDP",
             ));
         }
         if self.parallel.data == DataParallel::Fsdp && self.parallel.offload_params == Offload::Nvme
         {
             return Err(ScenarioError::invalid(
-                "offload_params",
+                "param_offload",
                 "FSDP offloads to CPU only; NVMe needs DeepSpeed ZeRO-3",
             ));
         }

@@ -41,9 +41,8 @@ pub struct Strategy {
     /// Throughput change versus the scenario, a signed fraction of its tokens per second:
     /// −0.25 is 25% slower, +0.9 is 90% faster (more GPUs).
     pub speed_change: f64,
-    /// The change alters what is trained or how it updates (precision of the weights, the
-    /// optimizer's algorithm or state precision, LoRA/QLoRA, the tokens of an optimizer step),
-    /// not only how the same training runs.
+    /// The change alters what is trained or how it updates, not only how the same training
+    /// runs: decided by [`crate::plan::changes_training`], the planner's rule.
     pub changes_training: bool,
     /// When the scenario does not fit: among the changes that fit and keep the training as it
     /// is, the one with the highest tokens per second per GPU (so adding GPUs is weighed by
@@ -51,20 +50,16 @@ pub struct Strategy {
     pub recommended: bool,
 }
 
-/// One change the strategy table (and the planner's ladder) tries.
-#[derive(Debug, Clone, PartialEq)]
+/// One technique applied to a scenario: the strategy table's row id, the technique, the change
+/// as read by a person, and the scenario after it.
 pub(crate) struct Candidate {
-    /// The row's id, e.g. `adamw8bit`.
     pub id: &'static str,
-    /// The technique, for people, e.g. "8-bit AdamW".
-    pub technique: String,
-    /// What changes, e.g. "adamw -> adamw8bit".
+    pub technique: &'static str,
     pub change: String,
-    /// The scenario with the change applied.
     pub scenario: Scenario,
 }
 
-/// QLoRA computes in 16 bits: an fp32 scenario moves to bf16, any other keeps its precision.
+/// QLoRA computes in 16 bits: an fp32 scenario moves to bf16, any other precision is kept.
 fn qlora_precision(p: Precision) -> Precision {
     if p == Precision::Fp32 {
         Precision::Bf16
@@ -76,11 +71,11 @@ fn qlora_precision(p: Precision) -> Precision {
 /// Candidate changes that apply to `scen` (a technique already in use is skipped).
 pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
     let mut out = Vec::new();
-    let mut add = |id: &'static str, technique: &str, change: String, s: Scenario| {
+    let mut add = |id: &'static str, technique: &'static str, change: String, s: Scenario| {
         if s != *scen {
             out.push(Candidate {
                 id,
-                technique: technique.to_string(),
+                technique,
                 change,
                 scenario: s,
             });
@@ -390,8 +385,8 @@ pub fn strategies(
     strategies_from(spec, gpu, cal, scen, &now, &now_time)
 }
 
-/// The strategy table from the scenario's own estimate and step time, which the caller
-/// already has (`analyze`).
+/// The strategy table compared with the scenario's own estimate and step time (`now_estimate`,
+/// `now_time`, which the caller has already computed: `analyze`).
 pub fn strategies_from(
     spec: &ModelSpec,
     gpu: &Gpu,
@@ -406,12 +401,12 @@ pub fn strategies_from(
         .into_iter()
         .filter(|c| c.scenario.validate().is_ok())
         .map(|c| {
-            let s = &c.scenario;
-            let e = estimate_with(spec, gpu, cal, s);
-            let t = step_time(spec, gpu, cal, s);
+            let s = c.scenario;
+            let e = estimate_with(spec, gpu, cal, &s);
+            let t = step_time(spec, gpu, cal, &s);
             Strategy {
                 id: c.id,
-                technique: c.technique,
+                technique: c.technique.to_string(),
                 change: c.change,
                 peak_device: e.peak.device,
                 saved: now - e.peak.device as i64,
@@ -421,7 +416,7 @@ pub fn strategies_from(
                 tokens_per_second: t.tokens_per_second,
                 tokens_per_second_per_gpu: t.tokens_per_second_per_gpu,
                 speed_change: speed_change(t.tokens_per_second, now_tps),
-                changes_training: crate::plan::changes_training(scen, s),
+                changes_training: crate::plan::changes_training(scen, &s),
                 recommended: false,
             }
         })

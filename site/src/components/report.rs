@@ -27,7 +27,6 @@ fn gpu_name(id: &str) -> String {
 pub fn Verdict(props: &AnalysisProps) -> Html {
     let e = &props.analysis.estimate;
     let v = &e.verdict;
-    let fit = &props.analysis.fit;
     let class = if v.fits {
         "verdict fits"
     } else {
@@ -40,12 +39,23 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
     } else {
         format!("Does not fit on {} x {gpu}", props.gpus)
     };
-    let max_batch = fit
-        .max_micro_batch
-        .map_or_else(|| "none (not even 1)".to_string(), |b| b.to_string());
-    let max_seq = fit
-        .max_seq
-        .map_or_else(|| "none (not even 1 token)".to_string(), |s| s.to_string());
+    // What fits, when the page asked for it.
+    let fit = props.analysis.fit.map(|fit| {
+        let max_batch = fit
+            .max_micro_batch
+            .map_or_else(|| "none (not even 1)".to_string(), |b| b.to_string());
+        let max_seq = fit
+            .max_seq
+            .map_or_else(|| "none (not even 1 token)".to_string(), |s| s.to_string());
+        html! {
+            <dl class="fit">
+                <div><dt>{ "Largest micro-batch that fits" }</dt>
+                     <dd id="max-batch">{ max_batch }</dd></div>
+                <div><dt>{ "Longest sequence that fits" }</dt>
+                     <dd id="max-seq">{ max_seq }</dd></div>
+            </dl>
+        }
+    });
     html! {
         <section class={class} id="verdict" aria-live="polite" data-fits={v.fits.to_string()}>
             <h2>{ headline }</h2>
@@ -66,12 +76,7 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                 } }
             </p>
             { for e.warnings.iter().map(|w| html! { <p class="notice" role="note">{ w.clone() }</p> }) }
-            <dl class="fit">
-                <div><dt>{ "Largest micro-batch that fits" }</dt>
-                     <dd id="max-batch">{ max_batch }</dd></div>
-                <div><dt>{ "Longest sequence that fits" }</dt>
-                     <dd id="max-seq">{ max_seq }</dd></div>
-            </dl>
+            { for fit }
         </section>
     }
 }
@@ -209,7 +214,7 @@ pub fn speed(s: &headroom_core::strategies::Strategy) -> String {
 /// Each memory-saving technique applied to this scenario, largest saving first.
 #[component]
 pub fn StrategyTable(props: &AnalysisProps) -> Html {
-    let rows = &props.analysis.strategies;
+    let rows = props.analysis.strategies.as_deref().unwrap_or_default();
     if rows.is_empty() {
         return html! { <p>{ "No further technique applies to this scenario." }</p> };
     }

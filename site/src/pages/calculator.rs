@@ -3,7 +3,7 @@
 use std::rc::Rc;
 
 use headroom_core::codec::named_scenario;
-use headroom_core::{Analysis, Scenario};
+use headroom_core::{Analysis, Scenario, What};
 use yew::prelude::*;
 
 use super::{Outcome, outcome_with};
@@ -91,7 +91,7 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
     // its GPU.
     let user = use_user_calibration();
     let analysis: Rc<Outcome> = use_memo((state.scenario.clone(), user.clone()), |(s, u)| {
-        outcome_with(s, u.as_deref())
+        outcome_with(s, u.as_deref(), What::ALL)
     });
     {
         // The link follows every change (replace, not push); the short link stays until then.

@@ -2,8 +2,8 @@
 
 use std::rc::Rc;
 
-use headroom_core::Analysis;
 use headroom_core::format;
+use headroom_core::{Analysis, What};
 use yew::prelude::*;
 
 use super::{Outcome, outcome_with};
@@ -70,13 +70,13 @@ const ROWS: &[Row] = &[
     (
         "max-batch",
         "Largest micro-batch that fits",
-        |a| a.fit.max_micro_batch.map(u64::from),
+        |a| a.fit.and_then(|f| f.max_micro_batch).map(u64::from),
         false,
     ),
     (
         "max-seq",
         "Longest sequence that fits",
-        |a| a.fit.max_seq.map(u64::from),
+        |a| a.fit.and_then(|f| f.max_seq).map(u64::from),
         false,
     ),
 ];
@@ -161,11 +161,12 @@ pub fn Compare() -> Html {
     };
     // A calibration file the user loaded applies here as in the calculator (to its own GPU).
     let user = use_user_calibration();
+    // Both sides show the estimate and what fits, never a strategy table.
     let ra: Rc<Outcome> = use_memo((a.scenario.clone(), user.clone()), |(s, u)| {
-        outcome_with(s, u.as_deref())
+        outcome_with(s, u.as_deref(), What::FIT)
     });
     let rb: Rc<Outcome> = use_memo((b.scenario.clone(), user.clone()), |(s, u)| {
-        outcome_with(s, u.as_deref())
+        outcome_with(s, u.as_deref(), What::FIT)
     });
     {
         let first = (opened.scenario.clone(), opened.other.clone());

@@ -12,13 +12,23 @@ use crate::components::chart::Chart;
 use crate::components::report::{BreakdownTable, StrategyTable, Verdict};
 use crate::dom;
 use crate::query::{View, calculator_query, parse};
+use headroom_core::What;
 
 #[component]
 pub fn Embed() -> Html {
     let q = use_memo((), |_| parse(&dom::current_query(), Default::default()));
     // Built-in calibrations only: an embed shows every visitor of the host page the same
     // numbers, whatever file one of them loaded on this site.
-    let result: Rc<Outcome> = use_memo(q.scenario.clone(), outcome);
+    let result: Rc<Outcome> = use_memo((q.scenario.clone(), q.view), |(s, view)| {
+        // Each view computes only what it shows.
+        let what = match view {
+            View::Calculator => What::ALL,
+            View::Timeline => What::ESTIMATE,
+            View::Breakdown => What::FIT,
+            View::Strategies => What::STRATEGIES,
+        };
+        outcome(s, what)
+    });
     use_effect_with((), |_| {
         dom::watch_height();
         dom::frame_done();

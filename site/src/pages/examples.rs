@@ -4,7 +4,7 @@
 
 use headroom_core::claims::{self, ClaimFile, Row, Unit, Verdict};
 use headroom_core::codec::{NamedScenario, named_scenarios};
-use headroom_core::format;
+use headroom_core::{What, format};
 use yew::prelude::*;
 
 use crate::components::num::grouped;
@@ -100,7 +100,7 @@ pub fn Example(props: &ExampleProps) -> Html {
     let named = named_scenarios();
     // Each claim's scenario analyzed now, by the same core as the CLI (through the
     // calculator's path, so the download carries one copy of the analysis).
-    let rows = claims::evaluate_with(file, &named, super::outcome);
+    let rows = claims::evaluate_with(file, &named, |s| super::outcome(s, What::FIT));
     let count = |v: Verdict| file.claims.iter().filter(|c| c.verdict == v).count();
     let neighbour = |f: Option<&ClaimFile>, label: &str| match f {
         Some(f) => html! {

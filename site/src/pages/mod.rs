@@ -10,15 +10,16 @@ pub mod not_found;
 
 use std::rc::Rc;
 
-use headroom_core::{Analysis, Scenario};
+use headroom_core::{Analysis, Scenario, What};
 
 /// The analysis a page shows, or the sentence that says why there is none.
 pub type Outcome = Result<Rc<Analysis>, String>;
 
-/// Analyzes a scenario, recording how long the core took (`data-analyze-ms` on `<body>`, read
-/// by the budget script next to the whole update's time).
-pub fn outcome(s: &Scenario) -> Outcome {
-    outcome_with(s, None)
+/// Analyzes a scenario with the built-in calibration, computing only `what` the page shows,
+/// recording how long the core took (`data-analyze-ms` on `<body>`, read by the budget script
+/// next to the whole update's time).
+pub fn outcome(s: &Scenario, what: What) -> Outcome {
+    outcome_with(s, None, what)
 }
 
 /// [`outcome`] with the user's own calibration file when it is for the scenario's GPU (the
@@ -26,17 +27,11 @@ pub fn outcome(s: &Scenario) -> Outcome {
 pub fn outcome_with(
     s: &Scenario,
     user: Option<&crate::calibration_state::UserCalibration>,
+    what: What,
 ) -> Outcome {
     let started = crate::dom::now_ms();
-    // One path for both (the core's `analyze` is this with the built-in calibration): a second
-    // copy of the analysis would cost download size.
-    let analyzed = headroom_core::estimate::resolve(s).map(|r| {
-        let cal = user
-            .and_then(|u| u.for_gpu(&s.gpu))
-            .unwrap_or(&r.calibration);
-        headroom_core::analyze_with(&r.name, &r.spec, r.gpu, cal, s)
-    });
-    let result = analyzed
+    let own = user.and_then(|u| u.for_gpu(&s.gpu));
+    let result = headroom_core::analyze_only(s, what, own)
         .map(Rc::new)
         .map_err(|e| format!("This scenario cannot be estimated: {e}"));
     crate::dom::mark_analyze(crate::dom::now_ms() - started);

@@ -2,10 +2,8 @@
 //! column's change, and the metrics, through the same estimate and time model as the calculator.
 
 use super::block::{Block, View};
-use crate::analysis::Analysis;
-use crate::codec::{self, decode_pairs, named_scenario, named_scenarios, query_pairs};
-use crate::estimate::{Estimate, estimate_and_time, resolve};
-use crate::fit::{Fit, fit};
+use crate::analysis::{Analysis, What, analyze_only};
+use crate::codec::{decode_pairs, named_scenario, named_scenarios, query_pairs};
 use crate::metrics::{self, Unit};
 use crate::scenario::Scenario;
 
@@ -80,25 +78,8 @@ fn changed(scen: &Scenario, queries: &[&str]) -> Result<Scenario, String> {
 /// The analysis a block needs: the estimate and the time model always, what fits only when a
 /// metric asks for it, never the strategy table (a guide table row costs one estimate).
 fn analysis(scen: &Scenario, with_fit: bool) -> Result<Analysis, String> {
-    let r = resolve(scen).map_err(|e| e.to_string())?;
-    let (estimate, time) = estimate_and_time(&r.spec, r.gpu, &r.calibration, scen);
-    Ok(Analysis {
-        estimate: Estimate {
-            model: r.name.clone(),
-            ..estimate
-        },
-        fit: if with_fit {
-            fit(&r.spec, r.gpu, &r.calibration, scen)
-        } else {
-            Fit {
-                max_micro_batch: None,
-                max_seq: None,
-            }
-        },
-        strategies: Vec::new(),
-        time,
-        link: codec::encode(scen),
-    })
+    let what = if with_fit { What::FIT } else { What::ESTIMATE };
+    analyze_only(scen, what, None).map_err(|e| e.to_string())
 }
 
 fn cell(a: &Analysis, metric: &str) -> Result<Cell, String> {
@@ -263,7 +244,7 @@ mod tests {
             e.headers,
             vec!["Peak on the device", "Step time", "Largest micro-batch"]
         );
-        let scen = codec::decode("batch=2&precision=bf16").expect("decodes");
+        let scen = crate::codec::decode("batch=2&precision=bf16").expect("decodes");
         let want = analyze(&scen).expect("analyzes");
         assert_eq!(
             e.rows[0].cells[0].value,
@@ -272,7 +253,7 @@ mod tests {
         assert_eq!(e.rows[0].cells[1].value, Some(want.time.step_seconds));
         assert_eq!(
             e.rows[0].cells[2].value,
-            want.fit.max_micro_batch.map(f64::from)
+            want.fit.and_then(|f| f.max_micro_batch).map(f64::from)
         );
         assert_eq!(e.rows[0].link, want.link);
     }
@@ -283,7 +264,7 @@ mod tests {
             "scenario: llama-3.1-8b-h100\nview: grid\nrows: b1 => batch=1 | b4 => batch=4\ncols: 1k => seq=1024 | 4k => seq=4096\nmetric: logits",
         );
         let e = evaluate(&b, &[]).expect("evaluates");
-        let scen = codec::decode("batch=4&seq=1024").expect("decodes");
+        let scen = crate::codec::decode("batch=4&seq=1024").expect("decodes");
         let want = analyze(&scen).expect("analyzes");
         let logits = want
             .estimate

@@ -5,16 +5,28 @@ use crate::scenario::{Method, Optimizer, Scenario};
 
 use super::Change;
 
-/// Whether `s` trains something other than `reference`: the weights' precision (fp32 and the
-/// autocast modes keep fp32 weights and states, so switching among them does not count), the
-/// optimizer's algorithm or state precision (AdamW's implementations are one algorithm: for-loop,
-/// foreach and fused compute the same update; paging 8-bit states moves them, it does not
-/// change them), the method or LoRA settings, or the tokens of an optimizer step. How the same
-/// training runs (checkpointing, offload, sharding, parallelism, the fused loss) does not count.
-/// The one rule: the strategy table and the planner both ask it.
+/// Whether `s` trains something other than `reference`: whether the sequence of weights it
+/// produces can differ, beyond floating-point reordering. The one rule for the planner, the
+/// ladder and the strategy table.
+///
+/// It does:
+/// - the weights' precision (pure bf16 rounds every update; fp32 and the autocast modes keep
+///   fp32 weights and states, so switching among them does not count);
+/// - the optimizer's algorithm or its state precision (AdamW to 8-bit AdamW quantizes the
+///   moments, and 8-bit AdamW back to a 32-bit AdamW stops quantizing them; Lion, Adafactor,
+///   Adam-mini and SGD are other updates);
+/// - the method or the LoRA settings (other parameters are trained);
+/// - the tokens of an optimizer step (another batch is another gradient).
+///
+/// It does not: the same math run elsewhere or in another order. AdamW's for-loop, foreach and
+/// fused kernels compute one update; paged 8-bit AdamW is 8-bit AdamW with its states in
+/// unified memory; checkpointing recomputes the same activations; offload, sharding (ZeRO,
+/// FSDP), tensor and pipeline parallelism, the fused loss, SDPA and allocator settings move
+/// or split the same tensors; more GPUs with less accumulation keep the global batch.
 pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
     let family = |o: Optimizer| match o {
         Optimizer::AdamW | Optimizer::AdamWForLoop | Optimizer::AdamWFused => Optimizer::AdamW,
+        // Paging moves the 8-bit states; it does not change them.
         Optimizer::PagedAdamW8bit => Optimizer::AdamW8bit,
         other => other,
     };

@@ -3,7 +3,7 @@
 
 use crate::codec;
 use crate::scenario::{Precision, Scenario};
-use crate::strategies::{Candidate, candidates};
+use crate::strategies::candidates;
 
 use super::eval::Ctx;
 use super::{Keep, LadderStep, changes_training, differences};
@@ -92,13 +92,8 @@ pub(super) fn ladder(
             training: bool,
         }
         let mut cands = Vec::new();
-        for Candidate {
-            id,
-            technique,
-            mut change,
-            scenario: mut s,
-        } in candidates(&cur)
-        {
+        for c in candidates(&cur) {
+            let (id, technique, mut change, mut s) = (c.id, c.technique, c.change, c.scenario);
             if LADDER_EXCLUDED.contains(&id) {
                 continue;
             }
@@ -132,7 +127,7 @@ pub(super) fn ladder(
             let tps = ctx.time(&s).tokens_per_second;
             cands.push(Cand {
                 id,
-                technique,
+                technique: technique.to_string(),
                 change,
                 scen: s,
                 peak,
