@@ -123,8 +123,9 @@ enum Leaf {
     NotComputed,
 }
 
-/// The scalar fields of the CLI's JSON a metric may name (`parameters.*`, `bytes.*`, `peak.*`,
-/// `verdict.*`, `fit.*`, and `time.*` from the time model), read directly rather than through serde so the site carries no
+/// The scalar fields a metric may name: those of the CLI's JSON (`parameters.*`, `bytes.*`,
+/// `peak.*`, `verdict.*`, `fit.*`) and `time.*` from the analysis' step time (which the CLI's
+/// JSON does not print). Read directly rather than through serde so the site carries no
 /// serializer; a test checks this table against the serialized JSON, field by field.
 fn json_field(a: &Analysis, name: &str) -> Option<Leaf> {
     let e = &a.estimate;
