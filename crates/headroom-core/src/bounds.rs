@@ -97,65 +97,89 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// An upper bound of one GPU's step bytes, in `f64` (which cannot overflow here): every
-/// per-token tensor at the model's widest width many times over per layer, eager attention's
-/// scores, the logits and the loss, and 32 bytes per parameter. It is far above the estimate,
-/// on purpose: it only has to bound it.
-pub fn step_bytes_bound(spec: &ModelSpec, scen: &Scenario) -> f64 {
-    let b = f64::from(scen.micro_batch);
-    let s = f64::from(scen.seq);
-    let tokens = b * s;
-    let moe_width = spec.moe.as_ref().map_or(0.0, |m| {
-        (m.top_k * m.expert_intermediate + m.experts) as f64
-    });
-    let width = [
-        spec.hidden as f64,
-        (spec.q_dim() + 2 * spec.kv_dim()) as f64,
-        spec.intermediate as f64,
-        moe_width,
-        f64::from(scen.lora.rank) * 4.0,
-    ]
-    .into_iter()
-    .fold(0.0, f64::max);
-    let scores = if scen.attention == Attention::Eager {
-        b * spec.heads as f64 * s * s
-    } else {
-        0.0
-    };
-    // 64 tensors of 8 bytes per token and width, and 16 bytes per score, per layer. A pipeline
-    // stage holds layers/pp layers for up to pp micro-batches in flight: at most twice the
-    // model's layers.
-    let per_layer = 64.0 * 8.0 * tokens * width + 16.0 * scores;
-    let layers = 2.0 * spec.layers as f64;
-    let logits = 8.0 * 8.0 * tokens * spec.vocab as f64;
-    let inv = inventory(spec);
-    // LoRA's adapters on every Linear at most: rank x (d_in + d_out) each.
-    let adapters: f64 = inv
-        .linears()
-        .map(|t| (t.d_in + t.d_out) as f64 * (t.copies * inv.multiplicity(t.scope)) as f64)
-        .sum::<f64>()
-        * f64::from(scen.lora.rank);
-    per_layer * layers + logits + 32.0 * (inv.total() as f64 + adapters)
+/// The model's share of the step bound: its parameters and the widths LoRA could adapt. A
+/// search over batch and sequence (`fit`, the planner) computes it once for the model and
+/// bounds each probe with [`ModelScale::check`].
+#[derive(Debug, Clone, Copy)]
+pub struct ModelScale {
+    /// Parameters of the model.
+    params: f64,
+    /// Sum of d_in + d_out over every Linear (each copy, each layer): a rank-r adapter on all
+    /// of them has r times this many parameters.
+    linear_widths: f64,
 }
 
-/// Refuses a scenario whose step would need more than [`MAX_STEP_BYTES`] on one GPU, naming
-/// the field that makes it so (the sequence, the batch or the LoRA rank).
-pub fn check_scale(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
-    let bound = step_bytes_bound(spec, scen);
-    if bound <= MAX_STEP_BYTES {
-        return Ok(());
+impl ModelScale {
+    pub fn of(spec: &ModelSpec) -> Self {
+        let inv = inventory(spec);
+        ModelScale {
+            params: inv.total() as f64,
+            linear_widths: inv
+                .linears()
+                .map(|t| (t.d_in + t.d_out) as f64 * (t.copies * inv.multiplicity(t.scope)) as f64)
+                .sum(),
+        }
     }
-    let field = if scen.seq >= scen.micro_batch {
-        "seq"
-    } else {
-        "batch"
-    };
-    Err(ScenarioError::invalid(
-        field,
-        format!(
-            "batch {} x seq {} is beyond what Headroom computes for this model: the step would \
-             need more than 1 EiB per GPU; lower the sequence or the batch",
-            scen.micro_batch, scen.seq
-        ),
-    ))
+
+    /// An upper bound of one GPU's step bytes, in `f64` (which cannot overflow here): every
+    /// per-token tensor at the model's widest width many times over per layer, eager
+    /// attention's scores, the logits and the loss, and 32 bytes per parameter (LoRA's adapters
+    /// on every Linear included). It is far above the estimate, on purpose: it only has to
+    /// bound it.
+    pub fn step_bytes_bound(&self, spec: &ModelSpec, scen: &Scenario) -> f64 {
+        let b = f64::from(scen.micro_batch);
+        let s = f64::from(scen.seq);
+        let tokens = b * s;
+        let moe_width = spec.moe.as_ref().map_or(0.0, |m| {
+            (m.top_k * m.expert_intermediate + m.experts) as f64
+        });
+        let width = [
+            spec.hidden as f64,
+            (spec.q_dim() + 2 * spec.kv_dim()) as f64,
+            spec.intermediate as f64,
+            moe_width,
+            f64::from(scen.lora.rank) * 4.0,
+        ]
+        .into_iter()
+        .fold(0.0, f64::max);
+        let scores = if scen.attention == Attention::Eager {
+            b * spec.heads as f64 * s * s
+        } else {
+            0.0
+        };
+        // 64 tensors of 8 bytes per token and width, and 16 bytes per score, per layer. A
+        // pipeline stage holds layers/pp layers for up to pp micro-batches in flight: at most
+        // twice the model's layers.
+        let per_layer = 64.0 * 8.0 * tokens * width + 16.0 * scores;
+        let layers = 2.0 * spec.layers as f64;
+        let logits = 8.0 * 8.0 * tokens * spec.vocab as f64;
+        let adapters = self.linear_widths * f64::from(scen.lora.rank);
+        per_layer * layers + logits + 32.0 * (self.params + adapters)
+    }
+
+    /// Refuses a scenario whose step would need more than [`MAX_STEP_BYTES`] on one GPU,
+    /// naming the field that makes it so (the sequence or the batch).
+    pub fn check(&self, spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
+        if self.step_bytes_bound(spec, scen) <= MAX_STEP_BYTES {
+            return Ok(());
+        }
+        let field = if scen.seq >= scen.micro_batch {
+            "seq"
+        } else {
+            "batch"
+        };
+        Err(ScenarioError::invalid(
+            field,
+            format!(
+                "batch {} x seq {} is beyond what Headroom computes for this model: the step \
+                 would need more than 1 EiB per GPU; lower the sequence or the batch",
+                scen.micro_batch, scen.seq
+            ),
+        ))
+    }
+}
+
+/// [`ModelScale::check`] for one scenario.
+pub fn check_scale(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
+    ModelScale::of(spec).check(spec, scen)
 }

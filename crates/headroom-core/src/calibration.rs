@@ -79,26 +79,41 @@ impl MeasuredRates {
     /// bandwidths that are not finite and positive are left out (a failed or absurd
     /// measurement must not replace a default).
     pub fn from_native(report: &schema::NativeReport) -> Self {
-        Self::from_parts(&report.matmul, &report.bandwidth)
+        Self::from_points(
+            report
+                .matmul
+                .iter()
+                .map(|p| (p.dtype.as_str(), p.n, p.efficiency)),
+            report
+                .bandwidth
+                .iter()
+                .map(|b| (b.kind.as_str(), b.gb_per_s.median)),
+        )
     }
 
-    fn from_parts(matmul: &[schema::MatmulPoint], bandwidth: &[schema::Bandwidth]) -> Self {
+    /// The rates from a report's points, (format, size, efficiency) and (kind, median GB/s),
+    /// however they were read: the typed report or the file's fields.
+    fn from_points<'a>(
+        matmul: impl Iterator<Item = (&'a str, u64, Option<f64>)>,
+        bandwidth: impl Iterator<Item = (&'a str, f64)>,
+    ) -> Self {
+        let usable = |x: f64| x.is_finite() && x > 0.0;
+        let bandwidth: Vec<(&str, f64)> = bandwidth.collect();
+        // The first record of each kind, when it is usable.
         let bw = |kind: &str| {
             bandwidth
                 .iter()
-                .find(|b| b.kind == kind)
-                .map(|b| b.gb_per_s.median)
-                .filter(|x| x.is_finite() && *x > 0.0)
+                .find(|b| b.0 == kind)
+                .map(|b| b.1)
+                .filter(|x| usable(*x))
         };
         MeasuredRates {
             matmul: matmul
-                .iter()
-                .filter_map(|p| {
-                    let e = p.efficiency.filter(|e| e.is_finite() && *e > 0.0)?;
+                .filter_map(|(dtype, n, efficiency)| {
                     Some(MatmulEfficiency {
-                        dtype: p.dtype.clone(),
-                        n: p.n,
-                        efficiency: e,
+                        dtype: dtype.to_string(),
+                        n,
+                        efficiency: efficiency.filter(|e| usable(*e))?,
                     })
                 })
                 .collect(),
@@ -336,48 +351,25 @@ impl Fields<'_> {
                         .ok_or_else(|| self.err(&at("efficiency"), "must be a number".into()))?,
                 ),
             };
-            if let Some(e) = efficiency.filter(|e| e.is_finite() && *e > 0.0) {
-                matmul.push(MatmulEfficiency {
-                    dtype: dtype.to_string(),
-                    n,
-                    efficiency: e,
-                });
-            }
+            matmul.push((dtype, n, efficiency));
         }
-        let mut bandwidths: Vec<(&str, f64)> = Vec::new();
+        let mut bandwidth = Vec::new();
         for (i, b) in self.records("native.bandwidth")?.iter().enumerate() {
-            let kind = b.get("kind").and_then(Value::as_str).ok_or_else(|| {
-                self.err(
-                    &format!("native.bandwidth[{i}].kind"),
-                    "must be a string".into(),
-                )
-            })?;
+            let at = |key: &str| format!("native.bandwidth[{i}].{key}");
+            let kind = b
+                .get("kind")
+                .and_then(Value::as_str)
+                .ok_or_else(|| self.err(&at("kind"), "must be a string".into()))?;
             let median = b
                 .pointer("/gb_per_s/median")
                 .and_then(Value::as_f64)
-                .ok_or_else(|| {
-                    self.err(
-                        &format!("native.bandwidth[{i}].gb_per_s.median"),
-                        "must be a number".into(),
-                    )
-                })?;
-            bandwidths.push((kind, median));
+                .ok_or_else(|| self.err(&at("gb_per_s.median"), "must be a number".into()))?;
+            bandwidth.push((kind, median));
         }
-        // The first record of each kind, when it is usable (as `from_native` reads them).
-        let bw = |kind: &str| {
-            bandwidths
-                .iter()
-                .find(|b| b.0 == kind)
-                .map(|b| b.1)
-                .filter(|x| x.is_finite() && *x > 0.0)
-        };
-        let host_to_device_gbs = bw("host_to_device_pinned");
-        let device_to_host_gbs = bw("device_to_host_pinned");
-        Ok(MeasuredRates {
-            matmul,
-            host_to_device_gbs,
-            device_to_host_gbs,
-        })
+        Ok(MeasuredRates::from_points(
+            matmul.into_iter(),
+            bandwidth.into_iter(),
+        ))
     }
 
     fn text(&self, path: &str) -> Result<String, ContentError> {

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::bounds::ModelScale;
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
 use crate::estimate::estimate_with;
@@ -15,10 +16,16 @@ pub struct Fit {
     pub max_seq: Option<u32>,
 }
 
-fn fits(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> bool {
-    // Past the scale bound nothing fits on any GPU (and the formulas are not run there).
-    crate::bounds::check_scale(spec, scen).is_ok()
-        && estimate_with(spec, gpu, cal, scen).verdict.fits
+/// Whether `scen` fits. Past the scale bound nothing fits on any GPU (and the formulas are not
+/// run there); `scale` is the model's share of that bound, computed once per search.
+fn fits(
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scale: &ModelScale,
+    scen: &Scenario,
+) -> bool {
+    scale.check(spec, scen).is_ok() && estimate_with(spec, gpu, cal, scen).verdict.fits
 }
 
 /// Largest `x` in `1..=hi` with `ok(x)`, assuming `ok` is monotone (memory grows with x).
@@ -58,12 +65,14 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
     } else {
         MAX_SEQ
     };
+    let scale = ModelScale::of(spec);
     Fit {
         max_micro_batch: largest(MAX_MICRO_BATCH, |b| {
             fits(
                 spec,
                 gpu,
                 cal,
+                &scale,
                 &Scenario {
                     micro_batch: b,
                     ..scen.clone()
@@ -75,6 +84,7 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
                 spec,
                 gpu,
                 cal,
+                &scale,
                 &Scenario {
                     seq: s,
                     ..scen.clone()

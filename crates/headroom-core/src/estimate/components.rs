@@ -11,10 +11,24 @@ use super::levels::{Runtime, slack_fraction};
 use super::step::Step;
 use super::types::{Component, Confidence, Level, Lifetime, Phase};
 
-/// Every component an estimate can report (`Estimate::components` lists those present).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ComponentId {
+/// Declares the component ids once: the enum and its list in display order.
+macro_rules! component_ids {
+    ($($id:ident),+ $(,)?) => {
+        /// Every component an estimate can report (`Estimate::components` lists those present).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ComponentId {
+            $($id),+
+        }
+
+        impl ComponentId {
+            /// Every id, in display order.
+            pub const ALL: &'static [ComponentId] = &[$(ComponentId::$id),+];
+        }
+    };
+}
+
+component_ids!(
     Weights,
     Gradients,
     OptimizerStates,
@@ -39,7 +53,7 @@ pub enum ComponentId {
     Nccl,
     CudaGraphPool,
     Host,
-}
+);
 
 /// Where a component's source text comes from.
 #[derive(Debug, Clone, Copy)]
@@ -77,36 +91,6 @@ const SRC_ALLOC: &str =
     "PyTorch c10/cuda/CUDACachingAllocator.cpp (512 B rounding, 2/20 MiB segments)";
 
 impl ComponentId {
-    pub const ALL: [ComponentId; 24] = {
-        use ComponentId::*;
-        [
-            Weights,
-            Gradients,
-            OptimizerStates,
-            MasterWeights,
-            PagedStates,
-            Inputs,
-            Activations,
-            OutsideLayers,
-            AutocastCache,
-            Logits,
-            LossForward,
-            LossBackward,
-            LayerBackward,
-            ForwardTemporaries,
-            OptimizerStep,
-            CommBuffers,
-            GatheredParams,
-            Rounding,
-            CublasWorkspace,
-            ReservedSlack,
-            CudaContext,
-            Nccl,
-            CudaGraphPool,
-            Host,
-        ]
-    };
-
     /// The id as the CLI's JSON, metrics and guides spell it.
     pub fn id(self) -> &'static str {
         self.meta().id
@@ -114,7 +98,7 @@ impl ComponentId {
 
     /// The component with id `id`, if there is one.
     pub fn parse(id: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.id() == id)
+        Self::ALL.iter().copied().find(|c| c.id() == id)
     }
 
     fn meta(self) -> Meta {
@@ -390,8 +374,13 @@ struct Parts<'a> {
 
 impl Parts<'_> {
     fn add(&mut self, id: ComponentId, bytes: u64, formula: impl Into<String>) {
+        self.add_as(id, bytes, formula, id.meta().sure);
+    }
+
+    /// Adds a component whose confidence in this scenario is `sure` rather than its table's.
+    fn add_as(&mut self, id: ComponentId, bytes: u64, formula: impl Into<String>, sure: Sure) {
         let meta = id.meta();
-        let confidence = match meta.sure {
+        let confidence = match sure {
             Sure::Exact => Confidence::Exact,
             Sure::Assumed => Confidence::Assumed,
             Sure::Runtime if self.cal.is_measured() => Confidence::Calibrated,
@@ -581,14 +570,12 @@ fn layer_backward(p: &mut Parts) {
     use ComponentId::LayerBackward;
     let s = p.s;
     if s.spec.moe.is_some() {
-        p.add(
+        p.add_as(
             LayerBackward,
             s.tmp.layer_backward + s.st.layer_grad_bytes,
             "MoE layer: all its gradients + the largest activation gradients in flight (assumed)",
+            Sure::Assumed,
         );
-        if let Some(c) = p.out.last_mut() {
-            c.confidence = Confidence::Assumed;
-        }
     } else {
         p.add(
             LayerBackward,

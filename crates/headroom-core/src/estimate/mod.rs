@@ -81,9 +81,13 @@ pub struct Resolved {
 pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     scen.validate()?;
     let (name, spec) = resolve_model(scen)?;
-    // A config from a link was checked when it was parsed; one given as a scenario file's
-    // spec was not. Both must respect the bounds before any formula runs.
-    crate::bounds::check_model(&spec).map_err(|e| ScenarioError::invalid("cfg", e.to_string()))?;
+    // A preset and a config from a link were checked when they were parsed; a spec given
+    // directly (a scenario file's) was not. Every model must respect the bounds before any
+    // formula runs.
+    if matches!(scen.model, ModelChoice::Custom(_)) {
+        crate::bounds::check_model(&spec)
+            .map_err(|e| ScenarioError::invalid("cfg", e.to_string()))?;
+    }
     crate::bounds::check_scale(&spec, scen)?;
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     Ok(Resolved {

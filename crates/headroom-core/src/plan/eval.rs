@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 
+use crate::bounds::ModelScale;
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
 use crate::codec;
@@ -18,6 +19,8 @@ pub(super) struct Ctx<'a> {
     pub(super) spec: &'a ModelSpec,
     pub(super) gpu: &'a Gpu,
     pub(super) cal: &'a Calibration,
+    /// The model's share of the scale bound, computed once for the whole search.
+    pub(super) scale: ModelScale,
     pub(super) estimates: Cell<u32>,
 }
 
@@ -25,7 +28,7 @@ impl Ctx<'_> {
     /// Device peak and whether it fits.
     pub(super) fn memory(&self, s: &Scenario) -> (u64, bool, i64, f64, u64) {
         self.estimates.set(self.estimates.get() + 1);
-        if crate::bounds::check_scale(self.spec, s).is_err() {
+        if self.scale.check(self.spec, s).is_err() {
             // Past the scale bound nothing fits on any GPU (and the formulas are not run there).
             let capacity = self.gpu.total_bytes;
             return (u64::MAX, false, i64::MIN, -100.0, capacity);

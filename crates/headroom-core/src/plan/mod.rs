@@ -155,6 +155,7 @@ pub fn plan_with(
         spec,
         gpu,
         cal,
+        scale: crate::bounds::ModelScale::of(spec),
         estimates: Cell::new(0),
     };
     let start = retarget(scen, global_batch, seq)?;

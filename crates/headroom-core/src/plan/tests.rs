@@ -19,6 +19,7 @@ fn context(r: &Resolved) -> Ctx<'_> {
         spec: &r.spec,
         gpu: r.gpu,
         cal: &r.calibration,
+        scale: crate::bounds::ModelScale::of(&r.spec),
         estimates: Cell::new(0),
     }
 }
