@@ -183,14 +183,16 @@ pub const FIELDS: &[Field] = &[
         get: |s| s.dropout.map(format_prob).unwrap_or_default(),
         carried: always,
         set: |s, v| {
-            s.dropout =
-                if v.is_empty() {
-                    None
-                } else {
-                    Some(v.parse().map_err(|_| {
-                        ScenarioError::invalid("dropout", "must be a number in [0, 1)")
-                    })?)
-                };
+            s.dropout = if v.is_empty() {
+                None
+            } else {
+                let p: f64 = v
+                    .parse()
+                    .map_err(|_| ScenarioError::invalid("dropout", "must be a number in [0, 1)"))?;
+                // To the 4 decimals a link writes, so a link and its re-encoding agree
+                // (2.6e-246 was read as itself and written as 0; found by the fuzz harness).
+                Some(libm::round(p * 1e4) / 1e4)
+            };
             Ok(())
         },
     },
@@ -452,12 +454,15 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 if spec.model_type.starts_with("qwen2") {
                     put("qkv_bias", spec.qkv_bias.into());
                 }
-                if let Some(w) = spec.sliding_window {
-                    put("sliding_window", w.into());
-                    put("use_sliding_window", true.into());
-                } else if spec.model_type == "mistral" {
+                if spec.sliding_window.is_none() && spec.model_type == "mistral" {
                     put("sliding_window", Value::Null);
                 }
+            }
+            // Every family that reads a window (Llama-like, Phi-3, ...): a Phi-3 config's
+            // window was dropped from its link before (found by the fuzz harness).
+            if let Some(w) = spec.sliding_window {
+                put("sliding_window", w.into());
+                put("use_sliding_window", true.into());
             }
             if let Some(moe) = &spec.moe {
                 if spec.model_type == "mixtral" {

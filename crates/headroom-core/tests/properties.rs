@@ -257,6 +257,34 @@ fn dimensions_near_u64_max_are_refused_by_name() {
     }
 }
 
+/// Found by the fuzz harness (crates/fuzz): the message quoting a wrong value cut it at byte 40,
+/// inside a multi-byte character, and panicked.
+#[test]
+fn a_wrong_value_of_non_ascii_text_is_quoted_without_a_panic() {
+    let cfg = format!(
+        r#"{{"model_type":"llama","hidden_size":"{}"}}"#,
+        "é".repeat(60)
+    );
+    let err = parse_config_json(&cfg).expect_err("text").to_string();
+    assert!(err.contains("hidden_size") && err.contains("..."), "{err}");
+}
+
+/// Found by the fuzz harness: an activation name of any text was accepted, and the model's
+/// share link then did not decode (a link field holds only a name's characters).
+#[test]
+fn an_activation_that_is_not_a_name_is_refused_by_name() {
+    for act in ["gelu new", "<svg onload=x>", "", "ünïcode"] {
+        let cfg = format!(r#"{{"model_type":"gpt2","activation_function":"{act}"}}"#);
+        let err = parse_config_json(&cfg).expect_err(act).to_string();
+        assert!(
+            err.contains("activation_function") && err.contains("a name"),
+            "{err}"
+        );
+    }
+    let ok = r#"{"model_type":"gemma2","hidden_activation":"gelu_pytorch_tanh"}"#;
+    assert!(parse_config_json(ok).is_ok());
+}
+
 #[test]
 fn a_rank_past_its_range_is_refused_by_name() {
     for rank in ["65537", "1152921504606846976"] {

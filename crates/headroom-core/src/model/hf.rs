@@ -146,11 +146,22 @@ impl Cfg<'_> {
         }
     }
 
+    /// A name such as an activation function: kept in the model, written into share links and
+    /// shown on the page, so only a name's characters are accepted (a config with other text
+    /// there made a link that did not decode; found by the fuzz harness).
     fn str_or(&self, key: &str, default: &str) -> Result<String, ConfigError> {
+        const EXPECTED: &str = "a name of letters, digits, `_`, `.` or `-` (at most 64)";
         match self.present(key) {
             None => Ok(default.to_string()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(v) => Err(bad(key, "a string", v)),
+            Some(Value::String(s))
+                if !s.is_empty()
+                    && s.len() <= 64
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) =>
+            {
+                Ok(s.clone())
+            }
+            Some(v) => Err(bad(key, EXPECTED, v)),
         }
     }
 
@@ -175,15 +186,12 @@ impl Cfg<'_> {
 }
 
 fn bad(key: &str, expected: &str, found: &Value) -> ConfigError {
-    let mut shown = found.to_string();
-    if shown.len() > 40 {
-        shown.truncate(40);
-        shown.push_str("...");
-    }
     ConfigError::BadField {
         field: key.to_string(),
         expected: expected.to_string(),
-        found: shown,
+        // Shortened by characters: cutting at byte 40 panicked inside a multi-byte character
+        // (found by the fuzz harness: a config value of non-ASCII text).
+        found: crate::scenario::shorten(&found.to_string()),
     }
 }
 
