@@ -1,9 +1,12 @@
 //! Criterion benchmarks: one estimate, the largest-micro-batch search, and a whole analysis
-//! (estimate, fit, strategy table: what the site recomputes on every input change), natively.
+//! (estimate, fit, strategy table: what the site recomputes on every input change), natively;
+//! and the whole analysis of each of the heaviest accepted links (`bounds::HEAVIEST_LINKS`).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
-use headroom_core::{Calibration, Scenario, What, analyze_with, estimate_with, fit};
+use headroom_core::{
+    Calibration, Scenario, What, analyze_only, analyze_with, bounds, codec, estimate_with, fit,
+};
 use std::hint::black_box;
 
 fn benches(c: &mut Criterion) {
@@ -33,6 +36,12 @@ fn benches(c: &mut Criterion) {
             )
         })
     });
+    for (i, link) in bounds::HEAVIEST_LINKS.iter().enumerate() {
+        let heavy = codec::decode(link).expect("an accepted link");
+        c.bench_function(&format!("analyze: heaviest accepted link #{i}"), |b| {
+            b.iter(|| analyze_only(black_box(&heavy), What::ALL, None))
+        });
+    }
 }
 
 criterion_group!(estimate, benches);

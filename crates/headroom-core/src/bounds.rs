@@ -37,6 +37,23 @@ pub const MAX_PARAMETERS: u64 = 100_000_000_000_000;
 /// anywhere; refusing it keeps every `u64` sum of the estimate 16 times below `u64::MAX`.
 pub const MAX_STEP_BYTES: f64 = 1_152_921_504_606_846_976.0;
 
+/// The accepted links with the most work found by timing the extremes of every bound above
+/// (2026-11-24, natively, release build with overflow checks, on a shared 2-core machine; the
+/// default scenario takes 1.1 ms to analyze and 4.7 ms to plan):
+/// - the most layers at the widest dense shape with eager attention over 65,536 tokens and the
+///   logits kept: the heaviest analysis (estimate, fit, strategies), 8.3 ms;
+/// - the same model over 1,024 pipeline stages of 65,536 GPUs with FSDP, selective
+///   checkpointing and a million accumulation steps: the heaviest plan, 260 ms;
+/// - 4,096 experts all routed, at 65,536 sequences of one token.
+///
+/// The benchmarks (`benches/estimate.rs`, `benches/plan.rs`) and the site's budgets (analysis
+/// time in the browser) run them, so the bound on work is measured where it is promised.
+pub const HEAVIEST_LINKS: &[&str] = &[
+    "cfg=model_type:llama~num_hidden_layers:1024~hidden_size:16384~num_attention_heads:128~num_key_value_heads:8~intermediate_size:53248~vocab_size:4194304&attention=eager&seq=65536&keep_logits=1",
+    "cfg=model_type:llama~num_hidden_layers:1024~hidden_size:16384~num_attention_heads:128~num_key_value_heads:8~intermediate_size:53248~vocab_size:4194304&gpus=65536&tp=8&pp=1024&dp=fsdp&accum=1000000&ckpt=selective&seq=131072",
+    "cfg=model_type:qwen2_moe~num_hidden_layers:512~hidden_size:128~num_attention_heads:2~num_key_value_heads:1~intermediate_size:256~moe_intermediate_size:64~num_experts:4096~num_experts_per_tok:4096~vocab_size:4194304~shared_expert_intermediate_size:64&batch=65536&seq=1",
+];
+
 /// Checks a model's dimensions against the bounds above; each error names the config key.
 pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
     let mut dims = vec![

@@ -340,16 +340,27 @@ impl Fields<'_> {
                 .get("dtype")
                 .and_then(Value::as_str)
                 .ok_or_else(|| self.err(&at("dtype"), "must be a string".into()))?;
+            // calibrate times square matmuls of 256 to 16,384; 2^20 leaves room for more.
             let n = p
                 .get("n")
                 .and_then(Value::as_u64)
-                .ok_or_else(|| self.err(&at("n"), "must be a non-negative integer".into()))?;
+                .filter(|n| (1..=1 << 20).contains(n))
+                .ok_or_else(|| {
+                    self.err(&at("n"), "must be a matrix size from 1 to 1048576".into())
+                })?;
+            // A fraction of the catalog's dense peak: measured H100 curves reach about 0.75;
+            // past twice the datasheet peak the file is wrong, not the datasheet.
             let efficiency = match p.get("efficiency") {
                 None | Some(Value::Null) => None,
-                Some(v) => Some(
-                    v.as_f64()
-                        .ok_or_else(|| self.err(&at("efficiency"), "must be a number".into()))?,
-                ),
+                Some(v) => Some(v.as_f64().filter(|e| *e > 0.0 && *e <= 2.0).ok_or_else(|| {
+                    self.err(
+                        &at("efficiency"),
+                        format!(
+                            "must be a fraction of the GPU's dense peak, above 0 and at most 2 \
+                             (null when the peak is unknown), found {v}"
+                        ),
+                    )
+                })?),
             };
             matmul.push((dtype, n, efficiency));
         }
@@ -360,10 +371,17 @@ impl Fields<'_> {
                 .get("kind")
                 .and_then(Value::as_str)
                 .ok_or_else(|| self.err(&at("kind"), "must be a string".into()))?;
+            // Host links are tens of GB/s, HBM3e about 8,000 GB/s: 20,000 leaves room.
             let median = b
                 .pointer("/gb_per_s/median")
                 .and_then(Value::as_f64)
-                .ok_or_else(|| self.err(&at("gb_per_s.median"), "must be a number".into()))?;
+                .filter(|x| *x > 0.0 && *x <= 20_000.0)
+                .ok_or_else(|| {
+                    self.err(
+                        &at("gb_per_s.median"),
+                        "must be a bandwidth in GB/s, above 0 and at most 20000".into(),
+                    )
+                })?;
             bandwidth.push((kind, median));
         }
         Ok(MeasuredRates::from_points(

@@ -450,6 +450,11 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 if spec.model_type == "llama" {
                     put("attention_bias", spec.o_bias.into());
                     put("mlp_bias", spec.mlp_bias.into());
+                } else if spec.o_bias {
+                    // The other Llama-like types read `attention_bias` too (q, k, v and o); a
+                    // Qwen3-MoE config's biases were dropped from its link before (found by
+                    // the fuzz harness). Written only when set, so other links are unchanged.
+                    put("attention_bias", true.into());
                 }
                 if spec.model_type.starts_with("qwen2") {
                     put("qkv_bias", spec.qkv_bias.into());

@@ -240,6 +240,27 @@ fn bad_files_name_the_field() {
         "constants.nccl_bytes",
         "must be from 0",
     );
+    // The measured rates' ranges (their reasons are beside the checks in calibration.rs).
+    check_bad(
+        |v| v["native"]["matmul"][1]["efficiency"] = json!(1e300),
+        "native.matmul[1].efficiency",
+        "above 0 and at most 2",
+    );
+    check_bad(
+        |v| v["native"]["matmul"][0]["efficiency"] = json!(-0.5),
+        "native.matmul[0].efficiency",
+        "above 0 and at most 2",
+    );
+    check_bad(
+        |v| v["native"]["matmul"][2]["n"] = json!(0),
+        "native.matmul[2].n",
+        "from 1 to 1048576",
+    );
+    check_bad(
+        |v| v["native"]["bandwidth"][1]["gb_per_s"]["median"] = json!(1e9),
+        "native.bandwidth[1].gb_per_s.median",
+        "at most 20000",
+    );
     let err = Calibration::parse("broken", "{\"schema_version\": 1,").expect_err("not JSON");
     assert!(matches!(err, ContentError::Parse { .. }), "{err}");
 

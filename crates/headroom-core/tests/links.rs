@@ -179,4 +179,13 @@ fn every_real_config_round_trips_through_its_link() {
         n += 1;
     }
     assert!(n >= 20, "only {n} configs");
+    // A Qwen3-MoE config with attention biases (its link dropped them before).
+    let text = r#"{"model_type":"qwen3_moe","attention_bias":true,"num_hidden_layers":4}"#;
+    let spec = headroom_core::model::parse_config_json(text).expect("qwen3_moe");
+    assert!(spec.qkv_bias && spec.o_bias);
+    let scen = Scenario {
+        model: headroom_core::scenario::ModelChoice::Custom(Box::new(spec)),
+        ..Scenario::default()
+    };
+    assert_eq!(headroom_core::codec::decode(&encode(&scen)), Ok(scen));
 }

@@ -285,6 +285,16 @@ fn an_activation_that_is_not_a_name_is_refused_by_name() {
     assert!(parse_config_json(ok).is_ok());
 }
 
+/// The links the benchmarks and the budgets time as the heaviest are accepted and analyzed (a
+/// bound that refused them would make those measurements time a refusal).
+#[test]
+fn the_heaviest_links_are_accepted() {
+    for link in bounds::HEAVIEST_LINKS {
+        let scen = decode(link).unwrap_or_else(|e| panic!("{link}: {e}"));
+        assert!(estimate(&scen).is_ok(), "{link}");
+    }
+}
+
 #[test]
 fn a_rank_past_its_range_is_refused_by_name() {
     for rank in ["65537", "1152921504606846976"] {

@@ -287,6 +287,30 @@ fn absurd_links_are_answered_quickly_and_the_page_stays_usable() {
                 started.elapsed()
             );
         }
+        // A guide whose first block takes the model, batch and sequence from the page's
+        // scenario: it answers (figures, or a message naming the field), without a hang.
+        let started = std::time::Instant::now();
+        s.goto(&site.url(&format!("/guides/activations-checkpointing?v=1&{query}")));
+        s.wait_ready();
+        let block = s.wait_for(
+            "const b = document.querySelector('.calc-block'); \
+             return b && (b.querySelector('[data-value]') || b.querySelector('.notice.error')) \
+               ? b.textContent : null",
+            WAIT,
+            "the guide's first block to answer",
+        );
+        let block = block.as_str().unwrap_or_default();
+        assert!(
+            started.elapsed() < WAIT,
+            "guide ?{query}: took {:?}",
+            started.elapsed()
+        );
+        if query.contains("seq=4194304") {
+            assert!(
+                block.contains("seq"),
+                "guide ?{query}: `seq` not named in: {block}"
+            );
+        }
         // The calculator still takes an edit and answers it.
         s.goto(&site.url(&format!("/?v=1&{query}")));
         s.wait_ready();

@@ -8,7 +8,9 @@
 //!   for the documentation pages;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
-//! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`).
+//! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
+//! - the bound on work: each of the heaviest accepted links (`bounds::HEAVIEST_LINKS`) opened
+//!   in the calculator, interactive time and the core's analysis time, median of 3 loads.
 //!
 //! Times are reported, not asserted: these machines are shared and noisy. Run by
 //! `scripts/test.sh` after the end-to-end tests; `cargo run -p headroom-e2e --bin budgets`.
@@ -134,6 +136,28 @@ fn main() {
         "  of which drawing the two charts (written as SVG, shown as images): median {:.1} ms",
         median(draws)
     );
+    println!("the heaviest accepted links (bounds::HEAVIEST_LINKS), median of 3 loads:");
+    for (i, link) in headroom_core::bounds::HEAVIEST_LINKS.iter().enumerate() {
+        let mut ready = Vec::new();
+        let mut analysis = Vec::new();
+        for _ in 0..3 {
+            let s = driver.session(1280, 900);
+            s.goto(&server.url(&format!("/?v=1&{link}")));
+            ready.push(s.wait_ready());
+            let core = s.js(
+                "return document.body.getAttribute('data-analyze-ms')",
+                json!([]),
+            );
+            if let Some(v) = core.as_str().and_then(|v| v.parse::<f64>().ok()) {
+                analysis.push(v);
+            }
+        }
+        println!(
+            "  #{i}: interactive {:.0} ms, of which the analysis {:.1} ms",
+            median(ready),
+            median(analysis)
+        );
+    }
     if gz > SIZE_BUDGET {
         eprintln!("the bundle is over its size budget");
         std::process::exit(1);
