@@ -19,8 +19,9 @@ def build(config, precision, attention, checkpointing):
         model = model.to(torch.bfloat16)
     model.train()
     if checkpointing == "full":
-        # transformers' default: torch.utils.checkpoint with use_reentrant=True, whose
-        # CheckpointFunction saves the layer inputs through save_for_backward (visible to hooks).
+        # transformers 5's default: torch.utils.checkpoint with use_reentrant=False, which saves
+        # the layer's positional inputs through save_for_backward (visible to hooks); its
+        # keyword arguments are held by a closure (`closure_bytes`).
         model.gradient_checkpointing_enable()
     return model
 
@@ -77,6 +78,10 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
             if key == ids_ptr:
                 continue
             retained += nbytes
+        retained += closure_bytes(set(saved) | param_ptrs | {ids_ptr})
+        for key, (where, nbytes, cast, dtype, t) in saved.items():
+            if key == ids_ptr:
+                continue
             if where != "outside" and not cast:
                 per_layer[where] += nbytes
         loss.backward()
@@ -95,7 +100,7 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
             "gradients": grads,
             "optimizer_states": states,
         }
-    fixes = cuda_corrections(config, batch, seq, precision, checkpointing, len(layers))
+    fixes = cuda_corrections(config, batch, seq, precision, attention, checkpointing, len(layers))
     result["raw_cpu"] = dict(result)
     for key in ("activations_per_layer", "retained_after_forward"):
         result[key] += fixes.get(key, 0)
@@ -103,17 +108,71 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
     return result
 
 
-def cuda_corrections(config, batch, seq, precision, checkpointing, n_layers):
+def closure_bytes(seen):
+    """Bytes alive after forward that no saved-tensor hook sees: the keyword arguments of
+    checkpointed layers. transformers' GradientCheckpointingLayer binds a layer's keywords in a
+    `functools.partial` (Llama-like layers get the eager causal mask and RoPE's cos and sin as
+    keywords) and hands it to `torch.utils.checkpoint`, whose frame keeps it for the recompute
+    until backward: alive, but never passed to `save_for_backward` (GPT-2 passes its mask
+    positionally, which the checkpoint does save, and the hooks see). Found among the live
+    objects after forward: only checkpoints still hold such partials then."""
+    import functools
+    import gc
+
+    total = 0
+    for obj in gc.get_objects():
+        if type(obj) is not functools.partial or getattr(obj.func, "__name__", "") != "forward":
+            continue
+        for v in list(obj.args) + list(obj.keywords.values()):
+            for t in v if isinstance(v, (tuple, list)) else (v,):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                    seen.add(t.untyped_storage().data_ptr())
+                    total += t.untyped_storage().nbytes()
+    return total
+
+
+def cuda_corrections(config, batch, seq, precision, attention, checkpointing, n_layers):
     """What CUDA does differently from the CPU run, in bytes (added to the CPU figures)."""
-    out = {"corrections": []}
+    out = {"corrections": [], "activations_per_layer": 0, "retained_after_forward": 0}
     tokens = batch * seq
+    ckpt = checkpointing == "full"
     if config["model_type"] in LAYER_NORM_FAMILIES and precision == "bf16":
         # native_layer_norm: CPU keeps mean and rstd in the input dtype, CUDA in fp32.
         per_norm = 2 * tokens * (4 - 2)
         layer = 2 * per_norm
         out["corrections"].append({"why": "LayerNorm mean/rstd fp32 on CUDA, bf16 on CPU", "per_layer": layer})
-        out["activations_per_layer"] = layer
-        out["retained_after_forward"] = 0 if checkpointing == "full" else layer * n_layers + per_norm
+        out["activations_per_layer"] += 0 if ckpt else layer
+        out["retained_after_forward"] += per_norm + (0 if ckpt else layer * n_layers)
+    for mask in dropout_masks(config, batch, seq, precision, attention):
+        # at::dropout: CUDA runs the fused native_dropout, whose backward saves a bool mask;
+        # CPU multiplies by a noise tensor of the input's dtype, which mul saves
+        # (aten/src/ATen/native/Dropout.cpp, is_fused_kernel_acceptable).
+        fix = mask["elements"] * (1 - mask["cpu_bytes"])
+        out["corrections"].append({"why": f"{mask['name']} dropout mask: bool on CUDA, input dtype on CPU",
+                                   "bytes": fix})
+        if mask["per_layer"]:
+            out["activations_per_layer"] += 0 if ckpt else fix
+            out["retained_after_forward"] += 0 if ckpt else fix * n_layers
+        else:
+            out["retained_after_forward"] += fix
+    return out
+
+
+def dropout_masks(config, batch, seq, precision, attention):
+    """The dropout masks of a GPT-2 config: elements, where, and their dtype's size on CPU."""
+    if config["model_type"] != "gpt2":
+        return []
+    tokens, h, heads = batch * seq, config["n_embd"], config["n_head"]
+    size = 4 if precision == "fp32" else 2
+    masks = []
+    if config.get("attn_pdrop", 0.1) > 0 and attention == "eager":
+        masks.append({"name": "attention", "elements": batch * heads * seq * seq, "per_layer": True,
+                      "cpu_bytes": size})
+    if config.get("resid_pdrop", 0.1) > 0:
+        masks += [{"name": "residual", "elements": tokens * h, "per_layer": True, "cpu_bytes": size}] * 2
+    if config.get("embd_pdrop", 0.1) > 0:
+        masks.append({"name": "embedding", "elements": tokens * h, "per_layer": False, "cpu_bytes": size})
+    return masks
     return out
 
 

@@ -623,14 +623,24 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     match sh.attention {
         Attention::Sdpa => {
             if spec.family == Family::Gpt2 {
-                // q and k are split views of c_attn's output; SDPA receives contiguous copies
-                // of them (measured on CPU, 2 x T x h), and v keeps the whole fused output.
+                // q, k and v are transposed views of c_attn's output, and SDPA (flash and
+                // efficient on CUDA, flash on CPU) saves its inputs as given: no copies of its
+                // own. The extra 2 x T x h are transformers' KV cache: with `use_cache` on
+                // (GPT-2's config default, and what `model(input_ids, labels=...)` does in
+                // training), `DynamicLayer.update` concatenates k and v into fresh tensors,
+                // which SDPA then saves; q keeps the fused output. Gradient checkpointing
+                // turns the cache off (`Step::gpt2_cache_copies`), and so does the Trainer
+                // (`TrainingArguments.use_cache` defaults to False in transformers 5).
                 inv.add(
-                    "fused qkv output, kept by the v view (saved by SDPA)",
+                    "fused qkv output, kept by the q view (saved by SDPA)",
                     3 * t * q,
                     c,
                 );
-                inv.add("contiguous copies of q and k (saved by SDPA)", 2 * t * q, c);
+                inv.add(
+                    "k and v concatenated into the KV cache (use_cache; saved by SDPA)",
+                    2 * t * q,
+                    c,
+                );
             } else if fused_qkv {
                 inv.add("q and k after RoPE (saved by SDPA)", 2 * t * q, c);
                 inv.add(

@@ -158,21 +158,21 @@ fn gpt2_bf16_sdpa_inventory() {
     check_inventory(
         &format!("{GPT2}&precision=bf16"),
         expect![[r#"
-            24576 bf16    =     49152  attention LayerNorm: input (saved by layer_norm)
-              256 f32     =      1024  attention LayerNorm: mean and rstd, fp32
-            24576 bf16    =     49152  qkv input (saved by the Linear)
-            73728 bf16    =    147456  fused qkv output, kept by the v view (saved by SDPA)
-            49152 bf16    =     98304  contiguous copies of q and k (saved by SDPA)
-            24576 bf16    =     49152  attention output (saved by SDPA)
-              768 f32     =      3072  logsumexp (saved by SDPA)
-            24576 bf16    =     49152  MLP LayerNorm: input (saved by layer_norm)
-              256 f32     =      1024  MLP LayerNorm: mean and rstd, fp32
-            24576 bf16    =     49152  MLP input (saved by the Linear)
-            98304 bf16    =    196608  MLP up output (saved by pow)
-            98304 bf16 x3 =    589824  gelu_new: tanh output, 0.5 * x and 1 + tanh (saved by tanh, mul)
-            98304 bf16    =    196608  activation output (saved by the down projection)
-        total 1479680 B
-    "#]],
+                24576 bf16    =     49152  attention LayerNorm: input (saved by layer_norm)
+                  256 f32     =      1024  attention LayerNorm: mean and rstd, fp32
+                24576 bf16    =     49152  qkv input (saved by the Linear)
+                73728 bf16    =    147456  fused qkv output, kept by the q view (saved by SDPA)
+                49152 bf16    =     98304  k and v concatenated into the KV cache (use_cache; saved by SDPA)
+                24576 bf16    =     49152  attention output (saved by SDPA)
+                  768 f32     =      3072  logsumexp (saved by SDPA)
+                24576 bf16    =     49152  MLP LayerNorm: input (saved by layer_norm)
+                  256 f32     =      1024  MLP LayerNorm: mean and rstd, fp32
+                24576 bf16    =     49152  MLP input (saved by the Linear)
+                98304 bf16    =    196608  MLP up output (saved by pow)
+                98304 bf16 x3 =    589824  gelu_new: tanh output, 0.5 * x and 1 + tanh (saved by tanh, mul)
+                98304 bf16    =    196608  activation output (saved by the down projection)
+            total 1479680 B
+        "#]],
     );
 }
 

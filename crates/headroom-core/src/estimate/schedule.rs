@@ -118,15 +118,12 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
         "logits and loss (fp32 upcast, log_softmax)",
         before_loss + s.lm.forward_peak + s.kv.unsaved * s.layers,
     );
-    let retained = fwd.acts + fwd.cache + s.lm.retained;
-    // (`retained_after_forward` stays the saved-tensor count of
-    // tests/reference/measure_saved.py, which does not see the checkpointed mask; the timeline
-    // carries it.)
-    tl.push(
-        Phase::Loss,
-        "after loss",
-        s.base + retained + gather + s.tmp.ckpt_mask,
-    );
+    // Alive after forward and loss: the saved tensors, the KV cache, the loss's buffers and,
+    // under reentrant checkpointing with eager attention, the causal mask the checkpoints
+    // keep (GPT-2 passes it positionally, so `save_for_backward` holds it; Llama-like layers
+    // get it as a keyword, held by the checkpoint's `run_function` closure: alive either way).
+    let retained = fwd.acts + fwd.cache + s.lm.retained + s.tmp.ckpt_mask;
+    tl.push(Phase::Loss, "after loss", s.base + retained + gather);
     Loss { retained }
 }
 

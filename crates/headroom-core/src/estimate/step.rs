@@ -58,7 +58,7 @@ pub(super) struct Step<'a> {
 pub(super) struct Temporaries {
     /// Alive for the whole model forward: the eager mask and the 16-bit embedding output.
     pub model_forward: u64,
-    /// The eager mask again when reentrant checkpointing saves it (until the first layer's
+    /// The eager mask again when checkpointing keeps it (until the first layer's
     /// backward), else 0.
     pub ckpt_mask: u64,
     /// Inside one layer's forward: the largest unsaved temporary.
@@ -212,9 +212,11 @@ impl Temporaries {
         } else {
             t * spec.hidden * stream.bytes()
         };
-        // Reentrant checkpointing saves every tensor argument of a checkpointed layer
-        // (CheckpointFunction.forward: ctx.save_for_backward), the eager causal mask included:
-        // it then lives until the first layer's backward instead of ending with the forward.
+        // Checkpointing keeps every tensor argument of a checkpointed layer for the recompute,
+        // the eager causal mask included: GPT-2 passes it positionally (saved by
+        // `save_for_backward`), Llama-like layers as a keyword that transformers binds in the
+        // `functools.partial` the checkpoint holds. It then lives until the first layer's
+        // backward instead of ending with the forward (measured, `tests/reference`).
         let ckpt_mask = if matches!(
             scen.checkpointing,
             Checkpointing::Full | Checkpointing::Every(_)
