@@ -7,7 +7,7 @@ use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::format;
 use headroom_core::scenario::{
     Attention, Checkpointing, DataParallel, LoraTargets, LossImpl, Method, Offload, Optimizer,
-    Precision, Scenario,
+    Precision, Scenario, SdpaKernel,
 };
 
 /// How a field is edited.
@@ -117,6 +117,12 @@ fn optimizer_options(_: &Scenario) -> Vec<(String, String)> {
 }
 fn attention_options(_: &Scenario) -> Vec<(String, String)> {
     options(Attention::ALL, Attention::id, Attention::label)
+}
+fn sdpa_options(_: &Scenario) -> Vec<(String, String)> {
+    options(SdpaKernel::ALL, SdpaKernel::id, SdpaKernel::label)
+}
+fn is_sdpa(s: &Scenario) -> bool {
+    s.attention == Attention::Sdpa
 }
 fn loss_options(_: &Scenario) -> Vec<(String, String)> {
     options(LossImpl::ALL, LossImpl::id, LossImpl::label)
@@ -256,6 +262,13 @@ pub static GROUPS: &[Group] = &[
                 help: "Eager attention saves the s x s probabilities; SDPA/flash does not.",
                 control: Control::Select(attention_options),
                 shown: always,
+            },
+            Field {
+                key: "sdpa",
+                label: "SDPA kernel",
+                help: "Auto is PyTorch's pick for the GPU and dtype; the kernel sets what attention saves.",
+                control: Control::Select(sdpa_options),
+                shown: is_sdpa,
             },
             Field {
                 key: "ckpt",

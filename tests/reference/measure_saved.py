@@ -159,15 +159,21 @@ def cuda_corrections(config, batch, seq, precision, attention, checkpointing, n_
 
 
 def dropout_masks(config, batch, seq, precision, attention):
-    """The dropout masks of a GPT-2 config: elements, where, and their dtype's size on CPU."""
+    """The dropout masks of a config: elements, where, and their dtype's size on CPU."""
     if config["model_type"] != "gpt2":
-        return []
+        # Llama-like: attention dropout only (on the probabilities, in the compute dtype).
+        p, heads = config.get("attention_dropout", 0.0), config["num_attention_heads"]
+        # SDPA's math kernel (which CPU runs with dropout) works in fp32 for 16-bit inputs.
+        size = 4 if precision == "fp32" or attention == "sdpa" else 2
+        return [{"name": "attention", "elements": batch * heads * seq * seq, "per_layer": True,
+                 "cpu_bytes": size}] if p > 0 else []
     tokens, h, heads = batch * seq, config["n_embd"], config["n_head"]
     size = 4 if precision == "fp32" else 2
     masks = []
-    if config.get("attn_pdrop", 0.1) > 0 and attention == "eager":
+    # (CPU's SDPA runs its math kernel when dropout is on: it saves the mask too.)
+    if config.get("attn_pdrop", 0.1) > 0:
         masks.append({"name": "attention", "elements": batch * heads * seq * seq, "per_layer": True,
-                      "cpu_bytes": size})
+                      "cpu_bytes": 4 if attention == "sdpa" else size})
     if config.get("resid_pdrop", 0.1) > 0:
         masks += [{"name": "residual", "elements": tokens * h, "per_layer": True, "cpu_bytes": size}] * 2
     if config.get("embd_pdrop", 0.1) > 0:

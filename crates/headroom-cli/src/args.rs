@@ -201,6 +201,11 @@ pub const FLAGS: &[Flag] = &[
     ),
     flag("attention", "attention", "eager | sdpa"),
     flag(
+        "sdpa",
+        "sdpa",
+        "SDPA kernel: auto (PyTorch's choice for the GPU) | flash | efficient | cudnn | math",
+    ),
+    flag(
         "dropout",
         "dropout",
         "Override every dropout probability of the model (empty: the config's own).",

@@ -23,6 +23,7 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str) -> Value {
         "verdict": e.verdict,
         "fit": fit,
         "calibrated": e.calibrated,
+        "attention": e.attention,
         "warnings": e.warnings,
         "components": e.components,
         "timeline": e.timeline,
@@ -115,6 +116,7 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
             "runtime constants are assumed defaults (no calibration for this GPU yet)"
         );
     }
+    let _ = writeln!(s, "attention: {}", e.attention);
     for w in &e.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

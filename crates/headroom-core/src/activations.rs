@@ -6,9 +6,11 @@
 
 use serde::Serialize;
 
+use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::model::{Family, ModelSpec};
 use crate::scenario::{Attention, Method, Precision, Scenario};
+use crate::sdpa::{self, Backend};
 
 /// One saved tensor (or a group of identical ones), with what keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -106,6 +108,8 @@ pub struct Shape {
     pub sp: bool,
     pub precision: Precision,
     pub attention: Attention,
+    /// The kernel SDPA runs (read only with `Attention::Sdpa`).
+    pub sdpa: Backend,
     pub attention_dropout: f64,
     pub residual_dropout: f64,
     pub embedding_dropout: f64,
@@ -116,21 +120,37 @@ pub struct Shape {
 }
 
 impl Shape {
-    pub fn from_scenario(spec: &ModelSpec, scen: &Scenario) -> Self {
-        let p = |cfg: f64| scen.dropout.unwrap_or(cfg);
+    pub fn from_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Self {
+        // The override sets the probability of the dropouts the model's code has, and adds
+        // none (Llama-like layers have no residual dropout to turn on).
+        let p = |cfg: f64, site: bool| {
+            if site {
+                scen.dropout.unwrap_or(cfg)
+            } else {
+                cfg
+            }
+        };
         Shape {
+            sdpa: sdpa::for_scenario(spec, gpu, scen).backend,
             b: scen.micro_batch as u64,
             s: scen.seq as u64,
             tp: scen.parallel.tensor as u64,
             sp: scen.parallel.sequence,
             precision: scen.precision,
             attention: scen.attention,
-            attention_dropout: p(spec.dropout.attention),
-            residual_dropout: p(spec.dropout.residual),
-            embedding_dropout: p(spec.dropout.embedding),
+            attention_dropout: p(spec.dropout.attention, true),
+            residual_dropout: p(spec.dropout.residual, spec.family.has_residual_dropout()),
+            embedding_dropout: p(spec.dropout.embedding, spec.family.has_embedding_dropout()),
             base_trainable: scen.method == Method::Full,
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
         }
+    }
+
+    /// Whether attention runs as plain matmuls and a softmax (eager attention, SDPA's math
+    /// kernel): it materializes the s x s scores, and writes its output as (batch, heads, seq,
+    /// dim), so that transformers' `transpose(1, 2).contiguous()` copies it.
+    pub fn quadratic(&self) -> bool {
+        self.attention == Attention::Eager || self.sdpa == Backend::Math
     }
 
     /// Tokens in the micro-batch.
@@ -365,12 +385,20 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             (t * (q + kv)) * per,
             DType::F32,
         );
+        // The rsqrt of each head's variance, fp32, saved by the normalizing mul (found at
+        // full size on fake CUDA: tests/reference/test_cuda_fake.py).
+        inv.add(
+            "q_norm/k_norm: rsqrt of the variance (one per head)",
+            t * (q + kv) / spec.head_dim,
+            DType::F32,
+        );
         if c != DType::F32 {
             inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
         }
     }
     inv.at(Part::AttentionCore);
     match sh.attention {
+        Attention::Sdpa if sh.sdpa == Backend::Math => math_attention(inv, sh, l),
         Attention::Sdpa => {
             // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
             // Under autocast SDPA casts the fp32 rotated q and k to the compute dtype.
@@ -405,7 +433,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                 l.scores,
                 DType::F32,
             );
-            if !eager_dropout(inv, sh, l) && c != DType::F32 {
+            if !eager_dropout(inv, sh, l, sh.compute()) && c != DType::F32 {
                 inv.add(
                     "probabilities cast to the compute dtype (saved by matmul probs v)",
                     l.scores,
@@ -421,11 +449,12 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                 .add(v_what, t * kv * l.groups, c);
         }
     }
-    // attn_output.transpose(1, 2).contiguous(): SDPA already writes its output in
-    // (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's matmul output
-    // is (batch, heads, seq, dim) and the transpose makes a copy that o_proj saves.
+    // attn_output.transpose(1, 2).contiguous(): the fused kernels already write their output
+    // in (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's and the math
+    // kernel's matmul output is (batch, heads, seq, dim) and the transpose makes a copy that
+    // o_proj saves.
     inv.at(Part::OutputProjection);
-    if sh.attention == Attention::Eager || !sh.base_trainable {
+    if sh.quadratic() || !sh.base_trainable {
         linear_inputs(
             inv,
             "o_proj input (contiguous attention output)",
@@ -480,24 +509,56 @@ fn llama_mlp_side(
     residual_dropout(inv, sh, l, Part::MlpResidualDropout);
 }
 
-/// What fused attention (SDPA's flash and efficient kernels) saves besides q, k and v: the
-/// output, the fp32 logsumexp, and the RNG state when dropout is on.
+/// What fused attention (SDPA's flash, memory-efficient and cuDNN kernels) saves besides q,
+/// k and v: the output, the fp32 logsumexp, and the RNG state when dropout is on.
 fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     inv.add("attention output (saved by SDPA)", l.t * l.q, sh.compute());
-    inv.add(
-        "logsumexp (saved by SDPA)",
-        sh.b * l.heads * sh.s,
-        DType::F32,
-    );
+    // The memory-efficient kernel pads the logsumexp's sequence to a multiple of 32
+    // (`_efficient_attention_forward`; torch/_meta_registrations.py); flash keeps
+    // (b, heads, s) and cuDNN (b, heads, s, 1).
+    let (rows, what) = if sh.sdpa == Backend::Efficient {
+        (
+            sh.s.div_ceil(32) * 32,
+            "logsumexp, sequence padded to 32 (saved by SDPA)",
+        )
+    } else {
+        (sh.s, "logsumexp (saved by SDPA)")
+    };
+    inv.add(what, sh.b * l.heads * rows, DType::F32);
     if sh.attention_dropout > 0.0 {
         // CUDA flash attention regenerates the dropout mask from the saved RNG state.
         inv.add("dropout RNG state (saved by SDPA)", 2, DType::I64);
     }
 }
 
+/// SDPA's math kernel (`_scaled_dot_product_attention_math`, the same composite on CUDA and
+/// CPU): fp16/bf16 inputs are first cast to fp32 (PyTorch's default,
+/// `allow_fp16_bf16_reduction_math_sdp(False)`), then q and k scaled by sqrt(scale) each
+/// (new tensors, which the q k^T matmul saves, k repeated to all heads under GQA), the
+/// softmax output, dropout's mask and dropped probabilities, and v (repeated under GQA) for
+/// the probs v matmul, all fp32. No logsumexp. (Measured on CPU, where SDPA with dropout
+/// runs this kernel: `tests/reference`.)
+fn math_attention(inv: &mut Inventory, sh: &Shape, l: &Layout) {
+    let c = DType::F32;
+    inv.add("q scaled (saved by matmul q k^T, SDPA math)", l.t * l.q, c);
+    inv.add(
+        "k scaled, repeated to all heads (saved by matmul q k^T, SDPA math)",
+        l.t * l.kv * l.groups,
+        c,
+    );
+    inv.at(Part::AttentionScores)
+        .add("softmax output (saved by softmax, SDPA math)", l.scores, c);
+    eager_dropout(inv, sh, l, c);
+    inv.at(Part::AttentionCore).add(
+        "v, repeated to all heads (saved by matmul probs v, SDPA math)",
+        l.t * l.kv * l.groups,
+        c,
+    );
+}
+
 /// Eager attention's dropout on the probabilities: the mask and the dropped probabilities
 /// (which matmul(probs, v) saves). Returns whether dropout is on.
-fn eager_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout) -> bool {
+fn eager_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout, dtype: DType) -> bool {
     if sh.attention_dropout <= 0.0 {
         return false;
     }
@@ -509,7 +570,7 @@ fn eager_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout) -> bool {
     inv.add(
         "dropped probabilities (saved by matmul probs v)",
         l.scores,
-        sh.compute(),
+        dtype,
     );
     true
 }
@@ -621,6 +682,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     }
     inv.at(Part::AttentionCore);
     match sh.attention {
+        Attention::Sdpa if sh.sdpa == Backend::Math => math_attention(inv, sh, l),
         Attention::Sdpa => {
             if spec.family == Family::Gpt2 {
                 // q, k and v are transposed views of c_attn's output, and SDPA (flash and
@@ -672,13 +734,13 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
             // upcast, unlike Llama), then casts to v's dtype, a no-op.
             inv.at(Part::AttentionScores)
                 .add("softmax output (saved by softmax)", l.scores, c);
-            eager_dropout(inv, sh, l);
+            eager_dropout(inv, sh, l, sh.compute());
             inv.at(Part::AttentionCore)
                 .add("v (saved by matmul probs v)", t * q, c);
         }
     }
     inv.at(Part::OutputProjection);
-    if sh.attention == Attention::Eager || !sh.base_trainable {
+    if sh.quadratic() || !sh.base_trainable {
         linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);

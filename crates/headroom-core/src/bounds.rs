@@ -9,9 +9,10 @@
 //! [`MAX_STEP_BYTES`] before any `u64` formula runs, which keeps every sum the estimate forms
 //! at least 256 times below `u64::MAX`.
 
+use crate::catalog::Gpu;
 use crate::error::{ConfigError, ScenarioError};
 use crate::model::{ModelSpec, inventory};
-use crate::scenario::{Attention, Scenario};
+use crate::scenario::Scenario;
 
 /// `vocab_size`: the largest released vocabularies are about 262,144 (Gemma 3).
 pub const MAX_VOCAB: u64 = 1 << 22;
@@ -140,10 +141,10 @@ impl ModelScale {
 
     /// An upper bound of one GPU's step bytes, in `f64` (which cannot overflow here): every
     /// per-token tensor at the model's widest width many times over per layer, eager
-    /// attention's scores, the logits and the loss, and 32 bytes per parameter (LoRA's adapters
+    /// attention's scores (or SDPA's math kernel's), the logits and the loss, and 32 bytes per parameter (LoRA's adapters
     /// on every Linear included). It is far above the estimate, on purpose: it only has to
     /// bound it.
-    pub fn step_bytes_bound(&self, spec: &ModelSpec, scen: &Scenario) -> f64 {
+    pub fn step_bytes_bound(&self, spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> f64 {
         let b = f64::from(scen.micro_batch);
         let s = f64::from(scen.seq);
         let tokens = b * s;
@@ -159,7 +160,7 @@ impl ModelScale {
         ]
         .into_iter()
         .fold(0.0, f64::max);
-        let scores = if scen.attention == Attention::Eager {
+        let scores = if crate::sdpa::materializes_scores(spec, gpu, scen) {
             b * spec.heads as f64 * s * s
         } else {
             0.0
@@ -176,8 +177,8 @@ impl ModelScale {
 
     /// Refuses a scenario whose step would need more than [`MAX_STEP_BYTES`] on one GPU,
     /// naming the field that makes it so (the sequence or the batch).
-    pub fn check(&self, spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
-        if self.step_bytes_bound(spec, scen) <= MAX_STEP_BYTES {
+    pub fn check(&self, spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
+        if self.step_bytes_bound(spec, gpu, scen) <= MAX_STEP_BYTES {
             return Ok(());
         }
         let field = if scen.seq >= scen.micro_batch {
@@ -197,6 +198,6 @@ impl ModelScale {
 }
 
 /// [`ModelScale::check`] for one scenario.
-pub fn check_scale(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
-    ModelScale::of(spec).check(spec, scen)
+pub fn check_scale(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
+    ModelScale::of(spec).check(spec, gpu, scen)
 }

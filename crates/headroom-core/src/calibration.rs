@@ -350,18 +350,21 @@ impl Fields<'_> {
                 })?;
             // A fraction of the catalog's dense peak: measured H100 curves reach about 0.75;
             // past twice the datasheet peak the file is wrong, not the datasheet.
-            let efficiency = match p.get("efficiency") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(v.as_f64().filter(|e| *e > 0.0 && *e <= 2.0).ok_or_else(|| {
-                    self.err(
+            let efficiency =
+                match p.get("efficiency") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(v.as_f64().filter(|e| *e > 0.0 && *e <= 2.0).ok_or_else(
+                        || {
+                            self.err(
                         &at("efficiency"),
                         format!(
                             "must be a fraction of the GPU's dense peak, above 0 and at most 2 \
                              (null when the peak is unknown), found {v}"
                         ),
                     )
-                })?),
-            };
+                        },
+                    )?),
+                };
             matmul.push((dtype, n, efficiency));
         }
         let mut bandwidth = Vec::new();

@@ -9,7 +9,7 @@ use crate::error::ScenarioError;
 use crate::model::{Family, ModelSpec};
 use crate::scenario::{
     Attention, Checkpointing, DataParallel, LoraTargets, LossImpl, Method, ModelChoice, Offload,
-    Optimizer, Precision, Scenario,
+    Optimizer, Precision, Scenario, SdpaKernel,
 };
 
 /// The codec version written into every link.
@@ -176,6 +176,7 @@ pub const FIELDS: &[Field] = &[
     choice!("precision", Precision, precision),
     choice!("optimizer", Optimizer, optimizer),
     choice!("attention", Attention, attention),
+    choice!("sdpa", SdpaKernel, sdpa),
     Field {
         key: "dropout",
         switch: false,

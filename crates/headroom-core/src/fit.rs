@@ -25,7 +25,7 @@ fn fits(
     scale: &ModelScale,
     scen: &Scenario,
 ) -> bool {
-    scale.check(spec, scen).is_ok() && estimate_with(spec, gpu, cal, scen).verdict.fits
+    scale.check(spec, gpu, scen).is_ok() && estimate_with(spec, gpu, cal, scen).verdict.fits
 }
 
 /// Largest `x` in `1..=hi` with `ok(x)`, assuming `ok` is monotone (memory grows with x).

@@ -35,6 +35,7 @@ pub mod model;
 pub(crate) mod optimizer;
 pub mod plan;
 pub mod scenario;
+pub mod sdpa;
 pub(crate) mod states;
 pub mod strategies;
 pub mod time;

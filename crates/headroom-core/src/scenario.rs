@@ -115,6 +115,26 @@ named_enum!(
 );
 
 named_enum!(
+    /// The kernel SDPA runs: what PyTorch picks for the GPU (`crate::sdpa::choose`), or one
+    /// the user forces (`torch.nn.attention.sdpa_kernel`).
+    SdpaKernel, "SDPA kernel" {
+        Auto => "auto", "what PyTorch picks for the GPU";
+        Flash => "flash", "flash";
+        Efficient => "efficient", "memory-efficient";
+        Cudnn => "cudnn", "cuDNN";
+        Math => "math", "math (saves the s x s probabilities)";
+    }
+);
+
+// `named_enum!` declares the variants, so `#[default]` cannot be put on one.
+#[allow(clippy::derivable_impls)]
+impl Default for SdpaKernel {
+    fn default() -> Self {
+        SdpaKernel::Auto
+    }
+}
+
+named_enum!(
     /// How the loss is computed from the last hidden states.
     LossImpl, "loss" {
         Hf => "hf", "transformers' loss (fp32 upcast of the logits)";
@@ -299,6 +319,9 @@ pub struct Scenario {
     pub precision: Precision,
     pub optimizer: Optimizer,
     pub attention: Attention,
+    /// SDPA's kernel (auto: PyTorch's choice for the GPU); read only with `Attention::Sdpa`.
+    #[serde(default)]
+    pub sdpa: SdpaKernel,
     /// Overrides every dropout probability of the model; `None` keeps the config's.
     pub dropout: Option<f64>,
     pub checkpointing: Checkpointing,
@@ -329,6 +352,7 @@ impl Default for Scenario {
             precision: Precision::AmpBf16,
             optimizer: Optimizer::AdamW,
             attention: Attention::Sdpa,
+            sdpa: SdpaKernel::Auto,
             dropout: None,
             checkpointing: Checkpointing::None,
             offload_activations: false,

@@ -52,7 +52,7 @@ fn full_checkpointing_costs_one_extra_forward_of_the_layers() {
 
     // The extra forward from the token FLOPs: every layer's matmuls and attention, forward,
     // over the step's tokens (not the lm_head, which is outside the checkpointed layers).
-    let tf = token_flops(&spec, &scen);
+    let tf = token_flops(&spec, &gpu, &scen);
     let tokens = (scen.micro_batch * scen.seq * scen.grad_accum) as f64;
     let extra_flops = (tf.layer_matmul_forward + tf.attention_forward) * tokens;
     let fwd = now.term("forward").expect("forward");

@@ -181,8 +181,9 @@ fn lora_freezes_weight_gradients() {
         method: Method::Lora,
         ..scen.clone()
     };
-    let full = token_flops(&spec, &scen);
-    let tf = token_flops(&spec, &lora);
+    let gpu = GpuCatalog::builtin().get(&scen.gpu).expect("gpu");
+    let full = token_flops(&spec, gpu, &scen);
+    let tf = token_flops(&spec, gpu, &lora);
     let (n_layers, n_head) = llama8b_linear_params(&spec);
     let (h, q, kv, f, l) = (
         spec.hidden as f64,
@@ -221,7 +222,8 @@ fn moe_counts_active_experts_only() {
         model: ModelChoice::Custom(Box::new(spec.clone())),
         ..Scenario::default()
     };
-    let tf = token_flops(&spec, &scen);
+    let gpu = GpuCatalog::builtin().get(&scen.gpu).expect("gpu");
+    let tf = token_flops(&spec, gpu, &scen);
     let (h, q, kv, f, l, v) = (4096.0, 4096.0, 1024.0, 14336.0, 32.0, 32000.0);
     // Mixtral 8x7B: ~12.9B active parameters per token (Jiang et al. 2024).
     let active = l * (h * (q + 2.0 * kv) + q * h + 2.0 * 3.0 * h * f + h * 8.0) + h * v;

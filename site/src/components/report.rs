@@ -75,6 +75,7 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                     format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at)
                 } }
             </p>
+            <p class="verdict-line">{ format!("Attention: {}.", e.attention) }</p>
             { for e.warnings.iter().map(|w| html! { <p class="notice" role="note">{ w.clone() }</p> }) }
             { for fit }
         </section>

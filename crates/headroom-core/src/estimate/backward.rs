@@ -17,7 +17,7 @@ use crate::scenario::{Attention, Method, Scenario};
 /// - the attention core: the MLP, second norm and output projection gradients have
 ///   accumulated while their saved tensors were released; eager attention then holds the
 ///   probabilities' and the scores' gradients (both in softmax's dtype: fp32 in Llama-like
-///   models, `softmax(..., dtype=float32)`) and v's gradient; the 16-bit copy of the
+///   models, `softmax(..., dtype=float32)`; SDPA's math kernel the same, in fp32) and v's gradient; the 16-bit copy of the
 ///   probabilities that matmul saved is freed by then (MmBackward ran). SDPA holds q/k/v's
 ///   gradients and the flash kernel's fp32 dq accumulator (assumed from its CUDA code).
 ///
@@ -75,6 +75,8 @@ impl LayerBackward {
                 let cast_freed = if soft != c { scores * c } else { 0 };
                 2 * scores * soft - cast_freed + t * q * c
             }
+            // SDPA's math kernel: the same two gradients, all fp32 (it upcasts its inputs).
+            Attention::Sdpa if sh.quadratic() => 2 * scores * 4 + t * q * 4,
             Attention::Sdpa => {
                 t * (spec.q_dim() + 2 * spec.kv_dim()) / tp * c + t * q * 4 + t * q * c
             }

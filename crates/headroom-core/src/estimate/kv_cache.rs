@@ -4,6 +4,7 @@
 use crate::activations::Shape;
 use crate::model::{Family, ModelSpec};
 use crate::scenario::{Attention, Checkpointing, Scenario};
+use crate::sdpa::Backend;
 
 /// The KV cache transformers returns in training (Llama-like families; off under gradient
 /// checkpointing, which sets `use_cache=False`): bytes per layer, split into what attention
@@ -21,12 +22,16 @@ pub(super) fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache
         return KvCache::default();
     }
     let tp = scen.parallel.tensor as u64;
+    // SDPA's math kernel saves k scaled (a new tensor), not the cache's k, and under GQA
+    // the repeated v, not the cache's.
+    let math = scen.attention == Attention::Sdpa && sh.sdpa == Backend::Math;
     if spec.family == Family::Gpt2 {
         // `DynamicLayer.update` concatenates: contiguous k and v, which attention saves.
         let c = scen.precision.compute_dtype().bytes();
+        let each = sh.tokens() * spec.q_dim() / tp * c;
         return KvCache {
-            saved: 2 * sh.tokens() * spec.q_dim() / tp * c,
-            unsaved: 0,
+            saved: if math { each } else { 2 * each },
+            unsaved: if math { each } else { 0 },
         };
     }
     if !spec.returns_kv_cache() {
@@ -39,8 +44,8 @@ pub(super) fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache
     let eager = scen.attention == Attention::Eager;
     let k = kv * if amp { 4 } else { c };
     let v = kv * c;
-    let k_unsaved = amp || (eager && grouped);
-    let v_unsaved = eager && grouped;
+    let k_unsaved = amp || (eager && grouped) || math;
+    let v_unsaved = (eager || math) && grouped;
     let unsaved = if k_unsaved { k } else { 0 } + if v_unsaved { v } else { 0 };
     KvCache {
         saved: k + v - unsaved,

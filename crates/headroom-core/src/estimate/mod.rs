@@ -27,7 +27,7 @@ use crate::calibration::Calibration;
 use crate::catalog::{Gpu, GpuCatalog, PresetCatalog};
 use crate::error::ScenarioError;
 use crate::model::ModelSpec;
-use crate::scenario::{ModelChoice, Scenario};
+use crate::scenario::{Attention, ModelChoice, Scenario};
 use crate::time::{Prepared, StepTime, step_time_prepared};
 use std::borrow::Cow;
 
@@ -36,9 +36,19 @@ use levels::Runtime;
 use step::Step;
 
 /// Sentences about a scenario that can be estimated but may not be what the user meant.
-fn warnings(spec: &ModelSpec, scen: &Scenario) -> Vec<String> {
+fn warnings(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Vec<String> {
     let seq = u64::from(scen.seq);
     let mut out = Vec::new();
+    if scen.attention == Attention::Sdpa {
+        let c = crate::sdpa::for_scenario(spec, gpu, scen);
+        if !c.runnable {
+            out.push(format!(
+                "SDPA's {} kernel is {} (the estimate is for it as given).",
+                c.backend.label(),
+                c.why
+            ));
+        }
+    }
     if spec.position_embeddings > 0 && seq > spec.position_embeddings {
         out.push(format!(
             "The model's learned position table has {} rows: sequences of {seq} tokens cannot run \
@@ -53,6 +63,17 @@ fn warnings(spec: &ModelSpec, scen: &Scenario) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The attention kernel assumed, and why (SDPA's kernel from `crate::sdpa`).
+fn attention_line(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> String {
+    match scen.attention {
+        Attention::Eager => "eager (s x s scores saved)".into(),
+        Attention::Sdpa => {
+            let c = crate::sdpa::for_scenario(spec, gpu, scen);
+            format!("SDPA, {} kernel: {}", c.backend.label(), c.why)
+        }
+    }
 }
 
 /// Resolves the model of a scenario through the preset catalog.
@@ -88,8 +109,8 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
         crate::bounds::check_model(&spec)
             .map_err(|e| ScenarioError::invalid("cfg", e.to_string()))?;
     }
-    crate::bounds::check_scale(&spec, scen)?;
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
+    crate::bounds::check_scale(&spec, gpu, scen)?;
     Ok(Resolved {
         name,
         spec,
@@ -110,7 +131,7 @@ pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
 /// Estimates with explicit model, GPU and calibration (the pure core of everything else).
 /// `model` is left empty: the caller that resolved the model names it.
 pub fn estimate_with(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> Estimate {
-    finish(Step::prepare(spec, scen), gpu, cal)
+    finish(Step::prepare(spec, gpu, scen), gpu, cal)
 }
 
 /// The estimate and the step time of one scenario, with the parameter inventory, the model
@@ -121,7 +142,7 @@ pub fn estimate_and_time(
     cal: &Calibration,
     scen: &Scenario,
 ) -> (Estimate, StepTime) {
-    let step = Step::prepare(spec, scen);
+    let step = Step::prepare(spec, gpu, scen);
     let parts = Prepared {
         inv: Cow::Borrowed(&step.inv),
         st: Cow::Borrowed(&step.st),
@@ -175,7 +196,8 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         components,
         timeline: points,
         calibrated: cal.is_measured(),
-        warnings: warnings(spec, scen),
+        attention: attention_line(spec, gpu, scen),
+        warnings: warnings(spec, gpu, scen),
         layer_inventory: step.dense,
     }
 }

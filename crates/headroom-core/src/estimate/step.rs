@@ -3,10 +3,12 @@
 //! checkpointing plan of each layer).
 
 use crate::activations::{self, Saved, Shape};
+use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::loss::{LossMemory, loss_memory};
 use crate::model::{Family, ModelSpec, ParamInventory, inventory};
 use crate::scenario::{Attention, Checkpointing, LayerPlan, Scenario};
+use crate::sdpa::Backend;
 use crate::states::{ModelStates, model_states};
 
 use super::backward::LayerBackward;
@@ -52,6 +54,8 @@ pub(super) struct Step<'a> {
     pub tmp: Temporaries,
     pub bwd: LayerBackward,
     pub kv: KvCache,
+    /// SDPA's kernel (PyTorch's pick for the GPU, or the forced one).
+    pub sdpa: Backend,
 }
 
 /// Unsaved tensors that set peaks inside the phases.
@@ -70,10 +74,10 @@ pub(super) struct Temporaries {
 }
 
 impl<'a> Step<'a> {
-    pub fn prepare(spec: &'a ModelSpec, scen: &'a Scenario) -> Self {
+    pub fn prepare(spec: &'a ModelSpec, gpu: &Gpu, scen: &'a Scenario) -> Self {
         let inv = inventory(spec);
         let st = model_states(spec, &inv, scen);
-        let sh = Shape::from_scenario(spec, scen);
+        let sh = Shape::from_scenario(spec, gpu, scen);
         let t = sh.tokens();
         let stream = sh.stream();
         let compute = scen.precision.compute_dtype();
@@ -98,6 +102,7 @@ impl<'a> Step<'a> {
         // keeps `outputs`.
         let kv = kv_cache(spec, scen, &sh);
         Step {
+            sdpa: sh.sdpa,
             layers: st.layers_local,
             in_flight: pp.min(scen.grad_accum as u64).max(1),
             offload: scen.offload_activations,
@@ -188,7 +193,11 @@ impl<'a> Step<'a> {
     /// (`DynamicLayer.update` concatenates), which gradient checkpointing turns off
     /// (`use_cache=False`); the recomputed layer saves views of c_attn's output instead.
     pub fn gpt2_cache_copies(&self) -> u64 {
-        if self.spec.family == Family::Gpt2 && self.scen.attention == Attention::Sdpa {
+        // (SDPA's math kernel saves scaled copies either way: no difference to take out.)
+        if self.spec.family == Family::Gpt2
+            && self.scen.attention == Attention::Sdpa
+            && self.sdpa != Backend::Math
+        {
             2 * self.t * self.spec.q_dim() / self.scen.parallel.tensor as u64 * self.compute.bytes()
         } else {
             0
@@ -228,20 +237,22 @@ impl Temporaries {
         // Inside one layer: the largest unsaved temporary (eager scores before softmax, or the
         // fp32 normalized tensor before its cast).
         let heads_local = spec.heads / tp.min(spec.heads);
-        let layer_forward = match scen.attention {
-            Attention::Eager => sh.b * heads_local * sh.s * sh.s * compute.bytes(),
-            Attention::Sdpa => t * spec.hidden * 4,
+        // SDPA's math kernel materializes the scores like eager attention does.
+        let quadratic = sh.quadratic();
+        let layer_forward = if quadratic {
+            sh.b * heads_local * sh.s * sh.s * compute.bytes()
+        } else {
+            t * spec.hidden * 4
         };
         // Backward of one layer: activation gradients in flight (MLP: the product's grad and
         // the two factor grads; eager attention: probability and score grads) and the
         // residual grad.
         let f_local = spec.intermediate / tp;
         let mlp_bwd = 3 * t * f_local * compute.bytes();
-        let attn_bwd = match scen.attention {
-            Attention::Eager => sh.b * heads_local * sh.s * sh.s * (4 + 4 + compute.bytes()),
-            Attention::Sdpa => {
-                t * (spec.q_dim() + 2 * spec.kv_dim()) / tp * compute.bytes() + t * spec.q_dim() * 4
-            }
+        let attn_bwd = if quadratic {
+            sh.b * heads_local * sh.s * sh.s * (4 + 4 + compute.bytes())
+        } else {
+            t * (spec.q_dim() + 2 * spec.kv_dim()) / tp * compute.bytes() + t * spec.q_dim() * 4
         };
         let residual_grad = t * spec.hidden * stream.bytes();
         Temporaries {

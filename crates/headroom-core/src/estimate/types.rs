@@ -194,6 +194,9 @@ pub struct Estimate {
     /// The saved tensors of one decoder layer, for the "why" view.
     pub layer_inventory: Vec<Saved>,
     pub calibrated: bool,
+    /// The attention kernel assumed and why ("SDPA, cuDNN kernel: first on sm90 ..."), a short
+    /// line for the report.
+    pub attention: String,
     /// What makes the scenario questionable though it can be estimated (a sequence longer than
     /// the model's positions, say), one sentence each.
     pub warnings: Vec<String>,

@@ -20,6 +20,22 @@ pub enum Family {
     Opt,
 }
 
+impl Family {
+    /// Whether the family's layers apply dropout to the attention and MLP outputs (the config
+    /// keys `model/hf.rs` reads: `resid_pdrop`, `hidden_dropout`, `dropout`).
+    pub fn has_residual_dropout(self) -> bool {
+        matches!(
+            self,
+            Family::Phi3 | Family::Gpt2 | Family::GptNeox | Family::Opt
+        )
+    }
+
+    /// Whether the family applies dropout to the embeddings (`embd_pdrop`).
+    pub fn has_embedding_dropout(self) -> bool {
+        matches!(self, Family::Phi3 | Family::Gpt2)
+    }
+}
+
 /// The normalization layer a family uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

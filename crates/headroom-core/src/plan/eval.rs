@@ -28,7 +28,7 @@ impl Ctx<'_> {
     /// Device peak and whether it fits.
     pub(super) fn memory(&self, s: &Scenario) -> (u64, bool, i64, f64, u64) {
         self.estimates.set(self.estimates.get() + 1);
-        if self.scale.check(self.spec, s).is_err() {
+        if self.scale.check(self.spec, self.gpu, s).is_err() {
             // Past the scale bound nothing fits on any GPU (and the formulas are not run there).
             let capacity = self.gpu.total_bytes;
             return (u64::MAX, false, i64::MIN, -100.0, capacity);

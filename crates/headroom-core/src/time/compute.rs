@@ -1,6 +1,6 @@
 //! Compute terms: the forward, backward and recomputed matrix multiplies of one GPU's share.
 
-use crate::scenario::{Attention, Checkpointing};
+use crate::scenario::Checkpointing;
 
 use super::cx::Cx;
 use super::terms::Terms;
@@ -53,7 +53,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
         bwd,
         format!(
             "input grads 2·N + weight grads 2·N_trainable + attention x{} x {tokens:.0} tokens / {mp}",
-            if cx.scen.attention == Attention::Sdpa {
+            if !cx.quadratic {
                 "2.5 (Q·Kᵀ recomputed)"
             } else {
                 "2"
@@ -64,7 +64,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     let ck = cx.ck;
     let per_layer_fwd = (tf.layer_matmul_forward + tf.attention_forward) / cx.layers;
     let recompute = match cx.scen.checkpointing {
-        Checkpointing::Selective if cx.scen.attention == Attention::Eager => {
+        Checkpointing::Selective if cx.quadratic => {
             // Korthikanti's selective recompute reruns Q·Kᵀ and softmax (P·V's output is not
             // needed by backward): half the eager attention forward.
             0.5 * tf.attention_forward * tokens / mp

@@ -27,6 +27,8 @@ pub(super) struct Cx<'a> {
     pub st: Cow<'a, ModelStates>,
     /// One dense layer's saved bytes without checkpointing (what activation offload moves).
     pub layer_bytes: u64,
+    /// Whether attention materializes the s x s scores (eager, SDPA's math kernel).
+    pub quadratic: bool,
     /// Tensor, pipeline and data-parallel degrees (at least 1).
     pub tp: u64,
     pub pp: u64,
@@ -74,7 +76,7 @@ impl<'a> Cx<'a> {
         // Only activation offload without checkpointing reads a layer's saved bytes.
         let checkpointed = scen.checkpointing.checkpointed_layers(spec.layers) > 0;
         let layer_bytes = if scen.offload_activations && !checkpointed {
-            let sh = crate::activations::Shape::from_scenario(spec, scen);
+            let sh = crate::activations::Shape::from_scenario(spec, gpu, scen);
             crate::activations::total(&crate::activations::layer(spec, &sh))
         } else {
             0
@@ -101,7 +103,8 @@ impl<'a> Cx<'a> {
             st,
             layer_bytes,
         } = parts;
-        let tf = token_flops_of(spec, &inv, scen);
+        let quadratic = crate::sdpa::materializes_scores(spec, gpu, scen);
+        let tf = token_flops_of(spec, &inv, scen, quadratic);
         let tp = scen.parallel.tensor.max(1) as u64;
         let pp = scen.parallel.pipeline.max(1) as u64;
         let dp = scen.data_parallel().max(1) as u64;
@@ -162,6 +165,7 @@ impl<'a> Cx<'a> {
             link_conf: confidence(rates.host_to_device_gbs.is_some()),
             inv,
             layer_bytes,
+            quadratic,
         }
     }
 

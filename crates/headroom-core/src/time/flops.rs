@@ -3,9 +3,10 @@
 
 use serde::Serialize;
 
+use crate::catalog::Gpu;
 use crate::model::ModelSpec;
 use crate::model::params::{ParamInventory, Scope, inventory};
-use crate::scenario::{Attention, Method, Scenario};
+use crate::scenario::{Method, Scenario};
 
 /// FLOPs per token of one model's matrix multiplies (whole model, before any splitting).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -41,8 +42,10 @@ pub(super) fn layer_count(inv: &ParamInventory, scope: Scope) -> f64 {
 
 /// Matrix-multiply FLOPs per token of `spec` trained as `scen` says, from the parameter
 /// inventory (`model/params.rs`).
-pub fn token_flops(spec: &ModelSpec, scen: &Scenario) -> TokenFlops {
-    token_flops_of(spec, &inventory(spec), scen)
+/// Attention's FLOPs depend on the kernel, so on the GPU (`crate::sdpa`).
+pub fn token_flops(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> TokenFlops {
+    let quadratic = crate::sdpa::materializes_scores(spec, gpu, scen);
+    token_flops_of(spec, &inventory(spec), scen, quadratic)
 }
 
 /// [`token_flops`] from an inventory the caller already built (the time model shares one).
@@ -50,6 +53,7 @@ pub(super) fn token_flops_of(
     spec: &ModelSpec,
     inv: &ParamInventory,
     scen: &Scenario,
+    quadratic: bool,
 ) -> TokenFlops {
     let full = scen.method == Method::Full;
     let r = scen.lora.rank as f64;
@@ -126,17 +130,15 @@ pub(super) fn token_flops_of(
         full_matrix / 2.0
     };
     f.attention_causal_forward = causal;
-    match scen.attention {
-        Attention::Eager => {
-            // Eager multiplies the whole s x s matrix and masks afterwards, window or not.
-            let eager = 4.0 * s * spec.q_dim() as f64 * spec.layers as f64;
-            f.attention_forward = eager;
-            f.attention_backward = 2.0 * eager;
-        }
-        Attention::Sdpa => {
-            f.attention_forward = causal;
-            f.attention_backward = 2.5 * causal;
-        }
+    if quadratic {
+        // Eager (and SDPA's math kernel) multiplies the whole s x s matrix and masks
+        // afterwards, window or not.
+        let eager = 4.0 * s * spec.q_dim() as f64 * spec.layers as f64;
+        f.attention_forward = eager;
+        f.attention_backward = 2.0 * eager;
+    } else {
+        f.attention_forward = causal;
+        f.attention_backward = 2.5 * causal;
     }
     f
 }

@@ -2,7 +2,7 @@
 //! dequantization and the optimizer step.
 
 use crate::model::params::Scope;
-use crate::scenario::{Attention, LossImpl, Method, Offload, Optimizer};
+use crate::scenario::{LossImpl, Method, Offload, Optimizer};
 
 use super::compute::Busy;
 use super::cx::Cx;
@@ -14,10 +14,11 @@ use super::terms::Terms;
 pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     let (spec, scen) = (cx.spec, cx.scen);
     let (b, s, m, mp, ck, layers) = (cx.b, cx.s, cx.m, cx.mp, cx.ck, cx.layers);
-    if scen.attention == Attention::Eager {
+    if cx.quadratic {
         // Memory-bound softmax on the s x s scores: HF eager writes scores (2), adds the mask
         // (2 + 2), softmax in fp32 (read 2, write 4, read 4 to cast, write 2), P·V reads 2:
         // ~20 bytes per score forward, about twice that backward; recompute adds a forward.
+        // (SDPA's math kernel moves fp32 scores through the same steps: assumed alike.)
         let passes = 60.0 + if ck > 0.0 { 20.0 * ck / layers } else { 0.0 };
         let scores = spec.heads as f64 * s * s * b * layers * m / mp;
         busy.softmax = terms.memory(

@@ -1,0 +1,268 @@
+//! Which kernel `scaled_dot_product_attention` runs on a GPU, and why: a pure reading of
+//! PyTorch's dispatch rules (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp,
+//! `select_sdp_backend`), for the training call transformers makes (dense 4-D inputs,
+//! `is_causal=True`, no mask, q/k/v requiring grad, GQA through `enable_gqa`).
+//!
+//! What each kernel saves for backward (the autograd formulas of
+//! `_scaled_dot_product_{flash,efficient,cudnn}_attention` in derivatives.yaml, shapes from
+//! torch/_meta_registrations.py) is in `activations.rs`; this module only picks.
+//!
+//! Assumed: PyTorch 2.9 or later built with CUDA 13 and cuDNN 9.15 or later (the wheels'
+//! bundle; cuDNN goes first on sm90 and sm100 there), deterministic algorithms off, and the
+//! default backends all enabled. ROCm's AOTriton rules are simplified (see `choose`).
+
+use crate::catalog::Gpu;
+use crate::dtype::DType;
+use crate::model::ModelSpec;
+use crate::scenario::{Scenario, SdpaKernel};
+
+/// A kernel SDPA can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Flash,
+    Efficient,
+    Cudnn,
+    Math,
+}
+
+impl Backend {
+    pub const fn label(self) -> &'static str {
+        match self {
+            Backend::Flash => "flash",
+            Backend::Efficient => "memory-efficient",
+            Backend::Cudnn => "cuDNN",
+            Backend::Math => "math",
+        }
+    }
+}
+
+/// The kernel assumed for a scenario, why, and whether PyTorch could run it at all (a kernel
+/// forced by the user may not be: PyTorch then stops with "No available kernel").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub backend: Backend,
+    pub why: String,
+    pub runnable: bool,
+}
+
+/// What the choice depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs {
+    /// Compute capability, major and minor (8.0 for A100); 0.0 when unknown.
+    pub sm: (u32, u32),
+    pub amd: bool,
+    /// dtype of q, k, v as SDPA sees them (autocast casts them to the compute dtype).
+    pub dtype: DType,
+    pub head_dim: u64,
+    pub dropout: f64,
+}
+
+impl Inputs {
+    pub fn new(gpu: &Gpu, dtype: DType, head_dim: u64, dropout: f64) -> Self {
+        let mut parts = gpu.compute_capability.split('.');
+        let mut num = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let sm = (num(), num());
+        Inputs {
+            sm,
+            amd: gpu.vendor != "nvidia",
+            dtype,
+            head_dim,
+            dropout,
+        }
+    }
+}
+
+/// The SDPA kernel of a scenario on `gpu` (PyTorch's pick, or the forced one), with why.
+/// Under autocast SDPA runs in the autocast dtype; the attention dropout is the config's
+/// unless the scenario overrides it.
+pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
+    let dropout = scen.dropout.unwrap_or(spec.dropout.attention);
+    let x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
+    choose(scen.sdpa, &x)
+}
+
+/// Whether attention materializes the (batch, heads, s, s) scores: eager attention, or SDPA
+/// running its math kernel (PyTorch's pick when no fused kernel takes the inputs, or forced).
+pub fn materializes_scores(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> bool {
+    match scen.attention {
+        crate::scenario::Attention::Eager => true,
+        crate::scenario::Attention::Sdpa => for_scenario(spec, gpu, scen).backend == Backend::Math,
+    }
+}
+
+/// The kernel PyTorch picks (`Auto`), or the one the user forces, with the reason.
+pub fn choose(kernel: SdpaKernel, x: &Inputs) -> Choice {
+    let forced = match kernel {
+        SdpaKernel::Auto => None,
+        SdpaKernel::Flash => Some(Backend::Flash),
+        SdpaKernel::Efficient => Some(Backend::Efficient),
+        SdpaKernel::Cudnn => Some(Backend::Cudnn),
+        SdpaKernel::Math => Some(Backend::Math),
+    };
+    if let Some(b) = forced {
+        let refusal = refuses(b, x);
+        return Choice {
+            backend: b,
+            runnable: refusal.is_none(),
+            why: match refusal {
+                None => "forced".into(),
+                Some(r) => format!("forced, but PyTorch would refuse it here: {r}"),
+            },
+        };
+    }
+    let order: &[Backend] = if prefers_cudnn(x) {
+        &[Backend::Cudnn, Backend::Flash, Backend::Efficient]
+    } else {
+        &[Backend::Flash, Backend::Efficient]
+    };
+    let mut skipped = Vec::new();
+    for &b in order {
+        match refuses(b, x) {
+            None => {
+                let why = if skipped.is_empty() {
+                    first_reason(b, x)
+                } else {
+                    skipped.join("; ")
+                };
+                return Choice {
+                    backend: b,
+                    why,
+                    runnable: true,
+                };
+            }
+            Some(r) => skipped.push(format!("no {}: {r}", b.label())),
+        }
+    }
+    Choice {
+        backend: Backend::Math,
+        why: skipped.join("; "),
+        runnable: true,
+    }
+}
+
+fn first_reason(b: Backend, x: &Inputs) -> String {
+    match b {
+        Backend::Cudnn => format!("first on sm{}{} with cuDNN 9.15+", x.sm.0, x.sm.1),
+        _ => "first that runs".into(),
+    }
+}
+
+/// sm90 and sm100 put cuDNN first (`check_prefer_cudnn_attention`, CUDA 13 wheels).
+fn prefers_cudnn(x: &Inputs) -> bool {
+    !x.amd && (x.sm.0 == 9 || x.sm.0 == 10)
+}
+
+fn half(d: DType) -> bool {
+    matches!(d, DType::Bf16 | DType::F16)
+}
+
+/// Why kernel `b` cannot run these inputs, or None.
+fn refuses(b: Backend, x: &Inputs) -> Option<String> {
+    let sm = x.sm.0 * 10 + x.sm.1.min(9);
+    let d = x.head_dim;
+    match b {
+        Backend::Math => None,
+        _ if x.amd => {
+            // ROCm: flash and memory-efficient share AOTriton; simplified to its dtypes.
+            (b == Backend::Cudnn)
+                .then(|| "ROCm has no cuDNN".into())
+                .or_else(|| (b == Backend::Flash && !half(x.dtype)).then(|| "fp32 inputs".into()))
+        }
+        Backend::Flash => {
+            if !(80..=121).contains(&sm) {
+                Some(format!("sm{sm} is below sm80"))
+            } else if !half(x.dtype) {
+                Some(format!("{} inputs (fp16/bf16 only)", x.dtype.torch_name()))
+            } else if d > 256 {
+                Some(format!("head_dim {d} > 256"))
+            } else if matches!(sm, 86..=89 | 120..=121)
+                && !(d <= 192 || (x.dropout == 0.0 && d > 224))
+            {
+                Some(format!("no backward for head_dim {d} on sm{sm}"))
+            } else {
+                None
+            }
+        }
+        Backend::Efficient => {
+            let align = match (sm >= 80, half(x.dtype), sm >= 70) {
+                (true, true, _) | (false, true, true) => 8,
+                (true, false, _) => 4,
+                _ => 1,
+            };
+            if !(50..=121).contains(&sm) {
+                Some(format!("sm{sm} is outside sm50..sm121"))
+            } else if sm < 80 && x.dtype == DType::Bf16 {
+                Some("bf16 needs sm80".into())
+            } else if !d.is_multiple_of(align) {
+                Some(format!("head_dim {d} not a multiple of {align}"))
+            } else {
+                None
+            }
+        }
+        Backend::Cudnn => {
+            let sm9x = x.sm.0 == 9 || x.sm.0 == 10;
+            if !(80..=121).contains(&sm) {
+                Some(format!("sm{sm} is below sm80"))
+            } else if !half(x.dtype) {
+                Some(format!("{} inputs (fp16/bf16 only)", x.dtype.torch_name()))
+            } else if (x.dropout * 16.0).fract() != 0.0 {
+                Some("dropout not a multiple of 1/16".into())
+            } else if !d.is_multiple_of(8) {
+                Some(format!("head_dim {d} not a multiple of 8"))
+            } else if !(d <= 128 || (sm9x && d == 256)) {
+                Some(format!("no backward for head_dim {d}"))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::GpuCatalog;
+
+    fn pick(gpu: &str, dtype: DType, d: u64, p: f64) -> Backend {
+        let g = GpuCatalog::builtin().get(gpu).expect("catalog gpu");
+        choose(SdpaKernel::Auto, &Inputs::new(g, dtype, d, p)).backend
+    }
+
+    // Each case is one of sdp_utils.cpp's rules on a catalog GPU.
+    #[test]
+    fn defaults_follow_pytorchs_dispatch() {
+        // T4 (sm75): no flash (sm80+), bf16 not on memory-efficient below sm80: math.
+        assert_eq!(pick("t4-16gb", DType::Bf16, 128, 0.0), Backend::Math);
+        assert_eq!(pick("t4-16gb", DType::F16, 128, 0.0), Backend::Efficient);
+        assert_eq!(pick("t4-16gb", DType::F32, 64, 0.0), Backend::Efficient);
+        // A100: flash for 16-bit, memory-efficient for fp32 (flash is fp16/bf16 only).
+        assert_eq!(
+            pick("a100-sxm4-80gb", DType::Bf16, 128, 0.0),
+            Backend::Flash
+        );
+        assert_eq!(
+            pick("a100-sxm4-80gb", DType::F32, 128, 0.0),
+            Backend::Efficient
+        );
+        // H100: cuDNN first; head_dim 256 keeps cuDNN on sm90, dropout 0.1 (not k/16) does not.
+        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 128, 0.0), Backend::Cudnn);
+        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 256, 0.0), Backend::Cudnn);
+        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 128, 0.1), Backend::Flash);
+        // RTX 4090 (sm89): flash has no backward for head_dim in (192, 224].
+        assert_eq!(
+            pick("rtx-4090-24gb", DType::Bf16, 200, 0.0),
+            Backend::Efficient
+        );
+        assert_eq!(pick("rtx-4090-24gb", DType::Bf16, 256, 0.0), Backend::Flash);
+    }
+
+    #[test]
+    fn forced_kernels_say_when_pytorch_refuses_them() {
+        let t4 = GpuCatalog::builtin().get("t4-16gb").expect("catalog gpu");
+        let c = choose(SdpaKernel::Flash, &Inputs::new(t4, DType::F16, 64, 0.0));
+        assert_eq!(c.backend, Backend::Flash);
+        assert!(!c.runnable && c.why.contains("sm75"), "{c:?}");
+        let m = choose(SdpaKernel::Math, &Inputs::new(t4, DType::F16, 64, 0.0));
+        assert!(m.runnable);
+    }
+}

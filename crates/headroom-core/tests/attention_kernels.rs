@@ -1,0 +1,183 @@
+//! SDPA's kernel through the public surface: the one PyTorch would pick on each catalog GPU
+//! (rules read from aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, see `sdpa.rs`), what
+//! each saves, and per-layer bytes measured at full size on fake CUDA tensors
+//! (tests/reference/test_cuda_fake.py, torch 2.15 / transformers 5.23).
+
+use headroom_core::estimate;
+use headroom_core::scenario::{Attention, ModelChoice, Precision, Scenario, SdpaKernel};
+
+fn scenario(model: &str, gpu: &str, precision: Precision, seq: u32) -> Scenario {
+    Scenario {
+        model: ModelChoice::Preset(model.into()),
+        gpu: gpu.into(),
+        precision,
+        seq,
+        micro_batch: 1,
+        ..Scenario::default()
+    }
+}
+
+fn layer_bytes(scen: &Scenario) -> u64 {
+    estimate(scen)
+        .expect("estimates")
+        .layer_inventory
+        .iter()
+        .map(|s| s.bytes())
+        .sum()
+}
+
+#[test]
+fn the_default_kernel_is_pytorchs_pick_for_the_gpu_and_dtype() {
+    let line = |gpu: &str, p: Precision| {
+        estimate(&scenario("llama-3.1-8b", gpu, p, 4096))
+            .expect("estimates")
+            .attention
+    };
+    // T4 (sm75): flash needs sm80, memory-efficient takes bf16 only from sm80: math.
+    let t4 = line("t4-16gb", Precision::AmpBf16);
+    assert!(t4.starts_with("SDPA, math kernel"), "{t4}");
+    assert!(t4.contains("sm75") && t4.contains("bf16"), "{t4}");
+    // ... and fp16 runs the memory-efficient kernel there.
+    let t4_fp16 = line("t4-16gb", Precision::AmpFp16);
+    assert!(
+        t4_fp16.starts_with("SDPA, memory-efficient kernel"),
+        "{t4_fp16}"
+    );
+    // A100: flash for 16-bit inputs, memory-efficient for fp32 (flash takes fp16/bf16 only).
+    assert!(line("a100-sxm4-80gb", Precision::AmpBf16).starts_with("SDPA, flash kernel"));
+    assert!(line("a100-sxm4-80gb", Precision::Fp32).starts_with("SDPA, memory-efficient kernel"));
+    // H100 (sm90) puts cuDNN first with the CUDA 13 wheels' cuDNN.
+    assert!(line("h100-sxm-80gb", Precision::AmpBf16).starts_with("SDPA, cuDNN kernel"));
+}
+
+#[test]
+fn the_math_kernel_saves_the_whole_probability_matrix_in_fp32() {
+    // Llama 3.1 8B, seq 1024: 32 heads x 1024 x 1024 fp32 softmax output per layer.
+    let t4 = scenario("llama-3.1-8b", "t4-16gb", Precision::AmpBf16, 1024);
+    let e = estimate(&t4).expect("estimates");
+    let softmax = e
+        .layer_inventory
+        .iter()
+        .find(|s| s.what.contains("softmax output"))
+        .expect("a softmax row");
+    assert_eq!(softmax.bytes(), 32 * 1024 * 1024 * 4);
+    // The same run on an A100 (flash) keeps no s x s tensor: far less per layer.
+    let a100 = Scenario {
+        gpu: "a100-sxm4-80gb".into(),
+        ..t4.clone()
+    };
+    assert!(layer_bytes(&a100) + 128 * 1024 * 1024 <= layer_bytes(&t4));
+}
+
+#[test]
+fn one_layer_matches_fake_cuda_at_full_size_per_kernel() {
+    // (preset, precision, kernel, seq, dropout, bytes of one layer on fake CUDA)
+    let cases = [
+        (
+            "llama-3.1-8b",
+            Precision::Bf16,
+            SdpaKernel::Flash,
+            4096,
+            None,
+            822_640_640,
+        ),
+        (
+            "llama-3.1-8b",
+            Precision::Bf16,
+            SdpaKernel::Efficient,
+            1000,
+            None,
+            200_843_072,
+        ),
+        (
+            "llama-3.1-8b",
+            Precision::Bf16,
+            SdpaKernel::Cudnn,
+            4096,
+            None,
+            822_640_640,
+        ),
+        (
+            "llama-3.1-8b",
+            Precision::Bf16,
+            SdpaKernel::Math,
+            1024,
+            None,
+            377_495_552,
+        ),
+        // Llama has attention dropout only: the override adds no residual dropout.
+        (
+            "llama-3.1-8b",
+            Precision::Bf16,
+            SdpaKernel::Math,
+            1024,
+            Some(0.1),
+            545_267_712,
+        ),
+        (
+            "llama-3.1-8b",
+            Precision::AmpBf16,
+            SdpaKernel::Flash,
+            2048,
+            None,
+            495_206_400,
+        ),
+        // Qwen3's per-head q/k norms keep an fp32 rsqrt per head.
+        (
+            "qwen3-8b",
+            Precision::AmpBf16,
+            SdpaKernel::Cudnn,
+            2048,
+            None,
+            524_894_208,
+        ),
+    ];
+    for (model, precision, kernel, seq, dropout, want) in cases {
+        let scen = Scenario {
+            sdpa: kernel,
+            dropout,
+            gpu: "h100-sxm-80gb".into(),
+            ..scenario(model, "h100-sxm-80gb", precision, seq)
+        };
+        assert_eq!(
+            layer_bytes(&scen),
+            want,
+            "{model} {precision:?} {kernel:?} seq {seq} dropout {dropout:?}"
+        );
+    }
+}
+
+#[test]
+fn a_forced_kernel_pytorch_would_refuse_is_estimated_with_a_warning() {
+    let scen = Scenario {
+        sdpa: SdpaKernel::Flash,
+        ..scenario("llama-3.1-8b", "t4-16gb", Precision::AmpFp16, 1024)
+    };
+    let e = estimate(&scen).expect("estimates");
+    assert!(
+        e.warnings
+            .iter()
+            .any(|w| w.contains("flash") && w.contains("refuse") && w.contains("sm75")),
+        "{:?}",
+        e.warnings
+    );
+}
+
+#[test]
+fn eager_attention_is_unchanged_by_the_kernel_setting() {
+    let base = Scenario {
+        attention: Attention::Eager,
+        ..scenario("llama-3.1-8b", "a100-sxm4-80gb", Precision::AmpBf16, 1024)
+    };
+    let forced = Scenario {
+        sdpa: SdpaKernel::Math,
+        ..base.clone()
+    };
+    assert_eq!(layer_bytes(&base), layer_bytes(&forced));
+    assert!(
+        estimate(&base)
+            .expect("estimates")
+            .attention
+            .starts_with("eager")
+    );
+}

@@ -1,0 +1,122 @@
+"""A full-size model's forward with CUDA's dispatch, on a machine with no GPU.
+
+Under `FakeTensorMode`, tensors on `cuda` carry shapes, dtypes and strides but no memory, and
+every op runs CUDA's dispatch: autocast's CUDA lists, the fused dropout, LayerNorm's fp32
+statistics, and the fused attention kernels' own outputs (their meta functions,
+torch/_meta_registrations.py). `saved_tensors_hooks` see what autograd keeps for backward.
+
+Two things do not run without a GPU: backward (the autograd engine asks for a device) and
+SDPA's choice of kernel (it reads the device's properties). So attention is routed to a kernel
+explicitly, called as `scaled_dot_product_attention` calls it on CUDA
+(aten/src/ATen/native/transformers/attention.cpp): q, k and v as transformers hands them,
+grouped-query k and v not repeated (every CUDA kernel takes them as they are), the causal flag,
+and under autocast the inputs cast to the autocast dtype (SDPA is on autocast's lower-precision
+list).
+"""
+import torch
+import transformers
+from torch._subclasses.fake_tensor import FakeTensorMode
+from transformers import AttentionInterface
+
+KERNEL = {"kernel": "flash", "dtype": None}
+
+
+def _attention(module, q, k, v, mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers' attention call routed to one CUDA SDPA kernel (`KERNEL`)."""
+    amp = KERNEL["dtype"] is not None
+    if amp:
+        q, k, v = (t.to(KERNEL["dtype"]) for t in (q, k, v))
+    # Autocast's wrapper runs SDPA with autocast off inside (the math kernel's own matmuls and
+    # softmax keep its fp32 upcast).
+    torch.set_autocast_enabled("cuda", False)
+    try:
+        out = _kernel(KERNEL["kernel"], q, k, v, scaling, dropout)
+    finally:
+        torch.set_autocast_enabled("cuda", amp)
+    # sdpa_attention_forward's own `transpose(1, 2).contiguous()`.
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _kernel(kind, q, k, v, scaling, dropout):
+    """One SDPA kernel's op, as attention.cpp calls it on CUDA (causal, no mask)."""
+    ops = torch.ops.aten
+    if kind == "flash":
+        out = ops._scaled_dot_product_flash_attention(q, k, v, dropout, True, False, scale=scaling)[0]
+    elif kind == "efficient":
+        out = ops._scaled_dot_product_efficient_attention(q, k, v, None, True, dropout, True, scale=scaling)[0]
+    elif kind == "cudnn":
+        out = ops._scaled_dot_product_cudnn_attention(q, k, v, None, True, dropout, True, False, scale=scaling)[0]
+    elif kind == "math":
+        out = ops._scaled_dot_product_attention_math(q, k, v, None, dropout, True, None, scale=scaling,
+                                                     enable_gqa=True)[0]
+    else:
+        raise ValueError(kind)
+    return out
+
+
+# A name without "flash" in it: transformers treats such names as kernels to download.
+AttentionInterface.register("headroom_cuda_kernel", _attention)
+
+
+def saved_forward(config, batch, seq, precision, kernel):
+    """Saved bytes of a forward (with the loss) on fake CUDA: layer 0's and every one's.
+
+    Each storage counts once, where it is first saved; parameters are excluded (the weights,
+    counted elsewhere). So are the fused kernels' RNG seed and offset when dropout is off:
+    their meta functions return them whatever the dropout, while the CUDA kernels make them
+    CPU scalars without dropout (no GPU memory). One layer is layer 1: layer 0 also saves what every
+    layer shares (the RoPE tables), which the core counts once outside the layers. Returns the
+    per-layer bytes, the total and layer 1's tensors (shape, dtype, bytes), for the message of
+    a failing comparison."""
+    amp = precision.startswith("amp")
+    param_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    KERNEL.update(kernel=kernel, dtype=torch.bfloat16 if amp else None)
+    previous = torch.get_default_dtype()
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            torch.set_default_dtype(param_dtype)
+            with torch.device("cuda"):
+                cfg = transformers.AutoConfig.for_model(**config)
+                # The dtype given, not the config's own `torch_dtype`.
+                model = transformers.AutoModelForCausalLM.from_config(
+                    cfg, attn_implementation="headroom_cuda_kernel", dtype=param_dtype)
+            model.train()
+            layers = model.model.layers
+            current = ["outside"]
+            for i, layer in enumerate(layers):
+                layer.register_forward_pre_hook(lambda m, a, i=i: current.__setitem__(0, i))
+                layer.register_forward_hook(lambda m, a, o: current.__setitem__(0, "outside"))
+            params = {p.untyped_storage()._cdata for p in model.parameters()}
+            # Autocast's 16-bit weight copies (saved as the weight or its transpose) are the
+            # weights' cost, not activations: matched by shape, so a caller picks a sequence
+            # length that is no weight's dimension.
+            weight_shapes = {s for p in model.parameters() if p.dim() == 2
+                             for s in (tuple(p.shape), tuple(p.shape[::-1]))}
+            saved = {}
+
+            def pack(t):
+                storage = t.untyped_storage()
+                key = storage._cdata
+                rng_state = t.dtype in (torch.int64, torch.uint64) and t.numel() <= 2
+                cast = amp and t.dim() == 2 and t.dtype == torch.bfloat16 and tuple(t.shape) in weight_shapes
+                if key not in params and key not in saved and not rng_state and not cast:
+                    saved[key] = (current[0], storage.nbytes(), tuple(t.shape), str(t.dtype))
+                return t
+
+            ids = torch.randint(config["vocab_size"], (batch, seq), device="cuda")
+            # torch.autocast refuses to turn on without a GPU; the dispatcher's own switch
+            # (what torch.autocast sets) works on fake CUDA tensors.
+            torch.set_autocast_dtype("cuda", torch.bfloat16)
+            torch.set_autocast_enabled("cuda", amp)
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                model(input_ids=ids, labels=ids)
+    finally:
+        torch.set_autocast_enabled("cuda", False)
+        torch.clear_autocast_cache()
+        torch.set_default_dtype(previous)
+    layer1 = [v for v in saved.values() if v[0] == 1]
+    return {
+        "activations_per_layer": sum(v[1] for v in layer1),
+        "saved_total": sum(v[1] for v in saved.values()),
+        "layer1": [(v[2], v[3], v[1]) for v in layer1],
+    }
