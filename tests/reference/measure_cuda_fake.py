@@ -58,6 +58,18 @@ def _kernel(kind, q, k, v, scaling, dropout):
 AttentionInterface.register("headroom_cuda_kernel", _attention)
 
 
+def _decoder_layers(model):
+    for path in ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers"):
+        obj = model
+        try:
+            for name in path.split("."):
+                obj = getattr(obj, name)
+            return obj
+        except AttributeError:
+            continue
+    raise ValueError(f"no decoder layers in {type(model).__name__}")
+
+
 def saved_forward(config, batch, seq, precision, kernel):
     """Saved bytes of a forward (with the loss) on fake CUDA: layer 0's and every one's.
 
@@ -81,7 +93,7 @@ def saved_forward(config, batch, seq, precision, kernel):
                 model = transformers.AutoModelForCausalLM.from_config(
                     cfg, attn_implementation="headroom_cuda_kernel", dtype=param_dtype)
             model.train()
-            layers = model.model.layers
+            layers = _decoder_layers(model)
             current = ["outside"]
             for i, layer in enumerate(layers):
                 layer.register_forward_pre_hook(lambda m, a, i=i: current.__setitem__(0, i))

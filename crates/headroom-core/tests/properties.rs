@@ -440,6 +440,24 @@ proptest! {
     }
 }
 
+/// Found by `the_planner_offers_only_plans_that_fit`: the tokens per step of the largest
+/// accepted global batch and sequence overflowed u64 in the planner's "changes training" test.
+#[test]
+fn the_planner_takes_the_largest_global_batch() {
+    let scen = decode(
+        "?v=1&model=headroom-40m-gpt2-vocab&gpu=t4-16gb&batch=65536&seq=274878&accum=1000000\
+         &gpus=1024&precision=fp16",
+    )
+    .expect("decodes");
+    for allow in [false, true] {
+        let opts = headroom_core::plan::PlanOptions {
+            allow_training_changes: allow,
+            ..Default::default()
+        };
+        let _ = headroom_core::plan::plan(&scen, &opts);
+    }
+}
+
 #[test]
 fn deeply_nested_and_enormous_configs_are_refused() {
     for object in [false, true] {

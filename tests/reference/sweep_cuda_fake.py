@@ -1,0 +1,31 @@
+"""Every preset's one layer on fake CUDA against the core (flash kernel, bf16 and autocast,
+batch 1, sequence 2000): the wider survey behind test_cuda_fake.py, which pins the exact ones
+and the traced disagreements. Not part of the test command (a few minutes); run with
+`HEADROOM_BIN=target/debug/headroom .venv/bin/python tests/reference/sweep_cuda_fake.py` and
+it prints the table in cuda_fake_report.md."""
+import json
+import os
+import pathlib
+import subprocess
+
+from measure_cuda_fake import saved_forward
+
+HERE = pathlib.Path(__file__).parent
+BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
+
+print("| preset | precision | predicted | fake CUDA | error |\n|---|---|---|---|---|")
+for path in sorted((HERE.parent.parent / "content" / "models").glob("*.json")):
+    preset = path.stem
+    config = json.loads(path.read_text())
+    for precision in ("bf16", "amp-bf16"):
+        try:
+            measured = saved_forward(config, 1, 2000, precision, "flash")["activations_per_layer"]
+        except Exception as e:  # MoE routing needs data (a real device), for one
+            print(f"| {preset} | {precision} | | {type(e).__name__} | not measurable |")
+            continue
+        out = subprocess.run([BIN, "estimate", "--model", preset, "--gpu", "h100-sxm-80gb", "--sdpa", "flash",
+                              "--precision", precision, "--batch", "1", "--seq", "2000", "--format", "json"],
+                             capture_output=True, text=True, check=True)
+        predicted = json.loads(out.stdout)["bytes"]["activations_per_layer"]
+        error = "exact" if predicted == measured else f"{100 * (predicted - measured) / measured:+.2f}%"
+        print(f"| {preset} | {precision} | {predicted} | {measured} | {error} |", flush=True)
