@@ -98,27 +98,18 @@ pub const CONFIG_KEYS: &[&str] = &[
     "unknown_key",
 ];
 
-/// `model_type` values: supported ones and a few that are not.
-pub const MODEL_TYPES: &[&str] = &[
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2_moe",
-    "qwen3",
-    "qwen3_moe",
-    "gemma",
-    "gemma2",
-    "gemma3_text",
-    "phi3",
-    "gpt2",
-    "opt",
-    "gpt_neox",
-    "gpt_oss",
-    "deepseek_v3",
-    "",
-    "unknown",
-];
+/// `model_type` values: the core's supported ones and a few that are not.
+fn model_types() -> &'static [&'static str] {
+    static TYPES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    TYPES.get_or_init(|| {
+        let unsupported = ["gpt_oss", "deepseek_v3", "", "unknown"];
+        headroom_core::model::SUPPORTED_MODEL_TYPES
+            .iter()
+            .copied()
+            .chain(unsupported)
+            .collect()
+    })
+}
 
 /// Every option word, then every preset id, then every GPU id.
 fn vocabulary() -> &'static [String] {
@@ -212,7 +203,7 @@ impl Value {
             Value::Every(n) => format!("every:{}", n.render()),
             Value::Text(t) => t.clone(),
             Value::Config(model_type, pairs) => {
-                let mut s = format!("model_type:{}", pick(MODEL_TYPES, *model_type));
+                let mut s = format!("model_type:{}", pick(model_types(), *model_type));
                 for (k, v) in pairs {
                     let _ = write!(s, "~{}:{}", pick(CONFIG_KEYS, *k), v.render());
                 }
@@ -309,7 +300,7 @@ impl Json {
             Json::Bool(b) => b.to_string(),
             Json::Number(n) => n.render(),
             Json::Text(t) => serde_json::Value::String(t.clone()).to_string(),
-            Json::Word(i) => format!("\"{}\"", pick(MODEL_TYPES, *i)),
+            Json::Word(i) => format!("\"{}\"", pick(model_types(), *i)),
             Json::Array(xs) => {
                 let items: Vec<String> = xs.iter().map(|x| x.render(keys)).collect();
                 format!("[{}]", items.join(","))

@@ -28,6 +28,7 @@ use crate::catalog::{Gpu, GpuCatalog, PresetCatalog};
 use crate::error::ScenarioError;
 use crate::model::ModelSpec;
 use crate::scenario::{Attention, ModelChoice, Scenario};
+use crate::sdpa;
 use crate::time::{Prepared, StepTime, step_time_prepared};
 use std::borrow::Cow;
 
@@ -36,11 +37,11 @@ use levels::Runtime;
 use step::Step;
 
 /// Sentences about a scenario that can be estimated but may not be what the user meant.
-fn warnings(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Vec<String> {
+fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<String> {
     let seq = u64::from(scen.seq);
     let mut out = Vec::new();
     if scen.attention == Attention::Sdpa {
-        let c = crate::sdpa::for_scenario(spec, gpu, scen);
+        let c = kernel;
         if !c.runnable {
             out.push(format!(
                 "SDPA's {} kernel is {} (the estimate is for it as given).",
@@ -66,11 +67,10 @@ fn warnings(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Vec<String> {
 }
 
 /// The attention kernel assumed, and why (SDPA's kernel from `crate::sdpa`).
-fn attention_line(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> String {
+fn attention_line(c: &sdpa::Choice, scen: &Scenario) -> String {
     match scen.attention {
         Attention::Eager => "eager (s x s scores saved)".into(),
         Attention::Sdpa => {
-            let c = crate::sdpa::for_scenario(spec, gpu, scen);
             format!("SDPA, {} kernel: {}", c.backend.label(), c.why)
         }
     }
@@ -161,6 +161,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let peak = levels::peaks(&points);
     let verdict = levels::verdict(gpu, &peak);
     let host_activations = host::offloaded_activations(&step);
+    let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;
     let totals = Totals {
         activations: fwd.acts,
@@ -196,8 +197,8 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         components,
         timeline: points,
         calibrated: cal.is_measured(),
-        attention: attention_line(spec, gpu, scen),
-        warnings: warnings(spec, gpu, scen),
+        attention: attention_line(&kernel, scen),
+        warnings: warnings(spec, &kernel, scen),
         layer_inventory: step.dense,
     }
 }
