@@ -7,6 +7,12 @@
 //! figure Headroom computes, the difference and the verdict the file states. The claims pages
 //! of the site and the snapshot test (`tests/worked_examples.rs`) both call it.
 //!
+//! A note's figures are live: `{{metric}}` (or `{{metric @ change}}`, `{{metric | GB}}` for
+//! decimal gigabytes) is computed from the claim's scenario like the Headroom column, so the
+//! explanation cannot drift from it. A verdict that would change if Headroom's assumed figures
+//! (components of confidence `assumed`) were anywhere from zero to twice their value must be
+//! `unverified`: an assumption never marks a claim right or wrong.
+//!
 //! Pure: the input is text (JSON, as `build.rs` embeds the files, or TOML with the `toml`
 //! feature); the embedded files are [`embedded`].
 
@@ -50,6 +56,8 @@ pub enum Verdict {
     Wrong,
     /// Right about part of it; the note says which.
     Partly,
+    /// The verdict would rest on a figure Headroom only assumes; the note says which and why.
+    Unverified,
 }
 
 impl Verdict {
@@ -58,6 +66,7 @@ impl Verdict {
             Verdict::Right => "right",
             Verdict::Wrong => "wrong",
             Verdict::Partly => "partly",
+            Verdict::Unverified => "unverified",
         }
     }
 
@@ -66,6 +75,7 @@ impl Verdict {
             "right" => Some(Verdict::Right),
             "wrong" => Some(Verdict::Wrong),
             "partly" => Some(Verdict::Partly),
+            "unverified" => Some(Verdict::Unverified),
             _ => None,
         }
     }
@@ -81,7 +91,96 @@ pub struct Claim {
     pub metric: String,
     pub claimed: f64,
     pub verdict: Verdict,
-    pub note: String,
+    /// The explanation with its live figures (see [`NotePart`]).
+    pub note: Vec<NotePart>,
+}
+
+/// A piece of a claim's note: text, or a figure computed from the claim's scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NotePart {
+    Text(String),
+    /// `{{metric}}`, `{{metric @ change}}` (link fields on top of the claim's scenario), with
+    /// `| GB` for bytes in decimal gigabytes (as the documents write them).
+    Value {
+        metric: String,
+        change: String,
+        decimal: bool,
+    },
+}
+
+/// Splits a note into text and `{{...}}` figures.
+pub fn parse_note(note: &str) -> Result<Vec<NotePart>, String> {
+    let mut parts = Vec::new();
+    let mut rest = note;
+    while let Some(start) = rest.find("{{") {
+        if start > 0 {
+            parts.push(NotePart::Text(rest[..start].to_string()));
+        }
+        let end = rest[start..]
+            .find("}}")
+            .ok_or("an unclosed {{ (write figures as {{metric}})")?;
+        let inner = &rest[start + 2..start + end];
+        let (inner, decimal) = match inner.split_once('|') {
+            Some((m, "GB" | " GB")) => (m, true),
+            Some((_, f)) => return Err(format!("`{{{{{inner}}}}}`: unknown format `{f}` (GB)")),
+            None => (inner, false),
+        };
+        let (metric, change) = inner.split_once('@').unwrap_or((inner, ""));
+        if metric.trim().is_empty() {
+            return Err("an empty {{}}: name a metric".into());
+        }
+        parts.push(NotePart::Value {
+            metric: metric.trim().to_string(),
+            change: change.trim().to_string(),
+            decimal,
+        });
+        rest = &rest[start + end + 2..];
+    }
+    if rest.contains("}}") {
+        return Err("a }} without {{".into());
+    }
+    if !rest.is_empty() {
+        parts.push(NotePart::Text(rest.to_string()));
+    }
+    Ok(parts)
+}
+
+/// The byte figures written out in a text (`1.5 GB`, `13.6GB`, `0.34 GiB`): a note may write
+/// only those its claim's quote has (the document's own words); the rest are `{{...}}`.
+pub fn literal_byte_figures(text: &str) -> Vec<String> {
+    const UNITS: [&str; 8] = ["KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB"];
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        // A figure starts after a non-alphanumeric, or after the `x` of `8x80 GB`.
+        let after_times = i >= 2 && b[i - 1] == b'x' && b[i - 2].is_ascii_digit();
+        let starts = b[i].is_ascii_digit()
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric() || after_times);
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.' || b[j] == b',') {
+            j += 1;
+        }
+        let num_end = j;
+        if j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        let unit = UNITS.iter().find(|u| {
+            text[j..].starts_with(*u)
+                && !text[j + u.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())
+        });
+        if let Some(u) = unit {
+            out.push(format!("{} {u}", text[i..num_end].trim_end_matches(['.', ','])));
+            i = j + u.len();
+        } else {
+            i = num_end.max(i + 1);
+        }
+    }
+    out
 }
 
 impl Claim {
@@ -207,15 +306,31 @@ fn parse_claim(at: &str, c: &Value) -> Result<Claim, ClaimError> {
         .ok_or_else(|| bad("claimed", "must be a number"))?;
     let verdict = text("verdict", true)?;
     let verdict = Verdict::parse(&verdict)
-        .ok_or_else(|| bad("verdict", "must be one of right, wrong, partly"))?;
+        .ok_or_else(|| bad("verdict", "must be one of right, wrong, partly, unverified"))?;
+    let note = parse_note(&text("note", true)?).map_err(|m| bad("note", &m))?;
+    let quote = text("quote", true)?;
+    let quoted = literal_byte_figures(&quote);
+    for part in &note {
+        if let NotePart::Text(t) = part
+            && let Some(f) = literal_byte_figures(t).into_iter().find(|f| !quoted.contains(f))
+        {
+            return Err(bad(
+                "note",
+                &format!(
+                    "writes the figure `{f}`, which the quote does not: write Headroom's \
+                     figures as {{{{metric}}}} so they are computed"
+                ),
+            ));
+        }
+    }
     Ok(Claim {
-        quote: text("quote", true)?,
+        quote,
         scenario: text("scenario", true)?,
         overrides: text("overrides", false)?,
         metric: text("metric", true)?,
         claimed,
         verdict,
-        note: text("note", true)?,
+        note,
     })
 }
 
@@ -236,6 +351,10 @@ pub struct Row {
     pub computed: f64,
     /// (claimed - computed) / computed; `None` when Headroom computes zero.
     pub difference: Option<f64>,
+    /// The part of `computed` that rests on assumed figures ([`crate::metrics::assumed_part`]).
+    pub assumed: f64,
+    /// The note with its figures computed.
+    pub note: String,
 }
 
 impl Row {
@@ -244,12 +363,36 @@ impl Row {
         self.difference.is_some_and(|d| d.abs() <= RIGHT_WITHIN)
     }
 
-    /// Whether the verdict the file states agrees with the figures (`partly` always does).
+    /// Whether being within [`RIGHT_WITHIN`] would change if the assumed part of Headroom's
+    /// figure were anywhere from zero to twice its value.
+    pub fn rests_on_assumptions(&self) -> bool {
+        let c = self.claim.claimed;
+        if self.assumed <= 0.0 || c <= 0.0 {
+            return false;
+        }
+        let (lo, hi) = (
+            (self.computed - self.assumed).max(0.0),
+            self.computed + self.assumed,
+        );
+        // Within at x when claimed / (1 + r) <= x <= claimed / (1 - r).
+        let (a, b) = (c / (1.0 + RIGHT_WITHIN), c / (1.0 - RIGHT_WITHIN));
+        let inside = lo >= a && hi <= b;
+        let outside = hi < a || lo > b;
+        !(inside || outside)
+    }
+
+    /// Whether the verdict the file states agrees with the figures: `unverified` exactly when
+    /// the verdict rests on assumptions, otherwise `right` within [`RIGHT_WITHIN`], `wrong`
+    /// outside it, `partly` either way.
     pub fn verdict_holds(&self) -> bool {
+        if self.rests_on_assumptions() {
+            return self.claim.verdict == Verdict::Unverified;
+        }
         match self.claim.verdict {
             Verdict::Right => self.within(),
             Verdict::Wrong => !self.within(),
             Verdict::Partly => true,
+            Verdict::Unverified => false,
         }
     }
 }
@@ -305,27 +448,58 @@ where
                 .collect::<Vec<_>>()
                 .join(", "),
         })?;
-    let scen = query_pairs(&claim.overrides)
-        .and_then(|pairs| decode_pairs(base.scenario.clone(), &pairs))
-        .map_err(|error| ClaimError::Overrides {
+    let with = |scen: Scenario, overrides: &str| {
+        query_pairs(overrides)
+            .and_then(|pairs| decode_pairs(scen, &pairs))
+            .map_err(|error| ClaimError::Overrides {
+                at: at.to_string(),
+                overrides: overrides.to_string(),
+                error,
+            })
+    };
+    let run = |scen: &Scenario| {
+        analyze(scen).map_err(|e| ClaimError::Analyze {
             at: at.to_string(),
-            overrides: claim.overrides.clone(),
-            error,
-        })?;
-    let analysis = analyze(&scen).map_err(|e| ClaimError::Analyze {
-        at: at.to_string(),
-        message: e.to_string(),
-    })?;
-    let computed =
-        eval_metric(analysis.borrow(), &claim.metric).map_err(|message| ClaimError::Metric {
+            message: e.to_string(),
+        })
+    };
+    let metric = |a: &Analysis, m: &str| {
+        eval_metric(a, m).map_err(|message| ClaimError::Metric {
             at: at.to_string(),
             message,
-        })?;
+        })
+    };
+    let scen = with(base.scenario.clone(), &claim.overrides)?;
+    let analysis = run(&scen)?;
+    let computed = metric(analysis.borrow(), &claim.metric)?;
     let difference = (computed != 0.0).then(|| (claim.claimed - computed) / computed);
+    let mut note = String::new();
+    for part in &claim.note {
+        match part {
+            NotePart::Text(t) => note.push_str(t),
+            NotePart::Value {
+                metric: m,
+                change,
+                decimal,
+            } => {
+                let v = if change.is_empty() {
+                    metric(analysis.borrow(), m)?
+                } else {
+                    metric(run(&with(scen.clone(), change)?)?.borrow(), m)?
+                };
+                note.push_str(&match metric_unit(m) {
+                    Unit::Bytes if *decimal => crate::format::gigabytes(v),
+                    unit => crate::metrics::display(unit, v),
+                });
+            }
+        }
+    }
     Ok(Row {
         claim: claim.clone(),
         computed,
         difference,
+        assumed: crate::metrics::assumed_part(analysis.borrow(), &claim.metric),
+        note,
     })
 }
 
@@ -434,6 +608,86 @@ mod tests {
             parse_file("t", "{not json"),
             Err(ClaimError::Parse { .. })
         ));
+    }
+
+    #[test]
+    fn a_notes_figures_are_computed_from_the_claims_scenario() {
+        let text = with(
+            "note",
+            json!("Weights {{bytes.weights}}, {{bytes.weights | GB}}; at batch 2 the peak is {{peak.tensors @ batch=2}}."),
+        );
+        let r = row(&text).expect("evaluates");
+        let a = |q: &str| {
+            let scen = named_scenarios()
+                .into_iter()
+                .find(|n| n.id == "llama-3.1-8b-h100")
+                .expect("named")
+                .scenario;
+            let scen = decode_pairs(scen, &query_pairs(q).expect("pairs")).expect("decodes");
+            crate::analyze(&scen).expect("analyzes").estimate
+        };
+        let (one, two) = (a(""), a("batch=2"));
+        let want = format!(
+            "Weights {}, {}; at batch 2 the peak is {}.",
+            crate::format::bytes(one.bytes.weights),
+            crate::format::gigabytes(one.bytes.weights as f64),
+            crate::format::bytes(two.peak.tensors)
+        );
+        assert_eq!(r.note, want);
+        assert!(r.note.contains(" GB;"), "{}", r.note);
+        // A bad figure is named like any other metric.
+        let e = row(&with("note", json!("{{bytes.nonsense}}"))).expect_err("an error");
+        assert!(e.to_string().contains("bytes.nonsense"), "{e}");
+    }
+
+    #[test]
+    fn a_note_may_not_write_headrooms_figures_out() {
+        assert_eq!(
+            literal_byte_figures("1.46 GB and 4 B each, 13.6GB, 0.34 GiB, 8x80 GB, v2GB"),
+            ["1.46 GB", "13.6 GB", "0.34 GiB", "80 GB"]
+        );
+        // The quote's own figures may be repeated; others must be live values.
+        let ok = with("note", json!("Not 16 GB: {{bytes.weights}}."));
+        let ok = {
+            let mut d: Value = serde_json::from_str(&ok).expect("json");
+            d["claim"][0]["quote"] = json!("The weights take 16 GB.");
+            d.to_string()
+        };
+        assert!(parse_file("t", &ok).is_ok());
+        let e = parse_file("t", &with("note", json!("They take 14.96 GiB."))).expect_err("an error");
+        assert!(
+            matches!(&e, ClaimError::Field { field, message, .. } if field == "note" && message.contains("14.96 GiB")),
+            "{e}"
+        );
+        for bad in ["{{bytes.weights", "{{ }}", "x }}", "{{bytes.weights | TB}}"] {
+            assert!(parse_note(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_verdict_that_rests_on_an_assumed_figure_must_be_unverified() {
+        let claim = parse_file("t", ONE).expect("parses").claims.remove(0);
+        let at = |claimed: f64, computed: f64, assumed: f64, verdict: Verdict| Row {
+            claim: Claim {
+                claimed,
+                verdict,
+                ..claim.clone()
+            },
+            computed,
+            difference: Some((claimed - computed) / computed),
+            assumed,
+            note: String::new(),
+        };
+        // 1.5 against an assumed 66: from 0 to 132 the claim could be right or wrong.
+        assert!(at(1.5, 66.0, 66.0, Verdict::Unverified).verdict_holds());
+        assert!(!at(1.5, 66.0, 66.0, Verdict::Wrong).verdict_holds());
+        // 6 against 17.7 with 0.5 assumed: wrong whatever the assumption.
+        assert!(!at(6.0, 17.7, 0.5, Verdict::Wrong).rests_on_assumptions());
+        assert!(at(6.0, 17.7, 0.5, Verdict::Wrong).verdict_holds());
+        assert!(!at(6.0, 17.7, 0.5, Verdict::Unverified).verdict_holds());
+        // 20 against 20.5 with 0.2 assumed: right whatever it is; with 3 assumed, unverified.
+        assert!(at(20.0, 20.5, 0.2, Verdict::Right).verdict_holds());
+        assert!(at(20.0, 20.5, 3.0, Verdict::Unverified).verdict_holds());
     }
 
     #[test]

@@ -28,6 +28,16 @@ pub fn signed_bytes(b: i64) -> String {
     }
 }
 
+/// Decimal gigabytes as documents write them: `1.46 GB`, `66.0 GB`, `157 GB`.
+pub fn gigabytes(b: f64) -> String {
+    let g = b / 1e9;
+    match g.abs() {
+        x if x < 10.0 => format!("{g:.2} GB"),
+        x if x < 100.0 => format!("{g:.1} GB"),
+        _ => format!("{g:.0} GB"),
+    }
+}
+
 /// `62345678912` -> `62,345,678,912`.
 pub fn grouped(n: u64) -> String {
     let digits = n.to_string();

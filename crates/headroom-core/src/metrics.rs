@@ -224,6 +224,50 @@ fn field(a: &Analysis, name: &str) -> Result<f64, String> {
     }
 }
 
+/// The part of a metric's value that rests on figures Headroom only assumes (components of
+/// confidence `assumed`: runtime constants without a calibration, the CUDA graph pool, bucket
+/// and gather sizes): the assumed components a sum names, and for a peak every assumed
+/// component of the levels it includes (tensors; allocated and reserved add the allocator's;
+/// device adds the rest). A quotient's is its numerator's over the denominator. Other fields
+/// (weights, states, activations, counts, times) follow from shapes: 0.
+pub fn assumed_part(a: &Analysis, metric: &str) -> f64 {
+    use crate::estimate::{Confidence, Level};
+    let assumed = |upto: Level| -> f64 {
+        let rank = |l: Level| l as u8;
+        a.estimate
+            .components
+            .iter()
+            .filter(|c| c.confidence == Confidence::Assumed && rank(c.level) <= rank(upto))
+            .map(|c| c.bytes as f64)
+            .sum()
+    };
+    let term = |name: &str| -> f64 {
+        let name = name.trim();
+        let id = name.strip_prefix("components.").unwrap_or(name);
+        if let Some(c) = a.estimate.components.iter().find(|c| c.id == id) {
+            return if c.confidence == Confidence::Assumed {
+                c.bytes as f64
+            } else {
+                0.0
+            };
+        }
+        match name {
+            "peak.tensors" | "bytes.peak_tensors" => assumed(Level::Tensors),
+            "peak.allocated" | "bytes.peak_allocated" | "peak.reserved"
+            | "bytes.peak_reserved" => assumed(Level::Allocator),
+            "peak.device" | "bytes.peak_device" => assumed(Level::Device),
+            _ => 0.0,
+        }
+    };
+    let (num, den) = match metric.rsplit_once('/') {
+        Some((n, d)) => (n, field(a, d).ok().filter(|d| *d != 0.0)),
+        None => (metric, Some(1.0)),
+    };
+    let num = num.trim().trim_start_matches('(').trim_end_matches(')');
+    let sum: f64 = num.split('+').map(term).sum();
+    den.map_or(0.0, |d| sum / d.abs())
+}
+
 /// `a+b+c`, optionally `(a+b)/d`: the sum of fields, divided by one field.
 pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
     let (num, den) = match metric.rsplit_once('/') {

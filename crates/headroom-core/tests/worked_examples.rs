@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use headroom_core::claims::{self, RIGHT_WITHIN, Unit, Verdict, metric_unit};
+use headroom_core::claims::{self, RIGHT_WITHIN, Unit, metric_unit};
 use headroom_core::codec::{NamedScenario, named_scenarios};
 
 fn claims_dir() -> PathBuf {
@@ -105,8 +105,8 @@ fn worked_example_claims_match_the_snapshot() {
         }
         let _ = write!(
             table,
-            "\n## {stem}\n\n| # | claim | scenario | metric | claimed | Headroom | difference | verdict |\n\
-             |---|---|---|---|---|---|---|---|\n"
+            "\n## {stem}\n\n| # | claim | scenario | metric | claimed | Headroom | difference | verdict | why |\n\
+             |---|---|---|---|---|---|---|---|---|\n"
         );
         for (i, (c, row)) in parsed
             .claims
@@ -130,19 +130,24 @@ fn worked_example_claims_match_the_snapshot() {
             };
             let computed = row.computed;
             if !row.verdict_holds() {
-                match c.verdict {
-                    Verdict::Right => errors.push(format!(
-                        "{at}: marked right, but Headroom computes {} against {} claimed",
-                        show(&c.metric, computed),
-                        show(&c.metric, c.claimed)
-                    )),
-                    _ => errors.push(format!(
-                        "{at}: marked wrong, but Headroom computes {}, within {:.0}% of the {} claimed",
-                        show(&c.metric, computed),
-                        RIGHT_WITHIN * 100.0,
-                        show(&c.metric, c.claimed)
-                    )),
-                }
+                let assumed = if row.assumed > 0.0 {
+                    format!(" ({} of it assumed)", show(&c.metric, row.assumed))
+                } else {
+                    String::new()
+                };
+                let should = if row.rests_on_assumptions() {
+                    "unverified: the verdict would change within the assumed part".to_string()
+                } else if row.within() {
+                    format!("right (within {:.0}%)", RIGHT_WITHIN * 100.0)
+                } else {
+                    format!("wrong (off by more than {:.0}%)", RIGHT_WITHIN * 100.0)
+                };
+                errors.push(format!(
+                    "{at}: marked {}, but Headroom computes {}{assumed} against {} claimed: {should}",
+                    c.verdict.id(),
+                    show(&c.metric, computed),
+                    show(&c.metric, c.claimed)
+                ));
             }
             let scenario = if c.overrides.is_empty() {
                 format!("`{}`", c.scenario)
@@ -151,7 +156,7 @@ fn worked_example_claims_match_the_snapshot() {
             };
             let _ = writeln!(
                 table,
-                "| {} | {} | {} | `{}` | {} | {} | {} | {} |",
+                "| {} | {} | {} | `{}` | {} | {} | {} | {} | {} |",
                 i + 1,
                 cell(&c.quote),
                 cell(&scenario),
@@ -160,7 +165,8 @@ fn worked_example_claims_match_the_snapshot() {
                 show(&c.metric, computed),
                 row.difference
                     .map_or("n/a".into(), |d| format!("{:+.1}%", d * 100.0)),
-                c.verdict.id()
+                c.verdict.id(),
+                cell(&row.note)
             );
         }
     }

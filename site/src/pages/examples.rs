@@ -115,9 +115,9 @@ pub fn Example(props: &ExampleProps) -> Html {
             <h1>{ &file.title }</h1>
             <p>{ &file.summary }</p>
             <p class="help">
-                { format!("{} claims: {} right, {} wrong, {} partly right. ", file.claims.len(),
-                    count(Verdict::Right), count(Verdict::Wrong), count(Verdict::Partly)) }
-                { "Each claim is the guide's figure in our words; Headroom's figure is computed now for the scenario linked under it (open the link to change its inputs). A claim is right when it is within 10% of Headroom's figure. Difference = (claimed − Headroom) / Headroom." }
+                { format!("{} claims: {} right, {} wrong, {} partly right, {} unverified. ", file.claims.len(),
+                    count(Verdict::Right), count(Verdict::Wrong), count(Verdict::Partly), count(Verdict::Unverified)) }
+                { "Each claim is the guide's figure in our words; Headroom's figure, and every figure in the Why column, is computed now for the scenario linked under it (open the link to change its inputs). A claim is right when it is within 10% of Headroom's figure. Difference = (claimed − Headroom) / Headroom. Unverified: the verdict would depend on a figure Headroom only assumes (no GPU measurement yet), so it is not judged." }
             </p>
             <div class="table-wrap">
                 <table id="claims">
@@ -187,11 +187,11 @@ fn claim_row(i: usize, r: &Row, base: &str) -> Html {
             <td data-label="Difference" class="difference">{ difference(r.difference) }</td>
             <td data-label="Verdict" class="verdict-cell">
                 <span class={classes!("tag", verdict)}>{ verdict }</span>
-                if c.verdict != Verdict::Right {
+                if matches!(c.verdict, Verdict::Wrong | Verdict::Partly) {
                     <span class="correct">{ format!("correct: {}", show(unit, r.computed)) }</span>
                 }
             </td>
-            <td data-label="Why" class="note">{ &c.note }</td>
+            <td data-label="Why" class="note">{ &r.note }</td>
         </tr>
     }
 }

@@ -333,9 +333,9 @@ impl ComponentId {
                 "cuda_graph_pool",
                 "CUDA graph private pool",
                 Persistent,
-                Phase::Forward,
-                Device,
-                Src::Text("PyTorch CUDA graphs notes: private pools keep their high-water mark"),
+                Phase::Optimizer,
+                Allocator,
+                Src::Text("torch/_inductor/cudagraph_trees.py: one private pool per device holds the compiled forward and backward's allocations"),
                 Sure::Assumed,
             ),
             Host => m(
@@ -554,7 +554,8 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.add_nonzero(
         CudaGraphPool,
         rt.graph_pool,
-        "the captured region's high-water mark, held apart from the default pool",
+        "the compiled forward and backward's high-water mark, held in the graphs' private pool, \
+         which the eager optimizer step's temporaries cannot reuse",
     );
     p.add_nonzero(
         Host,

@@ -19,40 +19,43 @@ pub(super) struct Runtime {
     pub slack_fraction: f64,
     /// Bytes that never change during the step (weights and optimizer states).
     persistent: u64,
+    /// The gradients, alive from backward through the optimizer step.
+    gradients: u64,
     /// The 512-byte rounding of the persistent tensors.
     pub rounding: u64,
-    /// NCCL's buffers (more than one GPU), paged optimizer states, the CUDA graph pool.
+    /// NCCL's buffers (more than one GPU).
     pub nccl: u64,
+    /// Whether forward and backward replay as CUDA graphs (torch.compile `reduce-overhead`).
+    graphs: bool,
+    /// What the graphs' private pool adds to the device peak, set by [`Runtime::levels`].
     pub graph_pool: u64,
-    /// Everything outside the allocator: the CUDA context plus the three above.
+    /// Everything outside the allocator: the CUDA context, NCCL, paged optimizer states.
     device_extra: u64,
 }
 
 impl Runtime {
-    pub fn new(s: &Step, cal: &Calibration, saved_activations: u64) -> Self {
+    pub fn new(s: &Step, cal: &Calibration) -> Self {
         let scen = s.scen;
         let nccl = if scen.gpus > 1 { cal.nccl_bytes } else { 0 };
-        // Assumed: the captured region's high-water mark is the saved activations.
-        let graph_pool = if scen.runtime.cuda_graphs {
-            saved_activations
-        } else {
-            0
-        };
         Runtime {
             workspaces: cal.cublas_workspace_bytes * cal.cublas_workspaces,
             slack_fraction: slack_fraction(cal, scen),
             persistent: s.st.weights + s.st.optimizer.device + s.st.master_weights,
+            gradients: s.st.gradients,
             rounding: s.st.rounding_overhead,
             nccl,
-            graph_pool,
-            device_extra: cal.cuda_context_bytes + nccl + s.st.optimizer.paged + graph_pool,
+            graphs: scen.runtime.cuda_graphs,
+            graph_pool: 0,
+            device_extra: cal.cuda_context_bytes + nccl + s.st.optimizer.paged,
         }
     }
 
     /// Allocated adds 512-byte rounding and cuBLAS workspaces; reserved adds the allocator's
-    /// slack over transient bytes; device adds the context, NCCL, paged states.
-    pub fn levels(&self, tl: Timeline) -> Vec<TimelinePoint> {
-        tl.points
+    /// slack over transient bytes and the CUDA graph pool's idle reservation; device adds the
+    /// context, NCCL, paged states.
+    pub fn levels(&mut self, tl: Timeline) -> Vec<TimelinePoint> {
+        let mut points: Vec<TimelinePoint> = tl
+            .points
             .into_iter()
             .map(|(phase, label, tensors)| {
                 let allocated = tensors + self.rounding + self.workspaces;
@@ -70,6 +73,49 @@ impl Runtime {
                     device: reserved + self.device_extra,
                 }
             })
+            .collect();
+        if self.graphs {
+            let without = points.iter().map(|p| p.device).max().unwrap_or(0);
+            let idle = self.graph_pool_idle(&points);
+            for (p, idle) in points.iter_mut().zip(idle) {
+                p.reserved += idle;
+                p.device += idle;
+            }
+            let with = points.iter().map(|p| p.device).max().unwrap_or(0);
+            self.graph_pool = with - without;
+        }
+        points
+    }
+
+    /// The CUDA graph pool's reserved but unused bytes at each point.
+    ///
+    /// PyTorch's CUDA graph trees (`torch/_inductor/cudagraph_trees.py`) allocate everything
+    /// the compiled forward and backward create (saved activations, temporaries, the loss and
+    /// the gradients the backward outputs) in one private pool of the caching allocator, which
+    /// keeps the memory it reserved: after the first step the pool holds the forward and
+    /// backward's reserved high-water mark for good. Inside the captured region that is what
+    /// eager training reserves at its peak anyway; the optimizer step runs eagerly after it
+    /// and cannot reuse the pool's free blocks, so its temporaries come on top of the pool,
+    /// which still holds the gradients. The non-static inputs copied into the pool (token ids
+    /// and labels, bytes per token) are left out; a warm-up or re-recording run, fragmentation
+    /// inside the pool and a compiled optimizer are not modelled.
+    fn graph_pool_idle(&self, points: &[TimelinePoint]) -> Vec<u64> {
+        let captured = |phase: Phase| matches!(phase, Phase::Forward | Phase::Loss | Phase::Backward);
+        let base = self.persistent + self.rounding + self.workspaces;
+        let in_pool = |p: &TimelinePoint| match p.phase {
+            ph if captured(ph) => p.reserved.saturating_sub(base),
+            Phase::Optimizer => self.gradients,
+            _ => 0,
+        };
+        let high_water = points
+            .iter()
+            .filter(|p| captured(p.phase))
+            .map(in_pool)
+            .max()
+            .unwrap_or(0);
+        points
+            .iter()
+            .map(|p| high_water.saturating_sub(in_pool(p)))
             .collect()
     }
 }

@@ -156,7 +156,7 @@ pub fn estimate_and_time(
 fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let (spec, scen) = (step.spec, step.scen);
     let (timeline, fwd, loss) = schedule::run(&step);
-    let runtime = Runtime::new(&step, cal, fwd.acts);
+    let mut runtime = Runtime::new(&step, cal);
     let points = runtime.levels(timeline);
     let peak = levels::peaks(&points);
     let verdict = levels::verdict(gpu, &peak);
@@ -166,7 +166,8 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let totals = Totals {
         activations: fwd.acts,
         autocast_cache: fwd.cache,
-        reserved_slack: peak.reserved - peak.allocated,
+        // The graph pool's idle reservation is its own component.
+        reserved_slack: (peak.reserved - runtime.graph_pool).saturating_sub(peak.allocated),
         host_activations,
     };
     let components = components::list(&step, cal, &runtime, &totals);
