@@ -62,6 +62,13 @@ fn with_tp(s: &Scenario) -> bool {
     s.parallel.tensor > 1
 }
 
+fn zero(s: &Scenario) -> bool {
+    matches!(
+        s.parallel.data,
+        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3
+    )
+}
+
 fn ddp(s: &Scenario) -> bool {
     s.parallel.data == DataParallel::Ddp && s.gpus > 1
 }
@@ -372,6 +379,13 @@ pub static GROUPS: &[Group] = &[
                 help: "Gradients live in DDP's buckets instead of a second copy.",
                 control: Control::Check,
                 shown: ddp,
+            },
+            Field {
+                key: "ds_bf16",
+                label: "DeepSpeed bf16 master and states",
+                help: "bf16_master_weights_and_grads + bf16_optimizer_states: 2 B instead of 4.",
+                control: Control::Check,
+                shown: zero,
             },
         ],
     },

@@ -249,6 +249,11 @@ pub const FLAGS: &[Flag] = &[
         "bucket-view",
         "DDP's gradient_as_bucket_view=True (gradients are views into the buckets).",
     ),
+    flag(
+        "ds_bf16",
+        "ds-bf16",
+        "DeepSpeed ZeRO with bf16: bf16_master_weights_and_grads and bf16_optimizer_states.",
+    ),
     renamed(
         "expandable",
         "expandable-segments",

@@ -208,6 +208,7 @@ pub const FIELDS: &[Field] = &[
     choice!("opt_offload", Offload, parallel.offload_optimizer),
     choice!("param_offload", Offload, parallel.offload_params),
     switch!("bucket_view", parallel.grad_bucket_view),
+    switch!("ds_bf16", parallel.ds_bf16_states),
     switch!("expandable", runtime.expandable_segments),
     switch!("graphs", runtime.cuda_graphs),
 ];

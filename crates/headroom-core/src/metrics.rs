@@ -70,6 +70,8 @@ pub fn label(a: Option<&Analysis>, metric: &str) -> String {
         "bytes.gradients" => "Gradients",
         "bytes.optimizer_states" => "Optimizer states",
         "bytes.activations_per_layer" => "Activations per layer",
+        "bytes.attention_scores_per_layer" => "Attention s x s tensors per layer",
+        "bytes.attention_core_per_layer" => "Attention kernel's tensors per layer",
         "bytes.retained_after_forward" => "Held after forward",
         "bytes.peak_tensors" | "peak.tensors" => "Peak (tensors)",
         "bytes.peak_allocated" | "peak.allocated" => "Peak (allocated)",
@@ -144,6 +146,8 @@ fn json_field(a: &Analysis, name: &str) -> Option<Leaf> {
             "gradients" => n(b.gradients),
             "optimizer_states" => n(b.optimizer_states),
             "activations_per_layer" => n(b.activations_per_layer),
+            "attention_scores_per_layer" => n(b.attention_scores_per_layer),
+            "attention_core_per_layer" => n(b.attention_core_per_layer),
             "retained_after_forward" => n(b.retained_after_forward),
             "peak_tensors" => n(b.peak_tensors),
             "peak_allocated" => n(b.peak_allocated),
@@ -232,12 +236,17 @@ fn field(a: &Analysis, name: &str) -> Result<f64, String> {
 /// (weights, states, activations, counts, times) follow from shapes: 0.
 pub fn assumed_part(a: &Analysis, metric: &str) -> f64 {
     use crate::estimate::{Confidence, Level};
-    let assumed = |upto: Level| -> f64 {
+    // `reserved`: whether the peak is a reserved (or device) figure, which the allocator's
+    // slack and the graph pool's idle blocks add to; allocated counts neither.
+    let assumed = |upto: Level, reserved: bool| -> f64 {
         let rank = |l: Level| l as u8;
         a.estimate
             .components
             .iter()
             .filter(|c| c.confidence == Confidence::Assumed && rank(c.level) <= rank(upto))
+            .filter(|c| reserved || !matches!(c.id, "reserved_slack" | "cuda_graph_pool"))
+            // Host memory is listed with the device level but is not on the GPU.
+            .filter(|c| c.id != "host")
             .map(|c| c.bytes as f64)
             .sum()
     };
@@ -252,10 +261,10 @@ pub fn assumed_part(a: &Analysis, metric: &str) -> f64 {
             };
         }
         match name {
-            "peak.tensors" | "bytes.peak_tensors" => assumed(Level::Tensors),
-            "peak.allocated" | "bytes.peak_allocated" | "peak.reserved"
-            | "bytes.peak_reserved" => assumed(Level::Allocator),
-            "peak.device" | "bytes.peak_device" => assumed(Level::Device),
+            "peak.tensors" | "bytes.peak_tensors" => assumed(Level::Tensors, false),
+            "peak.allocated" | "bytes.peak_allocated" => assumed(Level::Allocator, false),
+            "peak.reserved" | "bytes.peak_reserved" => assumed(Level::Allocator, true),
+            "peak.device" | "bytes.peak_device" => assumed(Level::Device, true),
             _ => 0.0,
         }
     };

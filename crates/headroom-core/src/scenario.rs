@@ -293,6 +293,10 @@ pub struct Parallel {
     pub offload_params: Offload,
     /// DDP's `gradient_as_bucket_view` (saves a full copy of the gradients).
     pub grad_bucket_view: bool,
+    /// DeepSpeed's `bf16_master_weights_and_grads` and `bf16_optimizer_states` (ZeRO with
+    /// bf16): the master copy, the gradient partition and the optimizer states in bf16.
+    #[serde(default)]
+    pub ds_bf16_states: bool,
 }
 
 /// Runtime and allocator settings.
@@ -366,6 +370,7 @@ impl Default for Scenario {
                 offload_optimizer: Offload::None,
                 offload_params: Offload::None,
                 grad_bucket_view: false,
+                ds_bf16_states: false,
             },
             runtime: Runtime {
                 expandable_segments: false,

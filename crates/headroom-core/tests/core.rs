@@ -177,3 +177,91 @@ fn sequences_past_the_models_positions_are_flagged() {
     assert!(warnings("model=llama-3.2-1b&seq=131072").is_empty());
     assert!(warnings("model=llama-3.2-1b&seq=262144")[0].contains("131072"));
 }
+
+fn named(id: &str, overrides: &str) -> headroom_core::Scenario {
+    let base = headroom_core::codec::named_scenarios()
+        .into_iter()
+        .find(|n| n.id == id)
+        .expect("a named scenario")
+        .scenario;
+    let pairs = headroom_core::codec::query_pairs(overrides).expect("pairs");
+    headroom_core::codec::decode_pairs(base, &pairs).expect("decodes")
+}
+
+/// CUDA graph trees keep the compiled forward and backward's allocations in a private pool at
+/// its reserved high-water mark (torch/_inductor/cudagraph_trees.py); the eager optimizer step
+/// cannot reuse it. So graphs change no live tensor (allocated) figure, and the pool costs the
+/// optimizer step's reservation beyond the gradients, on top of that high-water mark.
+#[test]
+fn the_cuda_graph_pool_costs_what_the_eager_optimizer_step_cannot_reuse() {
+    use headroom_core::estimate::Phase;
+    let off = headroom_core::analyze(&named("ex0-366m-t4-fp32-baseline", "graphs=0"))
+        .expect("analyzes")
+        .estimate;
+    let on = headroom_core::analyze(&named("ex0-366m-t4-fp32-baseline", "graphs=1"))
+        .expect("analyzes")
+        .estimate;
+    assert_eq!(on.peak.allocated, off.peak.allocated);
+    assert_eq!(on.peak.tensors, off.peak.tensors);
+    let pool = on
+        .components
+        .iter()
+        .find(|c| c.id == "cuda_graph_pool")
+        .expect("a pool component")
+        .bytes;
+    assert_eq!(on.peak.device - off.peak.device, pool);
+    // From the eager timeline: the captured phases' reserved high-water mark above the
+    // persistent states, then the optimizer step's points with it held (less the gradients,
+    // which live in the pool).
+    let persistent = off.bytes.weights + off.bytes.optimizer_states;
+    let base = off.timeline[0].allocated - off.timeline[0].tensors + persistent;
+    let captured = |p: Phase| matches!(p, Phase::Forward | Phase::Loss | Phase::Backward);
+    let high_water = off
+        .timeline
+        .iter()
+        .filter(|p| captured(p.phase))
+        .map(|p| p.reserved - base)
+        .max()
+        .expect("points");
+    let optimizer_device = off
+        .timeline
+        .iter()
+        .filter(|p| p.phase == Phase::Optimizer)
+        .map(|p| p.device + high_water - off.bytes.gradients)
+        .max()
+        .expect("an optimizer step");
+    assert_eq!(pool, optimizer_device.saturating_sub(off.peak.device));
+    // AdamW's foreach step in fp32 allocates one parameter-sized temporary (1.46 GB here):
+    // the pool costs that plus the allocator's slack on it, not the 66 GB of activations.
+    let step = off
+        .components
+        .iter()
+        .find(|c| c.id == "optimizer_step")
+        .expect("a step transient")
+        .bytes;
+    assert!(pool > step && pool < step + step / 4, "{pool} vs {step}");
+}
+
+/// DeepSpeed's bf16_master_weights_and_grads + bf16_optimizer_states: under ZeRO-1 on 8 GPUs
+/// each GPU keeps the full bf16 weights and gradients, and an eighth of the two bf16 Adam
+/// moments (4 B), the bf16 master copy (2 B) and the bf16 gradient partition (2 B), against
+/// 8 + 4 + 4 B in its default bf16 mode. Llama 2 7B: 6,738,415,616 parameters.
+#[test]
+fn deepspeed_bf16_states_halve_the_sharded_optimizer_side() {
+    let n = 6_738_415_616u64;
+    let b = |o: &str| {
+        headroom_core::analyze(&named("ex2-7b-zero-8x80gb", o))
+            .expect("analyzes")
+            .estimate
+            .bytes
+    };
+    let bf16 = b("dp=zero1&ds_bf16=1");
+    assert_eq!(bf16.weights, 2 * n);
+    assert_eq!(bf16.gradients, 2 * n);
+    assert_eq!(bf16.optimizer_states, (4 * n).div_ceil(8) + 2 * (2 * n).div_ceil(8));
+    let fp32 = b("dp=zero1&ds_bf16=0");
+    assert_eq!(fp32.optimizer_states, (8 * n).div_ceil(8) + 2 * (4 * n).div_ceil(8));
+    // Without ZeRO the option does not apply (and says so).
+    let a = headroom_core::analyze(&named("ex2-7b-zero-8x80gb", "dp=ddp&ds_bf16=1")).expect("ok");
+    assert!(a.estimate.warnings.iter().any(|w| w.contains("ds_bf16")), "{:?}", a.estimate.warnings);
+}

@@ -23,6 +23,7 @@ pub use types::{
     TimelinePoint, Verdict,
 };
 
+use crate::activations::{Part, Saved};
 use crate::calibration::Calibration;
 use crate::catalog::{Gpu, GpuCatalog, PresetCatalog};
 use crate::error::ScenarioError;
@@ -50,6 +51,13 @@ fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<Str
             ));
         }
     }
+    if scen.parallel.ds_bf16_states && !crate::states::ds_bf16_states(scen) {
+        out.push(
+            "ds_bf16 (DeepSpeed's bf16 master weights, gradients and optimizer states) applies \
+             to ZeRO stages 1-3 with bf16 or amp-bf16 precision: ignored here."
+                .into(),
+        );
+    }
     if spec.position_embeddings > 0 && seq > spec.position_embeddings {
         out.push(format!(
             "The model's learned position table has {} rows: sequences of {seq} tokens cannot run \
@@ -64,6 +72,11 @@ fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<Str
         ));
     }
     out
+}
+
+/// The bytes of a layer's saved tensors at one part.
+fn part_bytes(saved: &[Saved], part: Part) -> u64 {
+    saved.iter().filter(|s| s.part == part).map(Saved::bytes).sum()
 }
 
 /// The attention kernel assumed, and why (SDPA's kernel from `crate::sdpa`).
@@ -176,6 +189,8 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         gradients: st.gradients,
         optimizer_states: st.optimizer.device + st.master_weights + st.optimizer.paged,
         activations_per_layer: step.dense_bytes,
+        attention_scores_per_layer: part_bytes(&step.dense, Part::AttentionScores),
+        attention_core_per_layer: part_bytes(&step.dense, Part::AttentionCore),
         retained_after_forward: loss.retained,
         peak_tensors: peak.tensors,
         peak_allocated: peak.allocated,

@@ -168,6 +168,12 @@ pub struct KeyBytes {
     pub optimizer_states: u64,
     /// One steady decoder layer's saved tensors (parameters excluded), without checkpointing.
     pub activations_per_layer: u64,
+    /// Of those, the s x s tensors (eager attention or SDPA's math kernel: probabilities,
+    /// their copies, the dropout mask); 0 for the fused kernels.
+    pub attention_scores_per_layer: u64,
+    /// Of those, what attention keeps apart from the s x s tensors: q, k, v, the output, the
+    /// logsumexp and RNG state of a fused kernel.
+    pub attention_core_per_layer: u64,
     /// Everything alive after forward and loss beyond weights, gradients, optimizer states and
     /// input ids: saved activations, autocast weight copies, logits if kept, loss buffers.
     pub retained_after_forward: u64,

@@ -75,6 +75,13 @@ pub fn deepspeed_config(scen: &Scenario) -> (Value, Vec<String>) {
         "zero_optimization": zero,
     });
     match scen.precision {
+        Precision::AmpBf16 | Precision::Bf16 if crate::states::ds_bf16_states(scen) => {
+            cfg["bf16"] = json!({
+                "enabled": true,
+                "bf16_master_weights_and_grads": true,
+                "bf16_optimizer_states": true
+            })
+        }
         Precision::AmpBf16 | Precision::Bf16 => cfg["bf16"] = json!({"enabled": true}),
         Precision::AmpFp16 | Precision::Fp16 => {
             // Dynamic loss scaling (loss_scale 0), DeepSpeed's documented default form.

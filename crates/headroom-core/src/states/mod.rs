@@ -87,6 +87,12 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
     };
     // DeepSpeed trains a 16-bit model and keeps fp32 master weights in its optimizer.
     let ds_mixed = zero > 0 && p != Precision::Fp32;
+    // DeepSpeed's bf16_master_weights_and_grads + bf16_optimizer_states: 2 B instead of 4.
+    let ds_master = if ds_bf16_states(scen) {
+        DType::Bf16
+    } else {
+        DType::F32
+    };
     let base_dtype = weight_dtype(scen, ds_mixed);
     let local = local_tensors(spec, inv, scen, &place, base_dtype, ds_mixed);
     let trainable: u64 = local.train.iter().map(|t| t.rows * t.cols * t.count).sum();
@@ -95,7 +101,8 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
     } else {
         scen.lora.adapter_dtype
     };
-    let mut s = unsharded(&local, scen, base_dtype, grad_dtype, trainable, ds_mixed);
+    let ds = ds_mixed.then_some(ds_master);
+    let mut s = unsharded(&local, scen, base_dtype, grad_dtype, trainable, ds);
     let facts = Facts {
         scen,
         inv,
@@ -106,7 +113,11 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
     };
     // DeepSpeed also keeps an fp32 gradient partition (its estimator: 2 + 4 + 4 + 8 = 18
     // B/param).
-    let ds_fp32_grads = if ds_mixed { trainable * 4 } else { 0 };
+    let ds_fp32_grads = if ds_mixed {
+        trainable * ds_master.bytes()
+    } else {
+        0
+    };
     match scen.parallel.data {
         DataParallel::Ddp => sharding::ddp(&mut s, scen, &place),
         DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => {
@@ -153,6 +164,18 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
     }
 }
 
+/// Whether DeepSpeed keeps its master copy, gradient partition and optimizer states in bf16
+/// (`bf16_master_weights_and_grads`, `bf16_optimizer_states`): asked for, under ZeRO with a
+/// bf16 precision.
+pub fn ds_bf16_states(scen: &Scenario) -> bool {
+    scen.parallel.ds_bf16_states
+        && matches!(
+            scen.parallel.data,
+            DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3
+        )
+        && matches!(scen.precision, Precision::Bf16 | Precision::AmpBf16)
+}
+
 /// The (base) model's weight dtype: 16 bits under DeepSpeed's mixed precision, the precision's
 /// parameter dtype in full training, and a 16-bit frozen base under LoRA unless in fp32.
 fn weight_dtype(scen: &Scenario, ds_mixed: bool) -> DType {
@@ -169,26 +192,26 @@ fn weight_dtype(scen: &Scenario, ds_mixed: bool) -> DType {
 }
 
 /// The states on one GPU before data parallelism: weights, gradients in the training dtype,
-/// the optimizer's states (over fp32 masters under DeepSpeed mixed precision).
+/// the optimizer's states (over DeepSpeed's master copy, of dtype `ds`, under its mixed
+/// precision).
 fn unsharded(
     local: &Local,
     scen: &Scenario,
     base_dtype: DType,
     grad_dtype: DType,
     trainable: u64,
-    ds_mixed: bool,
+    ds: Option<DType>,
 ) -> Sharded {
-    let state_tensors: Vec<TrainTensor> = if ds_mixed {
-        local
+    let state_tensors: Vec<TrainTensor> = match ds {
+        Some(master) => local
             .train
             .iter()
             .map(|t| TrainTensor {
-                dtype: DType::F32,
+                dtype: master,
                 ..*t
             })
-            .collect()
-    } else {
-        local.train.clone()
+            .collect(),
+        None => local.train.clone(),
     };
     let qlora = if scen.method == Method::Qlora {
         ", NF4 + double-quant for the layers' Linears (0.516 B/param)"
@@ -215,7 +238,7 @@ fn unsharded(
         ),
         optimizer: state_bytes(scen.optimizer, &state_tensors),
         optimizer_formula: crate::optimizer::formula(scen.optimizer).to_string(),
-        master: if ds_mixed { trainable * 4 } else { 0 },
+        master: ds.map_or(0, |m| trainable * m.bytes()),
         ..Sharded::default()
     }
 }

@@ -91,8 +91,13 @@ pub(super) fn zero(stage: u8, s: &mut Sharded, f: &Facts, ds_fp32_grads: u64) {
     s.optimizer.paged = p.shard(s.optimizer.paged);
     s.optimizer.step_transient = p.shard(s.optimizer.step_transient);
     s.master = p.shard(s.master) + p.shard(ds_fp32_grads);
+    let master = if super::ds_bf16_states(scen) {
+        "bf16"
+    } else {
+        "fp32"
+    };
     s.optimizer_formula = format!(
-        "({}) / {dp} GPUs, + fp32 master weights and fp32 gradient partition / {dp}",
+        "({}) / {dp} GPUs, + {master} master weights and {master} gradient partition / {dp}",
         s.optimizer_formula
     );
     if stage >= 2 {
