@@ -155,8 +155,8 @@ pub fn literal_byte_figures(text: &str) -> Vec<String> {
     while i < b.len() {
         // A figure starts after a non-alphanumeric, or after the `x` of `8x80 GB`.
         let after_times = i >= 2 && b[i - 1] == b'x' && b[i - 2].is_ascii_digit();
-        let starts = b[i].is_ascii_digit()
-            && (i == 0 || !b[i - 1].is_ascii_alphanumeric() || after_times);
+        let starts =
+            b[i].is_ascii_digit() && (i == 0 || !b[i - 1].is_ascii_alphanumeric() || after_times);
         if !starts {
             i += 1;
             continue;
@@ -174,7 +174,10 @@ pub fn literal_byte_figures(text: &str) -> Vec<String> {
                 && !text[j + u.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())
         });
         if let Some(u) = unit {
-            out.push(format!("{} {u}", text[i..num_end].trim_end_matches(['.', ','])));
+            out.push(format!(
+                "{} {u}",
+                text[i..num_end].trim_end_matches(['.', ','])
+            ));
             i = j + u.len();
         } else {
             i = num_end.max(i + 1);
@@ -312,7 +315,9 @@ fn parse_claim(at: &str, c: &Value) -> Result<Claim, ClaimError> {
     let quoted = literal_byte_figures(&quote);
     for part in &note {
         if let NotePart::Text(t) = part
-            && let Some(f) = literal_byte_figures(t).into_iter().find(|f| !quoted.contains(f))
+            && let Some(f) = literal_byte_figures(t)
+                .into_iter()
+                .find(|f| !quoted.contains(f))
         {
             return Err(bad(
                 "note",
@@ -614,7 +619,9 @@ mod tests {
     fn a_notes_figures_are_computed_from_the_claims_scenario() {
         let text = with(
             "note",
-            json!("Weights {{bytes.weights}}, {{bytes.weights | GB}}; at batch 2 the peak is {{peak.tensors @ batch=2}}."),
+            json!(
+                "Weights {{bytes.weights}}, {{bytes.weights | GB}}; at batch 2 the peak is {{peak.tensors @ batch=2}}."
+            ),
         );
         let r = row(&text).expect("evaluates");
         let a = |q: &str| {
@@ -654,7 +661,8 @@ mod tests {
             d.to_string()
         };
         assert!(parse_file("t", &ok).is_ok());
-        let e = parse_file("t", &with("note", json!("They take 14.96 GiB."))).expect_err("an error");
+        let e =
+            parse_file("t", &with("note", json!("They take 14.96 GiB."))).expect_err("an error");
         assert!(
             matches!(&e, ClaimError::Field { field, message, .. } if field == "note" && message.contains("14.96 GiB")),
             "{e}"

@@ -258,10 +258,20 @@ fn deepspeed_bf16_states_halve_the_sharded_optimizer_side() {
     let bf16 = b("dp=zero1&ds_bf16=1");
     assert_eq!(bf16.weights, 2 * n);
     assert_eq!(bf16.gradients, 2 * n);
-    assert_eq!(bf16.optimizer_states, (4 * n).div_ceil(8) + 2 * (2 * n).div_ceil(8));
+    assert_eq!(
+        bf16.optimizer_states,
+        (4 * n).div_ceil(8) + 2 * (2 * n).div_ceil(8)
+    );
     let fp32 = b("dp=zero1&ds_bf16=0");
-    assert_eq!(fp32.optimizer_states, (8 * n).div_ceil(8) + 2 * (4 * n).div_ceil(8));
+    assert_eq!(
+        fp32.optimizer_states,
+        (8 * n).div_ceil(8) + 2 * (4 * n).div_ceil(8)
+    );
     // Without ZeRO the option does not apply (and says so).
     let a = headroom_core::analyze(&named("ex2-7b-zero-8x80gb", "dp=ddp&ds_bf16=1")).expect("ok");
-    assert!(a.estimate.warnings.iter().any(|w| w.contains("ds_bf16")), "{:?}", a.estimate.warnings);
+    assert!(
+        a.estimate.warnings.iter().any(|w| w.contains("ds_bf16")),
+        "{:?}",
+        a.estimate.warnings
+    );
 }

@@ -335,7 +335,9 @@ impl ComponentId {
                 Persistent,
                 Phase::Optimizer,
                 Allocator,
-                Src::Text("torch/_inductor/cudagraph_trees.py: one private pool per device holds the compiled forward and backward's allocations"),
+                Src::Text(
+                    "torch/_inductor/cudagraph_trees.py: one private pool per device holds the compiled forward and backward's allocations",
+                ),
                 Sure::Assumed,
             ),
             Host => m(

@@ -100,7 +100,8 @@ impl Runtime {
     /// and labels, bytes per token) are left out; a warm-up or re-recording run, fragmentation
     /// inside the pool and a compiled optimizer are not modelled.
     fn graph_pool_idle(&self, points: &[TimelinePoint]) -> Vec<u64> {
-        let captured = |phase: Phase| matches!(phase, Phase::Forward | Phase::Loss | Phase::Backward);
+        let captured =
+            |phase: Phase| matches!(phase, Phase::Forward | Phase::Loss | Phase::Backward);
         let base = self.persistent + self.rounding + self.workspaces;
         let in_pool = |p: &TimelinePoint| match p.phase {
             ph if captured(ph) => p.reserved.saturating_sub(base),

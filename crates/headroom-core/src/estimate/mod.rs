@@ -76,7 +76,11 @@ fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<Str
 
 /// The bytes of a layer's saved tensors at one part.
 fn part_bytes(saved: &[Saved], part: Part) -> u64 {
-    saved.iter().filter(|s| s.part == part).map(Saved::bytes).sum()
+    saved
+        .iter()
+        .filter(|s| s.part == part)
+        .map(Saved::bytes)
+        .sum()
 }
 
 /// The attention kernel assumed, and why (SDPA's kernel from `crate::sdpa`).
