@@ -98,7 +98,7 @@ def short_settings(s):
     if method in ("lora", "qlora"):
         method += f" r{s.get('rank', 16)} {s.get('targets', 'all')}"
     parts.append(method)
-    parts += [s.get("precision", ""), f"ckpt {s.get('checkpointing', 'none')}"]
+    parts += [s.get("precision", ""), s.get("optimizer", ""), f"ckpt {s.get('checkpointing', 'none')}"]
     attn = s.get("attention", "sdpa")
     parts.append(attn + (f" ({s['sdpa']})" if attn == "sdpa" and "sdpa" in s else ""))
     if "gpus" in s:
