@@ -33,6 +33,9 @@ pub enum Action {
     CustomModel(Box<ModelSpec>),
     /// A whole new scenario (a named scenario, say).
     Replace(Scenario),
+    /// An input the page could not use (a config.json the core refuses): the scenario keeps
+    /// its last readable value and the results stand dimmed until it is fixed.
+    Refused(String, String),
     DismissLinkErrors,
 }
 
@@ -74,6 +77,9 @@ impl CalcState {
             Action::Replace(s) => {
                 next = CalcState::new(s, Vec::new());
             }
+            Action::Refused(key, message) => {
+                next.field_errors.insert(key, message);
+            }
             Action::DismissLinkErrors => next.link_errors.clear(),
         }
         next
@@ -114,6 +120,15 @@ mod tests {
         let fixed = edit(&s, "batch", "2");
         assert!(fixed.field_errors.is_empty());
         assert_eq!(fixed.scenario.micro_batch, 2);
+    }
+
+    #[test]
+    fn a_refused_config_is_an_error_until_a_model_is_readable() {
+        let s = CalcState::default().apply(Action::Refused("model".into(), "bad".into()));
+        assert_eq!(s.scenario, Scenario::default());
+        assert!(s.field_errors.contains_key("model"));
+        let fixed = edit(&s, "model", "gpt2");
+        assert!(fixed.field_errors.is_empty());
     }
 
     #[test]

@@ -20,7 +20,11 @@ const CUSTOM: &str = "__custom";
 
 /// Parses config text into the scenario's model, or returns the message to show.
 fn apply_config(text: &str, dispatch: &Callback<Action>) -> Result<(), String> {
-    let spec = parse_config_json(text).map_err(|e| format!("This config cannot be used: {e}"))?;
+    let spec = parse_config_json(text).map_err(|e| {
+        let message = format!("This config cannot be used: {e}");
+        dispatch.emit(Action::Refused("model".into(), message.clone()));
+        message
+    })?;
     crate::dom::edit_started();
     dispatch.emit(Action::CustomModel(Box::new(spec)));
     Ok(())

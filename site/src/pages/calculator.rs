@@ -109,6 +109,8 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
     };
     let dismiss = dispatch.reform(|_| Action::DismissLinkErrors);
     let scen = state.scenario.clone();
+    // An input the core could not read leaves the scenario at its last readable value.
+    let stale = !state.field_errors.is_empty();
     let compare_href = format!(
         "{}/compare?{}",
         dom::base_path(),
@@ -118,11 +120,11 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
         <main class="calc" id="main">
             <aside class="inputs" aria-label="Inputs">
                 <ScenarioForm state={Rc::new((*state).clone())} dispatch={dispatch.clone()}/>
-                if let Ok(a) = &*analysis {
+                if let (Ok(a), false) = (&*analysis, stale) {
                     <VerdictBar analysis={a.clone()} gpus={scen.gpus}/>
                 }
             </aside>
-            <div class="results">
+            <div class={classes!("results", stale.then_some("stale"))}>
                 if let Some((title, description)) = &opened.1 {
                     <header class="named">
                         <h1>{ title }</h1>
@@ -134,6 +136,13 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                     <Share scenario={scen.clone()}/>
                     <a class="button-like" href={compare_href} id="compare-link">{ "Compare with a change" }</a>
                 </div>
+                if stale {
+                    if let Ok(a) = &*analysis {
+                        <div class="notice" role="status" id="stale-notice">
+                            { format!("These results are still for {} with the last inputs that could be read: fix the marked input to update them.", a.estimate.model) }
+                        </div>
+                    }
+                }
                 { match &*analysis {
                     Ok(a) => html! {
                         <>

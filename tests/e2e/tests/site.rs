@@ -462,6 +462,23 @@ fn a_pasted_config_is_estimated_and_travels_in_the_link() {
         "{msg}"
     );
     assert_numbers_match(&s, &cli);
+    // The results stand dimmed and say which model they are still for (issue 17 §4).
+    let stale = s.js(
+        "const r = document.querySelector('.results'); const n = document.getElementById('stale-notice'); return [r.classList.contains('stale'), n && n.textContent]",
+        json!([]),
+    );
+    assert_eq!(stale[0], json!(true), "{stale}");
+    assert!(
+        stale[1].as_str().is_some_and(|t| t.contains("still for")),
+        "{stale}"
+    );
+    // A readable model clears it.
+    s.select("f-model", "gpt2");
+    s.wait_for(
+        "return !document.querySelector('.results').classList.contains('stale')",
+        WAIT,
+        "the results undimmed",
+    );
 }
 
 #[test]
@@ -771,6 +788,17 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
             json!([]),
         );
         assert_eq!(errors, json!(0), "example {n}: every claim evaluates");
+        // Each row's Why is the note with its figures computed by the core, as the CLI would.
+        let named = headroom_core::codec::named_scenarios();
+        for (i, r) in claims::evaluate(&file, &named).into_iter().enumerate() {
+            let note = s.js(
+                "return document.querySelector('#claim-' + arguments[0] + ' .note').textContent",
+                json!([i + 1]),
+            );
+            let r = r.expect("evaluates");
+            assert!(!r.note.contains("{{"), "example {n}, claim {}", i + 1);
+            assert_eq!(note, json!(r.note), "example {n}, claim {}", i + 1);
+        }
         // Each row's verdict and scenario link are the file's.
         for (i, c) in file.claims.iter().enumerate() {
             let row = s.js(
