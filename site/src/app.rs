@@ -93,7 +93,7 @@ fn Chrome(props: &ChromeProps) -> Html {
                     <a href={format!("{base}/examples")}>{ "Worked examples" }</a>
                     if !examples.is_empty() {
                         <details class="menu">
-                            <summary>{ "Examples" }</summary>
+                            <summary>{ "Scenarios" }</summary>
                             <div class="menu-panel">
                                 <p class="menu-title">{ "Worked examples from practitioners' guides" }</p>
                                 <ul>

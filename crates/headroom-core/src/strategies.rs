@@ -48,6 +48,8 @@ pub struct Strategy {
     /// is, the one with the highest tokens per second per GPU (so adding GPUs is weighed by
     /// what they cost). At most one row.
     pub recommended: bool,
+    /// The share-link query of the scenario after the change (`v=1&...`), to apply it.
+    pub link: String,
 }
 
 /// One technique applied to a scenario: the strategy table's row id, the technique, the change
@@ -418,6 +420,7 @@ pub fn strategies_from(
                 speed_change: speed_change(t.tokens_per_second, now_tps),
                 changes_training: crate::plan::changes_training(scen, &s),
                 recommended: false,
+                link: crate::codec::encode(&s),
             }
         })
         .collect();

@@ -22,6 +22,16 @@ fn gpu_name(id: &str) -> String {
         .map_or_else(|_| id.to_string(), |g| g.name.clone())
 }
 
+/// A model's name as people know it: the preset's name, or the id the estimate carries.
+pub fn model_name(id: &str) -> String {
+    match id {
+        "custom" => "Your config.json".into(),
+        _ => headroom_core::catalog::PresetCatalog::builtin()
+            .get(id)
+            .map_or_else(|_| id.to_string(), |p| p.name.clone()),
+    }
+}
+
 /// Fits or not, the headroom, and what would fit.
 #[component]
 pub fn Verdict(props: &AnalysisProps) -> Html {
@@ -34,10 +44,15 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
     };
     let gpu = gpu_name(&v.gpu);
     let per = if props.gpus > 1 { " per GPU" } else { "" };
+    // The model is named, so an answer never reads as another model's.
     let headline = if v.fits {
-        format!("Fits on {} x {gpu}", props.gpus)
+        format!("{}: fits on {} x {gpu}", model_name(&e.model), props.gpus)
     } else {
-        format!("Does not fit on {} x {gpu}", props.gpus)
+        format!(
+            "{}: does not fit on {} x {gpu}",
+            model_name(&e.model),
+            props.gpus
+        )
     };
     // What fits, when the page asked for it.
     let fit = props.analysis.fit.map(|fit| {
@@ -78,7 +93,45 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
             <p class="verdict-line">{ format!("Attention: {}.", e.attention) }</p>
             { for e.warnings.iter().map(|w| html! { <p class="notice" role="note">{ w.clone() }</p> }) }
             { for fit }
+            { next_step(&props.analysis) }
         </section>
+    }
+}
+
+/// What to do next: for a setup that does not fit, the fastest single change that fits
+/// without changing the training (the strategy table's recommendation), applied in one
+/// click, or a pointer to the planner when no single change is enough.
+fn next_step(a: &Analysis) -> Html {
+    let Some(rows) = a.strategies.as_ref() else {
+        return html! {};
+    };
+    let base = crate::dom::base_path();
+    if a.estimate.verdict.fits {
+        return html! {
+            <p class="next" id="next-step">{ "Next: " }
+                <a href="#planner-title">{ "find faster plans" }</a>{ " or " }
+                <a href="#strategies-title">{ "see what each technique saves" }</a>{ "." }</p>
+        };
+    }
+    let pick = rows
+        .iter()
+        .find(|r| r.recommended)
+        .or_else(|| rows.iter().find(|r| r.fits));
+    match pick {
+        Some(r) => html! {
+            <p class="next" id="next-step">
+                { format!("Next: {} ({}) fits: peak {}, speed {}{}. ", r.technique, r.change,
+                    format::bytes(r.peak_device), speed(r),
+                    if r.changes_training { "; it changes what is trained" } else { "" }) }
+                <a class="button-like" href={format!("{base}/?{}", r.link)} id="apply-next">{ "Apply" }</a>
+            </p>
+        },
+        None => html! {
+            <p class="next" id="next-step">
+                { "No single change is enough: " }
+                <a href="#planner-title">{ "find plans that combine them" }</a>{ "." }
+            </p>
+        },
     }
 }
 
@@ -290,6 +343,7 @@ mod tests {
             speed_change,
             changes_training: false,
             recommended: false,
+            link: String::new(),
         }
     }
 

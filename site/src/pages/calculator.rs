@@ -29,9 +29,33 @@ pub struct CalculatorProps {
     pub named: Option<AttrValue>,
 }
 
+/// Where a first visit opens (the plain calculator with an empty link): a question the page
+/// answers well, LoRA on an 8B model on one 24 GB card.
+const FIRST_VISIT: &str = "llama-3.1-8b-lora-4090";
+
+/// One-click starting points for the questions people ask most: (named scenario, question).
+const STARTING_POINTS: &[(&str, &str)] = &[
+    (
+        "llama-3.1-8b-lora-4090",
+        "LoRA on an 8B model, one 24 GB GPU",
+    ),
+    ("mistral-7b-qlora-t4", "QLoRA on a 7B model, a free T4"),
+    (
+        "llama-3.1-8b-h100",
+        "Full fine-tune of an 8B model, one H100",
+    ),
+    (
+        "llama-3.1-70b-full-8xh100",
+        "Full fine-tune of a 70B model, 8 x 80 GB",
+    ),
+];
+
 /// The state a page opens on: the named scenario (if any), then the link's fields on top.
+/// A plain calculator with an empty link opens on [`FIRST_VISIT`].
 fn initial_state(named: Option<&str>) -> (CalcState, Option<(String, String)>) {
     let mut errors = Vec::new();
+    let query = dom::current_query();
+    let named = named.or((query.trim_start_matches('?').is_empty()).then_some(FIRST_VISIT));
     let mut base = Scenario::default();
     let mut title = None;
     if let Some(id) = named {
@@ -46,7 +70,7 @@ fn initial_state(named: Option<&str>) -> (CalcState, Option<(String, String)>) {
             )),
         }
     }
-    let q = parse(&dom::current_query(), base);
+    let q = parse(&query, base);
     errors.extend(q.errors);
     (CalcState::new(q.scenario, errors), title)
 }
@@ -132,6 +156,14 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                     </header>
                 }
                 <LinkErrors errors={state.link_errors.clone()} on_dismiss={dismiss}/>
+                if props.named.is_none() {
+                    <nav class="starts" aria-label="Common questions">
+                        <span>{ "Start from a common question:" }</span>
+                        { for STARTING_POINTS.iter().map(|(id, q)| html! {
+                            <a href={format!("{}/s/{id}", dom::base_path())}>{ *q }</a>
+                        }) }
+                    </nav>
+                }
                 <div class="toolbar">
                     <Share scenario={scen.clone()}/>
                     <a class="button-like" href={compare_href} id="compare-link">{ "Compare with a change" }</a>
@@ -139,7 +171,10 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                 if stale {
                     if let Ok(a) = &*analysis {
                         <div class="notice" role="status" id="stale-notice">
-                            { format!("These results are still for {} with the last inputs that could be read: fix the marked input to update them.", a.estimate.model) }
+                            { format!("These results are still for {} with the last inputs that could be read: fix the marked input to update them.", match &scen.model {
+                                headroom_core::scenario::ModelChoice::Custom(spec) => format!("the custom {} ({} layers, hidden {})", spec.model_type, spec.layers, spec.hidden),
+                                _ => crate::components::report::model_name(&a.estimate.model),
+                            }) }
                         </div>
                     }
                 }

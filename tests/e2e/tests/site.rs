@@ -89,9 +89,77 @@ fn a_named_short_link_shows_the_clis_numbers() {
 }
 
 #[test]
-fn changing_inputs_updates_the_link_and_the_numbers() {
+fn a_first_visit_opens_on_a_question_it_answers_with_starting_points_and_a_next_step() {
     let site = Site::start();
     let s = site.open("/");
+    // The empty link opens on LoRA of an 8B model on one 24 GB card, which fits.
+    assert_numbers_match(
+        &s,
+        &cli_json(&["estimate", "--named", "llama-3.1-8b-lora-4090"]),
+    );
+    let first = s.js(
+        "return [document.querySelector('#verdict h2').textContent, document.querySelectorAll('nav.starts a').length, document.getElementById('next-step').textContent]",
+        json!([]),
+    );
+    assert!(
+        first[0]
+            .as_str()
+            .is_some_and(|h| h.starts_with("Llama 3.1 8B") && h.contains("fits on 1 x")),
+        "{first}"
+    );
+    assert_eq!(first[1], json!(4), "four starting points");
+    assert!(
+        first[2].as_str().is_some_and(|t| t.starts_with("Next:")),
+        "{first}"
+    );
+    // Each starting point is a named scenario that analyzes.
+    let hrefs = s.js(
+        "return [...document.querySelectorAll('nav.starts a')].map(a => a.getAttribute('href'))",
+        json!([]),
+    );
+    for h in hrefs.as_array().expect("a list") {
+        let id = h
+            .as_str()
+            .and_then(|h| h.rsplit('/').next())
+            .expect("an id");
+        assert!(
+            !cli_json(&["estimate", "--named", id])["bytes"].is_null(),
+            "{id}"
+        );
+    }
+    // A setup that does not fit shows the change that makes it fit, applied in one click.
+    s.goto(&site.url("/?v=1"));
+    s.wait_ready();
+    let next = s.js(
+        "const a = document.getElementById('apply-next'); return [document.getElementById('next-step').textContent, a && a.getAttribute('href')]",
+        json!([]),
+    );
+    assert!(
+        next[0]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Next:") || t.starts_with("No single change")),
+        "{next}"
+    );
+    if let Some(href) = next[1].as_str() {
+        s.click(&s.find("#apply-next"));
+        s.wait_for(
+            "return document.getElementById('verdict').getAttribute('data-fits') === 'true'",
+            WAIT,
+            "the applied change fits",
+        );
+        assert!(
+            s.url().ends_with(href.trim_start_matches('/'))
+                || s.url().contains(href.split('?').nth(1).unwrap_or("")),
+            "{href}"
+        );
+    }
+}
+
+#[test]
+fn changing_inputs_updates_the_link_and_the_numbers() {
+    let site = Site::start();
+    // `v=1` alone is the default scenario (an empty link opens on a first-visit question).
+    let s = site.open("/?v=1");
     assert_numbers_match(&s, &cli_json(&["estimate"]));
     let history_before = s.js("return history.length", json!([]));
 
@@ -428,7 +496,7 @@ fn the_page_fits_a_phone_screen() {
 #[test]
 fn a_pasted_config_is_estimated_and_travels_in_the_link() {
     let site = Site::start();
-    let s = site.open("/");
+    let s = site.open("/?v=1");
     // A small real-shaped Llama config (the reference suite's), pasted as a reader would.
     let config = r#"{"model_type": "llama", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "tie_word_embeddings": false}"#;
     s.select("f-model", "__custom");
