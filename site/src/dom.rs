@@ -156,10 +156,28 @@ pub fn mark_analyze(ms: f64) {
 pub fn post_height() {
     let Some(w) = window() else { return };
     let Some(document) = w.document() else { return };
-    let Some(root) = document.document_element() else {
-        return;
+    // The content's own height (the page's main element and the body's margins), not the
+    // document's scroll height, which never drops below the frame's current height: a frame
+    // must be able to shrink.
+    let Some(body) = document.body() else { return };
+    let height = match document.get_element_by_id("main") {
+        Some(main) => {
+            let style = w.get_computed_style(&body).ok().flatten();
+            let margin = |side: &str| {
+                style
+                    .as_ref()
+                    .and_then(|s| s.get_property_value(side).ok())
+                    .and_then(|v| v.trim_end_matches("px").parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            (main.get_bounding_client_rect().bottom()
+                + w.scroll_y().unwrap_or(0.0)
+                + margin("margin-bottom")
+                + margin("padding-bottom"))
+            .ceil() as i32
+        }
+        None => body.scroll_height(),
     };
-    let height = root.scroll_height();
     let Ok(Some(parent)) = w.parent() else { return };
     if parent == w {
         return;
@@ -172,9 +190,10 @@ pub fn post_height() {
 
 /// Calls [`post_height`] whenever the document's size changes (kept alive for the page's life).
 pub fn watch_height() {
+    // The main element's size is what the frame follows (see `post_height`).
     let Some(root) = window()
         .and_then(|w| w.document())
-        .and_then(|d| d.document_element())
+        .and_then(|d| d.get_element_by_id("main").or_else(|| d.document_element()))
     else {
         return;
     };

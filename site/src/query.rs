@@ -36,7 +36,7 @@ impl View {
 
     pub fn label(self) -> &'static str {
         match self {
-            View::Calculator => "the whole calculator",
+            View::Calculator => "all results (no inputs)",
             View::Breakdown => "the memory breakdown",
             View::Timeline => "the step timeline chart",
             View::Strategies => "the strategy table",

@@ -16,7 +16,7 @@ pub struct AnalysisProps {
     pub gpus: u32,
 }
 
-fn gpu_name(id: &str) -> String {
+pub fn gpu_name(id: &str) -> String {
     GpuCatalog::builtin()
         .get(id)
         .map_or_else(|_| id.to_string(), |g| g.name.clone())
@@ -282,14 +282,14 @@ pub fn StrategyTable(props: &AnalysisProps) -> Html {
                 { for rows.iter().map(|s| html! {
                     <tr data-id={s.id} class={classes!(s.recommended.then_some("recommended"))}>
                         <th scope="row">{ &s.technique }</th>
-                        <td>{ &s.change }{ if s.changes_training { " *" } else { "" } }</td>
-                        <td><Bytes bytes={s.peak_device}/></td>
-                        <td class={if s.saved < 0 { "costs" } else { "saves" }}>
+                        <td data-label="Change">{ &s.change }{ if s.changes_training { " *" } else { "" } }</td>
+                        <td data-label="Peak after"><Bytes bytes={s.peak_device}/></td>
+                        <td data-label="Saves" class={if s.saved < 0 { "costs" } else { "saves" }}>
                             { if s.saved < 0 { format!("costs {}", format::bytes(s.saved.unsigned_abs())) }
                               else { format::bytes(s.saved as u64) } }
                         </td>
-                        <td>{ if s.recommended { "yes, fastest" } else if s.fits { "yes" } else { "no" } }</td>
-                        <td class={if s.speed_change < -0.005 { "costs" } else { "saves" }}>{ speed(s) }</td>
+                        <td data-label="Fits">{ if s.recommended { "yes, fastest" } else if s.fits { "yes" } else { "no" } }</td>
+                        <td data-label="Speed" class={if s.speed_change < -0.005 { "costs" } else { "saves" }}>{ speed(s) }</td>
                     </tr>
                 }) }
                 </tbody>

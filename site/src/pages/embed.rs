@@ -9,7 +9,7 @@ use super::calculator::results;
 use super::{Outcome, outcome};
 use crate::charts::ChartKind;
 use crate::components::chart::Chart;
-use crate::components::report::{BreakdownTable, StrategyTable, Verdict};
+use crate::components::report::{BreakdownTable, StrategyTable, Verdict, gpu_name, model_name};
 use crate::dom;
 use crate::query::{View, calculator_query, parse};
 use headroom_core::What;
@@ -39,10 +39,23 @@ pub fn Embed() -> Html {
         Ok(a) => {
             let est = Rc::new(a.estimate.clone());
             let gpus = q.scenario.gpus;
+            // Every view says which model, GPUs and verdict it is for.
+            let v = &a.estimate.verdict;
+            let caption = html! {
+                <p class="embed-caption" id="embed-caption">
+                    <strong>{ model_name(&a.estimate.model) }</strong>
+                    { format!(" on {gpus} x {}: {}, peak {} of {}{}.", gpu_name(&v.gpu),
+                        if v.fits { "fits" } else { "does not fit" },
+                        headroom_core::format::bytes(a.estimate.peak.device),
+                        headroom_core::format::bytes(v.capacity),
+                        if gpus > 1 { " per GPU" } else { "" }) }
+                </p>
+            };
             match q.view {
-                View::Calculator => results(a, gpus, "headroom"),
+                View::Calculator => html! { <>{ caption }{ results(a, gpus, "headroom") }</> },
                 View::Timeline => html! {
-                    <Chart kind={ChartKind::Timeline} estimate={est} label="Memory over one training step"/>
+                    <>{ caption }
+                    <Chart kind={ChartKind::Timeline} estimate={est} label="Memory over one training step"/></>
                 },
                 View::Breakdown => html! {
                     <>
@@ -51,7 +64,9 @@ pub fn Embed() -> Html {
                         <BreakdownTable analysis={a.clone()} gpus={gpus}/>
                     </>
                 },
-                View::Strategies => html! { <StrategyTable analysis={a.clone()} gpus={gpus}/> },
+                View::Strategies => {
+                    html! { <>{ caption }<StrategyTable analysis={a.clone()} gpus={gpus}/></> }
+                }
             }
         }
     };
