@@ -5,6 +5,8 @@
 use headroom_core::catalog::{Gpu, GpuCatalog, Preset, PresetCatalog};
 use headroom_core::codec::{self, decode};
 use headroom_core::format;
+use headroom_core::plan::{PlanOptions, plan};
+use headroom_core::scenario::Scenario;
 use headroom_core::{Estimate, estimate};
 use yew::prelude::*;
 
@@ -28,23 +30,45 @@ const RECIPES: [(&str, &str); 3] = [
     ),
 ];
 
-fn recipe(model: &str, gpu: &str, query: &str) -> Option<(Estimate, String)> {
+/// A recipe's estimate on one GPU, its link, and its scenario (for the planner).
+fn recipe(model: &str, gpu: &str, query: &str) -> Option<(Estimate, String, Scenario)> {
     let scen = decode(&format!("model={model}&gpu={gpu}&{query}")).ok()?;
-    Some((estimate(&scen).ok()?, codec::encode(&scen)))
+    Some((estimate(&scen).ok()?, codec::encode(&scen), scen))
 }
 
-/// A cell: the device peak, whether it fits, a link to the calculator on that scenario.
-fn fit_cell(result: Option<(Estimate, String)>) -> Html {
+/// What makes a recipe that does not fit fit on the same GPUs without changing the training:
+/// the planner's ladder (its cheapest path, one change at a time), as "what" and its link.
+fn fits_with(scen: &Scenario) -> Option<(String, String)> {
+    let p = plan(scen, &PlanOptions::default()).ok()?;
+    if !p.ladder_fits {
+        return None;
+    }
+    let steps = p.ladder.get(1..)?;
+    let what: Vec<String> = steps
+        .iter()
+        .map(|s| format!("{} ({})", s.technique.to_lowercase(), s.change))
+        .collect();
+    Some((what.join(" + "), steps.last()?.link.clone()))
+}
+
+/// A cell: the device peak, whether it fits, a link to the calculator on that scenario, and
+/// for a recipe that does not fit, the changes that make it fit.
+fn fit_cell(result: Option<(Estimate, String, Scenario)>) -> Html {
     let base = crate::dom::base_path();
     match result {
-        Some((e, link)) => {
+        Some((e, link, scen)) => {
             let fits = e.verdict.fits;
+            let fix = (!fits).then(|| fits_with(&scen)).flatten();
             html! {
                 <td class={classes!("num", if fits { "fits" } else { "no-fit" })}
                     data-value={e.peak.device.to_string()}>
                     <a href={format!("{base}/?{link}")}>
                         { format::bytes(e.peak.device) }{ if fits { " ✓" } else { " ✗" } }
                     </a>
+                    if let Some((what, link)) = fix {
+                        <span class="fits-with">{ "fits with " }
+                            <a href={format!("{base}/?{link}")}>{ what }</a></span>
+                    }
                 </td>
             }
         }
@@ -185,7 +209,7 @@ pub fn ModelPage(props: &IdProps) -> Html {
     // The smallest single GPU each recipe fits on (catalog order by memory).
     let smallest = |q: &str| {
         gpus.iter().find_map(|g| {
-            let (e, link) = recipe(&p.id, &g.id, q)?;
+            let (e, link, _) = recipe(&p.id, &g.id, q)?;
             e.verdict.fits.then(|| (g.name.clone(), g.id.clone(), link))
         })
     };

@@ -4,8 +4,11 @@
 //!   search (issue 4) and the planner with its exports (issue 6) share the one app and took
 //!   it to 415.7 KB (2026-11-22), so the limit was raised on purpose, not drifted past.
 //!   Writing the charts' SVG directly instead of through plotters took it back to 391.8 KB
-//!   (2026-11-22), and the limit came down to 400; the way further back is a second bundle
-//!   for the documentation pages;
+//!   (2026-11-22), and the limit came down to 400. Issue 17's claims with live figures, the
+//!   first-visit starting points, the verdict's next step and the catalog's "fits with", and
+//!   issue 13's new architectures took it past 400 (404.4 KB before the architectures,
+//!   2026-11-25; no single item over a few KB, per `twiggy top`), so the limit was raised on
+//!   purpose to 420; the way back is still a second bundle for the documentation pages;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -22,7 +25,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 400 * 1000;
+const SIZE_BUDGET: u64 = 420 * 1000;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
