@@ -44,11 +44,8 @@ fn fits_with(scen: &Scenario) -> Option<(String, String)> {
         return None;
     }
     let steps = p.ladder.get(1..)?;
-    let what: Vec<String> = steps
-        .iter()
-        .map(|s| format!("{} ({})", s.technique.to_lowercase(), s.change))
-        .collect();
-    Some((what.join(" + "), steps.last()?.link.clone()))
+    let what: Vec<&str> = steps.iter().map(|s| s.technique.as_str()).collect();
+    Some((what.join(", then "), steps.last()?.link.clone()))
 }
 
 /// A cell: the device peak, whether it fits, a link to the calculator on that scenario, and
