@@ -70,6 +70,7 @@ pub fn draw_breakdown(svg: &mut Svg, est: &Estimate, pal: &Palette, width: u32, 
             ("persistent (all step)", pal.persistent, Mark::Square),
             ("transient", pal.transient, Mark::Square),
         ],
+        &[],
     );
 }
 

@@ -115,7 +115,7 @@ pub fn draw_efficiency(
         }
         entries.push((c.dtype.as_str(), color, Mark::Line(3.0)));
     }
-    legend(svg, &f, pal, &entries);
+    legend(svg, &f, pal, &entries, &[]);
 }
 
 /// The chart as an SVG document (what the page shows).

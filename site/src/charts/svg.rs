@@ -346,7 +346,15 @@ pub enum Mark {
 }
 
 /// The legend box, in the lower right of the plotting area, in the chart's colours.
-pub fn legend(svg: &mut Svg, frame: &Frame, pal: &Palette, entries: &[(&str, Rgb, Mark)]) {
+/// The legend box in the plotting area's corner that covers the fewest of `avoid` (pixel
+/// points of the data, so the legend never hides a curve's peak or spike); bottom right first.
+pub fn legend(
+    svg: &mut Svg,
+    frame: &Frame,
+    pal: &Palette,
+    entries: &[(&str, Rgb, Mark)],
+    avoid: &[(f64, f64)],
+) {
     if entries.is_empty() {
         return;
     }
@@ -356,7 +364,27 @@ pub fn legend(svg: &mut Svg, frame: &Frame, pal: &Palette, entries: &[(&str, Rgb
         .map(|(name, ..)| text_width(name, FONT))
         .fold(0.0, f64::max);
     let (w, h) = (38.0 + widest + 10.0, entries.len() as f64 * ROW + 12.0);
-    let (x1, y1) = (frame.right - 5.0, frame.bottom - 5.0);
+    let (right, bottom) = (frame.right - 5.0, frame.bottom - 5.0);
+    let (left, top) = ((frame.left + 5.0).min(right - w), frame.top + 24.0);
+    let corners = [
+        (right, bottom),
+        (left + w, bottom),
+        (right, top + h),
+        (left + w, top + h),
+    ];
+    let covered = |(x1, y1): (f64, f64)| {
+        avoid
+            .iter()
+            .filter(|(x, y)| {
+                *x >= x1 - w - 4.0 && *x <= x1 + 4.0 && *y >= y1 - h - 4.0 && *y <= y1 + 4.0
+            })
+            .count()
+    };
+    let (x1, y1) = corners
+        .iter()
+        .copied()
+        .min_by_key(|c| covered(*c))
+        .unwrap_or((right, bottom));
     let (x0, y0) = ((x1 - w).max(frame.left + 2.0), y1 - h);
     svg.rect((x0, y0), (x1, y1), pal.background, 0.85);
     svg.frame((x0, y0), (x1, y1), pal.grid);
@@ -381,6 +409,43 @@ pub fn legend(svg: &mut Svg, frame: &Frame, pal: &Palette, entries: &[(&str, Rgb
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The legend goes to the corner with none of the data in it.
+    #[test]
+    fn the_legend_keeps_off_the_data() {
+        let pal = crate::charts::palette(false);
+        let f = Frame {
+            left: 50.0,
+            top: 10.0,
+            right: 600.0,
+            bottom: 300.0,
+            x: (0.0, 1.0),
+            y: (0.0, 1.0),
+        };
+        let entries = [("a series", pal.text, Mark::Line(2.0))];
+        let x_of_box = |avoid: &[(f64, f64)]| {
+            let mut svg = Svg::new(640, 320, pal.background);
+            legend(&mut svg, &f, &pal, &entries, avoid);
+            let out = svg.finish();
+            let at = out.find("fill-opacity").expect("the legend's box");
+            let rect = &out[out[..at].rfind("<rect").expect("a rect")..at];
+            let x = rect
+                .split("x=\"")
+                .nth(1)
+                .expect("x")
+                .split('"')
+                .next()
+                .expect("x");
+            x.parse::<f64>().expect("a number")
+        };
+        // Nothing to avoid: bottom right.
+        assert!(x_of_box(&[]) > 400.0);
+        // A spike in the bottom right corner (the optimizer step at the end): elsewhere.
+        let spike: Vec<(f64, f64)> = (0..30)
+            .map(|i| (590.0, 300.0 - 10.0 * f64::from(i)))
+            .collect();
+        assert!(x_of_box(&spike) < 200.0);
+    }
 
     #[test]
     fn ticks_are_round_and_within_range() {

@@ -102,7 +102,8 @@ pub fn draw_timeline(svg: &mut Svg, est: &Estimate, pal: &Palette, width: u32, h
     // The label beside the marker, on the side with room, kept inside the plotting area.
     let label = format!("peak {:.1} GiB ({})", peak, phase_name(est.peak.phase));
     let label_w = text_width(&label, 12.0);
-    let ly = f.py((peak + top * 0.035).min(top * 0.9));
+    // Below the row of phase labels, so the two never run into each other on a narrow chart.
+    let ly = f.py((peak + top * 0.035).min(top * 0.9)).max(f.top + 22.0);
     if (pi as f64) > n * 0.6 || px + 10.0 + label_w > f.right {
         let lx = (px - 12.0).max(f.left + 4.0 + label_w);
         svg.text(
@@ -132,7 +133,13 @@ pub fn draw_timeline(svg: &mut Svg, est: &Estimate, pal: &Palette, width: u32, h
         .map(|(name, color, _)| (*name, *color, Mark::Line(3.0)))
         .collect();
     entries.push(("GPU memory", pal.capacity, Mark::Line(1.0)));
-    legend(svg, &f, pal, &entries);
+    // Keep the legend off the curves (the optimizer's spike ends the step at the right).
+    let avoid: Vec<(f64, f64)> = points
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| [p.device, p.tensors].map(|v| f.at((i as f64, v as f64 / GIB))))
+        .collect();
+    legend(svg, &f, pal, &entries, &avoid);
 }
 
 fn phase_name(p: Phase) -> &'static str {
