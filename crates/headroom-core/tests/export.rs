@@ -361,3 +361,45 @@ fn unknown_export_target_names_the_field() {
         assert_eq!(Target::parse("export", t.id()).ok(), Some(t));
     }
 }
+
+/// A forced SDPA kernel is what the estimate assumed, so the FSDP2 script leaves PyTorch only
+/// that kernel (its global `torch.backends.cuda.enable_*_sdp` switches) and the other targets
+/// say so; the automatic choice writes nothing. DeepSpeed's bf16 master/state options reach
+/// its config.
+#[test]
+fn a_forced_sdpa_kernel_and_deepspeed_bf16_states_are_exported() {
+    use headroom_core::scenario::SdpaKernel;
+    let forced = Scenario {
+        sdpa: SdpaKernel::Efficient,
+        ..Scenario::default()
+    };
+    let r = resolve(&forced).unwrap_or_else(|e| panic!("{e}"));
+    let script = export(&r.spec, &forced, Target::Fsdp2).text;
+    assert!(script.contains("torch.backends.cuda.enable_mem_efficient_sdp(True)"));
+    assert!(script.contains("torch.backends.cuda.enable_flash_sdp(False)"));
+    let trainer = export(&r.spec, &forced, Target::Trainer).text;
+    assert!(
+        trainer.contains("enable_mem_efficient_sdp(True)"),
+        "{trainer}"
+    );
+    let auto = export(&r.spec, &Scenario::default(), Target::Fsdp2).text;
+    assert!(!auto.contains("enable_flash_sdp"));
+
+    let ds = Scenario {
+        gpus: 8,
+        precision: Precision::Bf16,
+        parallel: headroom_core::scenario::Parallel {
+            data: DataParallel::Zero2,
+            ds_bf16_states: true,
+            ..Scenario::default().parallel
+        },
+        ..Scenario::default()
+    };
+    let v: Value = serde_json::from_str(&export(&r.spec, &ds, Target::DeepSpeed).text)
+        .unwrap_or_else(|e| panic!("not JSON: {e}"));
+    assert_eq!(
+        v["bf16"]["bf16_master_weights_and_grads"],
+        Value::Bool(true)
+    );
+    assert_eq!(v["bf16"]["bf16_optimizer_states"], Value::Bool(true));
+}

@@ -54,10 +54,35 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
     if scen.runtime.cuda_graphs {
         n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());
     }
+    if let Some(lines) = sdpa_switches(scen) {
+        n.push(format!(
+            "SDPA kernel as estimated: {}",
+            lines.lines().collect::<Vec<_>>().join("; ")
+        ));
+    }
     if scen.keep_logits {
         n.push("the scenario keeps the outputs (logits) alive through backward: keep only outputs.loss in the loop".into());
     }
     n
+}
+
+/// PyTorch's global switches that leave SDPA only the kernel the scenario forces (the estimate
+/// assumed it; without them PyTorch picks by its own rules): `None` under eager attention or
+/// the automatic choice.
+pub fn sdpa_switches(scen: &Scenario) -> Option<String> {
+    use crate::scenario::{Attention, SdpaKernel};
+    if scen.attention != Attention::Sdpa || scen.sdpa == SdpaKernel::Auto {
+        return None;
+    }
+    let on = |k: SdpaKernel| if scen.sdpa == k { "True" } else { "False" };
+    Some(format!(
+        "torch.backends.cuda.enable_flash_sdp({})\ntorch.backends.cuda.enable_mem_efficient_sdp({})\n\
+         torch.backends.cuda.enable_cudnn_sdp({})\ntorch.backends.cuda.enable_math_sdp({})\n",
+        on(SdpaKernel::Flash),
+        on(SdpaKernel::Efficient),
+        on(SdpaKernel::Cudnn),
+        on(SdpaKernel::Math)
+    ))
 }
 
 fn lora_targets(scen: &Scenario) -> &'static str {

@@ -77,6 +77,11 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
             "model = AutoModelForCausalLM.from_pretrained(MODEL, dtype={load_dtype}, attn_implementation=\"{attn}\")\n"
         ));
     }
+    if let Some(lines) = super::common::sdpa_switches(scen) {
+        t.push_str(&format!(
+            "# SDPA kernel forced, as the estimate assumed: the others are switched off.\n{lines}"
+        ));
+    }
     // transformers 5.23: activation_checkpointing_enable (gradient_checkpointing_enable is its
     // deprecated alias); every_n_layers checkpoints one decoder layer in k.
     match scen.checkpointing {
