@@ -408,6 +408,13 @@ pub static GROUPS: &[Group] = &[
                 control: Control::Check,
                 shown: always,
             },
+            Field {
+                key: "margin",
+                label: "Safety margin (% of GPU memory)",
+                help: "Kept free: it fits only with this much to spare (verdict, fit search, planner).",
+                control: INT,
+                shown: always,
+            },
         ],
     },
 ];

@@ -266,6 +266,11 @@ pub const FLAGS: &[Flag] = &[
         "graphs",
         "CUDA graphs on (torch.compile mode=\"reduce-overhead\").",
     ),
+    flag(
+        "margin",
+        "margin",
+        "Safety margin: percent of the GPU's memory to keep free (0 to 50); it fits only with that much to spare.",
+    ),
 ];
 
 impl Flag {

@@ -189,7 +189,16 @@ fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
             i + 1,
             tokens_per_second(p.tokens_per_second),
             bytes(p.peak_device),
-            signed_bytes(p.headroom),
+            // A plan with under 5% to spare is marked: the runtime constants are assumed.
+            format!(
+                "{}{}",
+                signed_bytes(p.headroom),
+                if p.headroom_percent < headroom_core::estimate::TIGHT_PERCENT {
+                    "!"
+                } else {
+                    ""
+                }
+            ),
             speed_change(if input.tokens_per_second > 0.0 {
                 p.tokens_per_second / input.tokens_per_second - 1.0
             } else {
@@ -277,6 +286,12 @@ pub fn table(p: &Planning) -> String {
         s.push_str(
             "The ladder found no single change that saves more memory: see the plans above.\n",
         );
+    }
+    if p.plans
+        .iter()
+        .any(|b| b.headroom_percent < headroom_core::estimate::TIGHT_PERCENT)
+    {
+        s.push_str("! risky: under 5% of the GPU to spare while the runtime constants are assumed (set --margin to plan with room)\n");
     }
     if let Some(b) = p.plans.first() {
         let _ = writeln!(s, "\nplan 1: ?{}", b.link);

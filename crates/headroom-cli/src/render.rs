@@ -94,15 +94,26 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
         "  device     {:>12}   (nvidia-smi: + CUDA context, NCCL, paged memory)",
         bytes(e.peak.device)
     );
+    let margin = if v.margin > 0 {
+        format!(", safety margin {} kept free", bytes(v.margin))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "\n{} on {} ({} usable): headroom {} ({:.1}%)",
+        "\n{} on {} ({} usable): headroom {} ({:.1}%){margin}",
         if v.fits { "FITS" } else { "DOES NOT FIT" },
         v.gpu,
         bytes(v.capacity),
         signed_bytes(v.headroom),
         v.headroom_percent
     );
+    if v.tight {
+        let _ = writeln!(
+            s,
+            "tight: under 5% to spare while the runtime constants are assumed; consider --margin"
+        );
+    }
     let show = |x: Option<u32>| x.map_or("none".to_string(), |n| n.to_string());
     let _ = writeln!(
         s,

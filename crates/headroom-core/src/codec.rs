@@ -211,6 +211,7 @@ pub const FIELDS: &[Field] = &[
     switch!("ds_bf16", parallel.ds_bf16_states),
     switch!("expandable", runtime.expandable_segments),
     switch!("graphs", runtime.cuda_graphs),
+    number!("margin", runtime.margin),
 ];
 
 /// Query keys in the order they are written (the keys of [`FIELDS`]).

@@ -170,6 +170,8 @@ fn json_field(a: &Analysis, name: &str) -> Option<Leaf> {
             "fits" => Some(Leaf::Number(f64::from(u8::from(v.fits)))),
             "headroom" => Some(Leaf::Number(v.headroom as f64)),
             "headroom_percent" => Some(Leaf::Number(v.headroom_percent)),
+            "margin" => n(v.margin),
+            "tight" => Some(Leaf::Number(f64::from(u8::from(v.tight)))),
             "gpu" => Some(Leaf::Text),
             _ => None,
         },

@@ -306,7 +306,14 @@ pub struct Runtime {
     pub expandable_segments: bool,
     /// CUDA graphs (torch.compile "reduce-overhead"): a private pool holds its high-water mark.
     pub cuda_graphs: bool,
+    /// Percent of the GPU's memory kept free: a setup fits only with this much to spare
+    /// (the verdict, what fits and the planner all use it). 0 to [`MAX_MARGIN`].
+    #[serde(default)]
+    pub margin: u32,
 }
+
+/// The largest safety margin, in percent of the GPU's memory.
+pub const MAX_MARGIN: u32 = 50;
 
 /// Everything an estimate needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -375,6 +382,7 @@ impl Default for Scenario {
             runtime: Runtime {
                 expandable_segments: false,
                 cuda_graphs: false,
+                margin: 0,
             },
         }
     }
@@ -406,6 +414,7 @@ impl Scenario {
         range("seq", self.seq, 1, MAX_SEQ)?;
         range("accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
         range("tp", self.parallel.tensor, 1, 1024)?;
+        range("margin", self.runtime.margin, 0, MAX_MARGIN)?;
         range("pp", self.parallel.pipeline, 1, 1024)?;
         if self.method != Method::Full {
             range("rank", self.lora.rank, 1, MAX_LORA_RANK)?;

@@ -275,3 +275,36 @@ fn deepspeed_bf16_states_halve_the_sharded_optimizer_side() {
         a.estimate.warnings
     );
 }
+
+/// A safety margin keeps that share of the GPU free: the verdict, what fits and every plan
+/// respect it, and it never changes a byte of the estimate itself.
+#[test]
+fn a_safety_margin_is_kept_free_by_the_verdict_the_fit_and_the_planner() {
+    let plain = headroom_core::analyze(&named("llama-3.1-8b-lora-4090", "")).expect("ok");
+    let v = &plain.estimate.verdict;
+    assert!(v.fits && v.margin == 0);
+    // A margin just above its headroom turns the verdict, and only the verdict.
+    let pct = (v.headroom_percent.ceil() as u32) + 1;
+    let m = headroom_core::analyze(&named("llama-3.1-8b-lora-4090", &format!("margin={pct}")))
+        .expect("ok");
+    assert!(!m.estimate.verdict.fits);
+    assert_eq!(m.estimate.verdict.margin, v.capacity / 100 * u64::from(pct));
+    assert_eq!(m.estimate.peak, plain.estimate.peak);
+    // What fits shrinks with it.
+    let seq = |a: &headroom_core::Analysis| a.fit.expect("fit").max_seq.unwrap_or(0);
+    assert!(seq(&m) < seq(&plain), "{} vs {}", seq(&m), seq(&plain));
+    // Every plan offered keeps the margin free.
+    let scen = named("llama-3.1-8b-lora-4090", "margin=25");
+    let p = headroom_core::plan::plan(&scen, &headroom_core::plan::PlanOptions::default())
+        .expect("plans");
+    for plan in &p.plans {
+        assert!(
+            plan.headroom as f64 >= plan.capacity as f64 * 0.25 - 1.0,
+            "{}",
+            plan.link
+        );
+    }
+    // Out of range is named.
+    let e = headroom_core::codec::decode("v=1&margin=80").expect_err("refused");
+    assert!(e.to_string().contains("margin"), "{e}");
+}

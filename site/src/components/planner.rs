@@ -64,7 +64,10 @@ fn plan_rows(
                         aria-pressed={(n == chosen).to_string()}>{ format!("#{}", n + 1) }</button></td>
                     <td class="num">{ tps(p.tokens_per_second) }</td>
                     <td class="saves">{ pct(if now > 0.0 { p.tokens_per_second / now - 1.0 } else { 0.0 }) }</td>
-                    <td>{ bytes(p.peak_device) }</td>
+                    <td>{ bytes(p.peak_device) }
+                        if p.headroom_percent < headroom_core::estimate::TIGHT_PERCENT {
+                            <span class="risky" title="under 5% of the GPU to spare while runtime constants are assumed">{ " risky" }</span>
+                        }</td>
                     <td>{ changes(p) }</td>
                     <td><a href={href}>{ "open" }</a></td>
                 </tr>

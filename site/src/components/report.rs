@@ -90,6 +90,12 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                     format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at)
                 } }
             </p>
+            if v.margin > 0 {
+                <p class="verdict-line">{ format!("Safety margin: {} kept free.", format::bytes(v.margin)) }</p>
+            }
+            if v.tight {
+                <p class="notice" role="note" id="tight">{ "It fits with under 5% to spare, and the CUDA context and allocator slack are assumed until calibrated: a risky fit. Set a safety margin (Advanced overheads) to plan with room." }</p>
+            }
             <p class="verdict-line">{ format!("Attention: {}.", e.attention) }</p>
             { for e.warnings.iter().map(|w| html! { <p class="notice" role="note">{ w.clone() }</p> }) }
             { for fit }

@@ -149,16 +149,21 @@ pub(super) fn peaks(points: &[TimelinePoint]) -> Peaks {
     }
 }
 
-/// Fits when the device-level peak is within the GPU's memory.
-pub(super) fn verdict(gpu: &Gpu, peak: &Peaks) -> Verdict {
+/// Fits when the device-level peak is within the GPU's memory less the scenario's margin.
+pub(super) fn verdict(gpu: &Gpu, peak: &Peaks, margin_percent: u32) -> Verdict {
     let capacity = gpu.total_bytes;
     let headroom = capacity as i64 - peak.device as i64;
+    let margin = capacity / 100 * u64::from(margin_percent);
+    let headroom_percent = (headroom as f64 / capacity as f64 * 1000.0).round() / 10.0;
+    let fits = headroom >= margin as i64;
     Verdict {
         gpu: gpu.id.clone(),
         capacity,
-        fits: headroom >= 0,
+        fits,
         headroom,
-        headroom_percent: (headroom as f64 / capacity as f64 * 1000.0).round() / 10.0,
+        headroom_percent,
+        margin,
+        tight: fits && headroom_percent < super::types::TIGHT_PERCENT,
     }
 }
 

@@ -20,7 +20,7 @@ mod types;
 pub use components::ComponentId;
 pub use types::{
     Component, Confidence, Estimate, KeyBytes, Level, Lifetime, ParamCounts, Peaks, Phase,
-    TimelinePoint, Verdict,
+    TIGHT_PERCENT, TimelinePoint, Verdict,
 };
 
 use crate::activations::{Part, Saved};
@@ -176,7 +176,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let mut runtime = Runtime::new(&step, cal);
     let points = runtime.levels(timeline);
     let peak = levels::peaks(&points);
-    let verdict = levels::verdict(gpu, &peak);
+    let verdict = levels::verdict(gpu, &peak, scen.runtime.margin);
     let host_activations = host::offloaded_activations(&step);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;

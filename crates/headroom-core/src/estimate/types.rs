@@ -149,7 +149,15 @@ pub struct Verdict {
     /// Capacity minus the device-level peak (negative when it does not fit).
     pub headroom: i64,
     pub headroom_percent: f64,
+    /// Bytes the scenario's safety margin keeps free: it fits when `headroom >= margin`.
+    pub margin: u64,
+    /// It fits with less than [`TIGHT_PERCENT`] of the GPU to spare: the runtime constants
+    /// (context, allocator slack) are assumed until calibrated, so such a fit is risky.
+    pub tight: bool,
 }
+
+/// Below this much headroom (percent of the GPU's memory) a fit is marked tight.
+pub const TIGHT_PERCENT: f64 = 5.0;
 
 /// Parameter counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

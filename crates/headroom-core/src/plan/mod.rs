@@ -162,9 +162,11 @@ pub fn plan_with(
     // Settings that only save memory and cost no speed in the time model go into every plan.
     let base = Scenario {
         attention: Attention::Sdpa,
+        // The user's safety margin stays: every plan offered fits with it.
         runtime: crate::scenario::Runtime {
             expandable_segments: true,
             cuda_graphs: false,
+            ..start.runtime
         },
         ..start.clone()
     };
