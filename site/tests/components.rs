@@ -59,7 +59,8 @@ async fn the_verdict_says_whether_it_fits() {
     settle().await;
     let html = div.inner_html();
     assert!(fits);
-    assert!(html.contains("Fits on 1 x"), "{html}");
+    // The headline names the model it is for.
+    assert!(html.contains("Llama 3.1 8B: fits on 1 x"), "{html}");
     assert!(
         div.query_selector("#peak-device[data-bytes]")
             .ok()
@@ -79,7 +80,7 @@ async fn the_verdict_says_whether_it_fits() {
     .render();
     settle().await;
     assert!(
-        div.inner_html().contains("Does not fit"),
+        div.inner_html().contains("Llama 3.1 8B: does not fit"),
         "{}",
         div.inner_html()
     );
