@@ -409,6 +409,13 @@ pub static GROUPS: &[Group] = &[
                 shown: always,
             },
             Field {
+                key: "host_ram",
+                label: "Host RAM per node (GiB)",
+                help: "Checked against what offloading pins on the CPU side; 0 leaves it unchecked.",
+                control: INT,
+                shown: always,
+            },
+            Field {
                 key: "margin",
                 label: "Safety margin (% of GPU memory)",
                 help: "Kept free: it fits only with this much to spare (verdict, fit search, planner).",

@@ -267,6 +267,11 @@ pub const FLAGS: &[Flag] = &[
         "CUDA graphs on (torch.compile mode=\"reduce-overhead\").",
     ),
     flag(
+        "host_ram",
+        "host-ram",
+        "CPU RAM of one node in GiB, checked against what offloading pins there (0: unchecked).",
+    ),
+    flag(
         "margin",
         "margin",
         "Safety margin: percent of the GPU's memory to keep free (0 to 50); it fits only with that much to spare.",

@@ -108,6 +108,21 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
         signed_bytes(v.headroom),
         v.headroom_percent
     );
+    if v.host_per_node > 0 {
+        let _ = writeln!(
+            s,
+            "host RAM: {} per GPU, {} per node{}",
+            bytes(e.bytes.host),
+            bytes(v.host_per_node),
+            if v.host_ram == 0 {
+                " (unchecked: --host-ram)".to_string()
+            } else if v.host_fits {
+                format!(", within {}", bytes(v.host_ram))
+            } else {
+                format!(", MORE than the node's {}", bytes(v.host_ram))
+            }
+        );
+    }
     if v.tight {
         let _ = writeln!(
             s,

@@ -212,6 +212,7 @@ pub const FIELDS: &[Field] = &[
     switch!("expandable", runtime.expandable_segments),
     switch!("graphs", runtime.cuda_graphs),
     number!("margin", runtime.margin),
+    number!("host_ram", runtime.host_ram),
 ];
 
 /// Query keys in the order they are written (the keys of [`FIELDS`]).

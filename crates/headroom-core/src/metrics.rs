@@ -172,6 +172,9 @@ fn json_field(a: &Analysis, name: &str) -> Option<Leaf> {
             "headroom_percent" => Some(Leaf::Number(v.headroom_percent)),
             "margin" => n(v.margin),
             "tight" => Some(Leaf::Number(f64::from(u8::from(v.tight)))),
+            "host_per_node" => n(v.host_per_node),
+            "host_ram" => n(v.host_ram),
+            "host_fits" => Some(Leaf::Number(f64::from(u8::from(v.host_fits)))),
             "gpu" => Some(Leaf::Text),
             _ => None,
         },
@@ -247,8 +250,6 @@ pub fn assumed_part(a: &Analysis, metric: &str) -> f64 {
             .iter()
             .filter(|c| c.confidence == Confidence::Assumed && rank(c.level) <= rank(upto))
             .filter(|c| reserved || !matches!(c.id, "reserved_slack" | "cuda_graph_pool"))
-            // Host memory is listed with the device level but is not on the GPU.
-            .filter(|c| c.id != "host")
             .map(|c| c.bytes as f64)
             .sum()
     };

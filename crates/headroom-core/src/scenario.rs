@@ -310,7 +310,17 @@ pub struct Runtime {
     /// (the verdict, what fits and the planner all use it). 0 to [`MAX_MARGIN`].
     #[serde(default)]
     pub margin: u32,
+    /// CPU RAM of one node in GiB, checked against what offloading pins there; 0 leaves it
+    /// unchecked. 0 to [`MAX_HOST_RAM_GIB`].
+    #[serde(default)]
+    pub host_ram: u32,
 }
+
+/// The largest host RAM per node, GiB (64 TiB: far above any server's).
+pub const MAX_HOST_RAM_GIB: u32 = 65536;
+
+/// GPUs on one node, for per-node figures (host RAM) and the time model's links.
+pub const GPUS_PER_NODE: u32 = 8;
 
 /// The largest safety margin, in percent of the GPU's memory.
 pub const MAX_MARGIN: u32 = 50;
@@ -383,6 +393,7 @@ impl Default for Scenario {
                 expandable_segments: false,
                 cuda_graphs: false,
                 margin: 0,
+                host_ram: 0,
             },
         }
     }
@@ -415,6 +426,7 @@ impl Scenario {
         range("accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
         range("tp", self.parallel.tensor, 1, 1024)?;
         range("margin", self.runtime.margin, 0, MAX_MARGIN)?;
+        range("host_ram", self.runtime.host_ram, 0, MAX_HOST_RAM_GIB)?;
         range("pp", self.parallel.pipeline, 1, 1024)?;
         if self.method != Method::Full {
             range("rank", self.lora.rank, 1, MAX_LORA_RANK)?;

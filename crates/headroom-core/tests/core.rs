@@ -308,3 +308,33 @@ fn a_safety_margin_is_kept_free_by_the_verdict_the_fit_and_the_planner() {
     let e = headroom_core::codec::decode("v=1&margin=80").expect_err("refused");
     assert!(e.to_string().contains("margin"), "{e}");
 }
+
+/// Offloading pins host memory per GPU; a node holds up to 8 GPUs' worth, which the verdict
+/// checks against the node's RAM when the scenario states it (ZeRO-3 optimizer offload of
+/// Llama 3.1 70B: fp32 master weights, moments and gradient partition, 16 B per parameter).
+#[test]
+fn host_ram_is_checked_per_node() {
+    let a = headroom_core::analyze(&named("llama-3.1-70b-full-8xh100", "host_ram=0")).expect("ok");
+    let v = &a.estimate.verdict;
+    assert_eq!(v.host_per_node, a.estimate.bytes.host * 8);
+    assert!(v.host_fits && v.fits);
+    assert!(a.estimate.warnings.iter().any(|w| w.contains("host_ram")));
+    let host_gib = (v.host_per_node >> 30) as u32;
+    let short = headroom_core::analyze(&named(
+        "llama-3.1-70b-full-8xh100",
+        &format!("host_ram={}", host_gib - 1),
+    ))
+    .expect("ok");
+    assert!(!short.estimate.verdict.host_fits && !short.estimate.verdict.fits);
+    assert_eq!(short.estimate.peak, a.estimate.peak, "GPU figures unchanged");
+    let enough = headroom_core::analyze(&named(
+        "llama-3.1-70b-full-8xh100",
+        &format!("host_ram={}", host_gib + 1),
+    ))
+    .expect("ok");
+    assert!(enough.estimate.verdict.fits);
+    assert!(!enough.estimate.warnings.iter().any(|w| w.contains("host_ram")));
+    // Host memory is not GPU memory: it is not part of any GPU peak's assumed share.
+    let host = a.estimate.components.iter().find(|c| c.id == "host").expect("host");
+    assert_eq!(host.level, headroom_core::estimate::Level::Host);
+}

@@ -6,7 +6,12 @@ use super::{Anchor, Baseline, FONT, Frame, GIB, Mark, Palette, Svg, legend, tick
 
 /// The components as horizontal bars, largest first, persistent and transient in two colours.
 pub fn draw_breakdown(svg: &mut Svg, est: &Estimate, pal: &Palette, width: u32, height: u32) {
-    let mut rows: Vec<_> = est.components.iter().filter(|c| c.bytes > 0).collect();
+    // GPU memory only: host memory has its own line in the verdict.
+    let mut rows: Vec<_> = est
+        .components
+        .iter()
+        .filter(|c| c.bytes > 0 && c.level != headroom_core::estimate::Level::Host)
+        .collect();
     rows.sort_by_key(|c| std::cmp::Reverse(c.bytes));
     if rows.is_empty() {
         return;

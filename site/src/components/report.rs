@@ -90,6 +90,15 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                     format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at)
                 } }
             </p>
+            if v.host_per_node > 0 {
+                <p class={classes!("verdict-line", (!v.host_fits).then_some("no-fit"))} id="host-line">
+                    { format!("Host (CPU) RAM for offloading: {} per GPU, {} per node{}.",
+                        format::bytes(e.bytes.host), format::bytes(v.host_per_node),
+                        if v.host_ram == 0 { " (set the node's host RAM under Advanced overheads to check it)".to_string() }
+                        else if v.host_fits { format!(", within the node's {}", format::bytes(v.host_ram)) }
+                        else { format!(": more than the node's {}", format::bytes(v.host_ram)) }) }
+                </p>
+            }
             if v.margin > 0 {
                 <p class="verdict-line">{ format!("Safety margin: {} kept free.", format::bytes(v.margin)) }</p>
             }
@@ -237,8 +246,10 @@ pub fn BreakdownTable(props: &AnalysisProps) -> Html {
         .iter()
         .filter(|c| c.bytes > 0)
         .collect();
+    // Host memory (not on the GPU) last.
     rows.sort_by_key(|c| {
         (
+            c.level == headroom_core::estimate::Level::Host,
             c.lifetime == Lifetime::Transient,
             std::cmp::Reverse(c.bytes),
         )

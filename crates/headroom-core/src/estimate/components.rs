@@ -342,10 +342,10 @@ impl ComponentId {
             ),
             Host => m(
                 "host",
-                "Host (CPU) memory",
+                "Host (CPU) memory, per GPU",
                 Persistent,
                 Phase::Start,
-                Device,
+                Level::Host,
                 Src::Text(
                     "DeepSpeed ZeRO-Offload; torch.autograd.graph.save_on_cpu; CachingHostAllocator",
                 ),

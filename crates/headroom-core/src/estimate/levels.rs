@@ -149,13 +149,18 @@ pub(super) fn peaks(points: &[TimelinePoint]) -> Peaks {
     }
 }
 
-/// Fits when the device-level peak is within the GPU's memory less the scenario's margin.
-pub(super) fn verdict(gpu: &Gpu, peak: &Peaks, margin_percent: u32) -> Verdict {
+/// Fits when the device-level peak is within the GPU's memory less the scenario's margin,
+/// and what offloading pins on the host within the node's RAM when the scenario states it.
+pub(super) fn verdict(gpu: &Gpu, peak: &Peaks, scen: &Scenario, host_per_gpu: u64) -> Verdict {
     let capacity = gpu.total_bytes;
     let headroom = capacity as i64 - peak.device as i64;
-    let margin = capacity / 100 * u64::from(margin_percent);
+    let margin = capacity / 100 * u64::from(scen.runtime.margin);
     let headroom_percent = (headroom as f64 / capacity as f64 * 1000.0).round() / 10.0;
-    let fits = headroom >= margin as i64;
+    let host_per_node =
+        host_per_gpu.saturating_mul(u64::from(scen.gpus.min(crate::scenario::GPUS_PER_NODE)));
+    let host_ram = u64::from(scen.runtime.host_ram) << 30;
+    let host_fits = host_ram == 0 || host_per_node <= host_ram;
+    let fits = headroom >= margin as i64 && host_fits;
     Verdict {
         gpu: gpu.id.clone(),
         capacity,
@@ -164,6 +169,9 @@ pub(super) fn verdict(gpu: &Gpu, peak: &Peaks, margin_percent: u32) -> Verdict {
         headroom_percent,
         margin,
         tight: fits && headroom_percent < super::types::TIGHT_PERCENT,
+        host_per_node,
+        host_ram,
+        host_fits,
     }
 }
 

@@ -74,6 +74,18 @@ fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<Str
     out
 }
 
+/// What offloading pins on the host, per node, when the scenario does not state its RAM.
+fn host_warning(v: &Verdict, scen: &Scenario) -> Option<String> {
+    (v.host_per_node > 0 && v.host_ram == 0).then(|| {
+        format!(
+            "Offloading pins {} of host RAM per node ({} GPUs on a node): set host_ram (GiB per \
+             node) to check it.",
+            crate::format::bytes(v.host_per_node),
+            scen.gpus.min(crate::scenario::GPUS_PER_NODE)
+        )
+    })
+}
+
 /// The bytes of a layer's saved tensors at one part.
 fn part_bytes(saved: &[Saved], part: Part) -> u64 {
     saved
@@ -176,8 +188,8 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let mut runtime = Runtime::new(&step, cal);
     let points = runtime.levels(timeline);
     let peak = levels::peaks(&points);
-    let verdict = levels::verdict(gpu, &peak, scen.runtime.margin);
     let host_activations = host::offloaded_activations(&step);
+    let verdict = levels::verdict(gpu, &peak, scen, step.st.host_bytes + host_activations);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;
     let totals = Totals {
@@ -203,6 +215,10 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         host: st.host_bytes + host_activations,
         nvme: st.nvme_bytes,
     };
+    let warnings = warnings(spec, &kernel, scen)
+        .into_iter()
+        .chain(host_warning(&verdict, scen))
+        .collect();
     Estimate {
         model: String::new(),
         gpu: gpu.id.clone(),
@@ -218,7 +234,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         timeline: points,
         calibrated: cal.is_measured(),
         attention: attention_line(&kernel, scen),
-        warnings: warnings(spec, &kernel, scen),
+        warnings,
         layer_inventory: step.dense,
     }
 }

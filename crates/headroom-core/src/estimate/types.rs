@@ -90,6 +90,8 @@ pub enum Level {
     Allocator,
     /// Outside PyTorch's allocator: visible to nvidia-smi only.
     Device,
+    /// Not on the GPU: pinned host (CPU) memory for offloaded states and activations.
+    Host,
 }
 
 impl Level {
@@ -99,6 +101,7 @@ impl Level {
             Level::Tensors => "tensors",
             Level::Allocator => "allocator",
             Level::Device => "device",
+            Level::Host => "host",
         }
     }
 }
@@ -154,6 +157,12 @@ pub struct Verdict {
     /// It fits with less than [`TIGHT_PERCENT`] of the GPU to spare: the runtime constants
     /// (context, allocator slack) are assumed until calibrated, so such a fit is risky.
     pub tight: bool,
+    /// Pinned host memory one node needs (per GPU times the node's GPUs).
+    pub host_per_node: u64,
+    /// The node's host RAM the scenario states (0: unchecked).
+    pub host_ram: u64,
+    /// Whether that need fits the host RAM (true when unchecked). `fits` requires it.
+    pub host_fits: bool,
 }
 
 /// Below this much headroom (percent of the GPU's memory) a fit is marked tight.
