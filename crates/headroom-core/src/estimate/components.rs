@@ -5,10 +5,12 @@
 use serde::Serialize;
 
 use crate::calibration::{Calibration, CalibrationSource};
+use crate::format::bytes;
 use crate::scenario::Checkpointing;
 
 use super::levels::{Runtime, slack_fraction};
 use super::step::Step;
+use super::timeline::Live;
 use super::types::{Component, Confidence, Level, Lifetime, Phase};
 
 /// Declares the component ids once: the enum and its list in display order.
@@ -42,6 +44,9 @@ component_ids!(
     LossForward,
     LossBackward,
     LayerBackward,
+    LayerTransients,
+    GradientsInFlight,
+    KvCache,
     ForwardTemporaries,
     OptimizerStep,
     CommBuffers,
@@ -85,10 +90,10 @@ struct Meta {
     sure: Sure,
 }
 
-const SRC_HF: &str =
-    "transformers 5.23 modeling code; checked with saved_tensors_hooks on CPU (tests/reference)";
-const SRC_ALLOC: &str =
-    "PyTorch c10/cuda/CUDACachingAllocator.cpp (512 B rounding, 2/20 MiB segments)";
+const SRC_HF: &str = "the model's code in transformers 5.23, checked against real PyTorch on CPU \
+     (saved-tensor hooks, Headroom's reference tests)";
+const SRC_ALLOC: &str = "PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): \
+     512 B rounding, 2 and 20 MiB segments";
 
 impl ComponentId {
     /// The id as the CLI's JSON, metrics and guides spell it.
@@ -122,7 +127,7 @@ impl ComponentId {
                 Phase::Start,
                 Tensors,
                 Src::Text(
-                    "parameter inventory of the config (equals transformers num_parameters); bitsandbytes quantize_4bit for NF4",
+                    "every parameter tensor of the config (the count equals transformers' num_parameters()); NF4 as bitsandbytes' quantize_4bit stores it",
                 ),
                 Sure::Exact,
             ),
@@ -133,7 +138,7 @@ impl ComponentId {
                 Phase::Backward,
                 Tensors,
                 Src::Text(
-                    "one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)",
+                    "PyTorch autograd: one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)",
                 ),
                 Sure::Exact,
             ),
@@ -153,7 +158,7 @@ impl ComponentId {
                 Phase::Start,
                 Tensors,
                 Src::Text(
-                    "DeepSpeed estimate_zero2_model_states_mem_needs: 18 = 2 + 4 + 4 + 8 B/param",
+                    "DeepSpeed's own estimate (estimate_zero2_model_states_mem_needs): 18 = 2 + 4 + 4 + 8 B/param",
                 ),
                 Sure::Exact,
             ),
@@ -164,7 +169,7 @@ impl ComponentId {
                 Phase::Start,
                 Device,
                 Src::Text(
-                    "bitsandbytes get_state_buffer: paged buffers bypass the caching allocator",
+                    "bitsandbytes' paged optimizers (get_state_buffer): paged buffers bypass PyTorch's caching allocator",
                 ),
                 Sure::Exact,
             ),
@@ -174,7 +179,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text("int64 token ids"),
+                Src::Text("the token ids and labels, int64 tensors"),
                 Sure::Exact,
             ),
             Activations => m(
@@ -201,7 +206,9 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text("aten/src/ATen/autocast_mode.cpp cached_cast"),
+                Src::Text(
+                    "PyTorch autocast's cache of cast weights (cached_cast in aten/src/ATen/autocast_mode.cpp)",
+                ),
                 Sure::Exact,
             ),
             Logits => m(
@@ -210,7 +217,9 @@ impl ComponentId {
                 Transient,
                 Phase::Loss,
                 Tensors,
-                Src::Text("lm_head output; freed after the loss unless the loop keeps `outputs`"),
+                Src::Text(
+                    "the output of the model's lm_head; freed after the loss unless the training loop keeps `outputs`",
+                ),
                 Sure::Exact,
             ),
             LossForward => m(
@@ -220,7 +229,7 @@ impl ComponentId {
                 Phase::Loss,
                 Tensors,
                 Src::Text(
-                    "transformers loss_utils.ForCausalLMLoss: logits.float(); cross_entropy = log_softmax + nll_loss",
+                    "transformers' causal LM loss (ForCausalLMLoss in loss_utils.py): logits.float(), then cross_entropy = log_softmax + nll_loss",
                 ),
                 Sure::Exact,
             ),
@@ -230,7 +239,9 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text("PyTorch nll_loss_backward / _log_softmax_backward_data"),
+                Src::Text(
+                    "PyTorch's loss backward kernels (nll_loss_backward, _log_softmax_backward_data)",
+                ),
                 Sure::Exact,
             ),
             LayerBackward => m(
@@ -240,7 +251,40 @@ impl ComponentId {
                 Phase::Backward,
                 Tensors,
                 Src::Text(
-                    "autograd engine node order and release_variables (torch/csrc/autograd/engine.cpp); checked against the CPU allocator (tests/reference/test_step_peak.py)",
+                    "PyTorch's autograd engine: the order it runs backward nodes and frees their saved tensors (torch/csrc/autograd/engine.cpp); checked against PyTorch's CPU allocator (Headroom's reference tests)",
+                ),
+                Sure::Exact,
+            ),
+            LayerTransients => m(
+                "layer_transients",
+                "A layer's temporaries (forward scratch, recompute, reloaded saves)",
+                Transient,
+                Phase::Backward,
+                Tensors,
+                Src::Text(
+                    "the model's code in transformers; PyTorch's activation checkpointing (torch.utils.checkpoint) reruns a layer's forward in backward; save_on_cpu copies saved tensors back",
+                ),
+                Sure::Exact,
+            ),
+            GradientsInFlight => m(
+                "gradients_in_flight",
+                "Activation gradients in flight and the last hidden state",
+                Transient,
+                Phase::Backward,
+                Tensors,
+                Src::Text(
+                    "PyTorch's autograd engine (torch/csrc/autograd/engine.cpp, input_buffer.cpp); the causal LM's forward in transformers",
+                ),
+                Sure::Exact,
+            ),
+            KvCache => m(
+                "kv_cache",
+                "KV cache returned in training",
+                Transient,
+                Phase::Forward,
+                Tensors,
+                Src::Text(
+                    "transformers' KV cache (DynamicLayer.update): use_cache defaults to True, also in training (off under gradient checkpointing)",
                 ),
                 Sure::Exact,
             ),
@@ -259,7 +303,9 @@ impl ComponentId {
                 Transient,
                 Phase::Optimizer,
                 Tensors,
-                Src::Text("torch.optim docs: foreach uses ~sizeof(params) more peak memory"),
+                Src::Text(
+                    "PyTorch's optimizer docs (torch.optim): foreach uses ~sizeof(params) more peak memory",
+                ),
                 Sure::Exact,
             ),
             CommBuffers => m(
@@ -269,7 +315,7 @@ impl ComponentId {
                 Phase::Backward,
                 Tensors,
                 Src::Text(
-                    "torch reducer.hpp bucket_cap_mb 25 / DeepSpeed zero config reduce_bucket_size 5e8",
+                    "PyTorch DDP's gradient buckets (bucket_cap_mb 25, torch/csrc/distributed/c10d/reducer.hpp); DeepSpeed ZeRO's reduce_bucket_size 5e8",
                 ),
                 Sure::Assumed,
             ),
@@ -279,7 +325,9 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text("fully_shard docstring; DeepSpeed stage3 prefetch"),
+                Src::Text(
+                    "PyTorch FSDP2's documentation (fully_shard); DeepSpeed ZeRO-3's parameter prefetch",
+                ),
                 Sure::Assumed,
             ),
             Rounding => m(
@@ -298,7 +346,7 @@ impl ComponentId {
                 Phase::Forward,
                 Allocator,
                 Src::Text(
-                    "aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on sm90, 8 MiB + 128 KiB otherwise",
+                    "the cuBLAS workspace PyTorch gives each handle (aten/src/ATen/cuda/CublasHandlePool.cpp): 32 MiB on Hopper (sm90), 8 MiB + 128 KiB otherwise",
                 ),
                 Sure::Runtime,
             ),
@@ -336,7 +384,7 @@ impl ComponentId {
                 Phase::Optimizer,
                 Allocator,
                 Src::Text(
-                    "torch/_inductor/cudagraph_trees.py: one private pool per device holds the compiled forward and backward's allocations",
+                    "torch.compile's CUDA graph trees (torch/_inductor/cudagraph_trees.py): one private pool per device holds the compiled forward and backward's allocations",
                 ),
                 Sure::Assumed,
             ),
@@ -347,7 +395,7 @@ impl ComponentId {
                 Phase::Start,
                 Device,
                 Src::Text(
-                    "DeepSpeed ZeRO-Offload; torch.autograd.graph.save_on_cpu; CachingHostAllocator",
+                    "DeepSpeed ZeRO-Offload; PyTorch's save_on_cpu (torch.autograd.graph) and its pinned host allocator (CachingHostAllocator)",
                 ),
                 Sure::Assumed,
             ),
@@ -393,11 +441,11 @@ impl Parts<'_> {
             Src::Optimizer => crate::optimizer::source(self.s.scen.optimizer).to_string(),
             Src::Calibration => match &self.cal.source {
                 CalibrationSource::Assumed => {
-                    "documented default (see calibration.rs); run `calibrate` to measure"
+                    "a documented default, not measured on this GPU (Headroom's calibrate tool measures it)"
                         .to_string()
                 }
                 CalibrationSource::Measured { file, measured_on } => {
-                    format!("measured by calibrate: {file} ({measured_on})")
+                    format!("measured on this GPU by Headroom's calibrate tool: {file} ({measured_on})")
                 }
             },
         };
@@ -420,6 +468,63 @@ impl Parts<'_> {
             self.add(id, bytes, formula);
         }
     }
+}
+
+/// The live-only components (what the timeline holds that no other line counts), each with
+/// its largest value over the step (`max`), to go after the layer's backward peak.
+pub(super) fn transients(s: &Step, cal: &Calibration, max: &Live) -> Vec<Component> {
+    use ComponentId::*;
+    let mut p = Parts {
+        out: Vec::new(),
+        s,
+        cal,
+    };
+    p.add_nonzero(
+        LayerTransients,
+        max.get(LayerTransients),
+        "largest of: a layer forward's unsaved temporary, a checkpointed layer's internals and \
+         its weight casts in autocast's cache; a layer backward's recomputed or reloaded saved \
+         tensors, its weight casts and the gathered weights beyond the line above",
+    );
+    p.add_nonzero(
+        GradientsInFlight,
+        max.get(GradientsInFlight),
+        "largest of: the logits' and lm_head input's gradients, the residual stream's gradient, \
+         the embedding's fresh gradients, the final hidden state during the loss \
+         (and, accumulating, a new gradient before it is added)",
+    );
+    p.add_nonzero(
+        KvCache,
+        max.get(KvCache),
+        "the key and value tensors the model returns that attention does not save itself",
+    );
+    p.out
+}
+
+/// Moves what a point holds beyond a component's bytes in the breakdown (`caps`) to the
+/// live-only component it belongs with, so that no part is more than its line: fresh
+/// gradients under accumulation (beyond `gradients`) to the gradients in flight; the rest to
+/// the layer's temporaries (autocast's casts of checkpointed layers in the forward, beyond the
+/// saved ones; the gathered weights a layer's backward adds to the running and prefetched
+/// ones). The total does not change.
+pub(super) fn cap(live: Live, caps: &Live) -> Live {
+    use ComponentId::*;
+    let mut out = live;
+    for &id in ComponentId::ALL {
+        if matches!(id, LayerTransients | GradientsInFlight | KvCache) {
+            continue;
+        }
+        let over = live.get(id).saturating_sub(caps.get(id));
+        if over > 0 {
+            let to = if id == Gradients {
+                GradientsInFlight
+            } else {
+                LayerTransients
+            };
+            out = out.less(id, over).with(to, over);
+        }
+    }
+    out
 }
 
 /// The breakdown of one estimate, in display order.
@@ -457,9 +562,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     let ckpt_note = match scen.checkpointing {
         Checkpointing::None => String::new(),
         other => format!(
-            "; with checkpointing ({}) a layer keeps {} B",
+            "; with checkpointing ({}) a layer keeps {}",
             other.label(),
-            s.kept(s.layers.saturating_sub(1) / 2)
+            bytes(s.kept(s.layers.saturating_sub(1) / 2))
         ),
     };
     let offloaded = if scen.offload_activations {
@@ -471,8 +576,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         Activations,
         totals.activations,
         format!(
-            "{} B per layer x {} layers{ckpt_note}{offloaded}",
-            s.dense_bytes, st.layers_local
+            "{} per layer x {} layers{ckpt_note}{offloaded}",
+            bytes(s.dense_bytes),
+            st.layers_local
         ),
     );
     p.add(
@@ -530,8 +636,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         CublasWorkspace,
         rt.workspaces,
         format!(
-            "{} workspaces x {} B (forward and autograd threads)",
-            cal.cublas_workspaces, cal.cublas_workspace_bytes
+            "{} workspaces x {} (forward and autograd threads)",
+            cal.cublas_workspaces,
+            bytes(cal.cublas_workspace_bytes)
         ),
     );
     let expandable = if scen.runtime.expandable_segments {

@@ -5,7 +5,9 @@
 //! `step.rs` prepares (model states, saved tensors, loss, temporaries, each layer's
 //! checkpointing plan); `schedule.rs` walks forward, loss, backward and the optimizer onto a
 //! timeline; `levels.rs` raises it to the allocator and device levels and takes the peaks;
-//! `host.rs` counts offloaded activations; `components.rs` writes the breakdown.
+//! `host.rs` counts offloaded activations; `components.rs` writes the breakdown. Each timeline
+//! point keeps what it is made of (`timeline::Live`, bytes per component), so the tensor peak
+//! lists its parts (`Peaks::parts`).
 
 mod backward;
 mod components;
@@ -19,8 +21,8 @@ mod types;
 
 pub use components::ComponentId;
 pub use types::{
-    Component, Confidence, Estimate, KeyBytes, Level, Lifetime, ParamCounts, Peaks, Phase,
-    TimelinePoint, Verdict,
+    Component, Confidence, Estimate, KeyBytes, Level, Lifetime, LivePart, ParamCounts, Peaks,
+    Phase, TimelinePoint, Verdict,
 };
 
 use crate::activations::{Part, Saved};
@@ -172,10 +174,11 @@ pub fn estimate_and_time(
 /// Runs the phases over a prepared step and assembles the estimate.
 fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let (spec, scen) = (step.spec, step.scen);
-    let (timeline, fwd, loss) = schedule::run(&step);
+    let (mut timeline, fwd, loss) = schedule::run(&step);
+    let parts = std::mem::take(&mut timeline.parts);
     let mut runtime = Runtime::new(&step, cal);
     let points = runtime.levels(timeline);
-    let peak = levels::peaks(&points);
+    let mut peak = levels::peaks(&points);
     let verdict = levels::verdict(gpu, &peak);
     let host_activations = host::offloaded_activations(&step);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
@@ -187,7 +190,29 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         reserved_slack: (peak.reserved - runtime.graph_pool).saturating_sub(peak.allocated),
         host_activations,
     };
-    let components = components::list(&step, cal, &runtime, &totals);
+    let mut components = components::list(&step, cal, &runtime, &totals);
+    // What each point holds, within the breakdown's lines; the live-only lines are the
+    // largest of what is left.
+    let caps = components.iter().fold(timeline::Live::default(), |l, c| {
+        ComponentId::parse(c.id).map_or(l, |id| l.with(id, c.bytes))
+    });
+    let parts: Vec<_> = parts.iter().map(|p| components::cap(*p, &caps)).collect();
+    let max = parts
+        .iter()
+        .fold(timeline::Live::default(), |m, p| m.max(p));
+    let after = components
+        .iter()
+        .position(|c| c.id == ComponentId::LayerBackward.id())
+        .map_or(components.len(), |i| i + 1);
+    components.splice(after..after, components::transients(&step, cal, &max));
+    // The tensor peak's point: the first with the most tensor bytes, as `peaks` takes it.
+    if let Some(i) = points.iter().position(|p| p.tensors == peak.tensors) {
+        peak.parts = parts[i]
+            .parts()
+            .into_iter()
+            .map(|(id, bytes)| LivePart { id, bytes })
+            .collect();
+    }
     let bytes = KeyBytes {
         weights: st.weights,
         gradients: st.gradients,
