@@ -484,7 +484,7 @@ pub(super) fn transients(s: &Step, cal: &Calibration, max: &Live) -> Vec<Compone
         max.get(LayerTransients),
         "largest of: a layer forward's unsaved temporary, a checkpointed layer's internals and \
          its weight casts in autocast's cache; a layer backward's recomputed or reloaded saved \
-         tensors, its weight casts and the gathered weights beyond the line above",
+         tensors, its weight casts and the gathered weights beyond the gathered-parameters line",
     );
     p.add_nonzero(
         GradientsInFlight,
