@@ -201,10 +201,10 @@ fn layer_note(link: &str) -> String {
     use headroom_core::scenario::Checkpointing as C;
     match headroom_core::codec::decode(link).map(|s| s.checkpointing) {
         Ok(C::Selective) => {
-            "tensors autograd saves without checkpointing (selective recompute drops eager attention's s x s scores)".into()
+            "without checkpointing (selective recompute drops the s x s scores)".into()
         }
         Ok(c @ (C::Full | C::Every(_))) => format!(
-            "tensors autograd saves without checkpointing; checkpointed layers ({}) keep only their input and recompute the rest in backward",
+            "without checkpointing; checkpointed layers ({}) keep only their input",
             c.label()
         ),
         _ => "tensors autograd saves, no checkpointing".into(),
@@ -272,15 +272,12 @@ pub fn BreakdownTable(props: &AnalysisProps) -> Html {
                     <th scope="col">{ "Confidence" }</th></tr></thead>
                 <tbody>{ for rows.into_iter().map(|c| component_row(c, at_peak(c))) }</tbody>
                 <tfoot><tr><th scope="row">{ "Live tensors at the peak" }</th>
-                    <td></td><td><Bytes bytes={e.peak.tensors} id="breakdown-peak"/></td>
-                    <td colspan="3">{ format!("{}: {}", e.peak.phase.label(), e.peak.at) }</td></tr></tfoot>
+                    <td></td><td><Bytes bytes={e.peak.tensors} id="breakdown-peak"/></td></tr></tfoot>
             </table>
             <p class="note" id="breakdown-why">{ format!(
-                "The rows on the GPU add up to {}, more than the peak: each row is that \
-                 component's largest size, and the transient ones (activations, loss buffers, \
-                 the optimizer step's temporaries) are largest at different moments. \
-                 \"At the peak\" is what is live at the instant of the tensor peak; the \
-                 allocator's and the device's rows come on top of it.",
+                "The rows on the GPU add up to {}, more than the peak: each is its component's \
+                 largest size, and transient ones are largest at different moments. \
+                 \"At the peak\": what is live when the tensors peak.",
                 format::bytes(sum)) }</p>
         </div>
     }

@@ -45,7 +45,11 @@ fn assert_numbers_match(s: &Session, cli: &serde_json::Value) {
         .as_array()
         .expect("a list")
         .iter()
-        .map(|v| v.as_str().and_then(|b| b.parse::<u64>().ok()).expect("a byte count"))
+        .map(|v| {
+            v.as_str()
+                .and_then(|b| b.parse::<u64>().ok())
+                .expect("a byte count")
+        })
         .sum();
     assert_eq!(column, s.bytes_of("peak-tensors"), "the At the peak column");
     assert_eq!(s.bytes_of("breakdown-peak"), s.bytes_of("peak-tensors"));

@@ -90,10 +90,8 @@ struct Meta {
     sure: Sure,
 }
 
-const SRC_HF: &str = "the model's code in transformers 5.23, checked against real PyTorch on CPU \
-     (saved-tensor hooks, Headroom's reference tests)";
-const SRC_ALLOC: &str = "PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): \
-     512 B rounding, 2 and 20 MiB segments";
+const SRC_HF: &str = "transformers 5.23's modeling code, checked against PyTorch on CPU (Headroom's reference tests)";
+const SRC_ALLOC: &str = "PyTorch's CUDA caching allocator: 512 B rounding, 2 and 20 MiB segments";
 
 impl ComponentId {
     /// The id as the CLI's JSON, metrics and guides spell it.
@@ -127,7 +125,7 @@ impl ComponentId {
                 Phase::Start,
                 Tensors,
                 Src::Text(
-                    "every parameter tensor of the config (the count equals transformers' num_parameters()); NF4 as bitsandbytes' quantize_4bit stores it",
+                    "the config's parameter tensors (count = transformers' num_parameters()); NF4 as bitsandbytes stores it",
                 ),
                 Sure::Exact,
             ),
@@ -138,7 +136,7 @@ impl ComponentId {
                 Phase::Backward,
                 Tensors,
                 Src::Text(
-                    "PyTorch autograd: one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)",
+                    "one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)",
                 ),
                 Sure::Exact,
             ),
@@ -157,9 +155,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text(
-                    "DeepSpeed's own estimate (estimate_zero2_model_states_mem_needs): 18 = 2 + 4 + 4 + 8 B/param",
-                ),
+                Src::Text("DeepSpeed's memory estimator: 18 = 2 + 4 + 4 + 8 B/param"),
                 Sure::Exact,
             ),
             PagedStates => m(
@@ -169,7 +165,7 @@ impl ComponentId {
                 Phase::Start,
                 Device,
                 Src::Text(
-                    "bitsandbytes' paged optimizers (get_state_buffer): paged buffers bypass PyTorch's caching allocator",
+                    "bitsandbytes' paged optimizers: CUDA managed memory, outside PyTorch's allocator",
                 ),
                 Sure::Exact,
             ),
@@ -179,7 +175,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text("the token ids and labels, int64 tensors"),
+                Src::Text("int64 token ids"),
                 Sure::Exact,
             ),
             Activations => m(
@@ -206,9 +202,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text(
-                    "PyTorch autocast's cache of cast weights (cached_cast in aten/src/ATen/autocast_mode.cpp)",
-                ),
+                Src::Text("PyTorch autocast's weight cache (autocast_mode.cpp)"),
                 Sure::Exact,
             ),
             Logits => m(
@@ -217,9 +211,7 @@ impl ComponentId {
                 Transient,
                 Phase::Loss,
                 Tensors,
-                Src::Text(
-                    "the output of the model's lm_head; freed after the loss unless the training loop keeps `outputs`",
-                ),
+                Src::Text("lm_head output; freed after the loss unless the loop keeps `outputs`"),
                 Sure::Exact,
             ),
             LossForward => m(
@@ -228,9 +220,7 @@ impl ComponentId {
                 Transient,
                 Phase::Loss,
                 Tensors,
-                Src::Text(
-                    "transformers' causal LM loss (ForCausalLMLoss in loss_utils.py): logits.float(), then cross_entropy = log_softmax + nll_loss",
-                ),
+                Src::Text("transformers' ForCausalLMLoss: logits.float(), log_softmax + nll_loss"),
                 Sure::Exact,
             ),
             LossBackward => m(
@@ -239,9 +229,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text(
-                    "PyTorch's loss backward kernels (nll_loss_backward, _log_softmax_backward_data)",
-                ),
+                Src::Text("PyTorch's nll_loss and log_softmax backward"),
                 Sure::Exact,
             ),
             LayerBackward => m(
@@ -251,7 +239,7 @@ impl ComponentId {
                 Phase::Backward,
                 Tensors,
                 Src::Text(
-                    "PyTorch's autograd engine: the order it runs backward nodes and frees their saved tensors (torch/csrc/autograd/engine.cpp); checked against PyTorch's CPU allocator (Headroom's reference tests)",
+                    "PyTorch's autograd engine (engine.cpp): node order, saved tensors freed; checked against the CPU allocator",
                 ),
                 Sure::Exact,
             ),
@@ -262,7 +250,7 @@ impl ComponentId {
                 Phase::Backward,
                 Tensors,
                 Src::Text(
-                    "the model's code in transformers; PyTorch's activation checkpointing (torch.utils.checkpoint) reruns a layer's forward in backward; save_on_cpu copies saved tensors back",
+                    "torch.utils.checkpoint reruns a layer's forward in backward; save_on_cpu copies saved tensors back",
                 ),
                 Sure::Exact,
             ),
@@ -272,9 +260,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text(
-                    "PyTorch's autograd engine (torch/csrc/autograd/engine.cpp, input_buffer.cpp); the causal LM's forward in transformers",
-                ),
+                Src::Text("PyTorch's autograd engine (engine.cpp, input_buffer.cpp)"),
                 Sure::Exact,
             ),
             KvCache => m(
@@ -284,7 +270,7 @@ impl ComponentId {
                 Phase::Forward,
                 Tensors,
                 Src::Text(
-                    "transformers' KV cache (DynamicLayer.update): use_cache defaults to True, also in training (off under gradient checkpointing)",
+                    "transformers' DynamicLayer.update: use_cache is on in training (off with checkpointing)",
                 ),
                 Sure::Exact,
             ),
@@ -303,9 +289,7 @@ impl ComponentId {
                 Transient,
                 Phase::Optimizer,
                 Tensors,
-                Src::Text(
-                    "PyTorch's optimizer docs (torch.optim): foreach uses ~sizeof(params) more peak memory",
-                ),
+                Src::Text("torch.optim docs: foreach uses ~sizeof(params) more peak memory"),
                 Sure::Exact,
             ),
             CommBuffers => m(
@@ -314,9 +298,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Backward,
                 Tensors,
-                Src::Text(
-                    "PyTorch DDP's gradient buckets (bucket_cap_mb 25, torch/csrc/distributed/c10d/reducer.hpp); DeepSpeed ZeRO's reduce_bucket_size 5e8",
-                ),
+                Src::Text("DDP's bucket_cap_mb 25; DeepSpeed ZeRO's reduce_bucket_size 5e8"),
                 Sure::Assumed,
             ),
             GatheredParams => m(
@@ -325,9 +307,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text(
-                    "PyTorch FSDP2's documentation (fully_shard); DeepSpeed ZeRO-3's parameter prefetch",
-                ),
+                Src::Text("FSDP2's fully_shard docs; DeepSpeed ZeRO-3 prefetch"),
                 Sure::Assumed,
             ),
             Rounding => m(
@@ -346,7 +326,7 @@ impl ComponentId {
                 Phase::Forward,
                 Allocator,
                 Src::Text(
-                    "the cuBLAS workspace PyTorch gives each handle (aten/src/ATen/cuda/CublasHandlePool.cpp): 32 MiB on Hopper (sm90), 8 MiB + 128 KiB otherwise",
+                    "PyTorch's cuBLAS workspaces (CublasHandlePool.cpp): 32 MiB on sm90, 8 MiB + 128 KiB otherwise",
                 ),
                 Sure::Runtime,
             ),
@@ -384,7 +364,7 @@ impl ComponentId {
                 Phase::Optimizer,
                 Allocator,
                 Src::Text(
-                    "torch.compile's CUDA graph trees (torch/_inductor/cudagraph_trees.py): one private pool per device holds the compiled forward and backward's allocations",
+                    "torch.compile's CUDA graph trees: one private pool per device holds the compiled forward and backward's allocations",
                 ),
                 Sure::Assumed,
             ),
@@ -395,7 +375,7 @@ impl ComponentId {
                 Phase::Start,
                 Device,
                 Src::Text(
-                    "DeepSpeed ZeRO-Offload; PyTorch's save_on_cpu (torch.autograd.graph) and its pinned host allocator (CachingHostAllocator)",
+                    "DeepSpeed ZeRO-Offload; PyTorch's save_on_cpu and pinned host allocator",
                 ),
                 Sure::Assumed,
             ),
@@ -413,6 +393,8 @@ pub(super) struct Totals {
     pub reserved_slack: u64,
     /// Offloaded activations' pinned host copies.
     pub host_activations: u64,
+    /// Each component's largest live bytes over the step (the live-only lines' bytes).
+    pub live_max: Live,
 }
 
 /// Collects components, filling in each one's metadata.
@@ -441,11 +423,10 @@ impl Parts<'_> {
             Src::Optimizer => crate::optimizer::source(self.s.scen.optimizer).to_string(),
             Src::Calibration => match &self.cal.source {
                 CalibrationSource::Assumed => {
-                    "a documented default, not measured on this GPU (Headroom's calibrate tool measures it)"
-                        .to_string()
+                    "documented default, not measured on this GPU".to_string()
                 }
                 CalibrationSource::Measured { file, measured_on } => {
-                    format!("measured on this GPU by Headroom's calibrate tool: {file} ({measured_on})")
+                    format!("measured by calibrate: {file} ({measured_on})")
                 }
             },
         };
@@ -468,63 +449,6 @@ impl Parts<'_> {
             self.add(id, bytes, formula);
         }
     }
-}
-
-/// The live-only components (what the timeline holds that no other line counts), each with
-/// its largest value over the step (`max`), to go after the layer's backward peak.
-pub(super) fn transients(s: &Step, cal: &Calibration, max: &Live) -> Vec<Component> {
-    use ComponentId::*;
-    let mut p = Parts {
-        out: Vec::new(),
-        s,
-        cal,
-    };
-    p.add_nonzero(
-        LayerTransients,
-        max.get(LayerTransients),
-        "largest of: a layer forward's unsaved temporary, a checkpointed layer's internals and \
-         its weight casts in autocast's cache; a layer backward's recomputed or reloaded saved \
-         tensors, its weight casts and the gathered weights beyond the gathered-parameters line",
-    );
-    p.add_nonzero(
-        GradientsInFlight,
-        max.get(GradientsInFlight),
-        "largest of: the logits' and lm_head input's gradients, the residual stream's gradient, \
-         the embedding's fresh gradients, the final hidden state during the loss \
-         (and, accumulating, a new gradient before it is added)",
-    );
-    p.add_nonzero(
-        KvCache,
-        max.get(KvCache),
-        "the key and value tensors the model returns that attention does not save itself",
-    );
-    p.out
-}
-
-/// Moves what a point holds beyond a component's bytes in the breakdown (`caps`) to the
-/// live-only component it belongs with, so that no part is more than its line: fresh
-/// gradients under accumulation (beyond `gradients`) to the gradients in flight; the rest to
-/// the layer's temporaries (autocast's casts of checkpointed layers in the forward, beyond the
-/// saved ones; the gathered weights a layer's backward adds to the running and prefetched
-/// ones). The total does not change.
-pub(super) fn cap(live: Live, caps: &Live) -> Live {
-    use ComponentId::*;
-    let mut out = live;
-    for &id in ComponentId::ALL {
-        if matches!(id, LayerTransients | GradientsInFlight | KvCache) {
-            continue;
-        }
-        let over = live.get(id).saturating_sub(caps.get(id));
-        if over > 0 {
-            let to = if id == Gradients {
-                GradientsInFlight
-            } else {
-                LayerTransients
-            };
-            out = out.less(id, over).with(to, over);
-        }
-    }
-    out
 }
 
 /// The breakdown of one estimate, in display order.
@@ -611,6 +535,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         "nll_loss and log_softmax gradients (fp32, N x V each) + the saved log_softmax output",
     );
     layer_backward(&mut p);
+    live_only(&mut p, &totals.live_max);
     p.add_nonzero(
         ForwardTemporaries,
         s.tmp.model_forward,
@@ -674,6 +599,29 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.out
 }
 
+/// The live-only lines (what the timeline holds that no other line counts), each with its
+/// largest value over the step (`max`).
+fn live_only(p: &mut Parts, max: &Live) {
+    use ComponentId::*;
+    p.add_nonzero(
+        LayerTransients,
+        max.get(LayerTransients),
+        "a layer forward's unsaved temporaries; in backward, its recomputed or reloaded saved \
+         tensors, weight casts and gathered weights (largest moment)",
+    );
+    p.add_nonzero(
+        GradientsInFlight,
+        max.get(GradientsInFlight),
+        "gradients of the logits, lm_head's input, the residual stream and the embedding; the \
+         last hidden state during the loss (largest moment)",
+    );
+    p.add_nonzero(
+        KvCache,
+        max.get(KvCache),
+        "key and value tensors the model returns beyond those attention saves",
+    );
+}
+
 /// One layer's backward peak: followed op by op for dense layers, assumed for MoE layers
 /// (the routed experts' backward is not modelled op by op).
 fn layer_backward(p: &mut Parts) {
@@ -682,14 +630,14 @@ fn layer_backward(p: &mut Parts) {
     if s.spec.moe.is_some() {
         p.add_as(
             LayerBackward,
-            s.tmp.layer_backward + s.st.layer_grad_bytes,
+            s.layer_backward_line(),
             "MoE layer: all its gradients + the largest activation gradients in flight (assumed)",
             Sure::Assumed,
         );
     } else {
         p.add(
             LayerBackward,
-            s.bwd.peak(s.st.layer_grad_bytes),
+            s.layer_backward_line(),
             "max of: MLP output projection's weight gradient + 2 (1 for gelu) x tokens x intermediate gradients in flight; \
              MLP/norm/o_proj gradients - their released saved tensors + attention's in-flight gradients (eager: 2 x b x heads x s^2 in softmax's dtype)",
         );

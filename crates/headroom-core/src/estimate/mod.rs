@@ -189,22 +189,11 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         // The graph pool's idle reservation is its own component.
         reserved_slack: (peak.reserved - runtime.graph_pool).saturating_sub(peak.allocated),
         host_activations,
+        live_max: parts
+            .iter()
+            .fold(timeline::Live::default(), |m, p| m.max(p)),
     };
-    let mut components = components::list(&step, cal, &runtime, &totals);
-    // What each point holds, within the breakdown's lines; the live-only lines are the
-    // largest of what is left.
-    let caps = components.iter().fold(timeline::Live::default(), |l, c| {
-        ComponentId::parse(c.id).map_or(l, |id| l.with(id, c.bytes))
-    });
-    let parts: Vec<_> = parts.iter().map(|p| components::cap(*p, &caps)).collect();
-    let max = parts
-        .iter()
-        .fold(timeline::Live::default(), |m, p| m.max(p));
-    let after = components
-        .iter()
-        .position(|c| c.id == ComponentId::LayerBackward.id())
-        .map_or(components.len(), |i| i + 1);
-    components.splice(after..after, components::transients(&step, cal, &max));
+    let components = components::list(&step, cal, &runtime, &totals);
     // The tensor peak's point: the first with the most tensor bytes, as `peaks` takes it.
     if let Some(i) = points.iter().position(|p| p.tensors == peak.tensors) {
         peak.parts = parts[i]

@@ -35,6 +35,7 @@ fn with_acts(live: Live, acts: u64, outside: u64) -> Live {
 }
 
 /// Alive from the step's start: weights, optimizer states, master weights, inputs, buckets.
+#[inline(never)]
 fn base(s: &Step) -> Live {
     let st = &s.st;
     let live = Live::default()
@@ -113,7 +114,8 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         });
         let kept = inner.min(s.on_gpu(s.kept(i)));
         let during = saved(acts)
-            .with(AutocastCache, autocast)
+            .with(AutocastCache, cache)
+            .with(LayerTransients, autocast - cache)
             .with(Activations, kept)
             .with(LayerTransients, inner - kept + s.tmp.layer_forward)
             .with(KvCache, kv * i);
@@ -130,7 +132,8 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
                 Phase::Forward,
                 format!("after layer {}", i + 1),
                 saved(acts)
-                    .with(AutocastCache, autocast)
+                    .with(AutocastCache, cache)
+                    .with(LayerTransients, autocast - cache)
                     .with(KvCache, kv * (i + 1)),
             );
         }
@@ -154,9 +157,11 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
     } else {
         0
     };
+    // Of autocast's cache, the checkpointed layers' casts are not saved for backward.
     let before_loss = fwd
         .acts(base(s))
-        .with(AutocastCache, fwd.autocast)
+        .with(AutocastCache, fwd.cache)
+        .with(LayerTransients, fwd.autocast - fwd.cache)
         .with(GatheredParams, gather)
         .with(GradientsInFlight, last_hidden)
         .with(ForwardTemporaries, s.tmp.ckpt_mask);
@@ -250,7 +255,8 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     let mut live = after_lm;
     let mut kv_released = 0u64;
     for i in (0..s.layers).rev() {
-        let during = layer_backward_transients(s, i, live).with(GatheredParams, gather / 2);
+        // The layer's backward gathers its weights again beside the running and prefetched.
+        let during = layer_backward_transients(s, i, live).with(LayerTransients, gather / 2);
         tl.push(Phase::Backward, format!("layer {} backward", i + 1), during);
         if s.scen.keep_logits {
             kv_released += s.kv.saved;
@@ -337,8 +343,14 @@ fn layer_backward_transients(s: &Step, i: u64, live: Live) -> Live {
         (true, true) => s.kept(i),
         (true, false) => full,
     };
-    live.with(LayerTransients, recompute + casts + offload_back)
-        .with(LayerBackward, s.layer_backward(i))
+    // A dense layer of a MoE model may pass the line (a MoE layer's): the rest is transient.
+    let peak = s.layer_backward(i);
+    let line = peak.min(s.layer_backward_line());
+    live.with(
+        LayerTransients,
+        recompute + casts + offload_back + peak - line,
+    )
+    .with(LayerBackward, line)
 }
 
 fn optimizer(s: &Step, bwd: &Backward, tl: &mut Timeline) {

@@ -16,8 +16,12 @@ impl Default for Live {
 }
 
 impl Live {
+    // `with` and `less` stay out of line, so that the phases' many sums stay small in the
+    // site's bundle.
+
     /// These bytes plus `bytes` of `id`.
     #[must_use]
+    #[inline(never)]
     pub fn with(mut self, id: ComponentId, bytes: u64) -> Self {
         self.0[id as usize] += bytes;
         self
@@ -25,6 +29,7 @@ impl Live {
 
     /// These bytes less `bytes` of `id` (which holds them).
     #[must_use]
+    #[inline(never)]
     pub fn less(mut self, id: ComponentId, bytes: u64) -> Self {
         self.0[id as usize] -= bytes;
         self
@@ -81,14 +86,18 @@ impl Timeline {
     /// place). Appends that pass: each point of the first micro-batch (from `first`) with the
     /// gradients it held replaced by all of them.
     pub fn accumulated_pass(&mut self, first: usize, gradients: u64) {
-        use ComponentId::Gradients;
+        use ComponentId::{Gradients, GradientsInFlight};
         for j in first..self.points.len() {
             let (phase, label, _) = self.points[j].clone();
             let live = self.parts[j];
             // The gradients it held are part of its gradients (`Gradients` counts them).
-            debug_assert!(self.held[j] <= live.get(Gradients));
-            let held = self.held[j].min(live.get(Gradients));
-            let live = live.less(Gradients, held).with(Gradients, gradients);
+            // Its gradients beyond those it held (lm_head's, just computed) are new ones, in
+            // flight until AccumulateGrad adds them into the held ones.
+            let fresh = live.get(Gradients) - self.held[j];
+            let live = live
+                .less(Gradients, fresh + self.held[j])
+                .with(Gradients, gradients)
+                .with(GradientsInFlight, fresh);
             self.points
                 .push((phase, format!("next micro-batches: {label}"), live.total()));
             self.parts.push(live);
