@@ -90,7 +90,6 @@ impl Timeline {
         for j in first..self.points.len() {
             let (phase, label, _) = self.points[j].clone();
             let live = self.parts[j];
-            // The gradients it held are part of its gradients (`Gradients` counts them).
             // Its gradients beyond those it held (lm_head's, just computed) are new ones, in
             // flight until AccumulateGrad adds them into the held ones.
             let fresh = live.get(Gradients) - self.held[j];
