@@ -3,7 +3,7 @@
 //! to the peak exactly and none is more than its line in the breakdown.
 
 use headroom_core::codec::{decode_pairs, named_scenarios, query_pairs};
-use headroom_core::estimate::Level;
+use headroom_core::estimate::{Level, Phase};
 
 /// Changes applied to each named scenario (those a scenario refuses are skipped).
 const VARIANTS: &[&str] = &[
@@ -35,6 +35,8 @@ const VARIANTS: &[&str] = &[
 #[test]
 fn the_peak_parts_sum_to_the_peak_and_stay_within_their_lines() {
     let mut checked = 0;
+    let mut phases = Vec::new();
+    let mut ids = Vec::new();
     for n in named_scenarios() {
         for v in VARIANTS {
             let Ok(scen) = decode_pairs(n.scenario.clone(), &query_pairs(v).expect("pairs")) else {
@@ -65,9 +67,27 @@ fn the_peak_parts_sum_to_the_peak_and_stay_within_their_lines() {
                 );
             }
             checked += 1;
+            if !phases.contains(&e.peak.phase) {
+                phases.push(e.peak.phase);
+            }
+            for p in parts {
+                if !ids.contains(&p.id) {
+                    ids.push(p.id);
+                }
+            }
         }
     }
     assert!(checked > 200, "only {checked} scenarios estimated");
+    // The peaks fall in the loss, the backward and the optimizer step (seldom in the forward:
+    // the loss's point holds all a forward point does but the model forward's temporaries),
+    // and the parts name most components.
+    for phase in [Phase::Loss, Phase::Backward, Phase::Optimizer] {
+        assert!(
+            phases.contains(&phase),
+            "no peak in the {phase:?}: {phases:?}"
+        );
+    }
+    assert!(ids.len() >= 15, "{ids:?}");
 }
 
 /// The peak's parts are in display order, each component once.
