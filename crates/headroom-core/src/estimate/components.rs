@@ -245,7 +245,7 @@ impl ComponentId {
             ),
             LayerTransients => m(
                 "layer_transients",
-                "A layer's temporaries (forward scratch, recompute, reloaded saves)",
+                "A layer's temporaries and recompute",
                 Transient,
                 Phase::Backward,
                 Tensors,
@@ -256,7 +256,7 @@ impl ComponentId {
             ),
             GradientsInFlight => m(
                 "gradients_in_flight",
-                "Activation gradients in flight and the last hidden state",
+                "Gradients in flight, last hidden state",
                 Transient,
                 Phase::Backward,
                 Tensors,
