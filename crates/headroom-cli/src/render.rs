@@ -56,18 +56,26 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
     );
     let _ = writeln!(
         s,
-        "{:<44} {:>12}  {:<10} {:<10} confidence",
-        "component", "bytes", "lifetime", "level"
+        "{:<44} {:>12} {:>12}  {:<10} {:<10} confidence",
+        "component", "bytes", "at peak", "lifetime", "level"
     );
     for c in &e.components {
         if c.bytes == 0 {
             continue;
         }
+        // What of it is live at the tensor peak (the column sums to the peak's tensors).
+        let at_peak = e
+            .peak
+            .parts
+            .iter()
+            .find(|p| p.id.id() == c.id)
+            .map_or_else(String::new, |p| bytes(p.bytes));
         let _ = writeln!(
             s,
-            "{:<44} {:>12}  {:<10} {:<10} {}",
+            "{:<44} {:>12} {:>12}  {:<10} {:<10} {}",
             c.name,
             bytes(c.bytes),
+            at_peak,
             c.lifetime.id(),
             c.level.id(),
             c.confidence.id()

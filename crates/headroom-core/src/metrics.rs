@@ -331,6 +331,11 @@ mod tests {
             for (group, fields) in doc.as_object().expect("an object") {
                 for (k, v) in fields.as_object().expect("an object") {
                     let name = format!("{group}.{k}");
+                    if v.is_array() {
+                        // `peak.parts`: a list, not a figure.
+                        assert_eq!(json_field(&a, &name), None, "{name}");
+                        continue;
+                    }
                     let want = match v {
                         Value::Number(x) => Leaf::Number(x.as_f64().expect("a number")),
                         Value::Bool(b) => Leaf::Number(f64::from(u8::from(*b))),

@@ -326,15 +326,29 @@ fn host_ram_is_checked_per_node() {
     ))
     .expect("ok");
     assert!(!short.estimate.verdict.host_fits && !short.estimate.verdict.fits);
-    assert_eq!(short.estimate.peak, a.estimate.peak, "GPU figures unchanged");
+    assert_eq!(
+        short.estimate.peak, a.estimate.peak,
+        "GPU figures unchanged"
+    );
     let enough = headroom_core::analyze(&named(
         "llama-3.1-70b-full-8xh100",
         &format!("host_ram={}", host_gib + 1),
     ))
     .expect("ok");
     assert!(enough.estimate.verdict.fits);
-    assert!(!enough.estimate.warnings.iter().any(|w| w.contains("host_ram")));
+    assert!(
+        !enough
+            .estimate
+            .warnings
+            .iter()
+            .any(|w| w.contains("host_ram"))
+    );
     // Host memory is not GPU memory: it is not part of any GPU peak's assumed share.
-    let host = a.estimate.components.iter().find(|c| c.id == "host").expect("host");
+    let host = a
+        .estimate
+        .components
+        .iter()
+        .find(|c| c.id == "host")
+        .expect("host");
     assert_eq!(host.level, headroom_core::estimate::Level::Host);
 }

@@ -171,7 +171,7 @@ pub fn VerdictBar(props: &AnalysisProps) -> Html {
 pub fn KeyNumbers(props: &AnalysisProps) -> Html {
     let e = &props.analysis.estimate;
     let b = &e.bytes;
-    let row = |id: &'static str, label: &'static str, bytes: u64, note: &'static str| {
+    let row = |id: &'static str, label: &'static str, bytes: u64, note: &str| {
         html! {
             <tr><th scope="row">{ label }</th>
                 <td><Bytes bytes={bytes} id={id}/></td>
@@ -194,7 +194,7 @@ pub fn KeyNumbers(props: &AnalysisProps) -> Html {
                     { row("weights", "Weights", b.weights, "per GPU, after LoRA/QLoRA and sharding") }
                     { row("gradients", "Gradients", b.gradients, "of the trainable parameters") }
                     { row("optimizer-states", "Optimizer states", b.optimizer_states, "incl. fp32 master weights where kept") }
-                    { row("activations-per-layer", "Activations, one layer", b.activations_per_layer, "tensors autograd saves, no checkpointing") }
+                    { row("activations-per-layer", "Activations, one layer", b.activations_per_layer, &layer_note(&props.analysis.link)) }
                     { row("retained", "Alive after forward + loss", b.retained_after_forward, "saved activations, weight copies, loss buffers") }
                     { row("peak-tensors", "Peak, live tensors", b.peak_tensors, "torch.cuda.max_memory_allocated") }
                     { row("peak-allocated", "Peak, allocated", b.peak_allocated, "with 512-byte rounding and cuBLAS workspaces") }
@@ -211,8 +211,23 @@ pub fn KeyNumbers(props: &AnalysisProps) -> Html {
     }
 }
 
-/// One row of the breakdown with its explanation on demand.
-fn component_row(c: &Component) -> Html {
+/// What "Activations, one layer" is under the scenario's checkpointing (from its link).
+fn layer_note(link: &str) -> String {
+    use headroom_core::scenario::Checkpointing as C;
+    match headroom_core::codec::decode(link).map(|s| s.checkpointing) {
+        Ok(C::Selective) => {
+            "without checkpointing (selective recompute drops the s x s scores)".into()
+        }
+        Ok(c @ (C::Full | C::Every(_))) => format!(
+            "without checkpointing; checkpointed layers ({}) keep only their input",
+            c.label()
+        ),
+        _ => "tensors autograd saves, no checkpointing".into(),
+    }
+}
+
+/// One row of the breakdown with its explanation on demand, and its bytes live at the peak.
+fn component_row(c: &Component, at_peak: Option<u64>) -> Html {
     let (conf, conf_help) = (c.confidence.id(), c.confidence.help());
     let life = c.lifetime.id();
     html! {
@@ -229,6 +244,7 @@ fn component_row(c: &Component) -> Html {
                 </details>
             </th>
             <td><Bytes bytes={c.bytes}/></td>
+            <td class="at-peak">{ for at_peak.map(|b| html! { <Bytes bytes={b}/> }) }</td>
             <td>{ life }</td>
             <td>{ c.phase.label() }</td>
             <td><span class={classes!("badge", conf)} title={conf_help}>{ conf }</span></td>
@@ -236,16 +252,25 @@ fn component_row(c: &Component) -> Html {
     }
 }
 
-/// Every component: persistent first, then transient, largest first within each.
+/// Every component: persistent first, then transient, largest first within each; beside each,
+/// its bytes live at the tensor peak.
 #[component]
 pub fn BreakdownTable(props: &AnalysisProps) -> Html {
-    let mut rows: Vec<&Component> = props
-        .analysis
-        .estimate
-        .components
+    let e = &props.analysis.estimate;
+    let mut rows: Vec<&Component> = e.components.iter().filter(|c| c.bytes > 0).collect();
+    let at_peak = |c: &Component| {
+        e.peak
+            .parts
+            .iter()
+            .find(|p| p.id.id() == c.id)
+            .map(|p| p.bytes)
+    };
+    // The rows on the GPU (host memory is not).
+    let sum: u64 = rows
         .iter()
-        .filter(|c| c.bytes > 0)
-        .collect();
+        .filter(|c| c.level != headroom_core::estimate::Level::Host)
+        .map(|c| c.bytes)
+        .sum();
     // Host memory (not on the GPU) last.
     rows.sort_by_key(|c| {
         (
@@ -259,10 +284,18 @@ pub fn BreakdownTable(props: &AnalysisProps) -> Html {
             <table class="breakdown" id="breakdown-table">
                 <caption>{ "Open a row for its formula, source and confidence." }</caption>
                 <thead><tr><th scope="col">{ "Component" }</th><th scope="col">{ "Bytes" }</th>
+                    <th scope="col">{ "At the peak" }</th>
                     <th scope="col">{ "Lifetime" }</th><th scope="col">{ "Phase" }</th>
                     <th scope="col">{ "Confidence" }</th></tr></thead>
-                <tbody>{ for rows.into_iter().map(component_row) }</tbody>
+                <tbody>{ for rows.into_iter().map(|c| component_row(c, at_peak(c))) }</tbody>
+                <tfoot><tr><th scope="row">{ "Live tensors at the peak" }</th>
+                    <td></td><td><Bytes bytes={e.peak.tensors} id="breakdown-peak"/></td></tr></tfoot>
             </table>
+            <p class="note" id="breakdown-why">{ format!(
+                "The rows on the GPU add up to {}, more than the peak: each is its component's \
+                 largest size, and transient ones are largest at different moments. \
+                 \"At the peak\": what is live when the tensors peak.",
+                format::bytes(sum)) }</p>
         </div>
     }
 }

@@ -34,6 +34,25 @@ fn assert_numbers_match(s: &Session, cli: &serde_json::Value) {
             "{id} on the page vs bytes.{key} from the CLI"
         );
     }
+    // The breakdown's "At the peak" column is what is live at the tensor peak: it sums to the
+    // page's peak of live tensors, which its totals row repeats.
+    let column = s.js(
+        "return [...document.querySelectorAll('#breakdown-table tbody td.at-peak [data-bytes]')]\
+         .map(e => e.getAttribute('data-bytes'))",
+        json!([]),
+    );
+    let column: u64 = column
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .and_then(|b| b.parse::<u64>().ok())
+                .expect("a byte count")
+        })
+        .sum();
+    assert_eq!(column, s.bytes_of("peak-tensors"), "the At the peak column");
+    assert_eq!(s.bytes_of("breakdown-peak"), s.bytes_of("peak-tensors"));
     let params = s.js(
         "return document.getElementById('params-total').getAttribute('data-count')",
         json!([]),

@@ -5,10 +5,12 @@
 use serde::Serialize;
 
 use crate::calibration::{Calibration, CalibrationSource};
+use crate::format::bytes;
 use crate::scenario::Checkpointing;
 
 use super::levels::{Runtime, slack_fraction};
 use super::step::Step;
+use super::timeline::Live;
 use super::types::{Component, Confidence, Level, Lifetime, Phase};
 
 /// Declares the component ids once: the enum and its list in display order.
@@ -42,6 +44,9 @@ component_ids!(
     LossForward,
     LossBackward,
     LayerBackward,
+    LayerTransients,
+    GradientsInFlight,
+    KvCache,
     ForwardTemporaries,
     OptimizerStep,
     CommBuffers,
@@ -85,10 +90,8 @@ struct Meta {
     sure: Sure,
 }
 
-const SRC_HF: &str =
-    "transformers 5.23 modeling code; checked with saved_tensors_hooks on CPU (tests/reference)";
-const SRC_ALLOC: &str =
-    "PyTorch c10/cuda/CUDACachingAllocator.cpp (512 B rounding, 2/20 MiB segments)";
+const SRC_HF: &str = "transformers 5.23's modeling code, checked against PyTorch on CPU (Headroom's reference tests)";
+const SRC_ALLOC: &str = "PyTorch's CUDA caching allocator: 512 B rounding, 2 and 20 MiB segments";
 
 impl ComponentId {
     /// The id as the CLI's JSON, metrics and guides spell it.
@@ -122,7 +125,7 @@ impl ComponentId {
                 Phase::Start,
                 Tensors,
                 Src::Text(
-                    "parameter inventory of the config (equals transformers num_parameters); bitsandbytes quantize_4bit for NF4",
+                    "the config's parameter tensors (count = transformers' num_parameters()); NF4 as bitsandbytes stores it",
                 ),
                 Sure::Exact,
             ),
@@ -152,9 +155,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text(
-                    "DeepSpeed estimate_zero2_model_states_mem_needs: 18 = 2 + 4 + 4 + 8 B/param",
-                ),
+                Src::Text("DeepSpeed's memory estimator: 18 = 2 + 4 + 4 + 8 B/param"),
                 Sure::Exact,
             ),
             PagedStates => m(
@@ -164,7 +165,7 @@ impl ComponentId {
                 Phase::Start,
                 Device,
                 Src::Text(
-                    "bitsandbytes get_state_buffer: paged buffers bypass the caching allocator",
+                    "bitsandbytes' paged optimizers: CUDA managed memory, outside PyTorch's allocator",
                 ),
                 Sure::Exact,
             ),
@@ -201,7 +202,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text("aten/src/ATen/autocast_mode.cpp cached_cast"),
+                Src::Text("PyTorch autocast's weight cache (autocast_mode.cpp)"),
                 Sure::Exact,
             ),
             Logits => m(
@@ -219,9 +220,7 @@ impl ComponentId {
                 Transient,
                 Phase::Loss,
                 Tensors,
-                Src::Text(
-                    "transformers loss_utils.ForCausalLMLoss: logits.float(); cross_entropy = log_softmax + nll_loss",
-                ),
+                Src::Text("transformers' ForCausalLMLoss: logits.float(), log_softmax + nll_loss"),
                 Sure::Exact,
             ),
             LossBackward => m(
@@ -230,7 +229,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text("PyTorch nll_loss_backward / _log_softmax_backward_data"),
+                Src::Text("PyTorch's nll_loss and log_softmax backward"),
                 Sure::Exact,
             ),
             LayerBackward => m(
@@ -240,7 +239,38 @@ impl ComponentId {
                 Phase::Backward,
                 Tensors,
                 Src::Text(
-                    "autograd engine node order and release_variables (torch/csrc/autograd/engine.cpp); checked against the CPU allocator (tests/reference/test_step_peak.py)",
+                    "PyTorch's autograd engine (engine.cpp): node order, saved tensors freed; checked against the CPU allocator",
+                ),
+                Sure::Exact,
+            ),
+            LayerTransients => m(
+                "layer_transients",
+                "A layer's temporaries and recompute",
+                Transient,
+                Phase::Backward,
+                Tensors,
+                Src::Text(
+                    "torch.utils.checkpoint reruns a layer's forward in backward; save_on_cpu copies saved tensors back",
+                ),
+                Sure::Exact,
+            ),
+            GradientsInFlight => m(
+                "gradients_in_flight",
+                "Gradients in flight, last hidden state",
+                Transient,
+                Phase::Backward,
+                Tensors,
+                Src::Text("PyTorch's autograd engine (engine.cpp, input_buffer.cpp)"),
+                Sure::Exact,
+            ),
+            KvCache => m(
+                "kv_cache",
+                "KV cache returned in training",
+                Transient,
+                Phase::Forward,
+                Tensors,
+                Src::Text(
+                    "transformers' DynamicLayer.update: use_cache is on in training (off with checkpointing)",
                 ),
                 Sure::Exact,
             ),
@@ -268,9 +298,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Backward,
                 Tensors,
-                Src::Text(
-                    "torch reducer.hpp bucket_cap_mb 25 / DeepSpeed zero config reduce_bucket_size 5e8",
-                ),
+                Src::Text("DDP's bucket_cap_mb 25; DeepSpeed ZeRO's reduce_bucket_size 5e8"),
                 Sure::Assumed,
             ),
             GatheredParams => m(
@@ -279,7 +307,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text("fully_shard docstring; DeepSpeed stage3 prefetch"),
+                Src::Text("FSDP2's fully_shard docs; DeepSpeed ZeRO-3 prefetch"),
                 Sure::Assumed,
             ),
             Rounding => m(
@@ -298,7 +326,7 @@ impl ComponentId {
                 Phase::Forward,
                 Allocator,
                 Src::Text(
-                    "aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on sm90, 8 MiB + 128 KiB otherwise",
+                    "PyTorch's cuBLAS workspaces (CublasHandlePool.cpp): 32 MiB on sm90, 8 MiB + 128 KiB otherwise",
                 ),
                 Sure::Runtime,
             ),
@@ -336,7 +364,7 @@ impl ComponentId {
                 Phase::Optimizer,
                 Allocator,
                 Src::Text(
-                    "torch/_inductor/cudagraph_trees.py: one private pool per device holds the compiled forward and backward's allocations",
+                    "torch.compile's CUDA graph trees: one private pool per device holds the compiled forward and backward's allocations",
                 ),
                 Sure::Assumed,
             ),
@@ -347,7 +375,7 @@ impl ComponentId {
                 Phase::Start,
                 Level::Host,
                 Src::Text(
-                    "DeepSpeed ZeRO-Offload; torch.autograd.graph.save_on_cpu; CachingHostAllocator",
+                    "DeepSpeed ZeRO-Offload; PyTorch's save_on_cpu and pinned host allocator",
                 ),
                 Sure::Assumed,
             ),
@@ -365,6 +393,8 @@ pub(super) struct Totals {
     pub reserved_slack: u64,
     /// Offloaded activations' pinned host copies.
     pub host_activations: u64,
+    /// Each component's largest live bytes over the step (the live-only lines' bytes).
+    pub live_max: Live,
 }
 
 /// Collects components, filling in each one's metadata.
@@ -393,8 +423,7 @@ impl Parts<'_> {
             Src::Optimizer => crate::optimizer::source(self.s.scen.optimizer).to_string(),
             Src::Calibration => match &self.cal.source {
                 CalibrationSource::Assumed => {
-                    "documented default (see calibration.rs); run `calibrate` to measure"
-                        .to_string()
+                    "documented default, not measured on this GPU".to_string()
                 }
                 CalibrationSource::Measured { file, measured_on } => {
                     format!("measured by calibrate: {file} ({measured_on})")
@@ -457,9 +486,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     let ckpt_note = match scen.checkpointing {
         Checkpointing::None => String::new(),
         other => format!(
-            "; with checkpointing ({}) a layer keeps {} B",
+            "; with checkpointing ({}) a layer keeps {}",
             other.label(),
-            s.kept(s.layers.saturating_sub(1) / 2)
+            bytes(s.kept(s.layers.saturating_sub(1) / 2))
         ),
     };
     let offloaded = if scen.offload_activations {
@@ -471,8 +500,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         Activations,
         totals.activations,
         format!(
-            "{} B per layer x {} layers{ckpt_note}{offloaded}",
-            s.dense_bytes, st.layers_local
+            "{} per layer x {} layers{ckpt_note}{offloaded}",
+            bytes(s.dense_bytes),
+            st.layers_local
         ),
     );
     p.add(
@@ -505,6 +535,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         "nll_loss and log_softmax gradients (fp32, N x V each) + the saved log_softmax output",
     );
     layer_backward(&mut p);
+    live_only(&mut p, &totals.live_max);
     p.add_nonzero(
         ForwardTemporaries,
         s.tmp.model_forward,
@@ -530,8 +561,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         CublasWorkspace,
         rt.workspaces,
         format!(
-            "{} workspaces x {} B (forward and autograd threads)",
-            cal.cublas_workspaces, cal.cublas_workspace_bytes
+            "{} workspaces x {} (forward and autograd threads)",
+            cal.cublas_workspaces,
+            bytes(cal.cublas_workspace_bytes)
         ),
     );
     let expandable = if scen.runtime.expandable_segments {
@@ -567,6 +599,29 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.out
 }
 
+/// The live-only lines (what the timeline holds that no other line counts), each with its
+/// largest value over the step (`max`).
+fn live_only(p: &mut Parts, max: &Live) {
+    use ComponentId::*;
+    p.add_nonzero(
+        LayerTransients,
+        max.get(LayerTransients),
+        "a layer forward's unsaved temporaries; in backward, its recomputed or reloaded saved \
+         tensors, weight casts and gathered weights (largest moment)",
+    );
+    p.add_nonzero(
+        GradientsInFlight,
+        max.get(GradientsInFlight),
+        "gradients of the logits, lm_head's input, the residual stream and the embedding; the \
+         last hidden state during the loss (largest moment)",
+    );
+    p.add_nonzero(
+        KvCache,
+        max.get(KvCache),
+        "key and value tensors the model returns beyond those attention saves",
+    );
+}
+
 /// One layer's backward peak: followed op by op for dense layers, assumed for MoE layers
 /// (the routed experts' backward is not modelled op by op).
 fn layer_backward(p: &mut Parts) {
@@ -575,14 +630,14 @@ fn layer_backward(p: &mut Parts) {
     if s.spec.moe.is_some() {
         p.add_as(
             LayerBackward,
-            s.tmp.layer_backward + s.st.layer_grad_bytes,
+            s.layer_backward_line(),
             "MoE layer: all its gradients + the largest activation gradients in flight (assumed)",
             Sure::Assumed,
         );
     } else {
         p.add(
             LayerBackward,
-            s.bwd.peak(s.st.layer_grad_bytes),
+            s.layer_backward_line(),
             "max of: MLP output projection's weight gradient + 2 (1 for gelu) x tokens x intermediate gradients in flight; \
              MLP/norm/o_proj gradients - their released saved tensors + attention's in-flight gradients (eager: 2 x b x heads x s^2 in softmax's dtype)",
         );

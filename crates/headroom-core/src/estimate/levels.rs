@@ -146,6 +146,7 @@ pub(super) fn peaks(points: &[TimelinePoint]) -> Peaks {
         device: max_of(|p| p.device),
         phase: at.map_or(Phase::Start, |p| p.phase),
         at: at.map_or(String::new(), |p| p.label.clone()),
+        parts: Vec::new(),
     }
 }
 

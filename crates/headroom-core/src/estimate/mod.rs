@@ -5,7 +5,9 @@
 //! `step.rs` prepares (model states, saved tensors, loss, temporaries, each layer's
 //! checkpointing plan); `schedule.rs` walks forward, loss, backward and the optimizer onto a
 //! timeline; `levels.rs` raises it to the allocator and device levels and takes the peaks;
-//! `host.rs` counts offloaded activations; `components.rs` writes the breakdown.
+//! `host.rs` counts offloaded activations; `components.rs` writes the breakdown. Each timeline
+//! point keeps what it is made of (`timeline::Live`, bytes per component), so the tensor peak
+//! lists its parts (`Peaks::parts`).
 
 mod backward;
 mod components;
@@ -19,8 +21,8 @@ mod types;
 
 pub use components::ComponentId;
 pub use types::{
-    Component, Confidence, Estimate, KeyBytes, Level, Lifetime, ParamCounts, Peaks, Phase,
-    TIGHT_PERCENT, TimelinePoint, Verdict,
+    Component, Confidence, Estimate, KeyBytes, Level, Lifetime, LivePart, ParamCounts, Peaks,
+    Phase, TIGHT_PERCENT, TimelinePoint, Verdict,
 };
 
 use crate::activations::{Part, Saved};
@@ -184,10 +186,11 @@ pub fn estimate_and_time(
 /// Runs the phases over a prepared step and assembles the estimate.
 fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let (spec, scen) = (step.spec, step.scen);
-    let (timeline, fwd, loss) = schedule::run(&step);
+    let (mut timeline, fwd, loss) = schedule::run(&step);
+    let parts = std::mem::take(&mut timeline.parts);
     let mut runtime = Runtime::new(&step, cal);
     let points = runtime.levels(timeline);
-    let peak = levels::peaks(&points);
+    let mut peak = levels::peaks(&points);
     let host_activations = host::offloaded_activations(&step);
     let verdict = levels::verdict(gpu, &peak, scen, step.st.host_bytes + host_activations);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
@@ -198,8 +201,19 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         // The graph pool's idle reservation is its own component.
         reserved_slack: (peak.reserved - runtime.graph_pool).saturating_sub(peak.allocated),
         host_activations,
+        live_max: parts
+            .iter()
+            .fold(timeline::Live::default(), |m, p| m.max(p)),
     };
     let components = components::list(&step, cal, &runtime, &totals);
+    // The tensor peak's point: the first with the most tensor bytes, as `peaks` takes it.
+    if let Some(i) = points.iter().position(|p| p.tensors == peak.tensors) {
+        peak.parts = parts[i]
+            .parts()
+            .into_iter()
+            .map(|(id, bytes)| LivePart { id, bytes })
+            .collect();
+    }
     let bytes = KeyBytes {
         weights: st.weights,
         gradients: st.gradients,

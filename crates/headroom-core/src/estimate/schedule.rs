@@ -3,8 +3,9 @@
 
 use crate::scenario::LayerPlan;
 
+use super::components::ComponentId::*;
 use super::step::Step;
-use super::timeline::Timeline;
+use super::timeline::{Live, Timeline};
 use super::types::Phase;
 
 /// What the forward leaves alive for the later phases.
@@ -15,6 +16,36 @@ pub(super) struct Forward {
     pub cache: u64,
     /// Autocast's whole cache, alive until the forward's autocast region exits.
     pub autocast: u64,
+    /// Of `acts`, one micro-batch's saved tensors outside the layers (on the GPU).
+    pub outside: u64,
+}
+
+impl Forward {
+    /// `live` plus the saved activations.
+    fn acts(&self, live: Live) -> Live {
+        with_acts(live, self.acts, self.outside)
+    }
+}
+
+/// `live` plus saved activations `acts`, of which `outside` (one micro-batch's saved tensors
+/// outside the layers) count as the outside-layers component.
+fn with_acts(live: Live, acts: u64, outside: u64) -> Live {
+    live.with(OutsideLayers, outside)
+        .with(Activations, acts - outside)
+}
+
+/// Alive from the step's start: weights, optimizer states, master weights, inputs, buckets.
+#[inline(never)]
+fn base(s: &Step) -> Live {
+    let st = &s.st;
+    let live = Live::default()
+        .with(Weights, st.weights)
+        .with(OptimizerStates, st.optimizer.device)
+        .with(MasterWeights, st.master_weights)
+        .with(Inputs, s.inputs)
+        .with(CommBuffers, st.comm_buffers);
+    debug_assert_eq!(live.total(), s.base);
+    live
 }
 
 /// What stays alive after the loss, as the CLI reports it.
@@ -26,7 +57,7 @@ pub(super) struct Loss {
 /// The end of backward.
 pub(super) struct Backward {
     /// Live bytes once every gradient exists.
-    pub end: u64,
+    pub end: Live,
 }
 
 /// Writes the whole step onto a timeline.
@@ -35,7 +66,7 @@ pub(super) fn run(s: &Step) -> (Timeline, Forward, Loss) {
     tl.push(
         Phase::Start,
         "step start: weights, optimizer states, inputs",
-        s.base,
+        base(s),
     );
     let micro_batch_start = tl.points.len();
     let fwd = forward(s, &mut tl);
@@ -58,31 +89,41 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
     let cache_layer = s.st.autocast_cache_per_layer;
     let gather = s.st.gather_transient;
     let kv = s.kv.unsaved;
-    let fixed = s.base + s.tmp.model_forward + gather;
+    let fixed = base(s)
+        .with(ForwardTemporaries, s.tmp.model_forward)
+        .with(GatheredParams, gather);
     // RoPE tables etc. are saved up front.
-    let mut acts = s.on_gpu(s.outside_bytes);
+    let outside = s.on_gpu(s.outside_bytes);
+    let mut acts = outside;
     let mut cache = 0u64;
     // autocast's cache holds every cast weight until the autocast region exits (after the
     // loss), a checkpointed layer's too: `cached_cast` does not look at grad mode
     // (aten/src/ATen/autocast_mode.cpp), so the no_grad forward of reentrant checkpointing
     // fills it as well; only the non-checkpointed layers' casts are also saved for backward.
     let mut autocast = 0u64;
+    // The saved activations so far, times the in-flight micro-batches.
+    let saved = |acts: u64| with_acts(fixed, acts * s.in_flight, outside);
     for i in 0..layers {
         let full = s.full(i);
-        let saved = s.plan(i) == LayerPlan::Saved;
+        let keeps = s.plan(i) == LayerPlan::Saved;
         // A recomputed layer's forward saves only what it keeps; its internals are transient.
-        let inner = if saved {
+        let inner = s.on_gpu(if keeps {
             full
         } else {
             s.ckpt_input.max(full / 4)
-        };
-        let during =
-            fixed + acts * s.in_flight + autocast + s.on_gpu(inner) + s.tmp.layer_forward + kv * i;
+        });
+        let kept = inner.min(s.on_gpu(s.kept(i)));
+        let during = saved(acts)
+            .with(AutocastCache, cache)
+            .with(LayerTransients, autocast - cache)
+            .with(Activations, kept)
+            .with(LayerTransients, inner - kept + s.tmp.layer_forward)
+            .with(KvCache, kv * i);
         tl.push(Phase::Forward, format!("layer {} forward", i + 1), during);
         acts += s.on_gpu(s.kept(i));
         // A checkpointed layer runs without saving its weight casts, and autocast's cache
         // is cleared when the forward's autocast region exits.
-        if saved {
+        if keeps {
             cache += cache_layer;
         }
         autocast += cache_layer;
@@ -90,7 +131,10 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
             tl.push(
                 Phase::Forward,
                 format!("after layer {}", i + 1),
-                fixed + acts * s.in_flight + autocast + kv * (i + 1),
+                saved(acts)
+                    .with(AutocastCache, cache)
+                    .with(LayerTransients, autocast - cache)
+                    .with(KvCache, kv * (i + 1)),
             );
         }
     }
@@ -98,6 +142,7 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         acts: acts * s.in_flight,
         cache: cache + s.st.autocast_cache_outside,
         autocast: autocast + s.st.autocast_cache_outside,
+        outside,
     }
 }
 
@@ -112,18 +157,35 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
     } else {
         0
     };
-    let before_loss = s.base + fwd.acts + fwd.autocast + gather + last_hidden + s.tmp.ckpt_mask;
+    // Of autocast's cache, the checkpointed layers' casts are not saved for backward.
+    let before_loss = fwd
+        .acts(base(s))
+        .with(AutocastCache, fwd.cache)
+        .with(LayerTransients, fwd.autocast - fwd.cache)
+        .with(GatheredParams, gather)
+        .with(GradientsInFlight, last_hidden)
+        .with(ForwardTemporaries, s.tmp.ckpt_mask);
     tl.push(
         Phase::Loss,
         "logits and loss (fp32 upcast, log_softmax)",
-        before_loss + s.lm.forward_peak + s.kv.unsaved * s.layers,
+        before_loss
+            .with(LossForward, s.lm.forward_peak)
+            .with(KvCache, s.kv.unsaved * s.layers),
     );
     // Alive after forward and loss: the saved tensors, the KV cache, the loss's buffers and,
     // under reentrant checkpointing with eager attention, the causal mask the checkpoints
     // keep (GPT-2 passes it positionally, so `save_for_backward` holds it; Llama-like layers
     // get it as a keyword, held by the checkpoint's `run_function` closure: alive either way).
     let retained = fwd.acts + fwd.cache + s.lm.retained + s.tmp.ckpt_mask;
-    tl.push(Phase::Loss, "after loss", s.base + retained + gather);
+    tl.push(
+        Phase::Loss,
+        "after loss",
+        fwd.acts(base(s))
+            .with(AutocastCache, fwd.cache)
+            .with(LossForward, s.lm.retained)
+            .with(ForwardTemporaries, s.tmp.ckpt_mask)
+            .with(GatheredParams, gather),
+    );
     Loss { retained }
 }
 
@@ -136,11 +198,16 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     // (of the cache, what attention does not save itself is extra while backward runs).
     let kept_logits = if s.scen.keep_logits { s.lm.logits } else { 0 };
     let kept_kv = if s.scen.keep_logits { kv_unsaved } else { 0 };
-    let backward_base = s.base + fwd.acts + fwd.cache + gather + kept_kv + s.tmp.ckpt_mask;
+    let backward_base = fwd
+        .acts(base(s))
+        .with(AutocastCache, fwd.cache)
+        .with(GatheredParams, gather)
+        .with(KvCache, kept_kv)
+        .with(ForwardTemporaries, s.tmp.ckpt_mask);
     tl.push(
         Phase::Backward,
         "loss backward (fp32 logit gradients)",
-        backward_base + s.lm.backward_peak,
+        backward_base.with(LossBackward, s.lm.backward_peak),
     );
     let lm_head_w = s.spec.vocab * s.spec.hidden / s.scen.parallel.tensor as u64;
     let lm_grad_tmp = if s.scen.precision.is_autocast() {
@@ -161,11 +228,12 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         Phase::Backward,
         "lm_head backward",
         backward_base
-            + kept_logits
-            + s.lm.grad_logits
-            + s.t * s.spec.hidden * s.compute.bytes()
-            + lm_grad
-            + lm_grad_tmp,
+            .with(Logits, kept_logits)
+            .with(
+                GradientsInFlight,
+                s.lm.grad_logits + s.t * s.spec.hidden * s.compute.bytes() + lm_grad_tmp,
+            )
+            .with(Gradients, lm_grad),
     );
     // After the final norm's backward: its saved tensors and lm_head's input are released
     // (the RoPE tables and the embedding dropout mask stay until the first layer / the
@@ -177,16 +245,18 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             .map(|x| x.bytes())
             .sum::<u64>(),
     );
-    let after_lm = backward_base - st.autocast_cache_outside - outside_freed
-        + lm_grad
-        + norm_grad
-        + kept_logits
-        + s.tmp.residual_grad;
+    let after_lm = backward_base
+        .less(AutocastCache, st.autocast_cache_outside)
+        .less(OutsideLayers, outside_freed)
+        .with(Gradients, lm_grad + norm_grad)
+        .with(Logits, kept_logits)
+        .with(GradientsInFlight, s.tmp.residual_grad);
     tl.grads_now += lm_grad + norm_grad;
     let mut live = after_lm;
     let mut kv_released = 0u64;
     for i in (0..s.layers).rev() {
-        let during = live + layer_backward_transients(s, i) + gather / 2;
+        // The layer's backward gathers its weights again beside the running and prefetched.
+        let during = layer_backward_transients(s, i, live).with(LayerTransients, gather / 2);
         tl.push(Phase::Backward, format!("layer {} backward", i + 1), during);
         if s.scen.keep_logits {
             kv_released += s.kv.saved;
@@ -196,10 +266,12 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         } else {
             0
         };
-        live = live + st.layer_grad_bytes + if s.scen.keep_logits { s.kv.saved } else { 0 }
-            - s.on_gpu(s.kept(i)) * s.in_flight
-            - released_cache
-            - if i == 0 { s.tmp.ckpt_mask } else { 0 };
+        live = live
+            .with(Gradients, st.layer_grad_bytes)
+            .with(KvCache, if s.scen.keep_logits { s.kv.saved } else { 0 })
+            .less(Activations, s.on_gpu(s.kept(i)) * s.in_flight)
+            .less(AutocastCache, released_cache)
+            .less(ForwardTemporaries, if i == 0 { s.tmp.ckpt_mask } else { 0 });
         tl.grads_now += st.layer_grad_bytes;
         if i == 0 || sampled(i, s.layers) {
             tl.push(
@@ -215,15 +287,21 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     // waited in the weight's input buffer (its AccumulateGrad runs once both arrived), and the
     // engine adds the two out of place (torch/csrc/autograd/input_buffer.cpp: lm_head's is a
     // transposed view, not stealable): two fresh vocab x hidden tensors beside the first.
-    let end = s.base + st.gradients + kept_logits + kept_kv + kv_released;
+    let end = base(s)
+        .with(Gradients, st.gradients)
+        .with(Logits, kept_logits)
+        .with(KvCache, kept_kv + kv_released);
     tl.push(
         Phase::Backward,
         "embedding backward",
-        end + if s.spec.tie_embeddings {
-            2 * s.bwd.lm_head_grad
-        } else {
-            s.tmp.residual_grad
-        },
+        end.with(
+            GradientsInFlight,
+            if s.spec.tie_embeddings {
+                2 * s.bwd.lm_head_grad
+            } else {
+                s.tmp.residual_grad
+            },
+        ),
     );
     tl.push(Phase::Backward, "end of backward: all gradients", end);
     Backward { end }
@@ -231,8 +309,8 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
 
 /// What layer `i`'s backward allocates above the live bytes before it: a checkpointed layer's
 /// recompute (or the rest of a selectively recomputed one), offloaded saves coming back, its
-/// autocast weight copies, and the backward's own peak.
-fn layer_backward_transients(s: &Step, i: u64) -> u64 {
+/// autocast weight copies, and the backward's own peak, on top of `live`.
+fn layer_backward_transients(s: &Step, i: u64, live: Live) -> Live {
     let full = s.full(i);
     let plan = s.plan(i);
     // Reentrant checkpointing reruns the layer's forward inside backward: everything it saves
@@ -265,14 +343,21 @@ fn layer_backward_transients(s: &Step, i: u64) -> u64 {
         (true, true) => s.kept(i),
         (true, false) => full,
     };
-    recompute + casts + offload_back + s.layer_backward(i)
+    // A dense layer of a MoE model may pass the line (a MoE layer's): the rest is transient.
+    let peak = s.layer_backward(i);
+    let line = peak.min(s.layer_backward_line());
+    live.with(
+        LayerTransients,
+        recompute + casts + offload_back + peak - line,
+    )
+    .with(LayerBackward, line)
 }
 
 fn optimizer(s: &Step, bwd: &Backward, tl: &mut Timeline) {
     tl.push(
         Phase::Optimizer,
         "optimizer step",
-        bwd.end + s.st.optimizer.step_transient,
+        bwd.end.with(OptimizerStep, s.st.optimizer.step_transient),
     );
-    tl.push(Phase::Optimizer, "after zero_grad", s.base);
+    tl.push(Phase::Optimizer, "after zero_grad", base(s));
 }

@@ -179,6 +179,16 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// The breakdown's line for one layer's backward peak: a MoE layer's (assumed) in a MoE
+    /// model, else a dense layer's.
+    pub fn layer_backward_line(&self) -> u64 {
+        if self.spec.moe.is_some() {
+            self.tmp.layer_backward + self.st.layer_grad_bytes
+        } else {
+            self.bwd.peak(self.st.layer_grad_bytes)
+        }
+    }
+
     /// Whether a checkpointed layer's recompute saves its kept input again: not when the first
     /// norm saves the input itself (fp32 stream or LayerNorm: the detached input shares its
     /// storage).

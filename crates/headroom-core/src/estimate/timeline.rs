@@ -1,11 +1,72 @@
-//! The step's timeline as it is built: live tensor bytes at each point, with the gradients
-//! each point holds so that gradient accumulation can replay the micro-batch.
+//! The step's timeline as it is built: live tensor bytes at each point, split by the component
+//! that holds them, with the gradients each point holds so that gradient accumulation can
+//! replay the micro-batch.
 
+use super::components::ComponentId;
 use super::types::Phase;
+
+/// Live tensor bytes at one instant, per component (indexed by `ComponentId as usize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Live([u64; ComponentId::ALL.len()]);
+
+impl Default for Live {
+    fn default() -> Self {
+        Live([0; ComponentId::ALL.len()])
+    }
+}
+
+impl Live {
+    // `with` and `less` stay out of line, so that the phases' many sums stay small in the
+    // site's bundle.
+
+    /// These bytes plus `bytes` of `id`.
+    #[must_use]
+    #[inline(never)]
+    pub fn with(mut self, id: ComponentId, bytes: u64) -> Self {
+        self.0[id as usize] += bytes;
+        self
+    }
+
+    /// These bytes less `bytes` of `id` (which holds them).
+    #[must_use]
+    #[inline(never)]
+    pub fn less(mut self, id: ComponentId, bytes: u64) -> Self {
+        self.0[id as usize] -= bytes;
+        self
+    }
+
+    pub fn get(&self, id: ComponentId) -> u64 {
+        self.0[id as usize]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The components holding bytes, in display order.
+    pub fn parts(&self) -> Vec<(ComponentId, u64)> {
+        ComponentId::ALL
+            .iter()
+            .map(|&id| (id, self.get(id)))
+            .filter(|&(_, b)| b > 0)
+            .collect()
+    }
+
+    /// Each component's larger value of the two.
+    #[must_use]
+    pub fn max(mut self, other: &Live) -> Self {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a = (*a).max(b);
+        }
+        self
+    }
+}
 
 #[derive(Default)]
 pub(super) struct Timeline {
     pub points: Vec<(Phase, String, u64)>,
+    /// Per point, what its bytes are made of.
+    pub parts: Vec<Live>,
     /// Per point, the accumulated gradients its bytes include (`grads_now` when pushed).
     held: Vec<u64>,
     /// Gradients accumulated so far in this micro-batch's backward.
@@ -13,8 +74,9 @@ pub(super) struct Timeline {
 }
 
 impl Timeline {
-    pub fn push(&mut self, phase: Phase, label: impl Into<String>, tensors: u64) {
-        self.points.push((phase, label.into(), tensors));
+    pub fn push(&mut self, phase: Phase, label: impl Into<String>, live: Live) {
+        self.points.push((phase, label.into(), live.total()));
+        self.parts.push(live);
         self.held.push(self.grads_now);
     }
 
@@ -24,14 +86,20 @@ impl Timeline {
     /// place). Appends that pass: each point of the first micro-batch (from `first`) with the
     /// gradients it held replaced by all of them.
     pub fn accumulated_pass(&mut self, first: usize, gradients: u64) {
+        use ComponentId::{Gradients, GradientsInFlight};
         for j in first..self.points.len() {
-            let (phase, label, tensors) = self.points[j].clone();
-            let held = self.held[j];
-            self.points.push((
-                phase,
-                format!("next micro-batches: {label}"),
-                tensors.saturating_sub(held) + gradients,
-            ));
+            let (phase, label, _) = self.points[j].clone();
+            let live = self.parts[j];
+            // Its gradients beyond those it held (lm_head's, just computed) are new ones, in
+            // flight until AccumulateGrad adds them into the held ones.
+            let fresh = live.get(Gradients) - self.held[j];
+            let live = live
+                .less(Gradients, fresh + self.held[j])
+                .with(Gradients, gradients)
+                .with(GradientsInFlight, fresh);
+            self.points
+                .push((phase, format!("next micro-batches: {label}"), live.total()));
+            self.parts.push(live);
             self.held.push(gradients);
         }
     }

@@ -5,6 +5,8 @@ use serde::Serialize;
 
 use crate::activations::Saved;
 
+use super::components::ComponentId;
+
 /// How sure a number is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -141,6 +143,16 @@ pub struct Peaks {
     pub device: u64,
     pub phase: Phase,
     pub at: String,
+    /// What the tensor peak is made of: the bytes of each component live at that instant
+    /// (summing to `tensors`), in display order.
+    pub parts: Vec<LivePart>,
+}
+
+/// A component's bytes live at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LivePart {
+    pub id: ComponentId,
+    pub bytes: u64,
 }
 
 /// Fits or not on the chosen GPU.
