@@ -38,12 +38,13 @@ fn run(cli: Cli) -> Result<()> {
                     serde_json::to_string_pretty(&render::estimate_json(
                         &a.estimate,
                         &fit,
-                        &a.link
+                        &a.link,
+                        &a.time
                     ))?
                 ),
                 Format::Table => print!(
                     "{}",
-                    render::estimate_table(&a.estimate, &fit, &a.link, &scen)
+                    render::estimate_table(&a.estimate, &fit, &a.link, &scen, &a.time)
                 ),
             }
         }

@@ -8,10 +8,11 @@ use headroom_core::estimate::Estimate;
 use headroom_core::fit::Fit;
 use headroom_core::format::{bytes, count, signed_bytes};
 use headroom_core::strategies::Strategy;
+use headroom_core::time::{StepTime, TimeAssumptions};
 use serde_json::{Value, json};
 
 /// The `estimate --format json` document (documented in README.md, "JSON output").
-pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str) -> Value {
+pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value {
     json!({
         "schema": "headroom.estimate.v1",
         "model": e.model,
@@ -24,6 +25,7 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str) -> Value {
         "fit": fit,
         "calibrated": e.calibrated,
         "attention": e.attention,
+        "speed": speed_json(t),
         "warnings": e.warnings,
         "components": e.components,
         "timeline": e.timeline,
@@ -34,7 +36,46 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str) -> Value {
     })
 }
 
-pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> String {
+/// The step time of the scenario as estimated (time model; its assumptions named).
+fn speed_json(t: &StepTime) -> Value {
+    json!({
+        "tokens_per_second": t.tokens_per_second,
+        "tokens_per_second_per_gpu": t.tokens_per_second_per_gpu,
+        "step_seconds": t.step_seconds,
+        "tokens_per_step": t.tokens_per_step,
+        "mfu": t.mfu,
+        "confidence": t.confidence,
+        "assumptions": TimeAssumptions::default(),
+    })
+}
+
+/// One line on the speed, with what it assumes.
+pub fn speed_line(t: &StepTime) -> String {
+    let a = TimeAssumptions::default();
+    format!(
+        "speed (time model, {}): {:.0} tokens/s ({:.0} per GPU), {:.3} s per step of {} tokens, MFU {:.1}%; assumed: framework efficiency {}, {} GPUs per node, {} GB/s between nodes",
+        match t.confidence {
+            headroom_core::estimate::Confidence::Calibrated => "calibrated",
+            _ => "assumed efficiency",
+        },
+        t.tokens_per_second,
+        t.tokens_per_second_per_gpu,
+        t.step_seconds,
+        t.tokens_per_step,
+        t.mfu * 100.0,
+        a.framework_efficiency,
+        a.gpus_per_node,
+        a.internode_gbs
+    )
+}
+
+pub fn estimate_table(
+    e: &Estimate,
+    fit: &Fit,
+    link: &str,
+    scen: &Scenario,
+    t: &StepTime,
+) -> String {
     let mut s = String::new();
     let v = &e.verdict;
     let _ = writeln!(
@@ -151,6 +192,9 @@ pub fn estimate_table(e: &Estimate, fit: &Fit, link: &str, scen: &Scenario) -> S
         );
     }
     let _ = writeln!(s, "attention: {}", e.attention);
+    if v.fits {
+        let _ = writeln!(s, "{}", speed_line(t));
+    }
     for w in &e.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

@@ -106,11 +106,33 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                 <p class="notice" role="note" id="tight">{ "It fits with under 5% to spare, and the CUDA context and allocator slack are assumed until calibrated: a risky fit. Set a safety margin (Advanced overheads) to plan with room." }</p>
             }
             <p class="verdict-line">{ format!("Attention: {}.", e.attention) }</p>
+            if v.fits {
+                <p class="verdict-line" id="speed">{ speed_line(&props.analysis.time) }</p>
+            }
             { for e.warnings.iter().map(|w| html! { <p class="notice" role="note">{ w.clone() }</p> }) }
             { for fit }
             { next_step(&props.analysis) }
         </section>
     }
+}
+
+/// The scenario's speed from the time model, with the assumptions it rests on.
+fn speed_line(t: &headroom_core::time::StepTime) -> String {
+    let a = headroom_core::time::TimeAssumptions::default();
+    format!(
+        "Speed (time model{}): {} tok/s, {:.2} s per optimizer step, MFU {:.0}%. Assumed: {:.0}% of the GPU's matmul peak reached by the framework, {} GPUs per node, {:.0} GB/s between nodes.",
+        if t.confidence == headroom_core::estimate::Confidence::Calibrated {
+            ", calibrated"
+        } else {
+            ""
+        },
+        super::num::grouped(t.tokens_per_second.round() as u64),
+        t.step_seconds,
+        t.mfu * 100.0,
+        a.framework_efficiency * 100.0,
+        a.gpus_per_node,
+        a.internode_gbs
+    )
 }
 
 /// What to do next: for a setup that does not fit, the fastest single change that fits

@@ -127,6 +127,33 @@ fn a_first_visit_opens_on_a_question_it_answers_with_starting_points_and_a_next_
         "{first}"
     );
     assert_eq!(first[1], json!(4), "four starting points");
+    // The speed of the setup, beside the verdict, is the CLI's (issue 16 §3).
+    let cli = cli_json(&["estimate", "--named", "llama-3.1-8b-lora-4090"]);
+    let tps = cli["speed"]["tokens_per_second"]
+        .as_f64()
+        .expect("a speed")
+        .round() as u64;
+    let grouped = {
+        let d = tps.to_string();
+        let mut out = String::new();
+        for (i, c) in d.chars().enumerate() {
+            if i > 0 && (d.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let speed = s.js(
+        "return document.getElementById('speed').textContent",
+        json!([]),
+    );
+    assert!(
+        speed
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("{grouped} tok/s"))),
+        "{speed} vs {tps}"
+    );
     assert!(
         first[2].as_str().is_some_and(|t| t.starts_with("Next:")),
         "{first}"
