@@ -106,6 +106,14 @@ named_enum!(
     }
 );
 
+impl Optimizer {
+    /// bitsandbytes' 8-bit optimizers: their states and step live on the GPU (CUDA kernels),
+    /// so they cannot be the optimizer of offloaded states.
+    pub const fn is_bitsandbytes(self) -> bool {
+        matches!(self, Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit)
+    }
+}
+
 named_enum!(
     /// The attention implementation.
     Attention, "attention" {

@@ -278,26 +278,40 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         offload_optimizer: Offload::Cpu,
         ..scen.parallel
     };
+    // Offloaded states are stepped by DeepSpeed's CPU Adam: bitsandbytes' 8-bit optimizers
+    // (CUDA kernels) give way to AdamW, which changes what is trained.
+    let (offload_optimizer, instead) = if scen.optimizer.is_bitsandbytes() {
+        (
+            Optimizer::AdamW,
+            " (DeepSpeed's CPU AdamW replaces 8-bit AdamW)",
+        )
+    } else {
+        (scen.optimizer, "")
+    };
+    let offloaded = Scenario {
+        optimizer: offload_optimizer,
+        ..base.clone()
+    };
     add(
         "zero3_offload",
         "ZeRO-3 + CPU optimizer offload",
-        "optimizer states to pinned CPU memory".into(),
+        format!("optimizer states to pinned CPU memory{instead}"),
         Scenario {
             parallel: z3,
-            ..base.clone()
+            ..offloaded.clone()
         },
     );
     if scen.parallel.offload_params == Offload::None {
         add(
             "zero3_offload_params",
             "ZeRO-3 + CPU optimizer and parameter offload",
-            "optimizer states and parameters to pinned CPU memory".into(),
+            format!("optimizer states and parameters to pinned CPU memory{instead}"),
             Scenario {
                 parallel: crate::scenario::Parallel {
                     offload_params: Offload::Cpu,
                     ..z3
                 },
-                ..base.clone()
+                ..offloaded
             },
         );
     }

@@ -49,19 +49,37 @@ fn figures(link: &str) -> (u64, bool, f64) {
 fn every_worked_example_gets_a_fitting_plan_and_a_ladder_that_ends_fitting() {
     for (id, scen) in worked_examples() {
         let p = run(&scen, &PlanOptions::default());
-        let best = p
-            .plans
-            .first()
-            .unwrap_or_else(|| panic!("{id}: no plan fits"));
+        // Example 2's single-GPU recipe keeps 8-bit AdamW, whose states cannot be offloaded
+        // (offload steps AdamW on the CPU): only a change of the training makes it fit.
+        let training;
+        let best = match p.plans.first() {
+            Some(b) => b,
+            None if id == "ex2-7b-24gb-8bit" => {
+                training = run(
+                    &scen,
+                    &PlanOptions {
+                        allow_training_changes: true,
+                        ..PlanOptions::default()
+                    },
+                );
+                training
+                    .training_plans
+                    .first()
+                    .unwrap_or_else(|| panic!("{id}: no training plan fits"))
+            }
+            None => panic!("{id}: no plan fits"),
+        };
         // The best plan's link, estimated afresh, fits with the peak and speed the plan shows.
         let (peak, fits, tps) = figures(&best.link);
         assert!(fits, "{id}: best plan does not fit when estimated");
         assert_eq!(peak, best.peak_device, "{id}: plan peak");
         assert_eq!(tps, best.tokens_per_second, "{id}: plan speed");
         let last = p.ladder.last().unwrap_or_else(|| panic!("{id}: no ladder"));
-        assert!(
+        // The ladder keeps the training: for the 8-bit AdamW recipe it cannot reach a fit.
+        assert_eq!(
             p.ladder_fits && last.fits,
-            "{id}: ladder ends without fitting"
+            id != "ex2-7b-24gb-8bit",
+            "{id}: where the ladder ends"
         );
         // Each rung: the estimate and time model of its link; speed change against the rung
         // before it, computed from those speeds; memory falls on every change taken.
@@ -259,9 +277,19 @@ fn training_changes_only_when_allowed_and_listed_apart() {
     recipes.sort_by_key(|r| format!("{r:?}"));
     recipes.dedup();
     assert_eq!(recipes.len(), n, "{recipes:?}");
-    // LoRA trains a fraction of the weights: faster than the best same-training plan, which
-    // must stream states from the CPU.
-    assert!(p.training_plans[0].tokens_per_second > p.plans[0].tokens_per_second);
+    // Keeping 8-bit AdamW, no plan fits: offloading its states would step them with AdamW on
+    // the CPU, which is a change of the training (listed with the others).
+    assert!(p.plans.is_empty());
+    assert!(
+        p.training_plans
+            .iter()
+            .any(|x| x.scenario.parallel.offload_optimizer
+                != headroom_core::scenario::Offload::None
+                && x.scenario.optimizer == headroom_core::scenario::Optimizer::AdamW)
+            || p.training_plans
+                .iter()
+                .any(|x| x.scenario.method != scen.method)
+    );
 }
 
 #[test]

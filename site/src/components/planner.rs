@@ -32,11 +32,28 @@ fn pct(change: f64) -> String {
     }
 }
 
+/// A plan's changes in the calculator's words: "Checkpointing: every layer", "CUDA graphs:
+/// off", not link keys.
 fn changes(p: &Plan) -> String {
     let c: Vec<String> = p
         .changes
         .iter()
-        .map(|c| format!("{} {}", c.field, c.to))
+        .map(|c| match crate::fields::find(c.field) {
+            Some(f) => {
+                let to = match f.control {
+                    crate::fields::Control::Check => {
+                        (if c.to == "1" { "on" } else { "off" }).to_string()
+                    }
+                    crate::fields::Control::Select(options) => options(&p.scenario)
+                        .into_iter()
+                        .find(|(v, _)| *v == c.to)
+                        .map_or_else(|| c.to.clone(), |(_, label)| label),
+                    _ => c.to.clone(),
+                };
+                format!("{}: {to}", f.label)
+            }
+            None => format!("{} {}", c.field, c.to),
+        })
         .collect();
     if c.is_empty() {
         "as it is".into()
@@ -63,7 +80,11 @@ fn plan_rows(
                     <td><button type="button" class="pick" onclick={pick}
                         aria-pressed={(n == chosen).to_string()}>{ format!("#{}", n + 1) }</button></td>
                     <td class="num">{ tps(p.tokens_per_second) }</td>
-                    <td class="saves">{ pct(if now > 0.0 { p.tokens_per_second / now - 1.0 } else { 0.0 }) }</td>
+                    // Against the current setup only when it runs (fits); slowdowns in red.
+                    { match (now > 0.0).then(|| p.tokens_per_second / now - 1.0) {
+                        Some(c) => html! { <td class={if c < -0.005 { "costs" } else { "saves" }}>{ pct(c) }</td> },
+                        None => html! { <td title="the current setup does not fit">{ "–" }</td> },
+                    } }
                     <td>{ bytes(p.peak_device) }
                         if p.headroom_percent < headroom_core::estimate::TIGHT_PERCENT {
                             <span class="risky" title="under 5% of the GPU to spare while runtime constants are assumed">{ " risky" }</span>
@@ -178,13 +199,20 @@ pub fn Planner(props: &PlannerProps) -> Html {
                     });
                 })
             };
-            let now = p.input.tokens_per_second;
+            // "vs now" compares with the current setup only when it fits (it does not run
+            // otherwise).
+            let now = if p.input.fits {
+                p.input.tokens_per_second
+            } else {
+                0.0
+            };
             html! {
                 <>
                     <p class="help" id="planner-summary">{ format!(
-                        "Now {} ({}), {} tokens/s. Target: global batch {} of {} tokens. {} combinations searched.",
-                        bytes(p.input.peak_device), if p.input.fits { "fits" } else { "does not fit" },
-                        tps(now), p.global_batch, p.seq, p.combinations) }</p>
+                        "Now {} ({}). Target: global batch {} of {} tokens. {} combinations searched.",
+                        bytes(p.input.peak_device),
+                        if p.input.fits { format!("fits, {} tokens/s", tps(now)) } else { "does not fit".into() },
+                        p.global_batch, p.seq, p.combinations) }</p>
                     if all.is_empty() {
                         <p id="planner-none">{ "No setup in the search space fits. Allow changes to the training, or add GPUs." }</p>
                     } else {

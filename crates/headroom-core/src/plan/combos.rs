@@ -117,6 +117,13 @@ pub(super) fn combos(
                     if !own && dp == DataParallel::Fsdp && oo != op {
                         continue;
                     }
+                    // Offloaded optimizer states are stepped on the CPU (DeepSpeed replaces
+                    // the optimizer with its CPU Adam); bitsandbytes' 8-bit and paged
+                    // optimizers step CUDA tensors: no such pair is a plan (AdamW on the CPU
+                    // would change the training).
+                    if !own && oo != Offload::None && base.optimizer.is_bitsandbytes() {
+                        continue;
+                    }
                     for &ck in &ckpts {
                         for &loss in &losses {
                             for &act in &acts {

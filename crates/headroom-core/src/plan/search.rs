@@ -90,6 +90,16 @@ pub(super) fn search(
         }
         if let Some(s) = best_fit(ctx, c) {
             let p = ctx.plan(input, reference, s, opts);
+            // A plan that only adds changes to one already found, at the same speed and
+            // peak, is the same plan with more work (a fused loss where logits are small,
+            // ZeRO-2 against ZeRO-3 on one GPU): keep the one with fewer changes.
+            if let Some(i) = found.iter().position(|q| same_plan(&p, q)) {
+                if p.changes.len() < found[i].changes.len() {
+                    found.remove(i);
+                } else {
+                    continue;
+                }
+            }
             let at = found
                 .iter()
                 .position(|q| ranks_before(&p, q))
@@ -99,6 +109,19 @@ pub(super) fn search(
         }
     }
     found
+}
+
+/// Two plans no reader would tell apart: the same speed (within [`SAME_SPEED`]) and the same
+/// device peak (within 0.5%), or one is the other plus changes at the same speed.
+fn same_plan(p: &Plan, q: &Plan) -> bool {
+    let speed = (p.tokens_per_second - q.tokens_per_second).abs()
+        <= SAME_SPEED * q.tokens_per_second.abs().max(1e-9);
+    if !speed {
+        return false;
+    }
+    let peak = (p.peak_device as f64 - q.peak_device as f64).abs() <= 0.005 * q.peak_device as f64;
+    let subset = |a: &Plan, b: &Plan| a.changes.iter().all(|c| b.changes.contains(c));
+    peak || subset(p, q) || subset(q, p)
 }
 
 /// Speeds within this fraction of each other rank as equal: the time model's differences
