@@ -256,7 +256,7 @@ impl Checkpointing {
         match self {
             Checkpointing::None => "no checkpointing".into(),
             Checkpointing::Full => "every layer".into(),
-            Checkpointing::Every(k) => format!("every {k}th layer"),
+            Checkpointing::Every(k) => format!("one layer in {k}"),
             Checkpointing::Selective => "selective (attention)".into(),
         }
     }

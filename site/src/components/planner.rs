@@ -79,17 +79,17 @@ fn plan_rows(
                 <tr data-plan={n.to_string()} class={classes!((n == chosen).then_some("recommended"))}>
                     <td><button type="button" class="pick" onclick={pick}
                         aria-pressed={(n == chosen).to_string()}>{ format!("#{}", n + 1) }</button></td>
-                    <td class="num">{ tps(p.tokens_per_second) }</td>
+                    <td class="num" data-label="Tokens/s">{ tps(p.tokens_per_second) }</td>
                     // Against the current setup only when it runs (fits); slowdowns in red.
                     { match (now > 0.0).then(|| p.tokens_per_second / now - 1.0) {
-                        Some(c) => html! { <td class={if c < -0.005 { "costs" } else { "saves" }}>{ pct(c) }</td> },
-                        None => html! { <td title="the current setup does not fit">{ "–" }</td> },
+                        Some(c) => html! { <td data-label="vs now" class={if c < -0.005 { "costs" } else { "saves" }}>{ pct(c) }</td> },
+                        None => html! { <td data-label="vs now" title="the current setup does not fit">{ "–" }</td> },
                     } }
-                    <td>{ bytes(p.peak_device) }
+                    <td data-label="Peak">{ bytes(p.peak_device) }
                         if p.headroom_percent < headroom_core::estimate::TIGHT_PERCENT {
                             <span class="risky" title="under 5% of the GPU to spare while runtime constants are assumed">{ " risky" }</span>
                         }</td>
-                    <td>{ changes(p) }</td>
+                    <td class="changes" data-label="Changes">{ changes(p) }</td>
                     <td><a href={href}>{ "open" }</a></td>
                 </tr>
             }

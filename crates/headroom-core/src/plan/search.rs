@@ -94,7 +94,7 @@ pub(super) fn search(
             // peak, is the same plan with more work (a fused loss where logits are small,
             // ZeRO-2 against ZeRO-3 on one GPU): keep the one with fewer changes.
             if let Some(i) = found.iter().position(|q| same_plan(&p, q)) {
-                if p.changes.len() < found[i].changes.len() {
+                if ranks_before(&p, &found[i]) {
                     found.remove(i);
                 } else {
                     continue;
@@ -121,7 +121,20 @@ fn same_plan(p: &Plan, q: &Plan) -> bool {
     }
     let peak = (p.peak_device as f64 - q.peak_device as f64).abs() <= 0.005 * q.peak_device as f64;
     let subset = |a: &Plan, b: &Plan| a.changes.iter().all(|c| b.changes.contains(c));
-    peak || subset(p, q) || subset(q, p)
+    // On one data-parallel GPU the ZeRO stage shards nothing: stages that differ only there
+    // are one plan (the offload they enable is the same).
+    let replicas = |x: &Plan| {
+        let s = &x.scenario;
+        s.gpus / (s.parallel.tensor * s.parallel.pipeline).max(1)
+    };
+    let only_stage = replicas(p) == 1
+        && replicas(q) == 1
+        && p.changes.len() == q.changes.len()
+        && p.changes
+            .iter()
+            .filter(|c| !q.changes.contains(c))
+            .all(|c| c.field == "dp");
+    peak || only_stage || subset(p, q) || subset(q, p)
 }
 
 /// Speeds within this fraction of each other rank as equal: the time model's differences
