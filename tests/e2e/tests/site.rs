@@ -533,6 +533,36 @@ fn the_page_fits_a_phone_screen() {
     );
     assert_eq!(fonts_ok, json!(true), "inputs are readable at phone width");
     s.screenshot(&repo_root().join("target/e2e/phone.png"));
+    // The strategy table and the planner's plans fit the screen at 390 px and their card at
+    // 1400 px: nothing wider than its box, nothing clipped (issue 17 §7).
+    let fits_its_box = "const t = document.querySelector(arguments[0]); const w = t.closest('.table-wrap') || t.parentElement; return [t.scrollWidth, w.clientWidth]";
+    for (session, width) in [(&s, 390), (&driver.session(1400, 1000), 1400)] {
+        session.goto(&srv.url("/?v=1"));
+        session.wait_ready();
+        session.click(&session.find("#planner-open"));
+        session.wait_for(
+            "return document.querySelectorAll('#planner-plans tr[data-plan]').length > 0",
+            WAIT,
+            "plans",
+        );
+        for table in ["#strategy-table", "#planner-plans"] {
+            let r = session.js(fits_its_box, json!([table]));
+            assert!(
+                r[0].as_i64()
+                    .zip(r[1].as_i64())
+                    .is_some_and(|(t, w)| t <= w + 1),
+                "{table} at {width} px: {r}"
+            );
+        }
+        let overflow = session.js(
+            "return document.documentElement.scrollWidth - window.innerWidth",
+            json!([]),
+        );
+        assert!(
+            overflow.as_i64().is_some_and(|o| o <= 0),
+            "{width} px: {overflow}"
+        );
+    }
     let desktop = driver.session(1280, 900);
     desktop.goto(&srv.url("/s/llama-3.1-8b-lora-4090"));
     desktop.wait_ready();
