@@ -52,7 +52,8 @@ pub fn Embed() -> Html {
                 </p>
             };
             match q.view {
-                View::Calculator => html! { <>{ caption }{ results(a, gpus, "headroom") }</> },
+                // The results open with the verdict, which names the model and GPUs.
+                View::Calculator => results(a, gpus, "headroom"),
                 View::Timeline => html! {
                     <>{ caption }
                     <Chart kind={ChartKind::Timeline} estimate={est} label="Memory over one training step"/></>
