@@ -398,8 +398,12 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     }
     inv.at(Part::AttentionCore);
     match sh.attention {
-        Attention::Sdpa if sh.sdpa == Backend::Math => math_attention(inv, sh, l),
-        Attention::Sdpa => {
+        Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex
+            if sh.sdpa == Backend::Math =>
+        {
+            math_attention(inv, sh, l)
+        }
+        Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
             // Under autocast SDPA casts the fp32 rotated q and k to the compute dtype.
             if spec.family == Family::Phi3 {
@@ -682,8 +686,12 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     }
     inv.at(Part::AttentionCore);
     match sh.attention {
-        Attention::Sdpa if sh.sdpa == Backend::Math => math_attention(inv, sh, l),
-        Attention::Sdpa => {
+        Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex
+            if sh.sdpa == Backend::Math =>
+        {
+            math_attention(inv, sh, l)
+        }
+        Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             if spec.family == Family::Gpt2 {
                 // q, k and v are transposed views of c_attn's output, and SDPA (flash and
                 // efficient on CUDA, flash on CPU) saves its inputs as given: no copies of its

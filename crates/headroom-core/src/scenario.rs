@@ -119,8 +119,30 @@ named_enum!(
     Attention, "attention" {
         Eager => "eager", "eager (materializes s x s scores)";
         Sdpa => "sdpa", "SDPA / FlashAttention";
+        Flash2 => "flash2", "flash_attention_2 (flash-attn package)";
+        Flash3 => "flash3", "flash_attention_3 (flash-attn, Hopper)";
+        Flex => "flex", "flex_attention (torch.compile)";
     }
 );
+
+impl Attention {
+    /// A fused kernel: no s x s scores saved (SDPA unless it runs its math kernel, and
+    /// transformers' flash-attn and flex implementations).
+    pub const fn fused(self) -> bool {
+        !matches!(self, Attention::Eager)
+    }
+
+    /// transformers' `attn_implementation` name.
+    pub const fn hf_name(self) -> &'static str {
+        match self {
+            Attention::Eager => "eager",
+            Attention::Sdpa => "sdpa",
+            Attention::Flash2 => "flash_attention_2",
+            Attention::Flash3 => "flash_attention_3",
+            Attention::Flex => "flex_attention",
+        }
+    }
+}
 
 named_enum!(
     /// The kernel SDPA runs: what PyTorch picks for the GPU (`crate::sdpa::choose`), or one

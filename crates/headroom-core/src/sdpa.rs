@@ -14,7 +14,7 @@
 use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::model::ModelSpec;
-use crate::scenario::{Scenario, SdpaKernel};
+use crate::scenario::{Attention, Scenario, SdpaKernel};
 
 /// A kernel SDPA can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,15 +78,59 @@ impl Inputs {
 pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
     let dropout = scen.dropout.unwrap_or(spec.dropout.attention);
     let x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
-    choose(scen.sdpa, &x)
+    match scen.attention {
+        Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
+            transformers_kernel(scen.attention, &x)
+        }
+        _ => choose(scen.sdpa, &x),
+    }
+}
+
+/// transformers' own fused implementations. What they save is taken as the flash kernel's
+/// (q, k, v, output, the fp32 logsumexp; flash-attn's `_flash_attn_forward` and
+/// flex_attention's `flex_attention_backward` inputs): assumed, as neither runs on this CPU.
+/// Where each runs: flash-attn 2 needs Ampere or later (sm80+) and fp16/bf16 with a head
+/// dimension up to 256; flash-attn 3 is built for Hopper (sm90); flex_attention compiles with
+/// Triton, which needs sm70 or later.
+fn transformers_kernel(attention: Attention, x: &Inputs) -> Choice {
+    let half = matches!(x.dtype, DType::Bf16 | DType::F16);
+    let refusal = match attention {
+        Attention::Flash2 if x.amd || x.sm < (8, 0) => {
+            Some("flash-attn 2 needs an NVIDIA GPU of compute capability 8.0 or later")
+        }
+        Attention::Flash3 if x.amd || x.sm.0 != 9 => {
+            Some("flash-attn 3 is built for Hopper (compute capability 9.0)")
+        }
+        Attention::Flash2 | Attention::Flash3 if !half => {
+            Some("flash-attn runs fp16 and bf16 only")
+        }
+        Attention::Flash2 | Attention::Flash3 if x.head_dim > 256 => {
+            Some("flash-attn takes head dimensions up to 256")
+        }
+        Attention::Flex if !x.amd && x.sm < (7, 0) => {
+            Some("Triton needs compute capability 7.0 or later")
+        }
+        _ => None,
+    };
+    let what = attention.hf_name();
+    Choice {
+        backend: Backend::Flash,
+        runnable: refusal.is_none(),
+        why: match refusal {
+            None => {
+                format!("transformers' {what}; saved tensors taken as the flash kernel's (assumed)")
+            }
+            Some(r) => format!("transformers' {what}, which cannot run here: {r}"),
+        },
+    }
 }
 
 /// Whether attention materializes the (batch, heads, s, s) scores: eager attention, or SDPA
 /// running its math kernel (PyTorch's pick when no fused kernel takes the inputs, or forced).
 pub fn materializes_scores(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> bool {
     match scen.attention {
-        crate::scenario::Attention::Eager => true,
-        crate::scenario::Attention::Sdpa => for_scenario(spec, gpu, scen).backend == Backend::Math,
+        Attention::Eager => true,
+        _ => for_scenario(spec, gpu, scen).backend == Backend::Math,
     }
 }
 

@@ -181,3 +181,53 @@ fn eager_attention_is_unchanged_by_the_kernel_setting() {
             .starts_with("eager")
     );
 }
+
+/// transformers' own implementations are choices too. What flash-attn and flex_attention save
+/// is taken as the flash kernel's (assumed: neither runs on a CPU), so a layer saves what
+/// SDPA's flash kernel saves; where each cannot run (flash-attn 2 before sm80, flash-attn 3
+/// off Hopper, fp32 inputs) the estimate says so, and exports name the implementation.
+#[test]
+fn transformers_attention_implementations_are_choices() {
+    let on = |gpu: &str, attention: Attention, precision: Precision| Scenario {
+        attention,
+        sdpa: SdpaKernel::Flash,
+        ..scenario("llama-3.1-8b", gpu, precision, 4096)
+    };
+    let flash = layer_bytes(&on("a100-sxm4-80gb", Attention::Sdpa, Precision::Bf16));
+    for a in [Attention::Flash2, Attention::Flex] {
+        let s = on("a100-sxm4-80gb", a, Precision::Bf16);
+        assert_eq!(layer_bytes(&s), flash, "{a:?}");
+        let e = estimate(&s).expect("estimates");
+        assert!(e.warnings.is_empty(), "{a:?}: {:?}", e.warnings);
+        assert!(e.attention.contains(a.hf_name()), "{}", e.attention);
+    }
+    let refused = |gpu: &str, a: Attention, p: Precision| {
+        estimate(&on(gpu, a, p))
+            .expect("estimates")
+            .warnings
+            .iter()
+            .any(|w| w.contains("cannot run here"))
+    };
+    assert!(refused("t4-16gb", Attention::Flash2, Precision::Fp16));
+    assert!(refused(
+        "a100-sxm4-80gb",
+        Attention::Flash3,
+        Precision::Bf16
+    ));
+    assert!(!refused(
+        "h100-sxm-80gb",
+        Attention::Flash3,
+        Precision::Bf16
+    ));
+    assert!(refused(
+        "a100-sxm4-80gb",
+        Attention::Flash2,
+        Precision::Fp32
+    ));
+    assert!(!refused("t4-16gb", Attention::Flex, Precision::Fp16));
+    let s = on("h100-sxm-80gb", Attention::Flash3, Precision::Bf16);
+    let r = headroom_core::estimate::resolve(&s).expect("resolves");
+    let script =
+        headroom_core::export::export(&r.spec, &s, headroom_core::export::Target::Fsdp2).text;
+    assert!(script.contains("attn_implementation=\"flash_attention_3\""));
+}

@@ -133,17 +133,7 @@ fn a_first_visit_opens_on_a_question_it_answers_with_starting_points_and_a_next_
         .as_f64()
         .expect("a speed")
         .round() as u64;
-    let grouped = {
-        let d = tps.to_string();
-        let mut out = String::new();
-        for (i, c) in d.chars().enumerate() {
-            if i > 0 && (d.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        out
-    };
+    let grouped = headroom_core::format::grouped(tps);
     let speed = s.js(
         "return document.getElementById('speed').textContent",
         json!([]),

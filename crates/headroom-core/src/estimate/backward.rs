@@ -76,8 +76,12 @@ impl LayerBackward {
                 2 * scores * soft - cast_freed + t * q * c
             }
             // SDPA's math kernel: the same two gradients, all fp32 (it upcasts its inputs).
-            Attention::Sdpa if sh.quadratic() => 2 * scores * 4 + t * q * 4,
-            Attention::Sdpa => {
+            Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex
+                if sh.quadratic() =>
+            {
+                2 * scores * 4 + t * q * 4
+            }
+            Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
                 t * (spec.q_dim() + 2 * spec.kv_dim()) / tp * c + t * q * 4 + t * q * c
             }
         };

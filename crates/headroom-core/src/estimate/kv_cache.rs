@@ -24,7 +24,7 @@ pub(super) fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache
     let tp = scen.parallel.tensor as u64;
     // SDPA's math kernel saves k scaled (a new tensor), not the cache's k, and under GQA
     // the repeated v, not the cache's.
-    let math = scen.attention == Attention::Sdpa && sh.sdpa == Backend::Math;
+    let math = scen.attention.fused() && sh.sdpa == Backend::Math;
     if spec.family == Family::Gpt2 {
         // `DynamicLayer.update` concatenates: contiguous k and v, which attention saves.
         let c = scen.precision.compute_dtype().bytes();

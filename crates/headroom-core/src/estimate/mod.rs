@@ -43,15 +43,14 @@ use step::Step;
 fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<String> {
     let seq = u64::from(scen.seq);
     let mut out = Vec::new();
-    if scen.attention == Attention::Sdpa {
-        let c = kernel;
-        if !c.runnable {
-            out.push(format!(
-                "SDPA's {} kernel is {} (the estimate is for it as given).",
-                c.backend.label(),
-                c.why
-            ));
-        }
+    if scen.attention == Attention::Sdpa && !kernel.runnable {
+        out.push(format!(
+            "SDPA's {} kernel is {} (the estimate is for it as given).",
+            kernel.backend.label(),
+            kernel.why
+        ));
+    } else if !kernel.runnable {
+        out.push(format!("{} (the estimate is for it as given).", kernel.why));
     }
     if scen.parallel.ds_bf16_states && !crate::states::ds_bf16_states(scen) {
         out.push(
@@ -104,6 +103,7 @@ fn attention_line(c: &sdpa::Choice, scen: &Scenario) -> String {
         Attention::Sdpa => {
             format!("SDPA, {} kernel: {}", c.backend.label(), c.why)
         }
+        _ => c.why.clone(),
     }
 }
 

@@ -205,7 +205,7 @@ impl<'a> Step<'a> {
     pub fn gpt2_cache_copies(&self) -> u64 {
         // (SDPA's math kernel saves scaled copies either way: no difference to take out.)
         if self.spec.family == Family::Gpt2
-            && self.scen.attention == Attention::Sdpa
+            && self.scen.attention.fused()
             && self.sdpa != Backend::Math
         {
             2 * self.t * self.spec.q_dim() / self.scen.parallel.tensor as u64 * self.compute.bytes()

@@ -3,7 +3,7 @@
 
 use crate::model::ModelSpec;
 use crate::scenario::{
-    Attention, Checkpointing, DataParallel, LossImpl, Offload, Optimizer, Precision, Scenario,
+    Checkpointing, DataParallel, LossImpl, Offload, Optimizer, Precision, Scenario,
 };
 
 use super::common::{comment_lines, common_notes, summary};
@@ -59,11 +59,7 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
         scen.seq
     ));
     t.push_str("dist.init_process_group(\"nccl\")\nlocal_rank = int(os.environ[\"LOCAL_RANK\"])\ntorch.cuda.set_device(local_rank)\n\n");
-    let attn = if scen.attention == Attention::Eager {
-        "eager"
-    } else {
-        "sdpa"
-    };
+    let attn = scen.attention.hf_name();
     if scen.loss == LossImpl::Fused {
         t.push_str(
             "# Fused linear cross-entropy (chunked logits): Liger's kernels patch the model.\n",

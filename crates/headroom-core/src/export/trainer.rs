@@ -130,8 +130,11 @@ pub fn trainer_kwargs(
     if scen.offload_activations {
         notes.push("activation offload: subclass Trainer and run compute_loss inside torch.autograd.graph.save_on_cpu(pin_memory=True)".into());
     }
-    if scen.attention == Attention::Eager {
-        notes.push("eager attention: from_pretrained(..., attn_implementation=\"eager\")".into());
+    if scen.attention != Attention::Sdpa {
+        notes.push(format!(
+            "attention: from_pretrained(..., attn_implementation=\"{}\")",
+            scen.attention.hf_name()
+        ));
     }
     (kw, notes)
 }
