@@ -32,6 +32,15 @@ fn pct(change: f64) -> String {
     }
 }
 
+/// Seconds as people read a training run's length: "5.2 h", "3.1 days".
+fn duration(s: f64) -> String {
+    match s {
+        x if x < 3600.0 => format!("{:.0} min", x / 60.0),
+        x if x < 2.0 * 86400.0 => format!("{:.1} h", x / 3600.0),
+        x => format!("{:.1} days", x / 86400.0),
+    }
+}
+
 /// A plan's changes in the calculator's words: "Checkpointing: every layer", "CUDA graphs:
 /// off", not link keys.
 fn changes(p: &Plan) -> String {
@@ -89,6 +98,12 @@ fn plan_rows(
                         if p.headroom_percent < headroom_core::estimate::TIGHT_PERCENT {
                             <span class="risky" title="under 5% of the GPU to spare while runtime constants are assumed">{ " risky" }</span>
                         }</td>
+                    <td data-label="Step, MFU">{ format!("{:.2} s, {:.0}%", p.step_seconds, p.mfu * 100.0) }</td>
+                    <td data-label="To train">{ match &p.cost {
+                        Some(c) => format!("{}, {:.0} GPU-h{}", duration(c.seconds), c.gpu_hours,
+                            c.money.map_or(String::new(), |m| format!(", {m:.0}"))),
+                        None => "–".into(),
+                    } }</td>
                     <td class="changes" data-label="Changes">{ changes(p) }</td>
                     <td><a href={href}>{ "open" }</a></td>
                 </tr>
@@ -135,6 +150,24 @@ fn ladder(p: &Planning) -> Html {
     }
 }
 
+/// An optional planning input: empty is "none" (the scenario's own), else a positive number
+/// (`2e9` reads too); a message naming the input otherwise.
+fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<Option<T>, String> {
+    let t = text.trim().replace(',', "");
+    if t.is_empty() {
+        return Ok(None);
+    }
+    let as_f64: Option<f64> = t.parse().ok().filter(|x: &f64| x.is_finite() && *x > 0.0);
+    match (t.parse::<T>(), as_f64) {
+        (Ok(v), Some(_)) => Ok(Some(v)),
+        (Err(_), Some(x)) if x.fract() == 0.0 => format!("{x:.0}")
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{what}: `{text}` is out of range")),
+        _ => Err(format!("{what}: `{text}` is not a positive number")),
+    }
+}
+
 #[component]
 pub fn Planner(props: &PlannerProps) -> Html {
     let open = use_state(|| false);
@@ -142,14 +175,25 @@ pub fn Planner(props: &PlannerProps) -> Html {
     let chosen = use_state(|| 0usize);
     let target = use_state(|| Target::DeepSpeed);
     let status = use_state(String::new);
+    // The CLI's planning inputs, as typed: global batch, tokens to train, price per GPU-hour.
+    let inputs = use_state(|| [String::new(), String::new(), String::new()]);
     // The user's calibration file for this GPU, when one is loaded, as the calculator uses it.
     let user = crate::calibration_state::use_user_calibration();
     let result = use_memo(
-        (props.scenario.clone(), *open, *allow, user),
-        |(s, open, allow, user)| {
+        (
+            props.scenario.clone(),
+            *open,
+            *allow,
+            user,
+            (*inputs).clone(),
+        ),
+        |(s, open, allow, user, inputs)| {
             open.then(|| {
                 let opts = PlanOptions {
                     allow_training_changes: *allow,
+                    global_batch: number(&inputs[0], "Global batch")?,
+                    tokens: number(&inputs[1], "Tokens to train")?,
+                    price_per_gpu_hour: number(&inputs[2], "Price per GPU-hour")?,
                     ..PlanOptions::default()
                 };
                 let r = headroom_core::estimate::resolve(s).map_err(|e| e.to_string())?;
@@ -220,10 +264,11 @@ pub fn Planner(props: &PlannerProps) -> Html {
                             <table class="strategies" id="planner-plans">
                                 <thead><tr><th scope="col">{ "Plan" }</th><th scope="col">{ "Tokens/s" }</th>
                                     <th scope="col">{ "vs now" }</th><th scope="col">{ "Peak" }</th>
+                                    <th scope="col">{ "Step, MFU" }</th><th scope="col">{ "To train" }</th>
                                     <th scope="col">{ "Changes" }</th><th scope="col">{ "Link" }</th></tr></thead>
                                 { plan_rows(&p.plans, now, *chosen, 0, &on_pick) }
                                 if !p.training_plans.is_empty() {
-                                    <tbody><tr><th colspan="6">{ "Changing the training (weights' precision, optimizer, LoRA):" }</th></tr></tbody>
+                                    <tbody><tr><th colspan="8">{ "Changing the training (weights' precision, optimizer, LoRA):" }</th></tr></tbody>
                                     { plan_rows(&p.training_plans, now, *chosen, p.plans.len(), &on_pick) }
                                 }
                             </table>
@@ -261,7 +306,43 @@ pub fn Planner(props: &PlannerProps) -> Html {
                 <label><input type="checkbox" id="planner-allow" checked={*allow} onchange={on_allow}/>
                     { " Allow changes to the training" }</label>
             </div>
+            <div class="planner-inputs">
+                { for [("planner-batch", "Global batch (sequences)", "as now"), ("planner-tokens", "Tokens to train", "e.g. 2e9"), ("planner-price", "Price per GPU-hour", "optional")]
+                    .into_iter().enumerate().map(|(i, (id, label, hint))| {
+                        let value = (*inputs)[i].clone();
+                        let inputs = inputs.clone();
+                        let on_input = Callback::from(move |e: InputEvent| {
+                            if let Some(el) = e.target_dyn_into::<web_sys::HtmlInputElement>() {
+                                let mut next = (*inputs).clone();
+                                next[i] = el.value();
+                                inputs.set(next);
+                            }
+                        });
+                        html! {
+                            <label for={id}>{ label }
+                                <input id={id} type="text" inputmode="decimal" placeholder={hint}
+                                    {value} oninput={on_input}/></label>
+                        }
+                    }) }
+            </div>
             { body }
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn planning_inputs_read_as_the_cli_reads_them() {
+        assert_eq!(super::number::<u64>("", "x"), Ok(None));
+        assert_eq!(super::number::<u64>("128", "x"), Ok(Some(128)));
+        assert_eq!(super::number::<f64>("2e9", "x"), Ok(Some(2e9)));
+        assert_eq!(super::number::<u64>("1,024", "x"), Ok(Some(1024)));
+        assert!(
+            super::number::<u64>("lots", "Global batch").is_err_and(|e| e.contains("Global batch"))
+        );
+        assert!(super::number::<f64>("-3", "x").is_err());
+        assert_eq!(super::duration(5400.0), "1.5 h");
+        assert_eq!(super::duration(3.0 * 86400.0), "3.0 days");
     }
 }

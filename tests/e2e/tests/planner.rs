@@ -112,4 +112,45 @@ fn planner_panel_matches_the_cli() {
         );
         std::thread::sleep(Duration::from_millis(25));
     }
+
+    // The CLI's planning inputs on the page (issue 16 §2): a target global batch and tokens
+    // to train give the CLI's plans, with their time to train.
+    for (id, value) in [("#planner-batch", "64"), ("#planner-tokens", "1e9")] {
+        let input = s.find(id);
+        s.type_text(&input, value);
+    }
+    let cli = cli_json(&[
+        "plan",
+        "--named",
+        NAMED,
+        "--global-batch",
+        "64",
+        "--tokens",
+        "1e9",
+    ]);
+    let best = cli["planning"]["plans"][0]["tokens_per_second"]
+        .as_f64()
+        .expect("a plan")
+        .round() as u64;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let row = s.js(
+            "const r = document.querySelector('#planner-plans tr[data-plan=\\'0\\']'); return r ? [r.cells[1].textContent, r.cells[5].textContent] : null",
+            json!([]),
+        );
+        let tps = row[0].as_str().map(|t| t.replace(',', ""));
+        if tps == Some(best.to_string()) {
+            assert!(
+                row[1].as_str().is_some_and(|t| t.contains("GPU-h")),
+                "{row}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "plan 1 at global batch 64: {row} vs {best}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(text(&s, "#planner-summary").contains("global batch 64"));
 }
