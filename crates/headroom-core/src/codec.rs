@@ -448,7 +448,8 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("embd_pdrop", spec.dropout.embedding.into());
             }
             if spec.family == Family::Llama {
-                if spec.model_type == "llama" {
+                // An approximate layout is read as Llama's (`model::hf`), mlp_bias included.
+                if spec.model_type == "llama" || spec.approximate.is_some() {
                     put("attention_bias", spec.o_bias.into());
                     put("mlp_bias", spec.mlp_bias.into());
                 } else if spec.o_bias {

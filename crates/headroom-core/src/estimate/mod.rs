@@ -39,7 +39,7 @@ use step::Step;
 /// Sentences about a scenario that can be estimated but may not be what the user meant.
 fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<String> {
     let seq = u64::from(scen.seq);
-    let mut out = Vec::new();
+    let mut out: Vec<String> = spec.approximate.iter().cloned().collect();
     if scen.attention == Attention::Sdpa {
         let c = kernel;
         if !c.runnable {
@@ -80,8 +80,11 @@ fn attention_line(c: &sdpa::Choice, scen: &Scenario) -> String {
 pub fn resolve_model(scen: &Scenario) -> Result<(String, ModelSpec), ScenarioError> {
     match &scen.model {
         ModelChoice::Preset(id) => {
-            let p = PresetCatalog::builtin().get(id)?;
-            Ok((p.id.clone(), p.spec.clone()))
+            let catalog = PresetCatalog::builtin();
+            match catalog.sized(id) {
+                Some(spec) => Ok((id.clone(), spec?)),
+                None => catalog.get(id).map(|p| (p.id.clone(), p.spec.clone())),
+            }
         }
         ModelChoice::Custom(spec) => Ok(("custom".into(), (**spec).clone())),
     }
@@ -169,7 +172,18 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         reserved_slack: peak.reserved - peak.allocated,
         host_activations,
     };
-    let components = components::list(&step, cal, &runtime, &totals);
+    let mut components = components::list(&step, cal, &runtime, &totals);
+    // An approximate layout's shapes are assumed, so nothing that follows from them is exact.
+    let sure = if spec.approximate.is_some() {
+        for c in &mut components {
+            if c.confidence == Confidence::Exact {
+                c.confidence = Confidence::Assumed;
+            }
+        }
+        Confidence::Assumed
+    } else {
+        Confidence::Exact
+    };
     let bytes = KeyBytes {
         weights: st.weights,
         gradients: st.gradients,
@@ -190,6 +204,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
             total: st.params_total,
             trainable: st.params_trainable,
             per_gpu: st.params_local,
+            confidence: sure,
         },
         bytes,
         peak,

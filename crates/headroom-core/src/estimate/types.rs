@@ -158,6 +158,9 @@ pub struct ParamCounts {
     pub trainable: u64,
     /// Held by one GPU after tensor/pipeline splitting (before ZeRO-3/FSDP sharding).
     pub per_gpu: u64,
+    /// Exact for a modelled architecture; assumed for an approximate layout (an unknown
+    /// `model_type`, a model given only by its size).
+    pub confidence: Confidence,
 }
 
 /// The headline byte counts (the CLI's `bytes` object).

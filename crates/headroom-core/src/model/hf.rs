@@ -62,12 +62,7 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
         "gpt2" => gpt2(&cfg)?,
         "gpt_neox" => gpt_neox(&cfg)?,
         "opt" => opt(&cfg)?,
-        other => {
-            return Err(ConfigError::UnsupportedModelType {
-                found: other.to_string(),
-                supported,
-            });
-        }
+        _ => approximate(&cfg)?,
     };
     validate(&spec)?;
     Ok(spec)
@@ -368,6 +363,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     };
     Ok(ModelSpec {
         model_type: model_type.to_string(),
+        approximate: None,
         family: Family::Llama,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
@@ -448,6 +444,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     let attention_bias = cfg.bool_or("attention_bias", false)?;
     Ok(ModelSpec {
         model_type: model_type.to_string(),
+        approximate: None,
         family: Family::Gemma,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
@@ -489,6 +486,7 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     nonzero("num_attention_heads", heads)?;
     Ok(ModelSpec {
         model_type: "phi3".into(),
+        approximate: None,
         family: Family::Phi3,
         vocab: cfg.u64_or("vocab_size", 32064)?,
         hidden,
@@ -526,6 +524,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     nonzero("n_head", heads)?;
     Ok(ModelSpec {
         model_type: "gpt2".into(),
+        approximate: None,
         family: Family::Gpt2,
         vocab: cfg.u64_or("vocab_size", 50257)?,
         hidden,
@@ -564,6 +563,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     let bias = cfg.bool_or("attention_bias", true)?;
     Ok(ModelSpec {
         model_type: "gpt_neox".into(),
+        approximate: None,
         family: Family::GptNeox,
         vocab: cfg.u64_or("vocab_size", 50432)?,
         hidden,
@@ -605,6 +605,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         && !cfg.bool_or("_remove_final_layer_norm", false)?;
     Ok(ModelSpec {
         model_type: "opt".into(),
+        approximate: None,
         family: Family::Opt,
         vocab: cfg.u64_or("vocab_size", 50272)?,
         hidden,
@@ -635,6 +636,70 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         max_positions,
         sliding_window: None,
     })
+}
+
+/// The keys an unknown `model_type` needs to be estimated as the closest known layout.
+const STANDARD_KEYS: [&str; 5] = [
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+];
+
+/// A `model_type` the core does not model: with the standard keys, estimated as the closest
+/// known layout, Llama's (RMSNorm, separate q/k/v with RoPE, a gated MLP; MoE when the config
+/// names experts), and marked approximate with the reason. The reason depends only on what a
+/// link carries (`codec::spec_to_config`), so such a config round-trips through a link.
+fn approximate(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let model_type = cfg.str_or("model_type", "")?;
+    let missing: Vec<&str> = STANDARD_KEYS
+        .into_iter()
+        .filter(|k| cfg.present(k).is_none())
+        .collect();
+    if !missing.is_empty() {
+        return Err(ConfigError::MissingKeys {
+            found: model_type,
+            missing: missing.join(", "),
+        });
+    }
+    let mut spec = llama_like(cfg, "llama")?;
+    // Qwen-style configs carry a window that `use_sliding_window: false` turns off.
+    if !cfg.bool_or("use_sliding_window", true)? {
+        spec.sliding_window = None;
+    }
+    let experts = match cfg.opt_u64("num_local_experts")? {
+        Some(n) => Some(n),
+        None => cfg
+            .opt_u64("num_experts")?
+            .or(cfg.opt_u64("n_routed_experts")?),
+    };
+    if let Some(experts) = experts.filter(|&n| n > 0) {
+        let expert_intermediate = cfg.u64_or("moe_intermediate_size", spec.intermediate)?;
+        let dense_only = cfg.index_list("mlp_only_layers", spec.layers)?;
+        let first_dense = cfg.u64_or("first_k_dense_replace", 0)?;
+        let shared = cfg
+            .u64_or("n_shared_experts", 0)?
+            .saturating_mul(expert_intermediate);
+        spec.moe = Some(Moe {
+            experts,
+            top_k: cfg.u64_or("num_experts_per_tok", 2)?,
+            expert_intermediate,
+            shared_intermediate: cfg.u64_or("shared_expert_intermediate_size", shared)?,
+            shared_gate: false,
+            sparse_layers: (0..spec.layers)
+                .filter(|i| !dense_only.contains(i) && *i >= first_dense)
+                .count() as u64,
+        });
+    }
+    spec.approximate = Some(format!(
+        "model_type `{model_type}` is not one Headroom models exactly: estimated as the closest \
+         known layout, Llama's (RMSNorm, separate q/k/v with RoPE, a gated MLP{}), so its \
+         parameters and activations are approximate.",
+        if spec.moe.is_some() { ", MoE" } else { "" },
+    ));
+    spec.model_type = model_type;
+    Ok(spec)
 }
 
 fn nonzero(field: &str, value: u64) -> Result<(), ConfigError> {

@@ -114,6 +114,11 @@ pub struct ModelSpec {
     pub max_positions: u64,
     /// Sliding-window attention size, if the model uses one.
     pub sliding_window: Option<u64>,
+    /// Why the layout is approximate, when it is: a `model_type` the core does not model
+    /// (estimated as the closest known layout) or a model given only by its size. Shown as a
+    /// warning; the estimate's parameter count is then not exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approximate: Option<String>,
 }
 
 impl ModelSpec {
