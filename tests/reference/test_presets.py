@@ -85,6 +85,14 @@ VARIANTS = {
     "gemma2-bias": dict(SMALL, model_type="gemma2", attention_bias=True, head_dim=32),
     "phi3-gqa-tied": dict(SMALL, model_type="phi3", pad_token_id=None, tie_word_embeddings=True),
     "gpt_neox-no-bias-tied": dict(SMALL, model_type="gpt_neox", attention_bias=False, tie_word_embeddings=True),
+    "granite-biases": dict(SMALL, model_type="granite", attention_bias=True, mlp_bias=True),
+    "granite-defaults": {"model_type": "granite"},
+    "smollm3-defaults": {"model_type": "smollm3"},
+    "smollm3-biases-untied": dict(SMALL, model_type="smollm3", attention_bias=True, mlp_bias=True, pad_token_id=None,
+                                  tie_word_embeddings=False),
+    "olmo2-defaults": {"model_type": "olmo2"},
+    "olmo2-gqa-bias-tied": dict(SMALL, model_type="olmo2", attention_bias=True, tie_word_embeddings=True),
+    "olmo3-gqa": dict(SMALL, model_type="olmo3"),
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }
@@ -100,3 +108,18 @@ def test_variant_count(name):
     finally:
         os.unlink(f.name)
     assert got == transformers_count(config)
+
+
+def test_unknown_model_type_is_estimated_as_llama():
+    """A model_type the core does not model, with the standard keys: counted as Llama's layout
+    (equal to transformers' LlamaForCausalLM of the same keys) and marked approximate."""
+    config = dict(SMALL, model_type="my_lm", attention_bias=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    try:
+        got = cli_json("estimate", "--model", f.name)
+    finally:
+        os.unlink(f.name)
+    assert got["parameters"]["total"] == transformers_count(dict(config, model_type="llama"))
+    assert got["parameters"]["confidence"] == "assumed"
+    assert "`my_lm` is not one Headroom models exactly" in got["warnings"][0]

@@ -260,7 +260,7 @@ pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let l = Layout::new(spec, sh);
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 => {
+        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 => {
             llama_attention(&mut inv, spec, sh, &l);
             llama_mlp_side(&mut inv, spec, sh, &l, |inv| {
                 gated_mlp(inv, spec, sh, spec.intermediate / sh.tp)
@@ -285,8 +285,9 @@ pub fn total(items: &[Saved]) -> u64 {
     items.iter().map(Saved::bytes).sum()
 }
 
-/// The RMSNorm of Llama-like models: `w * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype)`.
-fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, gemma: bool) {
+/// The RMSNorm of Llama-like models: `w * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype)`
+/// (OLMo 2 applies `w` before the cast back, Gemma `1 + w` in fp32).
+fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, family: Family) {
     let stream = sh.stream();
     // x.to(float32) is a copy unless x is already fp32; pow and mul save it.
     let what = if stream == DType::F32 {
@@ -296,7 +297,7 @@ fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, gemma: 
     };
     inv.add(format!("{name}: {what}"), t * h, DType::F32);
     inv.add(format!("{name}: rsqrt of the variance"), t, DType::F32);
-    if gemma {
+    if family == Family::Gemma {
         // Gemma: (x * rsqrt) * (1 + w) in fp32; the product's fp32 input is saved.
         inv.add(
             format!("{name}: normalized input, fp32 (saved by mul with 1 + weight)"),
@@ -304,11 +305,17 @@ fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, gemma: 
             DType::F32,
         );
     } else if sh.base_trainable {
-        // weight * x_normed saves x_normed, in the input dtype, because the weight trains.
+        // weight * x_normed saves x_normed because the weight trains: in the input dtype, or
+        // in fp32 where the weight is applied before the cast back (OLMo 2).
+        let dtype = if family == Family::Olmo2 {
+            DType::F32
+        } else {
+            stream
+        };
         inv.add(
             format!("{name}: normalized input (saved by mul with weight)"),
             t * h,
-            stream,
+            dtype,
         );
     }
 }
@@ -363,9 +370,12 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
 fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     let Layout { t, th, q, kv, .. } = *l;
     let c = sh.compute();
-    let gemma = spec.family == Family::Gemma;
-    inv.at(Part::InputNorm);
-    rms_norm(inv, "input_layernorm", l.norm_tokens, l.h_local, sh, gemma);
+    let olmo = spec.family == Family::Olmo2;
+    if !olmo {
+        inv.at(Part::InputNorm);
+        let (nt, h) = (l.norm_tokens, l.h_local);
+        rms_norm(inv, "input_layernorm", nt, h, sh, spec.family);
+    }
     inv.at(Part::AttentionInputs);
     // Attention projections. With sequence parallelism a column-parallel linear saves its
     // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
@@ -377,7 +387,22 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     }
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
     // fp32; the rotated q, k and v are what attention saves.
-    if spec.qk_norm {
+    if spec.qk_norm && olmo {
+        // OLMo 2: RMSNorm over the whole q and k projections, the weight applied in fp32.
+        inv.at(Part::QkNorm).add(
+            "q_norm/k_norm: fp32 inputs (saved by pow, mul)",
+            t * (q + kv),
+            DType::F32,
+        );
+        inv.add("q_norm/k_norm: rsqrt of the variance", 2 * t, DType::F32);
+        if sh.base_trainable {
+            inv.add(
+                "q_norm/k_norm: normalized, fp32 (saved by mul with weight)",
+                t * (q + kv),
+                DType::F32,
+            );
+        }
+    } else if spec.qk_norm {
         // Per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3): fp32 input + normalized.
         let per = if c == DType::F32 { 2 } else { 1 };
         inv.at(Part::QkNorm).add(
@@ -475,7 +500,19 @@ fn llama_mlp_side(
     l: &Layout,
     mlp: impl FnOnce(&mut Inventory),
 ) {
-    let gemma = spec.family == Family::Gemma;
+    let family = spec.family;
+    let (nt, h) = (l.norm_tokens, l.h_local);
+    if family == Family::Olmo2 {
+        // OLMo 2 normalizes the attention output and the MLP output; the MLP reads the
+        // residual stream itself.
+        inv.at(Part::MlpNorm);
+        rms_norm(inv, "post_attention_layernorm", nt, h, sh, family);
+        inv.at(Part::Mlp);
+        mlp(inv);
+        rms_norm(inv, "post_feedforward_layernorm", nt, h, sh, family);
+        return residual_dropout(inv, sh, l, Part::MlpResidualDropout);
+    }
+    let gemma = family;
     let four_norms = spec.norms_per_layer == 4;
     inv.at(Part::MlpNorm);
     if four_norms {
@@ -780,7 +817,7 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let t = sh.tokens();
     let h = spec.hidden;
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 => {
+        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 => {
             // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
             let rope = if sh.amp() { DType::F32 } else { sh.stream() };
             inv.at(Part::Rope).add(
@@ -790,14 +827,7 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
             );
             if spec.final_norm {
                 inv.at(Part::FinalNorm);
-                rms_norm(
-                    &mut inv,
-                    "final norm",
-                    t,
-                    h,
-                    sh,
-                    spec.family == Family::Gemma,
-                );
+                rms_norm(&mut inv, "final norm", t, h, sh, spec.family);
             }
         }
         Family::Gpt2 | Family::GptNeox | Family::Opt => {

@@ -447,9 +447,10 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("resid_pdrop", spec.dropout.residual.into());
                 put("embd_pdrop", spec.dropout.embedding.into());
             }
-            if spec.family == Family::Llama {
+            if matches!(spec.family, Family::Llama | Family::Olmo2) {
                 // An approximate layout is read as Llama's (`model::hf`), mlp_bias included.
-                if spec.model_type == "llama" || spec.approximate.is_some() {
+                if crate::model::hf::reads_mlp_bias(&spec.model_type) || spec.approximate.is_some()
+                {
                     put("attention_bias", spec.o_bias.into());
                     put("mlp_bias", spec.mlp_bias.into());
                 } else if spec.o_bias {

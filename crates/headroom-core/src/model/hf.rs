@@ -18,6 +18,10 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "qwen2_moe",
     "qwen3",
     "qwen3_moe",
+    "granite",
+    "smollm3",
+    "olmo2",
+    "olmo3",
     "gemma",
     "gemma2",
     "gemma3_text",
@@ -54,9 +58,8 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
         None => return Err(ConfigError::MissingModelType { supported }),
     };
     let spec = match model_type.as_str() {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => {
-            llama_like(&cfg, &model_type)?
-        }
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
+        | "granite" | "smollm3" | "olmo2" | "olmo3" => llama_like(&cfg, &model_type)?,
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
         "phi3" => phi3(&cfg)?,
         "gpt2" => gpt2(&cfg)?,
@@ -264,6 +267,37 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             max_positions: 32768,
             tie: false,
         },
+        // GraniteConfig, SmolLM3Config, Olmo2Config and Olmo3Config (transformers 5.23).
+        "granite" => Defaults {
+            vocab: 32000,
+            hidden: 4096,
+            intermediate: 11008,
+            layers: 32,
+            heads: 32,
+            kv_heads: 0,
+            max_positions: 2048,
+            tie: false,
+        },
+        "smollm3" => Defaults {
+            vocab: 128256,
+            hidden: 2048,
+            intermediate: 11008,
+            layers: 36,
+            heads: 16,
+            kv_heads: 4,
+            max_positions: 32768,
+            tie: true,
+        },
+        "olmo2" | "olmo3" => Defaults {
+            vocab: 50304,
+            hidden: 4096,
+            intermediate: 11008,
+            layers: 32,
+            heads: 32,
+            kv_heads: 0,
+            max_positions: 2048,
+            tie: false,
+        },
         // qwen3_moe
         _ => Defaults {
             vocab: 151936,
@@ -345,7 +379,15 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         _ => None,
     };
     let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
-    let sliding_window = if qwen2ish || model_type == "qwen3" || model_type == "qwen3_moe" {
+    let olmo = model_type.starts_with("olmo");
+    let sliding_window = if model_type == "olmo3" {
+        // Olmo3Config: `sliding_window = 4096` on three layers in four (`layer_types`).
+        cfg.opt_u64("sliding_window")?.or(Some(4096))
+    } else if qwen2ish
+        || model_type == "qwen3"
+        || model_type == "qwen3_moe"
+        || model_type == "smollm3"
+    {
         if cfg.bool_or("use_sliding_window", false)? {
             cfg.opt_u64("sliding_window")?
         } else {
@@ -364,7 +406,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: model_type.to_string(),
         approximate: None,
-        family: Family::Llama,
+        family: if olmo { Family::Olmo2 } else { Family::Llama },
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
         layers,
@@ -376,10 +418,10 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         activation: cfg.str_or("hidden_act", "silu")?,
         norm: NormKind::RmsNorm,
         norms_per_layer: 2,
-        qk_norm: model_type == "qwen3" || model_type == "qwen3_moe",
+        qk_norm: model_type == "qwen3" || model_type == "qwen3_moe" || olmo,
         qkv_bias,
         o_bias,
-        mlp_bias: if model_type == "llama" {
+        mlp_bias: if reads_mlp_bias(model_type) {
             cfg.bool_or("mlp_bias", false)?
         } else {
             false
@@ -397,6 +439,11 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
         sliding_window,
     })
+}
+
+/// The Llama-like types whose MLP reads `mlp_bias` (the others hard-code `bias=False`).
+pub(crate) fn reads_mlp_bias(model_type: &str) -> bool {
+    matches!(model_type, "llama" | "granite" | "smollm3")
 }
 
 fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {

@@ -217,7 +217,7 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
     let f = spec.intermediate;
     let l = Scope::Layer;
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 => {
+        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 => {
             b.embedding("model.embed_tokens.weight", spec.vocab, h);
             if spec.family == Family::Phi3 {
                 b.linear(
@@ -234,11 +234,20 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
             }
             b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
+            let olmo = spec.family == Family::Olmo2;
             if spec.qk_norm {
-                b.vector(l, "self_attn.q_norm.weight", spec.head_dim);
-                b.vector(l, "self_attn.k_norm.weight", spec.head_dim);
+                // OLMo 2 normalizes the whole projection, the others each head.
+                let (qn, kn) = if olmo {
+                    (q, kv)
+                } else {
+                    (spec.head_dim, spec.head_dim)
+                };
+                b.vector(l, "self_attn.q_norm.weight", qn);
+                b.vector(l, "self_attn.k_norm.weight", kn);
             }
-            let norm_names: &[&str] = if spec.norms_per_layer == 4 {
+            let norm_names: &[&str] = if olmo {
+                &["post_attention_layernorm", "post_feedforward_layernorm"]
+            } else if spec.norms_per_layer == 4 {
                 &[
                     "input_layernorm",
                     "post_attention_layernorm",

@@ -12,6 +12,9 @@ pub enum Family {
     Gemma,
     /// Phi-3: fused qkv and fused gate/up projections.
     Phi3,
+    /// OLMo 2 / OLMo 3: Llama-like without an input norm; RMSNorms after attention and after
+    /// the MLP (weight applied in fp32), and q/k norms over the whole projection.
+    Olmo2,
     /// GPT-2: Conv1D projections, LayerNorm, learned positions, GELU MLP, dropout.
     Gpt2,
     /// GPT-NeoX / Pythia: fused qkv, parallel residual, partial rotary, GELU MLP.
@@ -137,9 +140,12 @@ impl ModelSpec {
         self.layers - self.moe.as_ref().map_or(0, |m| m.sparse_layers)
     }
 
-    /// Llama-like layers (Llama, Gemma, Phi-3 families): RMSNorm, RoPE, a gated MLP.
+    /// Llama-like layers (Llama, Gemma, Phi-3, OLMo 2 families): RMSNorm, RoPE, a gated MLP.
     pub fn is_llama_like(&self) -> bool {
-        matches!(self.family, Family::Llama | Family::Gemma | Family::Phi3)
+        matches!(
+            self.family,
+            Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2
+        )
     }
 
     /// Eager attention's softmax runs in fp32 (`softmax(..., dtype=torch.float32)` in the
@@ -163,7 +169,11 @@ impl ModelSpec {
     /// Norms after attention on the MLP side of a layer (Llama-like: all but the input norm;
     /// the LayerNorm families: one).
     pub fn mlp_side_norms(&self) -> u64 {
-        if self.is_llama_like() {
+        // OLMo 2 normalizes after attention and after the MLP: both before the attention core
+        // in backward.
+        if self.family == Family::Olmo2 {
+            self.norms_per_layer
+        } else if self.is_llama_like() {
             self.norms_per_layer - 1
         } else {
             1
