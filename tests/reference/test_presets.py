@@ -93,6 +93,8 @@ VARIANTS = {
     "olmo2-defaults": {"model_type": "olmo2"},
     "olmo2-gqa-bias-tied": dict(SMALL, model_type="olmo2", attention_bias=True, tie_word_embeddings=True),
     "olmo3-gqa": dict(SMALL, model_type="olmo3"),
+    "starcoder2-defaults": {"model_type": "starcoder2"},
+    "starcoder2-no-bias-untied": dict(SMALL, model_type="starcoder2", use_bias=False, tie_word_embeddings=False),
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }

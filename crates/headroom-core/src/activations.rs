@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;
-use crate::model::{Family, ModelSpec};
+use crate::model::{Family, ModelSpec, NormKind};
 use crate::scenario::{Attention, Method, Precision, Scenario};
 use crate::sdpa::{self, Backend};
 
@@ -267,8 +267,22 @@ pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
             });
         }
         Family::Gpt2 | Family::GptNeox | Family::Opt => gpt_layer(&mut inv, spec, sh, &l),
+        Family::Starcoder2 => {
+            llama_attention(&mut inv, spec, sh, &l);
+            plain_mlp_side(&mut inv, spec, sh, &l);
+        }
     }
     inv.items
+}
+
+/// native_layer_norm saves its input and the fp32 mean and rstd per token.
+fn layer_norm(inv: &mut Inventory, name: &str, sh: &Shape, l: &Layout) {
+    inv.add(
+        format!("{name}: input (saved by layer_norm)"),
+        l.th,
+        sh.stream(),
+    );
+    inv.add(format!("{name}: mean and rstd, fp32"), 2 * l.t, DType::F32);
 }
 
 /// Saved tensors of one MoE layer (tokens spread evenly over experts: an assumption).
@@ -371,8 +385,10 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     let Layout { t, th, q, kv, .. } = *l;
     let c = sh.compute();
     let olmo = spec.family == Family::Olmo2;
-    if !olmo {
-        inv.at(Part::InputNorm);
+    inv.at(Part::InputNorm);
+    if spec.norm == NormKind::LayerNorm {
+        layer_norm(inv, "input_layernorm", sh, l);
+    } else if !olmo {
         let (nt, h) = (l.norm_tokens, l.h_local);
         rms_norm(inv, "input_layernorm", nt, h, sh, spec.family);
     }
@@ -700,16 +716,9 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
 /// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
 fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     let Layout { t, th, q, .. } = *l;
-    let f = spec.intermediate / sh.tp;
     let c = sh.compute();
-    let stream = sh.stream();
-    let layer_norm = |inv: &mut Inventory, name: &str| {
-        // native_layer_norm saves its input and the fp32 mean and rstd per token.
-        inv.add(format!("{name}: input (saved by layer_norm)"), th, stream);
-        inv.add(format!("{name}: mean and rstd, fp32"), 2 * t, DType::F32);
-    };
     inv.at(Part::InputNorm);
-    layer_norm(inv, "attention LayerNorm");
+    layer_norm(inv, "attention LayerNorm", sh, l);
     inv.at(Part::AttentionInputs);
     let fused_qkv = matches!(spec.family, Family::Gpt2 | Family::GptNeox);
     if fused_qkv {
@@ -781,8 +790,17 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
+    plain_mlp_side(inv, spec, sh, l);
+}
+
+/// The MLP side of a LayerNorm layer (GPT-2, GPT-NeoX, OPT, StarCoder2): the norm, a plain
+/// MLP and its residual dropout.
+fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
+    let Layout { t, th, .. } = *l;
+    let f = spec.intermediate / sh.tp;
+    let c = sh.compute();
     inv.at(Part::MlpNorm);
-    layer_norm(inv, "MLP LayerNorm");
+    layer_norm(inv, "MLP LayerNorm", sh, l);
     inv.at(Part::Mlp);
     linear_inputs(inv, "MLP input", th, 1, sh);
     match spec.activation.as_str() {
@@ -816,21 +834,23 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let t = sh.tokens();
     let h = spec.hidden;
-    match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 => {
-            // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
-            let rope = if sh.amp() { DType::F32 } else { sh.stream() };
-            inv.at(Part::Rope).add(
-                "RoPE cos and sin (saved by every layer's RoPE)",
-                2 * sh.s * spec.head_dim,
-                rope,
-            );
+    if spec.is_rotary() {
+        // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
+        let rope = if sh.amp() { DType::F32 } else { sh.stream() };
+        inv.at(Part::Rope).add(
+            "RoPE cos and sin (saved by every layer's RoPE)",
+            2 * sh.s * spec.head_dim,
+            rope,
+        );
+    }
+    match spec.norm {
+        NormKind::RmsNorm => {
             if spec.final_norm {
                 inv.at(Part::FinalNorm);
                 rms_norm(&mut inv, "final norm", t, h, sh, spec.family);
             }
         }
-        Family::Gpt2 | Family::GptNeox | Family::Opt => {
+        NormKind::LayerNorm => {
             if sh.embedding_dropout > 0.0 {
                 inv.at(Part::EmbeddingDropout)
                     .add("embedding dropout mask", t * h, DType::Bool);

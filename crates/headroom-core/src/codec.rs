@@ -443,6 +443,11 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("attention_bias", spec.qkv_bias.into());
                 put("hidden_dropout", spec.dropout.residual.into());
             }
+            if spec.family == Family::Starcoder2 {
+                put("use_bias", spec.qkv_bias.into());
+                put("residual_dropout", spec.dropout.residual.into());
+                put("embedding_dropout", spec.dropout.embedding.into());
+            }
             if spec.family == Family::Phi3 {
                 put("resid_pdrop", spec.dropout.residual.into());
                 put("embd_pdrop", spec.dropout.embedding.into());

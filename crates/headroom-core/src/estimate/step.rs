@@ -183,10 +183,7 @@ impl<'a> Step<'a> {
     /// norm saves the input itself (fp32 stream or LayerNorm: the detached input shares its
     /// storage).
     pub fn recompute_shares_input(&self) -> bool {
-        matches!(
-            self.spec.family,
-            Family::Gpt2 | Family::GptNeox | Family::Opt
-        ) || self.stream == DType::F32
+        self.spec.norm_saves_input() || self.stream == DType::F32
     }
 
     /// GPT-2 with SDPA: the contiguous k and v that SDPA saves come from the KV cache

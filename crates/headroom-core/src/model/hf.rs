@@ -29,6 +29,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gpt2",
     "gpt_neox",
     "opt",
+    "starcoder2",
 ];
 
 /// The largest integer any config key may hold (2^40): far above every real dimension, and
@@ -65,6 +66,7 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
         "gpt2" => gpt2(&cfg)?,
         "gpt_neox" => gpt_neox(&cfg)?,
         "opt" => opt(&cfg)?,
+        "starcoder2" => starcoder2(&cfg)?,
         _ => approximate(&cfg)?,
     };
     validate(&spec)?;
@@ -747,6 +749,46 @@ fn approximate(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     ));
     spec.model_type = model_type;
     Ok(spec)
+}
+
+/// Starcoder2Config's defaults are StarCoder2-3B's shape; `use_bias` covers every Linear but
+/// lm_head, and head_dim is `hidden_size / num_attention_heads` unless given.
+fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let hidden = cfg.u64_or("hidden_size", 3072)?;
+    let heads = cfg.heads("num_attention_heads", 24)?;
+    let bias = cfg.bool_or("use_bias", true)?;
+    Ok(ModelSpec {
+        model_type: "starcoder2".into(),
+        approximate: None,
+        family: Family::Starcoder2,
+        vocab: cfg.u64_or("vocab_size", 49152)?,
+        hidden,
+        layers: cfg.layers("num_hidden_layers", 30)?,
+        heads,
+        kv_heads: cfg.u64_or("num_key_value_heads", 2)?,
+        head_dim: cfg.u64_or("head_dim", hidden / heads)?,
+        intermediate: cfg.u64_or("intermediate_size", 12288)?,
+        mlp: MlpKind::Plain,
+        activation: cfg.str_or("hidden_act", "gelu_pytorch_tanh")?,
+        norm: NormKind::LayerNorm,
+        norms_per_layer: 2,
+        qk_norm: false,
+        qkv_bias: bias,
+        o_bias: bias,
+        mlp_bias: bias,
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", true)?,
+        position_embeddings: 0,
+        embed_proj_dim: hidden,
+        moe: None,
+        final_norm: true,
+        dropout: Dropout {
+            attention: cfg.f64_or("attention_dropout", 0.0)?,
+            residual: cfg.f64_or("residual_dropout", 0.0)?,
+            embedding: cfg.f64_or("embedding_dropout", 0.0)?,
+        },
+        max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
+        sliding_window: cfg.opt_u64("sliding_window")?,
+    })
 }
 
 fn nonzero(field: &str, value: u64) -> Result<(), ConfigError> {

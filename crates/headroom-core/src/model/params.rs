@@ -307,6 +307,19 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
             }
             b.norm(Scope::Model, "model.norm", h, NormKind::RmsNorm);
         }
+        Family::Starcoder2 => {
+            let norm = NormKind::LayerNorm;
+            b.embedding("model.embed_tokens.weight", spec.vocab, h);
+            b.norm(l, "input_layernorm", h, norm);
+            b.linear(l, "q_proj", "self_attn.q_proj", h, q, spec.qkv_bias);
+            b.linear(l, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
+            b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
+            b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
+            b.norm(l, "post_attention_layernorm", h, norm);
+            b.linear(l, "c_fc", "mlp.c_fc", h, f, spec.mlp_bias);
+            b.linear(l, "c_proj", "mlp.c_proj", f, h, spec.mlp_bias);
+            b.norm(Scope::Model, "model.norm", h, norm);
+        }
         Family::Gpt2 => {
             b.embedding("transformer.wte.weight", spec.vocab, h);
             b.embedding("transformer.wpe.weight", spec.position_embeddings, h);

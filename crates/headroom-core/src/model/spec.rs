@@ -21,6 +21,9 @@ pub enum Family {
     GptNeox,
     /// OPT: LayerNorm, learned positions (offset 2), ReLU MLP, optional projections.
     Opt,
+    /// StarCoder2: LayerNorm with biases, separate q/k/v with RoPE and GQA, a plain GELU MLP,
+    /// residual and embedding dropout.
+    Starcoder2,
 }
 
 impl Family {
@@ -29,13 +32,13 @@ impl Family {
     pub fn has_residual_dropout(self) -> bool {
         matches!(
             self,
-            Family::Phi3 | Family::Gpt2 | Family::GptNeox | Family::Opt
+            Family::Phi3 | Family::Gpt2 | Family::GptNeox | Family::Opt | Family::Starcoder2
         )
     }
 
     /// Whether the family applies dropout to the embeddings (`embd_pdrop`).
     pub fn has_embedding_dropout(self) -> bool {
-        matches!(self, Family::Phi3 | Family::Gpt2)
+        matches!(self, Family::Phi3 | Family::Gpt2 | Family::Starcoder2)
     }
 }
 
@@ -151,19 +154,28 @@ impl ModelSpec {
     /// Eager attention's softmax runs in fp32 (`softmax(..., dtype=torch.float32)` in the
     /// Llama-like modeling code); GPT-2, GPT-NeoX and OPT run it in the scores' dtype.
     pub fn softmax_in_fp32(&self) -> bool {
-        self.is_llama_like()
+        self.is_rotary()
+    }
+
+    /// RoPE on separate q/k/v with transformers' Llama-style attention (the Llama-like
+    /// families and StarCoder2).
+    pub fn is_rotary(&self) -> bool {
+        self.is_llama_like() || self.family == Family::Starcoder2
     }
 
     /// The first norm is a LayerNorm that saves the layer's input itself: a checkpointed
     /// layer's recompute then shares the kept input's storage instead of saving a new copy.
     pub fn norm_saves_input(&self) -> bool {
-        matches!(self.family, Family::Gpt2 | Family::GptNeox | Family::Opt)
+        matches!(
+            self.family,
+            Family::Gpt2 | Family::GptNeox | Family::Opt | Family::Starcoder2
+        )
     }
 
     /// The model returns a KV cache in training whose tensors are not all saved by attention
     /// (Llama-like `DynamicLayer.update` keeps k and v as they enter attention).
     pub fn returns_kv_cache(&self) -> bool {
-        self.is_llama_like()
+        self.is_rotary()
     }
 
     /// Norms after attention on the MLP side of a layer (Llama-like: all but the input norm;
