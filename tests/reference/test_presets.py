@@ -95,6 +95,9 @@ VARIANTS = {
     "olmo3-gqa": dict(SMALL, model_type="olmo3"),
     "starcoder2-defaults": {"model_type": "starcoder2"},
     "starcoder2-no-bias-untied": dict(SMALL, model_type="starcoder2", use_bias=False, tie_word_embeddings=False),
+    "glm4-defaults": {"model_type": "glm4"},
+    "glm4-no-bias-tied": dict(SMALL, model_type="glm4", attention_bias=False, tie_word_embeddings=True,
+                              head_dim=64, pad_token_id=None),
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }

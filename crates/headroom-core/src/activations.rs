@@ -260,7 +260,7 @@ pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let l = Layout::new(spec, sh);
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 => {
+        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 | Family::Glm4 => {
             llama_attention(&mut inv, spec, sh, &l);
             llama_mlp_side(&mut inv, spec, sh, &l, |inv| {
                 gated_mlp(inv, spec, sh, spec.intermediate / sh.tp)
@@ -302,7 +302,18 @@ pub fn total(items: &[Saved]) -> u64 {
 /// The RMSNorm of Llama-like models: `w * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype)`
 /// (OLMo 2 applies `w` before the cast back, Gemma `1 + w` in fp32).
 fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, family: Family) {
-    let stream = sh.stream();
+    rms_norm_of(inv, name, (t, h, sh.stream()), sh, family);
+}
+
+/// [`rms_norm`] of a tensor of `t` x `h` in `stream`: a norm after attention or the MLP
+/// (Gemma 2/3, GLM-4) reads the projection's output, in the compute dtype under autocast.
+fn rms_norm_of(
+    inv: &mut Inventory,
+    name: &str,
+    (t, h, stream): (u64, u64, DType),
+    sh: &Shape,
+    family: Family,
+) {
     // x.to(float32) is a copy unless x is already fp32; pow and mul save it.
     let what = if stream == DType::F32 {
         "input (saved by pow, mul)"
@@ -437,6 +448,16 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
         }
     }
+    if spec.family == Family::Glm4 {
+        // GLM-4's apply_rotary_pos_emb interleaves cos and sin afresh in every layer
+        // (`repeat_interleave`), and its multiplies save those copies, not the shared tables.
+        let rope = if sh.amp() { DType::F32 } else { sh.stream() };
+        inv.add(
+            "RoPE cos and sin, interleaved in this layer (saved by RoPE's multiplies)",
+            2 * sh.s * spec.rotary_dim(),
+            rope,
+        );
+    }
     inv.at(Part::AttentionCore);
     match sh.attention {
         Attention::Sdpa if sh.sdpa == Backend::Math => math_attention(inv, sh, l),
@@ -494,8 +515,12 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // in (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's and the math
     // kernel's matmul output is (batch, heads, seq, dim) and the transpose makes a copy that
     // o_proj saves.
+    // GLM-4's q comes from `torch.cat` in (batch, heads, seq, dim) layout, and the flash and
+    // cuDNN kernels write their output in q's layout, so the transpose copies there too (the
+    // memory-efficient kernel always writes (batch, seq, heads, dim); found on fake CUDA).
+    let q_heads_first = spec.family == Family::Glm4 && sh.sdpa != Backend::Efficient;
     inv.at(Part::OutputProjection);
-    if sh.quadratic() || !sh.base_trainable {
+    if sh.quadratic() || !sh.base_trainable || q_heads_first {
         linear_inputs(
             inv,
             "o_proj input (contiguous attention output)",
@@ -528,36 +553,25 @@ fn llama_mlp_side(
         rms_norm(inv, "post_feedforward_layernorm", nt, h, sh, family);
         return residual_dropout(inv, sh, l, Part::MlpResidualDropout);
     }
-    let gemma = family;
+    // The norms after attention and after the MLP (Gemma 2/3, GLM-4) read a projection's
+    // output, in the compute dtype.
     let four_norms = spec.norms_per_layer == 4;
+    let post = (nt, h, sh.compute());
     inv.at(Part::MlpNorm);
+    // (Named as Gemma 2 names them; GLM-4's are post_self_attn, post_attention, post_mlp.)
     if four_norms {
-        rms_norm(
-            inv,
-            "post_attention_layernorm",
-            l.norm_tokens,
-            l.h_local,
-            sh,
-            gemma,
-        );
+        rms_norm_of(inv, "post_attention_layernorm", post, sh, family);
     }
     let second = if four_norms {
         "pre_feedforward_layernorm"
     } else {
         "post_attention_layernorm"
     };
-    rms_norm(inv, second, l.norm_tokens, l.h_local, sh, gemma);
+    rms_norm(inv, second, nt, h, sh, family);
     inv.at(Part::Mlp);
     mlp(inv);
     if four_norms {
-        rms_norm(
-            inv,
-            "post_feedforward_layernorm",
-            l.norm_tokens,
-            l.h_local,
-            sh,
-            gemma,
-        );
+        rms_norm_of(inv, "post_feedforward_layernorm", post, sh, family);
     }
     residual_dropout(inv, sh, l, Part::MlpResidualDropout);
 }
@@ -651,17 +665,18 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
     } else {
         t * spec.hidden
     };
-    if spec.family == Family::Phi3 {
+    let fused = spec.fused_gate_up();
+    if fused {
         linear_inputs(inv, "gate_up_proj input", th, 1, sh);
     } else {
         linear_inputs(inv, "gate/up_proj input", th, 2, sh);
     }
-    let what = if spec.family == Family::Phi3 {
+    let what = if fused {
         "gate_up output (saved by the activation and the product)"
     } else {
         "gate output (saved by the activation)"
     };
-    if spec.family == Family::Phi3 {
+    if fused {
         inv.add(what, 2 * t * f, c);
     } else {
         inv.add(what, t * f, c);
@@ -834,7 +849,7 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let t = sh.tokens();
     let h = spec.hidden;
-    if spec.is_rotary() {
+    if spec.is_rotary() && spec.family != Family::Glm4 {
         // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
         let rope = if sh.amp() { DType::F32 } else { sh.stream() };
         inv.at(Part::Rope).add(

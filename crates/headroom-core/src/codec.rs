@@ -452,6 +452,9 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("resid_pdrop", spec.dropout.residual.into());
                 put("embd_pdrop", spec.dropout.embedding.into());
             }
+            if spec.family == Family::Glm4 {
+                put("attention_bias", spec.qkv_bias.into());
+            }
             if matches!(spec.family, Family::Llama | Family::Olmo2) {
                 // An approximate layout is read as Llama's (`model::hf`), mlp_bias included.
                 if crate::model::hf::reads_mlp_bias(&spec.model_type) || spec.approximate.is_some()

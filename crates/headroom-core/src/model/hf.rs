@@ -22,6 +22,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "smollm3",
     "olmo2",
     "olmo3",
+    "glm4",
     "gemma",
     "gemma2",
     "gemma3_text",
@@ -60,7 +61,7 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
     };
     let spec = match model_type.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
-        | "granite" | "smollm3" | "olmo2" | "olmo3" => llama_like(&cfg, &model_type)?,
+        | "granite" | "smollm3" | "olmo2" | "olmo3" | "glm4" => llama_like(&cfg, &model_type)?,
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
         "phi3" => phi3(&cfg)?,
         "gpt2" => gpt2(&cfg)?,
@@ -300,6 +301,16 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             max_positions: 2048,
             tie: false,
         },
+        "glm4" => Defaults {
+            vocab: 151552,
+            hidden: 4096,
+            intermediate: 13696,
+            layers: 40,
+            heads: 32,
+            kv_heads: 2,
+            max_positions: 131072,
+            tie: false,
+        },
         // qwen3_moe
         _ => Defaults {
             vocab: 151936,
@@ -320,7 +331,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     // Qwen3Config declares `head_dim: int = 128`; Qwen3MoeConfig declares no head_dim, so
     // Qwen3MoeAttention falls back to `getattr(config, "head_dim", hidden_size //
     // num_attention_heads)` (transformers 5.23, modeling_qwen3_moe.py), as Llama-likes do.
-    let head_dim_default = if model_type == "qwen3" {
+    let head_dim_default = if model_type == "qwen3" || model_type == "glm4" {
         128
     } else {
         hidden / heads
@@ -336,6 +347,9 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     } else if model_type == "qwen2_moe" {
         // Qwen2MoeAttention reads `bias=config.qkv_bias` (Qwen2MoeConfig: `qkv_bias = True`).
         (cfg.bool_or("qkv_bias", true)?, false)
+    } else if model_type == "glm4" {
+        // Glm4Attention: `bias=config.attention_bias` (True by default) on q/k/v, none on o.
+        (cfg.bool_or("attention_bias", true)?, false)
     } else if model_type == "mistral" || model_type == "mixtral" {
         // MistralAttention and MixtralAttention hard-code `bias=False` on q/k/v/o
         // (modeling_mistral.py, modeling_mixtral.py); their configs have no attention_bias.
@@ -408,7 +422,11 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: model_type.to_string(),
         approximate: None,
-        family: if olmo { Family::Olmo2 } else { Family::Llama },
+        family: match model_type {
+            "olmo2" | "olmo3" => Family::Olmo2,
+            "glm4" => Family::Glm4,
+            _ => Family::Llama,
+        },
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
         layers,
@@ -419,7 +437,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         mlp: MlpKind::Gated,
         activation: cfg.str_or("hidden_act", "silu")?,
         norm: NormKind::RmsNorm,
-        norms_per_layer: 2,
+        norms_per_layer: if model_type == "glm4" { 4 } else { 2 },
         qk_norm: model_type == "qwen3" || model_type == "qwen3_moe" || olmo,
         qkv_bias,
         o_bias,

@@ -217,7 +217,7 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
     let f = spec.intermediate;
     let l = Scope::Layer;
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 => {
+        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 | Family::Glm4 => {
             b.embedding("model.embed_tokens.weight", spec.vocab, h);
             if spec.family == Family::Phi3 {
                 b.linear(
@@ -247,6 +247,13 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
             }
             let norm_names: &[&str] = if olmo {
                 &["post_attention_layernorm", "post_feedforward_layernorm"]
+            } else if spec.family == Family::Glm4 {
+                &[
+                    "input_layernorm",
+                    "post_self_attn_layernorm",
+                    "post_attention_layernorm",
+                    "post_mlp_layernorm",
+                ]
             } else if spec.norms_per_layer == 4 {
                 &[
                     "input_layernorm",
@@ -261,7 +268,7 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.norm(l, n, h, NormKind::RmsNorm);
             }
             let dense = Scope::DenseLayer;
-            if spec.family == Family::Phi3 {
+            if spec.fused_gate_up() {
                 b.linear(
                     dense,
                     "gate_up_proj",

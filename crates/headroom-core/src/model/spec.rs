@@ -15,6 +15,9 @@ pub enum Family {
     /// OLMo 2 / OLMo 3: Llama-like without an input norm; RMSNorms after attention and after
     /// the MLP (weight applied in fp32), and q/k norms over the whole projection.
     Olmo2,
+    /// GLM-4: Llama-like with q/k/v biases, a fused gate_up projection, four norms per layer
+    /// (after attention and after the MLP too) and RoPE on half of each head.
+    Glm4,
     /// GPT-2: Conv1D projections, LayerNorm, learned positions, GELU MLP, dropout.
     Gpt2,
     /// GPT-NeoX / Pythia: fused qkv, parallel residual, partial rotary, GELU MLP.
@@ -128,6 +131,21 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// One gate_up_proj Linear whose output the MLP chunks into gate and up (Phi-3, GLM-4).
+    pub fn fused_gate_up(&self) -> bool {
+        matches!(self.family, Family::Phi3 | Family::Glm4)
+    }
+
+    /// Width of the RoPE tables: GLM-4 rotates half of each head (Glm4Config's
+    /// `partial_rotary_factor`, 0.5 in every released GLM-4), the others all of it.
+    pub fn rotary_dim(&self) -> u64 {
+        if self.family == Family::Glm4 {
+            self.head_dim / 2
+        } else {
+            self.head_dim
+        }
+    }
+
     /// Width of all query heads together.
     pub fn q_dim(&self) -> u64 {
         self.heads * self.head_dim
@@ -147,7 +165,7 @@ impl ModelSpec {
     pub fn is_llama_like(&self) -> bool {
         matches!(
             self.family,
-            Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2
+            Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 | Family::Glm4
         )
     }
 
