@@ -98,6 +98,8 @@ VARIANTS = {
     "glm4-defaults": {"model_type": "glm4"},
     "glm4-no-bias-tied": dict(SMALL, model_type="glm4", attention_bias=False, tie_word_embeddings=True,
                               head_dim=64, pad_token_id=None),
+    "cohere2-defaults": {"model_type": "cohere2"},
+    "cohere2-gqa-bias-untied": dict(SMALL, model_type="cohere2", attention_bias=True, tie_word_embeddings=False),
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }

@@ -47,6 +47,8 @@ CONFIGS = {
     "glm4": {"model_type": "glm4", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
              "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32,
              "pad_token_id": None},
+    "cohere2": {"model_type": "cohere2", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+                "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2},
     "olmo3": {"model_type": "olmo3", "vocab_size": 3000, "hidden_size": 160, "intermediate_size": 480,
               "num_hidden_layers": 4, "num_attention_heads": 5, "sliding_window": 32},
 }
@@ -89,6 +91,11 @@ VARIANTS = [
      "bf16", "sdpa", "none", 2, 64, False),
     ("starcoder2-dropouts", "starcoder2", {"residual_dropout": 0.1, "embedding_dropout": 0.1},
      "amp-bf16", "sdpa", "none", 2, 64, False),
+    # Cohere 2's full-attention layers have no RoPE: the middle of 3 layers with a pattern of 2.
+    ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
+     "bf16", "sdpa", "none", 2, 64, False),
+    ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
+     "amp-bf16", "eager", "none", 2, 64, False),
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),

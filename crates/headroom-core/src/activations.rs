@@ -260,6 +260,12 @@ pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let l = Layout::new(spec, sh);
     match spec.family {
+        Family::Cohere2 => {
+            // Attention and the MLP both read the one norm's output (parallel block).
+            llama_attention(&mut inv, spec, sh, &l);
+            inv.at(Part::Mlp);
+            gated_mlp(&mut inv, spec, sh, spec.intermediate / sh.tp);
+        }
         Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 | Family::Glm4 => {
             llama_attention(&mut inv, spec, sh, &l);
             llama_mlp_side(&mut inv, spec, sh, &l, |inv| {
@@ -345,6 +351,34 @@ fn rms_norm_of(
     }
 }
 
+/// Cohere 2's norm: `(w.float() * ((x - mean) * rsqrt(var + eps))).to(x.dtype)`, x in fp32:
+/// `x - mean` is computed twice (for the variance and for the product), pow saves one and mul
+/// the other with the rsqrt; the weight's product saves the normalized input (when the weight
+/// trains) and the weight's fp32 copy (a bf16 weight's).
+fn cohere_norm(inv: &mut Inventory, name: &str, (t, h): (u64, u64), sh: &Shape) {
+    inv.add_n(
+        format!("{name}: centred input, fp32, computed twice (saved by pow and by mul)"),
+        t * h,
+        DType::F32,
+        2,
+    );
+    inv.add(format!("{name}: rsqrt of the variance"), t, DType::F32);
+    if sh.base_trainable {
+        inv.add(
+            format!("{name}: normalized input, fp32 (saved by mul with weight)"),
+            t * h,
+            DType::F32,
+        );
+    }
+    if sh.stream() != DType::F32 {
+        inv.add(
+            format!("{name}: weight cast to fp32 (saved by mul)"),
+            h,
+            DType::F32,
+        );
+    }
+}
+
 /// A Linear's input as autograd keeps it: one tensor shared by the Linears that read it, or
 /// under autocast one cast copy per Linear (autocast caches only weight casts).
 fn linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
@@ -399,6 +433,8 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     inv.at(Part::InputNorm);
     if spec.norm == NormKind::LayerNorm {
         layer_norm(inv, "input_layernorm", sh, l);
+    } else if spec.family == Family::Cohere2 {
+        cohere_norm(inv, "input_layernorm", (l.norm_tokens, l.h_local), sh);
     } else if !olmo {
         let (nt, h) = (l.norm_tokens, l.h_local);
         rms_norm(inv, "input_layernorm", nt, h, sh, spec.family);
@@ -409,6 +445,8 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // §4.2.2; Megatron's LinearWithGradAccumulationAndAsyncCommunication), so it saves `th`.
     if spec.family == Family::Phi3 {
         linear_inputs(inv, "qkv_proj input", th, 1, sh);
+    } else if spec.family == Family::Cohere2 {
+        linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, 5, sh);
     } else {
         linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
     }
@@ -668,6 +706,8 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
     let fused = spec.fused_gate_up();
     if fused {
         linear_inputs(inv, "gate_up_proj input", th, 1, sh);
+    } else if spec.family == Family::Cohere2 {
+        // Counted with the attention projections, which read the same norm output.
     } else {
         linear_inputs(inv, "gate/up_proj input", th, 2, sh);
     }
@@ -859,6 +899,10 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         );
     }
     match spec.norm {
+        NormKind::RmsNorm if spec.family == Family::Cohere2 => {
+            inv.at(Part::FinalNorm);
+            cohere_norm(&mut inv, "final norm", (t, h), sh);
+        }
         NormKind::RmsNorm => {
             if spec.final_norm {
                 inv.at(Part::FinalNorm);

@@ -23,6 +23,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "olmo2",
     "olmo3",
     "glm4",
+    "cohere2",
     "gemma",
     "gemma2",
     "gemma3_text",
@@ -61,7 +62,9 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
     };
     let spec = match model_type.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
-        | "granite" | "smollm3" | "olmo2" | "olmo3" | "glm4" => llama_like(&cfg, &model_type)?,
+        | "granite" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "cohere2" => {
+            llama_like(&cfg, &model_type)?
+        }
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
         "phi3" => phi3(&cfg)?,
         "gpt2" => gpt2(&cfg)?,
@@ -311,6 +314,16 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             max_positions: 131072,
             tie: false,
         },
+        "cohere2" => Defaults {
+            vocab: 256000,
+            hidden: 8192,
+            intermediate: 22528,
+            layers: 40,
+            heads: 64,
+            kv_heads: 0,
+            max_positions: 8192,
+            tie: true,
+        },
         // qwen3_moe
         _ => Defaults {
             vocab: 151936,
@@ -396,8 +409,8 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     };
     let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
     let olmo = model_type.starts_with("olmo");
-    let sliding_window = if model_type == "olmo3" {
-        // Olmo3Config: `sliding_window = 4096` on three layers in four (`layer_types`).
+    let sliding_window = if model_type == "olmo3" || model_type == "cohere2" {
+        // Olmo3Config and Cohere2Config: `sliding_window = 4096` on three layers in four.
         cfg.opt_u64("sliding_window")?.or(Some(4096))
     } else if qwen2ish
         || model_type == "qwen3"
@@ -425,6 +438,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         family: match model_type {
             "olmo2" | "olmo3" => Family::Olmo2,
             "glm4" => Family::Glm4,
+            "cohere2" => Family::Cohere2,
             _ => Family::Llama,
         },
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
@@ -437,7 +451,11 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         mlp: MlpKind::Gated,
         activation: cfg.str_or("hidden_act", "silu")?,
         norm: NormKind::RmsNorm,
-        norms_per_layer: if model_type == "glm4" { 4 } else { 2 },
+        norms_per_layer: match model_type {
+            "glm4" => 4,
+            "cohere2" => 1,
+            _ => 2,
+        },
         qk_norm: model_type == "qwen3" || model_type == "qwen3_moe" || olmo,
         qkv_bias,
         o_bias,

@@ -217,7 +217,12 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
     let f = spec.intermediate;
     let l = Scope::Layer;
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 | Family::Glm4 => {
+        Family::Llama
+        | Family::Gemma
+        | Family::Phi3
+        | Family::Olmo2
+        | Family::Glm4
+        | Family::Cohere2 => {
             b.embedding("model.embed_tokens.weight", spec.vocab, h);
             if spec.family == Family::Phi3 {
                 b.linear(
@@ -245,7 +250,10 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.vector(l, "self_attn.q_norm.weight", qn);
                 b.vector(l, "self_attn.k_norm.weight", kn);
             }
-            let norm_names: &[&str] = if olmo {
+            // Cohere 2's one norm per layer has a weight and no bias, as an RMSNorm's.
+            let norm_names: &[&str] = if spec.family == Family::Cohere2 {
+                &["input_layernorm"]
+            } else if olmo {
                 &["post_attention_layernorm", "post_feedforward_layernorm"]
             } else if spec.family == Family::Glm4 {
                 &[

@@ -18,6 +18,10 @@ pub enum Family {
     /// GLM-4: Llama-like with q/k/v biases, a fused gate_up projection, four norms per layer
     /// (after attention and after the MLP too) and RoPE on half of each head.
     Glm4,
+    /// Command R7B / Command A (Cohere 2): one mean-centred norm without bias (weight applied
+    /// in fp32) feeding attention and the gated MLP in parallel; RoPE on the sliding-window
+    /// layers only.
+    Cohere2,
     /// GPT-2: Conv1D projections, LayerNorm, learned positions, GELU MLP, dropout.
     Gpt2,
     /// GPT-NeoX / Pythia: fused qkv, parallel residual, partial rotary, GELU MLP.
@@ -165,7 +169,12 @@ impl ModelSpec {
     pub fn is_llama_like(&self) -> bool {
         matches!(
             self.family,
-            Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 | Family::Glm4
+            Family::Llama
+                | Family::Gemma
+                | Family::Phi3
+                | Family::Olmo2
+                | Family::Glm4
+                | Family::Cohere2
         )
     }
 
