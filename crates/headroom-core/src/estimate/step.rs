@@ -209,7 +209,7 @@ impl Temporaries {
         let compute = scen.precision.compute_dtype();
         let tp = scen.parallel.tensor as u64;
         let eager_mask = if scen.attention == Attention::Eager {
-            sh.b * sh.s * sh.s * stream.bytes()
+            sh.b * sh.s * sh.s * stream.bytes() * spec.attention_masks()
         } else {
             0
         };

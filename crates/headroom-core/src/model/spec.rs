@@ -150,6 +150,20 @@ impl ModelSpec {
         }
     }
 
+    /// Masks transformers builds for eager attention: one per kind of layer, so two where
+    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2).
+    pub fn attention_masks(&self) -> u64 {
+        let mixed = matches!(
+            self.model_type.as_str(),
+            "gemma2" | "gemma3_text" | "olmo3" | "cohere2"
+        );
+        if mixed && self.sliding_window.is_some() {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Width of all query heads together.
     pub fn q_dim(&self) -> u64 {
         self.heads * self.head_dim
