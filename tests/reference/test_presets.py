@@ -128,5 +128,5 @@ def test_unknown_model_type_is_estimated_as_llama():
     finally:
         os.unlink(f.name)
     assert got["parameters"]["total"] == transformers_count(dict(config, model_type="llama"))
-    assert got["parameters"]["confidence"] == "assumed"
+    assert got["parameters_confidence"] == "assumed"
     assert "`my_lm` is not one Headroom models exactly" in got["warnings"][0]

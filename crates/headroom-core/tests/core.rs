@@ -202,7 +202,7 @@ fn unknown_model_type_is_estimated_as_llama_and_marked_approximate() {
     };
     let e = estimate(&scen).expect("estimates");
     assert!(e.warnings[0].contains("`my_lm` is not one Headroom models exactly"));
-    assert_eq!(e.parameters.confidence, Confidence::Assumed);
+    assert_eq!(e.parameters_confidence, Confidence::Assumed);
     assert!(
         e.components
             .iter()
@@ -211,7 +211,7 @@ fn unknown_model_type_is_estimated_as_llama_and_marked_approximate() {
     // The link carries the config and reads back the same approximate spec.
     assert_eq!(decode(&encode(&scen)).expect("decodes"), scen);
     let exact = estimate(&Scenario::default()).expect("estimates");
-    assert_eq!(exact.parameters.confidence, Confidence::Exact);
+    assert_eq!(exact.parameters_confidence, Confidence::Exact);
 }
 
 #[test]
@@ -245,7 +245,7 @@ fn a_model_given_by_its_size_takes_the_nearest_presets_layout() {
         let total = e.parameters.total as f64;
         // Within half a layer of the size asked for.
         assert!((total / size - 1.0).abs() < 0.03, "{id}: {total}");
-        assert_eq!(e.parameters.confidence, Confidence::Assumed);
+        assert_eq!(e.parameters_confidence, Confidence::Assumed);
         assert!(
             e.warnings[0].contains(&format!("layout of {from}")),
             "{id}: {:?}",

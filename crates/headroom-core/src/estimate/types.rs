@@ -158,9 +158,6 @@ pub struct ParamCounts {
     pub trainable: u64,
     /// Held by one GPU after tensor/pipeline splitting (before ZeRO-3/FSDP sharding).
     pub per_gpu: u64,
-    /// Exact for a modelled architecture; assumed for an approximate layout (an unknown
-    /// `model_type`, a model given only by its size).
-    pub confidence: Confidence,
 }
 
 /// The headline byte counts (the CLI's `bytes` object).
@@ -189,6 +186,10 @@ pub struct Estimate {
     pub model: String,
     pub gpu: String,
     pub parameters: ParamCounts,
+    /// How sure the parameter counts are: exact for a modelled architecture, assumed for an
+    /// approximate layout (an unknown `model_type`, a model given only by its size; the
+    /// reason is among `warnings`).
+    pub parameters_confidence: Confidence,
     pub bytes: KeyBytes,
     pub peak: Peaks,
     pub verdict: Verdict,
