@@ -59,6 +59,11 @@ fn bad_configs_name_the_field() {
             .contains("`bert` is not one Headroom models exactly, and its config lacks num_attention_heads, intermediate_size,")
     );
     assert!(err(r#"{"model_type":"a b","hidden_size":8}"#).contains("`model_type`"));
+    assert!(
+        err(r#"{"model_type":"qwen2_5_vl","text_config":{"hidden_size":8}}"#).contains(
+            "vocab_size (a multimodal config: its text model's keys are under text_config)"
+        )
+    );
     assert!(err(r#"{"model_type":"llama","hidden_size":"big"}"#).contains("`hidden_size`"));
     assert!(
         err(r#"{"model_type":"llama","num_attention_heads":0}"#).contains("num_attention_heads")
@@ -202,6 +207,8 @@ fn unknown_model_type_is_estimated_as_llama_and_marked_approximate() {
     };
     let e = estimate(&scen).expect("estimates");
     assert!(e.warnings[0].contains("`my_lm` is not one Headroom models exactly"));
+    // No max_position_embeddings: the positions are unknown, so no warning about them.
+    assert_eq!(e.warnings.len(), 1, "{:?}", e.warnings);
     assert_eq!(e.parameters_confidence, Confidence::Assumed);
     assert!(
         e.components

@@ -743,12 +743,20 @@ fn approximate(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         .filter(|k| cfg.present(k).is_none())
         .collect();
     if !missing.is_empty() {
+        let mut missing = missing.join(", ");
+        if cfg.present("text_config").is_some() {
+            missing.push_str(" (a multimodal config: its text model's keys are under text_config)");
+        }
         return Err(ConfigError::MissingKeys {
             found: model_type,
-            missing: missing.join(", "),
+            missing,
         });
     }
     let mut spec = llama_like(cfg, "llama")?;
+    // LlamaConfig's 2048 would say a longer sequence is past the model's positions: unknown.
+    if cfg.present("max_position_embeddings").is_none() {
+        spec.max_positions = 0;
+    }
     // Qwen-style configs carry a window that `use_sliding_window: false` turns off.
     if !cfg.bool_or("use_sliding_window", true)? {
         spec.sliding_window = None;
