@@ -42,6 +42,7 @@ CASES = [
     # observable on fake CUDA (their meta functions return it whatever the dropout).
     ("olmo-2-7b", "bf16", "cudnn", 4096, 0.0),
     ("olmo-2-13b", "amp-bf16", "flash", 2048, 0.0),
+    ("olmo-3-7b", "bf16", "efficient", 4000, 0.0),
     ("granite-3.1-8b", "bf16", "flash", 4096, 0.0),
     ("smollm3-3b", "amp-bf16", "efficient", 2000, 0.0),
     ("starcoder2-7b", "bf16", "flash", 4096, 0.0),
