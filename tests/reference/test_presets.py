@@ -100,6 +100,9 @@ VARIANTS = {
                               head_dim=64, pad_token_id=None),
     "cohere2-defaults": {"model_type": "cohere2"},
     "cohere2-gqa-bias-untied": dict(SMALL, model_type="cohere2", attention_bias=True, tie_word_embeddings=False),
+    "granitemoe-defaults": {"model_type": "granitemoe"},
+    "granitemoe-bias-tied": dict(SMALL, model_type="granitemoe", attention_bias=True, tie_word_embeddings=True,
+                                 num_local_experts=4, num_experts_per_tok=2),
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }

@@ -481,7 +481,7 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("use_sliding_window", true.into());
             }
             if let Some(moe) = &spec.moe {
-                if spec.model_type == "mixtral" {
+                if spec.model_type == "mixtral" || spec.model_type == "granitemoe" {
                     put("num_local_experts", moe.experts.into());
                 } else {
                     put("num_experts", moe.experts.into());

@@ -35,6 +35,7 @@ pub fn layer_class(spec: &ModelSpec) -> &'static str {
         "gpt_neox" => "GPTNeoXLayer",
         "opt" => "OPTDecoderLayer",
         "granite" => "GraniteDecoderLayer",
+        "granitemoe" => "GraniteMoeDecoderLayer",
         "smollm3" => "SmolLM3DecoderLayer",
         "olmo2" => "Olmo2DecoderLayer",
         "olmo3" => "Olmo3DecoderLayer",

@@ -19,6 +19,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "qwen3",
     "qwen3_moe",
     "granite",
+    "granitemoe",
     "smollm3",
     "olmo2",
     "olmo3",
@@ -62,7 +63,7 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
     };
     let spec = match model_type.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
-        | "granite" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "cohere2" => {
+        | "granite" | "granitemoe" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "cohere2" => {
             llama_like(&cfg, &model_type)?
         }
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
@@ -274,7 +275,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             tie: false,
         },
         // GraniteConfig, SmolLM3Config, Olmo2Config and Olmo3Config (transformers 5.23).
-        "granite" => Defaults {
+        "granite" | "granitemoe" => Defaults {
             vocab: 32000,
             hidden: 4096,
             intermediate: 11008,
@@ -371,7 +372,8 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         (attention_bias, attention_bias)
     };
     let moe = match model_type {
-        "mixtral" => Some(Moe {
+        // GraniteMoeConfig: every layer's MLP is 8 experts of intermediate_size, top-2.
+        "mixtral" | "granitemoe" => Some(Moe {
             experts: cfg.u64_or("num_local_experts", 8)?,
             top_k: cfg.u64_or("num_experts_per_tok", 2)?,
             expert_intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
