@@ -61,7 +61,7 @@ def export(named, target):
 
 MODEL_TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
                "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox", "opt", "granite", "smollm3", "olmo2",
-               "olmo3", "glm4", "cohere2", "starcoder2", "granitemoe"]
+               "olmo3", "glm4", "cohere2", "starcoder2", "granitemoe", "glm4_moe"]
 
 
 def layer_class_exists(name):

@@ -103,6 +103,10 @@ VARIANTS = {
     "granitemoe-defaults": {"model_type": "granitemoe"},
     "granitemoe-bias-tied": dict(SMALL, model_type="granitemoe", attention_bias=True, tie_word_embeddings=True,
                                  num_local_experts=4, num_experts_per_tok=2),
+    "glm4_moe-defaults": {"model_type": "glm4_moe"},
+    "glm4_moe-qk-norm-3-dense": dict(SMALL, model_type="glm4_moe", head_dim=64, use_qk_norm=True, attention_bias=True,
+                                     first_k_dense_replace=3, n_routed_experts=8, n_shared_experts=2,
+                                     moe_intermediate_size=64, num_experts_per_tok=2),
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }

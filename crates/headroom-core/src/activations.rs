@@ -553,10 +553,11 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // in (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's and the math
     // kernel's matmul output is (batch, heads, seq, dim) and the transpose makes a copy that
     // o_proj saves.
-    // GLM-4's q comes from `torch.cat` in (batch, heads, seq, dim) layout, and the flash and
-    // cuDNN kernels write their output in q's layout, so the transpose copies there too (the
-    // memory-efficient kernel always writes (batch, seq, heads, dim); found on fake CUDA).
-    let q_heads_first = spec.family == Family::Glm4 && sh.sdpa != Backend::Efficient;
+    // A half-rotary q (GLM-4 and its MoE) comes from `torch.cat` in (batch, heads, seq, dim)
+    // layout, and the flash and cuDNN kernels write their output in q's layout, so the
+    // transpose copies there too (the memory-efficient kernel always writes (batch, seq,
+    // heads, dim); found on fake CUDA).
+    let q_heads_first = spec.rotary_dim() < spec.head_dim && sh.sdpa != Backend::Efficient;
     inv.at(Part::OutputProjection);
     if sh.quadratic() || !sh.base_trainable || q_heads_first {
         linear_inputs(
@@ -894,7 +895,7 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         let rope = if sh.amp() { DType::F32 } else { sh.stream() };
         inv.at(Part::Rope).add(
             "RoPE cos and sin (saved by every layer's RoPE)",
-            2 * sh.s * spec.head_dim,
+            2 * sh.s * spec.rotary_dim(),
             rope,
         );
     }

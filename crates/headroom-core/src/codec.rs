@@ -452,8 +452,11 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("resid_pdrop", spec.dropout.residual.into());
                 put("embd_pdrop", spec.dropout.embedding.into());
             }
-            if spec.family == Family::Glm4 {
+            if spec.family == Family::Glm4 || spec.model_type == "glm4_moe" {
                 put("attention_bias", spec.qkv_bias.into());
+            }
+            if spec.model_type == "glm4_moe" {
+                put("use_qk_norm", spec.qk_norm.into());
             }
             if matches!(spec.family, Family::Llama | Family::Olmo2) {
                 // An approximate layout is read as Llama's (`model::hf`), mlp_bias included.

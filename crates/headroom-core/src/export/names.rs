@@ -40,6 +40,7 @@ pub fn layer_class(spec: &ModelSpec) -> &'static str {
         "olmo2" => "Olmo2DecoderLayer",
         "olmo3" => "Olmo3DecoderLayer",
         "glm4" => "Glm4DecoderLayer",
+        "glm4_moe" => "Glm4MoeDecoderLayer",
         "cohere2" => "Cohere2DecoderLayer",
         "starcoder2" => "Starcoder2DecoderLayer",
         _ => "DecoderLayer",

@@ -24,6 +24,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "olmo2",
     "olmo3",
     "glm4",
+    "glm4_moe",
     "cohere2",
     "gemma",
     "gemma2",
@@ -63,9 +64,8 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
     };
     let spec = match model_type.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
-        | "granite" | "granitemoe" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "cohere2" => {
-            llama_like(&cfg, &model_type)?
-        }
+        | "granite" | "granitemoe" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "glm4_moe"
+        | "cohere2" => llama_like(&cfg, &model_type)?,
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
         "phi3" => phi3(&cfg)?,
         "gpt2" => gpt2(&cfg)?,
@@ -315,6 +315,16 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             max_positions: 131072,
             tie: false,
         },
+        "glm4_moe" => Defaults {
+            vocab: 151552,
+            hidden: 4096,
+            intermediate: 10944,
+            layers: 46,
+            heads: 96,
+            kv_heads: 8,
+            max_positions: 131072,
+            tie: false,
+        },
         "cohere2" => Defaults {
             vocab: 256000,
             hidden: 8192,
@@ -361,9 +371,10 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     } else if model_type == "qwen2_moe" {
         // Qwen2MoeAttention reads `bias=config.qkv_bias` (Qwen2MoeConfig: `qkv_bias = True`).
         (cfg.bool_or("qkv_bias", true)?, false)
-    } else if model_type == "glm4" {
-        // Glm4Attention: `bias=config.attention_bias` (True by default) on q/k/v, none on o.
-        (cfg.bool_or("attention_bias", true)?, false)
+    } else if model_type == "glm4" || model_type == "glm4_moe" {
+        // Glm4(Moe)Attention: `bias=config.attention_bias` on q/k/v (True by default for
+        // GLM-4, False for GLM-4 MoE), none on o.
+        (cfg.bool_or("attention_bias", model_type == "glm4")?, false)
     } else if model_type == "mistral" || model_type == "mixtral" {
         // MistralAttention and MixtralAttention hard-code `bias=False` on q/k/v/o
         // (modeling_mistral.py, modeling_mixtral.py); their configs have no attention_bias.
@@ -404,6 +415,31 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
                     0
                 },
                 shared_gate: qwen2,
+                sparse_layers,
+            })
+        }
+        "glm4_moe" => {
+            // Glm4MoeConfig: n_routed_experts, n_shared_experts x moe_intermediate_size as one
+            // shared MLP, the first `first_k_dense_replace` layers dense. A link writes them as
+            // num_experts, shared_expert_intermediate_size and mlp_only_layers.
+            let expert_intermediate = cfg.u64_or("moe_intermediate_size", 1408)?;
+            let shared = cfg
+                .u64_or("n_shared_experts", 1)?
+                .saturating_mul(expert_intermediate);
+            let experts = match cfg.opt_u64("num_experts")? {
+                Some(n) => n,
+                None => cfg.u64_or("n_routed_experts", 128)?,
+            };
+            let sparse_layers = match cfg.present("mlp_only_layers") {
+                Some(_) => layers - cfg.index_list("mlp_only_layers", layers)?.len() as u64,
+                None => layers.saturating_sub(cfg.u64_or("first_k_dense_replace", 1)?),
+            };
+            Some(Moe {
+                experts,
+                top_k: cfg.u64_or("num_experts_per_tok", 8)?,
+                expert_intermediate,
+                shared_intermediate: cfg.u64_or("shared_expert_intermediate_size", shared)?,
+                shared_gate: false,
                 sparse_layers,
             })
         }
@@ -458,7 +494,10 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             "cohere2" => 1,
             _ => 2,
         },
-        qk_norm: model_type == "qwen3" || model_type == "qwen3_moe" || olmo,
+        qk_norm: model_type == "qwen3"
+            || model_type == "qwen3_moe"
+            || olmo
+            || (model_type == "glm4_moe" && cfg.bool_or("use_qk_norm", false)?),
         qkv_bias,
         o_bias,
         mlp_bias: if reads_mlp_bias(model_type) {

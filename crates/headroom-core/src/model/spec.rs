@@ -140,10 +140,10 @@ impl ModelSpec {
         matches!(self.family, Family::Phi3 | Family::Glm4)
     }
 
-    /// Width of the RoPE tables: GLM-4 rotates half of each head (Glm4Config's
+    /// Width of the RoPE tables: GLM-4 (and its MoE) rotates half of each head (the configs'
     /// `partial_rotary_factor`, 0.5 in every released GLM-4), the others all of it.
     pub fn rotary_dim(&self) -> u64 {
-        if self.family == Family::Glm4 {
+        if self.family == Family::Glm4 || self.model_type == "glm4_moe" {
             self.head_dim / 2
         } else {
             self.head_dim
