@@ -95,6 +95,10 @@ VARIANTS = [
     *[(f"{fam}-ckpt", fam, {}, prec, attn, "full", 2, 64, False)
       for fam in ("olmo2", "starcoder2", "glm4", "cohere2", "granite", "olmo3", "smollm3")
       for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    # GLM-4 MoE's dense layers (all four dense here): GLM-4's attention, Llama's two norms.
+    *[("glm4_moe-dense", "glm4", {"model_type": "glm4_moe", "first_k_dense_replace": 4, "use_qk_norm": True,
+                                  "attention_bias": True}, prec, attn, "none", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
     # Cohere 2's full-attention layers have no RoPE: the middle of 3 layers with a pattern of 2.
     ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
      "bf16", "sdpa", "none", 2, 64, False),
