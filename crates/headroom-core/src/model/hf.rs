@@ -319,31 +319,8 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
                 sparse_layers,
             })
         }
-        "glm4_moe" => {
-            // Glm4MoeConfig: n_routed_experts, n_shared_experts x moe_intermediate_size as one
-            // shared MLP, the first `first_k_dense_replace` layers dense. A link writes them as
-            // num_experts, shared_expert_intermediate_size and mlp_only_layers.
-            let expert_intermediate = cfg.u64_or("moe_intermediate_size", 1408)?;
-            let shared = cfg
-                .u64_or("n_shared_experts", 1)?
-                .saturating_mul(expert_intermediate);
-            let experts = match cfg.opt_u64("num_experts")? {
-                Some(n) => n,
-                None => cfg.u64_or("n_routed_experts", 128)?,
-            };
-            let sparse_layers = match cfg.present("mlp_only_layers") {
-                Some(_) => layers - cfg.index_list("mlp_only_layers", layers)?.len() as u64,
-                None => layers.saturating_sub(cfg.u64_or("first_k_dense_replace", 1)?),
-            };
-            Some(Moe {
-                experts,
-                top_k: cfg.u64_or("num_experts_per_tok", 8)?,
-                expert_intermediate,
-                shared_intermediate: cfg.u64_or("shared_expert_intermediate_size", shared)?,
-                shared_gate: false,
-                sparse_layers,
-            })
-        }
+        // Glm4MoeConfig: 128 routed experts of 1408, top-8, one shared, the first layer dense.
+        "glm4_moe" => routed_moe(cfg, layers, [128, 1408, 8, 1, 1])?,
         _ => None,
     };
     let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
@@ -665,6 +642,44 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     })
 }
 
+/// Routed experts as DeepSeek-style configs (and links) give them: `num_local_experts`,
+/// `num_experts` or `n_routed_experts` experts of `moe_intermediate_size`, top
+/// `num_experts_per_tok`, `n_shared_experts` x `moe_intermediate_size` shared (or
+/// `shared_expert_intermediate_size`), dense layers listed in `mlp_only_layers` (a link's form)
+/// or the first `first_k_dense_replace`. `d`: the defaults of experts, expert intermediate,
+/// top-k, first dense layers and shared experts. No experts: no MoE.
+fn routed_moe(cfg: &Cfg, layers: u64, d: [u64; 5]) -> Result<Option<Moe>, ConfigError> {
+    let experts = match cfg.opt_u64("num_local_experts")? {
+        Some(n) => n,
+        None => match cfg.opt_u64("num_experts")? {
+            Some(n) => n,
+            None => cfg.u64_or("n_routed_experts", d[0])?,
+        },
+    };
+    if experts == 0 {
+        return Ok(None);
+    }
+    let expert_intermediate = cfg.u64_or("moe_intermediate_size", d[1])?;
+    let dense_only = cfg.index_list("mlp_only_layers", layers)?;
+    let first_dense = match cfg.present("mlp_only_layers") {
+        Some(_) => 0,
+        None => cfg.u64_or("first_k_dense_replace", d[3])?,
+    };
+    let shared = cfg
+        .u64_or("n_shared_experts", d[4])?
+        .saturating_mul(expert_intermediate);
+    Ok(Some(Moe {
+        experts,
+        top_k: cfg.u64_or("num_experts_per_tok", d[2])?,
+        expert_intermediate,
+        shared_intermediate: cfg.u64_or("shared_expert_intermediate_size", shared)?,
+        shared_gate: false,
+        sparse_layers: (0..layers)
+            .filter(|i| !dense_only.contains(i) && *i >= first_dense)
+            .count() as u64,
+    }))
+}
+
 /// The keys an unknown `model_type` needs to be estimated as the closest known layout.
 const STANDARD_KEYS: [&str; 5] = [
     "hidden_size",
@@ -703,30 +718,7 @@ fn approximate(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     if !cfg.bool_or("use_sliding_window", true)? {
         spec.sliding_window = None;
     }
-    let experts = match cfg.opt_u64("num_local_experts")? {
-        Some(n) => Some(n),
-        None => cfg
-            .opt_u64("num_experts")?
-            .or(cfg.opt_u64("n_routed_experts")?),
-    };
-    if let Some(experts) = experts.filter(|&n| n > 0) {
-        let expert_intermediate = cfg.u64_or("moe_intermediate_size", spec.intermediate)?;
-        let dense_only = cfg.index_list("mlp_only_layers", spec.layers)?;
-        let first_dense = cfg.u64_or("first_k_dense_replace", 0)?;
-        let shared = cfg
-            .u64_or("n_shared_experts", 0)?
-            .saturating_mul(expert_intermediate);
-        spec.moe = Some(Moe {
-            experts,
-            top_k: cfg.u64_or("num_experts_per_tok", 2)?,
-            expert_intermediate,
-            shared_intermediate: cfg.u64_or("shared_expert_intermediate_size", shared)?,
-            shared_gate: false,
-            sparse_layers: (0..spec.layers)
-                .filter(|i| !dense_only.contains(i) && *i >= first_dense)
-                .count() as u64,
-        });
-    }
+    spec.moe = routed_moe(cfg, spec.layers, [0, spec.intermediate, 2, 0, 0])?;
     spec.approximate = Some(format!(
         "model_type `{model_type}` is not one Headroom models exactly: estimated as the closest \
          known layout, Llama's (RMSNorm, separate q/k/v with RoPE, a gated MLP{}), so its \
