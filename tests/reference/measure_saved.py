@@ -8,7 +8,7 @@ import json
 import torch
 import transformers
 
-LAYER_NORM_FAMILIES = {"gpt2"}
+LAYER_NORM_FAMILIES = {"gpt2", "starcoder2"}
 
 
 def build(config, precision, attention, checkpointing):
@@ -165,8 +165,17 @@ def dropout_masks(config, batch, seq, precision, attention):
         p, heads = config.get("attention_dropout", 0.0), config["num_attention_heads"]
         # SDPA's math kernel (which CPU runs with dropout) works in fp32 for 16-bit inputs.
         size = 4 if precision == "fp32" or attention == "sdpa" else 2
-        return [{"name": "attention", "elements": batch * heads * seq * seq, "per_layer": True,
-                 "cpu_bytes": size}] if p > 0 else []
+        masks = [{"name": "attention", "elements": batch * heads * seq * seq, "per_layer": True,
+                  "cpu_bytes": size}] if p > 0 else []
+        if config["model_type"] == "starcoder2":
+            # StarCoder2 also drops out the attention and MLP outputs and the embeddings.
+            tokens, h, size = batch * seq, config["hidden_size"], 4 if precision == "fp32" else 2
+            if config.get("residual_dropout", 0.0) > 0:
+                masks += [{"name": "residual", "elements": tokens * h, "per_layer": True, "cpu_bytes": size}] * 2
+            if config.get("embedding_dropout", 0.0) > 0:
+                masks.append({"name": "embedding", "elements": tokens * h, "per_layer": False,
+                              "cpu_bytes": 4 if precision != "bf16" else 2})
+        return masks
     tokens, h, heads = batch * seq, config["n_embd"], config["n_head"]
     size = 4 if precision == "fp32" else 2
     masks = []

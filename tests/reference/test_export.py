@@ -60,7 +60,8 @@ def export(named, target):
 
 
 MODEL_TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
-               "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox", "opt"]
+               "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox", "opt", "granite", "smollm3", "olmo2",
+               "olmo3", "glm4", "cohere2", "starcoder2", "granitemoe", "glm4_moe"]
 
 
 def layer_class_exists(name):
@@ -336,3 +337,22 @@ def test_env_exports(named):
     for line in export(named, "env").splitlines():
         if line and not line.startswith("#"):
             assert re.fullmatch(r"export [A-Z_]+=[A-Za-z0-9_:,.]+", line), line
+
+
+def _one_preset_per_model_type():
+    import tomllib
+    models = ROOT / "content" / "models"
+    seen = {}
+    for p in tomllib.loads((models / "presets.toml").read_text())["preset"]:
+        t = json.loads((models / f"{p['id']}.json").read_text())["model_type"]
+        seen.setdefault(t, p["id"])
+    return sorted(seen.values())
+
+
+@pytest.mark.parametrize("preset", _one_preset_per_model_type())
+def test_each_architectures_layer_class_exists(preset):
+    """The decoder-layer class an FSDP2 export wraps is transformers' own, for every model_type."""
+    out = subprocess.run([BIN, "plan", "--model", preset, "--gpus", "8", "--gpu", "h100-sxm-80gb",
+                          "--export", "fsdp2"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\b(\w+(?:DecoderLayer|Block|Layer))\b", out)
+    assert m and layer_class_exists(m.group(1)), out[:400]

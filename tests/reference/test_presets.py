@@ -85,6 +85,28 @@ VARIANTS = {
     "gemma2-bias": dict(SMALL, model_type="gemma2", attention_bias=True, head_dim=32),
     "phi3-gqa-tied": dict(SMALL, model_type="phi3", pad_token_id=None, tie_word_embeddings=True),
     "gpt_neox-no-bias-tied": dict(SMALL, model_type="gpt_neox", attention_bias=False, tie_word_embeddings=True),
+    "granite-biases": dict(SMALL, model_type="granite", attention_bias=True, mlp_bias=True),
+    "granite-defaults": {"model_type": "granite"},
+    "smollm3-defaults": {"model_type": "smollm3"},
+    "smollm3-biases-untied": dict(SMALL, model_type="smollm3", attention_bias=True, mlp_bias=True, pad_token_id=None,
+                                  tie_word_embeddings=False),
+    "olmo2-defaults": {"model_type": "olmo2"},
+    "olmo2-gqa-bias-tied": dict(SMALL, model_type="olmo2", attention_bias=True, tie_word_embeddings=True),
+    "olmo3-gqa": dict(SMALL, model_type="olmo3"),
+    "starcoder2-defaults": {"model_type": "starcoder2"},
+    "starcoder2-no-bias-untied": dict(SMALL, model_type="starcoder2", use_bias=False, tie_word_embeddings=False),
+    "glm4-defaults": {"model_type": "glm4"},
+    "glm4-no-bias-tied": dict(SMALL, model_type="glm4", attention_bias=False, tie_word_embeddings=True,
+                              head_dim=64, pad_token_id=None),
+    "cohere2-defaults": {"model_type": "cohere2"},
+    "cohere2-gqa-bias-untied": dict(SMALL, model_type="cohere2", attention_bias=True, tie_word_embeddings=False),
+    "granitemoe-defaults": {"model_type": "granitemoe"},
+    "granitemoe-bias-tied": dict(SMALL, model_type="granitemoe", attention_bias=True, tie_word_embeddings=True,
+                                 num_local_experts=4, num_experts_per_tok=2),
+    "glm4_moe-defaults": {"model_type": "glm4_moe"},
+    "glm4_moe-qk-norm-3-dense": dict(SMALL, model_type="glm4_moe", head_dim=64, use_qk_norm=True, attention_bias=True,
+                                     first_k_dense_replace=3, n_routed_experts=8, n_shared_experts=2,
+                                     moe_intermediate_size=64, num_experts_per_tok=2),
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }
@@ -100,3 +122,18 @@ def test_variant_count(name):
     finally:
         os.unlink(f.name)
     assert got == transformers_count(config)
+
+
+def test_unknown_model_type_is_estimated_as_llama():
+    """A model_type the core does not model, with the standard keys: counted as Llama's layout
+    (equal to transformers' LlamaForCausalLM of the same keys) and marked approximate."""
+    config = dict(SMALL, model_type="my_lm", attention_bias=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    try:
+        got = cli_json("estimate", "--model", f.name)
+    finally:
+        os.unlink(f.name)
+    assert got["parameters"]["total"] == transformers_count(dict(config, model_type="llama"))
+    assert got["parameters_confidence"] == "assumed"
+    assert "`my_lm` is not one Headroom models exactly" in got["warnings"][0]

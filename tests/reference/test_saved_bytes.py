@@ -30,6 +30,27 @@ CONFIGS = {
               "tie_word_embeddings": True},
     "gpt2": {"model_type": "gpt2", "vocab_size": 3000, "n_embd": 192, "n_layer": 4, "n_head": 6,
              "n_positions": 1024, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0},
+    # Issue 13's dense architectures. Granite with its multipliers set (Granite 3.x's values);
+    # SmolLM3 with a NoPE layer in the middle (measured: layer n_layers // 2 = 1);
+    # OLMo 2 / 3 with their post-norms and whole-projection q/k norms.
+    "granite": {"model_type": "granite", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+                "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2,
+                "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "logits_scaling": 8.0,
+                "attention_multiplier": 0.015625, "tie_word_embeddings": True},
+    "smollm3": {"model_type": "smollm3", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 448,
+                "num_hidden_layers": 3, "num_attention_heads": 6, "num_key_value_heads": 2,
+                "no_rope_layer_interval": 2, "pad_token_id": None},
+    "olmo2": {"model_type": "olmo2", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+              "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2},
+    "starcoder2": {"model_type": "starcoder2", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 768,
+                   "num_hidden_layers": 3, "num_attention_heads": 6, "num_key_value_heads": 2},
+    "glm4": {"model_type": "glm4", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+             "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32,
+             "pad_token_id": None},
+    "cohere2": {"model_type": "cohere2", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+                "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2},
+    "olmo3": {"model_type": "olmo3", "vocab_size": 3000, "hidden_size": 160, "intermediate_size": 480,
+              "num_hidden_layers": 4, "num_attention_heads": 5, "sliding_window": 32},
 }
 
 SCENARIOS = [
@@ -64,6 +85,25 @@ VARIANTS = [
     ("llama-attn-dropout", "llama", {"attention_dropout": 0.1}, "bf16", "sdpa", "none", 2, 64, False),
     ("llama-attn-dropout", "llama", {"attention_dropout": 0.1}, "bf16", "eager", "none", 2, 64, False),
     ("gpt2-vocab1k", "gpt2", {"vocab_size": 1000}, "fp32", "eager", "full", 2, 256, False),
+    ("starcoder2-dropouts", "starcoder2", {"residual_dropout": 0.1, "embedding_dropout": 0.1},
+     "fp32", "eager", "none", 2, 64, False),
+    ("starcoder2-dropouts", "starcoder2", {"residual_dropout": 0.1, "embedding_dropout": 0.1},
+     "bf16", "sdpa", "none", 2, 64, False),
+    ("starcoder2-dropouts", "starcoder2", {"residual_dropout": 0.1, "embedding_dropout": 0.1},
+     "amp-bf16", "sdpa", "none", 2, 64, False),
+    # Issue 13's families under full checkpointing (what each recomputed layer keeps).
+    *[(f"{fam}-ckpt", fam, {}, prec, attn, "full", 2, 64, False)
+      for fam in ("olmo2", "starcoder2", "glm4", "cohere2", "granite", "olmo3", "smollm3")
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    # GLM-4 MoE's dense layers (all four dense here): GLM-4's attention, Llama's two norms.
+    *[("glm4_moe-dense", "glm4", {"model_type": "glm4_moe", "first_k_dense_replace": 4, "use_qk_norm": True,
+                                  "attention_bias": True}, prec, attn, "none", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    # Cohere 2's full-attention layers have no RoPE: the middle of 3 layers with a pattern of 2.
+    ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
+     "bf16", "sdpa", "none", 2, 64, False),
+    ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
+     "amp-bf16", "eager", "none", 2, 64, False),
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),
@@ -87,18 +127,38 @@ def predict(config, batch, seq, precision, attention, checkpointing, keep_logits
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("fam,prec,attn,ckpt,b,s,keep", SCENARIOS,
+# OLMo 3's sliding-window layers hand SDPA an explicit mask (window 32 < 64 tokens here), which
+# SDPA converts to the query dtype and saves: b x 1 x s x s per sliding layer (traced: 32,768 B
+# in fp32, 16,384 B in bf16 per layer). The core models no mask passed to SDPA (nor that such
+# a mask rules out the flash kernel on CUDA); eager attention, which adds the mask without
+# saving it, is exact. Strict: passing means the core learned it.
+SLIDING_MASK = pytest.mark.xfail(strict=True, reason="SDPA saves the sliding-window mask (not modelled)")
+SCENARIO_PARAMS = [pytest.param(*sc, marks=SLIDING_MASK) if sc[0] == "olmo3" and sc[2] == "sdpa" else sc
+                   for sc in SCENARIOS]
+
+
+@pytest.mark.parametrize("fam,prec,attn,ckpt,b,s,keep", SCENARIO_PARAMS,
                          ids=[f"{f}-{p}-{a}-ckpt_{c}-b{b}s{s}{'-keep' if k else ''}" for f, p, a, c, b, s, k in SCENARIOS])
 def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
     if fam == "gpt2" and prec.startswith("amp"):
         # CPU and CUDA autocast lists differ: CUDA runs gelu_new's pow in fp32, CPU in bf16,
         # so a CPU run cannot stand for CUDA here. Compared on a GPU by calibrate (issue 5).
         pytest.xfail("gpt2 under autocast: CPU and CUDA autocast op lists differ (pow)")
-    compare(f"{fam} {prec} {attn} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
-            CONFIGS[fam], prec, attn, ckpt, b, s, keep)
+    extra = []
+    if fam == "glm4" and prec == "fp32" and attn == "sdpa":
+        # CPU runs its flash kernel in fp32; CUDA would run the memory-efficient one, whose
+        # output layout differs for GLM-4 (o_proj's input is a copy after flash, a view after
+        # efficient; shown on fake CUDA). Compared with the core's flash kernel.
+        extra = ["--sdpa", "flash"]
+    compare(f"{fam} {prec} {attn}{' flash' if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
+            CONFIGS[fam], prec, attn, ckpt, b, s, keep, extra)
 
 
-@pytest.mark.parametrize("name,fam,over,prec,attn,ckpt,b,s,keep", VARIANTS,
+VARIANT_PARAMS = [pytest.param(*v, marks=SLIDING_MASK) if v[0] == "olmo3-ckpt" and v[3:5] == ("bf16", "sdpa")
+                  else v for v in VARIANTS]
+
+
+@pytest.mark.parametrize("name,fam,over,prec,attn,ckpt,b,s,keep", VARIANT_PARAMS,
                          ids=[f"{v[0]}-{v[3]}-{v[4]}-ckpt_{v[5]}" for v in VARIANTS])
 def test_variant_against_pytorch(name, fam, over, prec, attn, ckpt, b, s, keep):
     config = {**CONFIGS[fam], **over}

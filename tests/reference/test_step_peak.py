@@ -40,6 +40,24 @@ SCENARIOS = [
     ("gpt2", "fp32", "sdpa", "full", 4, 128, False),
     ("gpt2", "bf16", "eager", "none", 2, 64, True),
     ("gpt2", "fp32", "eager", "none", 1, 256, False),
+    # Issue 13's dense architectures.
+    # The step's peak and phase agree for all; one layer's backward peak is off by 1.5% for
+    # OLMo 2 (its norms after attention and the MLP run first in backward: not modelled) and
+    # by 1.8% for StarCoder2 (its LayerNorm + GELU MLP side is between the core's GPT-2 and
+    # NeoX cases). Strict: passing means the core learned it.
+    pytest.param("olmo2", "fp32", "eager", "none", 4, 128, False, marks=pytest.mark.xfail(
+        strict=True, reason="one layer's backward peak +1.5% (OLMo 2's post-norms)")),
+    ("olmo2", "bf16", "sdpa", "full", 4, 128, False),
+    pytest.param("starcoder2", "bf16", "sdpa", "none", 4, 128, False, marks=pytest.mark.xfail(
+        strict=True, reason="one layer's backward peak -1.8% (StarCoder2's MLP side)")),
+    ("starcoder2", "fp32", "eager", "full", 4, 128, False),
+    ("glm4", "amp-bf16", "sdpa", "none", 4, 128, False),
+    ("glm4", "bf16", "eager", "none", 4, 128, False),
+    ("cohere2", "bf16", "sdpa", "none", 4, 128, False),
+    ("cohere2", "fp32", "eager", "full", 4, 128, False),
+    ("granite", "amp-bf16", "sdpa", "none", 4, 128, False),
+    ("granite", "bf16", "eager", "none", 4, 128, True),
+    ("smollm3", "bf16", "sdpa", "none", 4, 128, False),
 ]
 
 # Kept logits (`--keep-logits`) in every precision, across vocabularies from 1K to 256K: a
@@ -70,7 +88,8 @@ def test_method_on_known_sizes():
 
 
 @pytest.mark.parametrize("fam,prec,attn,ckpt,b,s,keep", SCENARIOS,
-                         ids=[f"{f}-{p}-{a}-ckpt_{c}-b{b}s{s}{'-keep' if k else ''}" for f, p, a, c, b, s, k in SCENARIOS])
+                         ids=[f"{f}-{p}-{a}-ckpt_{c}-b{b}s{s}{'-keep' if k else ''}"
+                              for f, p, a, c, b, s, k in (getattr(x, "values", x) for x in SCENARIOS)])
 def test_step_peak(fam, prec, attn, ckpt, b, s, keep):
     check_peak(f"{fam} {prec} {attn} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
                CONFIGS[fam], prec, attn, ckpt, b, s, keep)

@@ -127,7 +127,8 @@ pub struct ScenarioArgs {
     /// A share link or its query string (`?v=1&model=...`).
     #[arg(long, value_name = "URL")]
     pub link: Option<String>,
-    /// Model preset id (see `headroom models`) or a path to a Hugging Face config.json.
+    /// Model preset id (see `headroom models`), a size such as `7b` (the typical layout of that
+    /// size, approximate) or a path to a Hugging Face config.json.
     #[arg(long)]
     pub model: Option<String>,
     /// Link fields as flags (see [`FLAGS`]).

@@ -18,6 +18,7 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value
         "model": e.model,
         "gpu": e.gpu,
         "parameters": e.parameters,
+        "parameters_confidence": e.parameters_confidence,
         "bytes": e.bytes,
         "peak_phase": e.peak.phase,
         "peak": e.peak,

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;
-use crate::model::{Family, ModelSpec};
+use crate::model::{Family, ModelSpec, NormKind};
 use crate::scenario::{Attention, Method, Precision, Scenario};
 use crate::sdpa::{self, Backend};
 
@@ -260,15 +260,35 @@ pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let l = Layout::new(spec, sh);
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 => {
+        Family::Cohere2 => {
+            // Attention and the MLP both read the one norm's output (parallel block).
+            llama_attention(&mut inv, spec, sh, &l);
+            inv.at(Part::Mlp);
+            gated_mlp(&mut inv, spec, sh, spec.intermediate / sh.tp);
+        }
+        Family::Llama | Family::Gemma | Family::Phi3 | Family::Olmo2 | Family::Glm4 => {
             llama_attention(&mut inv, spec, sh, &l);
             llama_mlp_side(&mut inv, spec, sh, &l, |inv| {
                 gated_mlp(inv, spec, sh, spec.intermediate / sh.tp)
             });
         }
         Family::Gpt2 | Family::GptNeox | Family::Opt => gpt_layer(&mut inv, spec, sh, &l),
+        Family::Starcoder2 => {
+            llama_attention(&mut inv, spec, sh, &l);
+            plain_mlp_side(&mut inv, spec, sh, &l);
+        }
     }
     inv.items
+}
+
+/// native_layer_norm saves its input and the fp32 mean and rstd per token.
+fn layer_norm(inv: &mut Inventory, name: &str, sh: &Shape, l: &Layout) {
+    inv.add(
+        format!("{name}: input (saved by layer_norm)"),
+        l.th,
+        sh.stream(),
+    );
+    inv.add(format!("{name}: mean and rstd, fp32"), 2 * l.t, DType::F32);
 }
 
 /// Saved tensors of one MoE layer (tokens spread evenly over experts: an assumption).
@@ -285,9 +305,21 @@ pub fn total(items: &[Saved]) -> u64 {
     items.iter().map(Saved::bytes).sum()
 }
 
-/// The RMSNorm of Llama-like models: `w * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype)`.
-fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, gemma: bool) {
-    let stream = sh.stream();
+/// The RMSNorm of Llama-like models: `w * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype)`
+/// (OLMo 2 applies `w` before the cast back, Gemma `1 + w` in fp32).
+fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, family: Family) {
+    rms_norm_of(inv, name, (t, h, sh.stream()), sh, family);
+}
+
+/// [`rms_norm`] of a tensor of `t` x `h` in `stream`: a norm after attention or the MLP
+/// (Gemma 2/3, GLM-4) reads the projection's output, in the compute dtype under autocast.
+fn rms_norm_of(
+    inv: &mut Inventory,
+    name: &str,
+    (t, h, stream): (u64, u64, DType),
+    sh: &Shape,
+    family: Family,
+) {
     // x.to(float32) is a copy unless x is already fp32; pow and mul save it.
     let what = if stream == DType::F32 {
         "input (saved by pow, mul)"
@@ -296,7 +328,7 @@ fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, gemma: 
     };
     inv.add(format!("{name}: {what}"), t * h, DType::F32);
     inv.add(format!("{name}: rsqrt of the variance"), t, DType::F32);
-    if gemma {
+    if family == Family::Gemma {
         // Gemma: (x * rsqrt) * (1 + w) in fp32; the product's fp32 input is saved.
         inv.add(
             format!("{name}: normalized input, fp32 (saved by mul with 1 + weight)"),
@@ -304,11 +336,45 @@ fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, gemma: 
             DType::F32,
         );
     } else if sh.base_trainable {
-        // weight * x_normed saves x_normed, in the input dtype, because the weight trains.
+        // weight * x_normed saves x_normed because the weight trains: in the input dtype, or
+        // in fp32 where the weight is applied before the cast back (OLMo 2).
+        let dtype = if family == Family::Olmo2 {
+            DType::F32
+        } else {
+            stream
+        };
         inv.add(
             format!("{name}: normalized input (saved by mul with weight)"),
             t * h,
-            stream,
+            dtype,
+        );
+    }
+}
+
+/// Cohere 2's norm: `(w.float() * ((x - mean) * rsqrt(var + eps))).to(x.dtype)`, x in fp32:
+/// `x - mean` is computed twice (for the variance and for the product), pow saves one and mul
+/// the other with the rsqrt; the weight's product saves the normalized input (when the weight
+/// trains) and the weight's fp32 copy (a bf16 weight's).
+fn cohere_norm(inv: &mut Inventory, name: &str, (t, h): (u64, u64), sh: &Shape) {
+    inv.add_n(
+        format!("{name}: centred input, fp32, computed twice (saved by pow and by mul)"),
+        t * h,
+        DType::F32,
+        2,
+    );
+    inv.add(format!("{name}: rsqrt of the variance"), t, DType::F32);
+    if sh.base_trainable {
+        inv.add(
+            format!("{name}: normalized input, fp32 (saved by mul with weight)"),
+            t * h,
+            DType::F32,
+        );
+    }
+    if sh.stream() != DType::F32 {
+        inv.add(
+            format!("{name}: weight cast to fp32 (saved by mul)"),
+            h,
+            DType::F32,
         );
     }
 }
@@ -363,21 +429,45 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
 fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     let Layout { t, th, q, kv, .. } = *l;
     let c = sh.compute();
-    let gemma = spec.family == Family::Gemma;
+    let olmo = spec.family == Family::Olmo2;
     inv.at(Part::InputNorm);
-    rms_norm(inv, "input_layernorm", l.norm_tokens, l.h_local, sh, gemma);
+    if spec.norm == NormKind::LayerNorm {
+        layer_norm(inv, "input_layernorm", sh, l);
+    } else if spec.family == Family::Cohere2 {
+        cohere_norm(inv, "input_layernorm", (l.norm_tokens, l.h_local), sh);
+    } else if !olmo {
+        let (nt, h) = (l.norm_tokens, l.h_local);
+        rms_norm(inv, "input_layernorm", nt, h, sh, spec.family);
+    }
     inv.at(Part::AttentionInputs);
     // Attention projections. With sequence parallelism a column-parallel linear saves its
     // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
     // §4.2.2; Megatron's LinearWithGradAccumulationAndAsyncCommunication), so it saves `th`.
     if spec.family == Family::Phi3 {
         linear_inputs(inv, "qkv_proj input", th, 1, sh);
+    } else if spec.family == Family::Cohere2 {
+        linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, 5, sh);
     } else {
         linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
     }
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
     // fp32; the rotated q, k and v are what attention saves.
-    if spec.qk_norm {
+    if spec.qk_norm && olmo {
+        // OLMo 2: RMSNorm over the whole q and k projections, the weight applied in fp32.
+        inv.at(Part::QkNorm).add(
+            "q_norm/k_norm: fp32 inputs (saved by pow, mul)",
+            t * (q + kv),
+            DType::F32,
+        );
+        inv.add("q_norm/k_norm: rsqrt of the variance", 2 * t, DType::F32);
+        if sh.base_trainable {
+            inv.add(
+                "q_norm/k_norm: normalized, fp32 (saved by mul with weight)",
+                t * (q + kv),
+                DType::F32,
+            );
+        }
+    } else if spec.qk_norm {
         // Per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3): fp32 input + normalized.
         let per = if c == DType::F32 { 2 } else { 1 };
         inv.at(Part::QkNorm).add(
@@ -395,6 +485,16 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         if c != DType::F32 {
             inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
         }
+    }
+    if spec.family == Family::Glm4 {
+        // GLM-4's apply_rotary_pos_emb interleaves cos and sin afresh in every layer
+        // (`repeat_interleave`), and its multiplies save those copies, not the shared tables.
+        let rope = if sh.amp() { DType::F32 } else { sh.stream() };
+        inv.add(
+            "RoPE cos and sin, interleaved in this layer (saved by RoPE's multiplies)",
+            2 * sh.s * spec.rotary_dim(),
+            rope,
+        );
     }
     inv.at(Part::AttentionCore);
     match sh.attention {
@@ -457,8 +557,13 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // in (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's and the math
     // kernel's matmul output is (batch, heads, seq, dim) and the transpose makes a copy that
     // o_proj saves.
+    // A half-rotary q (GLM-4 and its MoE) comes from `torch.cat` in (batch, heads, seq, dim)
+    // layout, and the flash and cuDNN kernels write their output in q's layout, so the
+    // transpose copies there too (the memory-efficient kernel always writes (batch, seq,
+    // heads, dim); found on fake CUDA).
+    let q_heads_first = spec.rotary_dim() < spec.head_dim && sh.sdpa != Backend::Efficient;
     inv.at(Part::OutputProjection);
-    if sh.quadratic() || !sh.base_trainable {
+    if sh.quadratic() || !sh.base_trainable || q_heads_first {
         linear_inputs(
             inv,
             "o_proj input (contiguous attention output)",
@@ -479,36 +584,37 @@ fn llama_mlp_side(
     l: &Layout,
     mlp: impl FnOnce(&mut Inventory),
 ) {
-    let gemma = spec.family == Family::Gemma;
+    let family = spec.family;
+    let (nt, h) = (l.norm_tokens, l.h_local);
+    if family == Family::Olmo2 {
+        // OLMo 2 normalizes the attention output and the MLP output; the MLP reads the
+        // residual stream itself.
+        inv.at(Part::MlpNorm);
+        rms_norm(inv, "post_attention_layernorm", nt, h, sh, family);
+        inv.at(Part::Mlp);
+        mlp(inv);
+        rms_norm(inv, "post_feedforward_layernorm", nt, h, sh, family);
+        return residual_dropout(inv, sh, l, Part::MlpResidualDropout);
+    }
+    // The norms after attention and after the MLP (Gemma 2/3, GLM-4) read a projection's
+    // output, in the compute dtype.
     let four_norms = spec.norms_per_layer == 4;
+    let post = (nt, h, sh.compute());
     inv.at(Part::MlpNorm);
+    // (Named as Gemma 2 names them; GLM-4's are post_self_attn, post_attention, post_mlp.)
     if four_norms {
-        rms_norm(
-            inv,
-            "post_attention_layernorm",
-            l.norm_tokens,
-            l.h_local,
-            sh,
-            gemma,
-        );
+        rms_norm_of(inv, "post_attention_layernorm", post, sh, family);
     }
     let second = if four_norms {
         "pre_feedforward_layernorm"
     } else {
         "post_attention_layernorm"
     };
-    rms_norm(inv, second, l.norm_tokens, l.h_local, sh, gemma);
+    rms_norm(inv, second, nt, h, sh, family);
     inv.at(Part::Mlp);
     mlp(inv);
     if four_norms {
-        rms_norm(
-            inv,
-            "post_feedforward_layernorm",
-            l.norm_tokens,
-            l.h_local,
-            sh,
-            gemma,
-        );
+        rms_norm_of(inv, "post_feedforward_layernorm", post, sh, family);
     }
     residual_dropout(inv, sh, l, Part::MlpResidualDropout);
 }
@@ -602,17 +708,20 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
     } else {
         t * spec.hidden
     };
-    if spec.family == Family::Phi3 {
+    let fused = spec.fused_gate_up();
+    if fused {
         linear_inputs(inv, "gate_up_proj input", th, 1, sh);
+    } else if spec.family == Family::Cohere2 {
+        // Counted with the attention projections, which read the same norm output.
     } else {
         linear_inputs(inv, "gate/up_proj input", th, 2, sh);
     }
-    let what = if spec.family == Family::Phi3 {
+    let what = if fused {
         "gate_up output (saved by the activation and the product)"
     } else {
         "gate output (saved by the activation)"
     };
-    if spec.family == Family::Phi3 {
+    if fused {
         inv.add(what, 2 * t * f, c);
     } else {
         inv.add(what, t * f, c);
@@ -667,16 +776,9 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
 /// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
 fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     let Layout { t, th, q, .. } = *l;
-    let f = spec.intermediate / sh.tp;
     let c = sh.compute();
-    let stream = sh.stream();
-    let layer_norm = |inv: &mut Inventory, name: &str| {
-        // native_layer_norm saves its input and the fp32 mean and rstd per token.
-        inv.add(format!("{name}: input (saved by layer_norm)"), th, stream);
-        inv.add(format!("{name}: mean and rstd, fp32"), 2 * t, DType::F32);
-    };
     inv.at(Part::InputNorm);
-    layer_norm(inv, "attention LayerNorm");
+    layer_norm(inv, "attention LayerNorm", sh, l);
     inv.at(Part::AttentionInputs);
     let fused_qkv = matches!(spec.family, Family::Gpt2 | Family::GptNeox);
     if fused_qkv {
@@ -752,8 +854,17 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
+    plain_mlp_side(inv, spec, sh, l);
+}
+
+/// The MLP side of a LayerNorm layer (GPT-2, GPT-NeoX, OPT, StarCoder2): the norm, a plain
+/// MLP and its residual dropout.
+fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
+    let Layout { t, th, .. } = *l;
+    let f = spec.intermediate / sh.tp;
+    let c = sh.compute();
     inv.at(Part::MlpNorm);
-    layer_norm(inv, "MLP LayerNorm");
+    layer_norm(inv, "MLP LayerNorm", sh, l);
     inv.at(Part::Mlp);
     linear_inputs(inv, "MLP input", th, 1, sh);
     match spec.activation.as_str() {
@@ -787,28 +898,27 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let t = sh.tokens();
     let h = spec.hidden;
-    match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 => {
-            // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
-            let rope = if sh.amp() { DType::F32 } else { sh.stream() };
-            inv.at(Part::Rope).add(
-                "RoPE cos and sin (saved by every layer's RoPE)",
-                2 * sh.s * spec.head_dim,
-                rope,
-            );
+    if spec.is_rotary() && spec.family != Family::Glm4 {
+        // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
+        let rope = if sh.amp() { DType::F32 } else { sh.stream() };
+        inv.at(Part::Rope).add(
+            "RoPE cos and sin (saved by every layer's RoPE)",
+            2 * sh.s * spec.rotary_dim(),
+            rope,
+        );
+    }
+    match spec.norm {
+        NormKind::RmsNorm if spec.family == Family::Cohere2 => {
+            inv.at(Part::FinalNorm);
+            cohere_norm(&mut inv, "final norm", (t, h), sh);
+        }
+        NormKind::RmsNorm => {
             if spec.final_norm {
                 inv.at(Part::FinalNorm);
-                rms_norm(
-                    &mut inv,
-                    "final norm",
-                    t,
-                    h,
-                    sh,
-                    spec.family == Family::Gemma,
-                );
+                rms_norm(&mut inv, "final norm", t, h, sh, spec.family);
             }
         }
-        Family::Gpt2 | Family::GptNeox | Family::Opt => {
+        NormKind::LayerNorm => {
             if sh.embedding_dropout > 0.0 {
                 inv.at(Part::EmbeddingDropout)
                     .add("embedding dropout mask", t * h, DType::Bool);

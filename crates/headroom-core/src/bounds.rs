@@ -33,6 +33,11 @@ pub const MAX_EXPERTS: u64 = 4096;
 pub const MAX_POSITIONS: u64 = 1 << 27;
 /// Parameters of one model: the largest trained are around 2 trillion.
 pub const MAX_PARAMETERS: u64 = 100_000_000_000_000;
+/// A model given only by its size (`model=7b`): from 0.2B, the smallest size the nearest
+/// preset's layout reaches with one layer or more (Qwen2.5-0.5B's embeddings alone are 0.14B),
+/// to 2,000B, about the largest trained.
+pub const MIN_SIZED_PARAMETERS: u64 = 200_000_000;
+pub const MAX_SIZED_PARAMETERS: u64 = 2_000_000_000_000;
 /// The largest step Headroom computes, per GPU: 2^60 B = 1 EiB (by [`step_bytes_bound`], which
 /// is several times the estimate). No GPU holds more than 2^38 B, so a step past this cannot fit
 /// anywhere; refusing it keeps every `u64` sum of the estimate 16 times below `u64::MAX`.

@@ -446,12 +446,25 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("attention_bias", spec.qkv_bias.into());
                 put("hidden_dropout", spec.dropout.residual.into());
             }
+            if spec.family == Family::Starcoder2 {
+                put("use_bias", spec.qkv_bias.into());
+                put("residual_dropout", spec.dropout.residual.into());
+                put("embedding_dropout", spec.dropout.embedding.into());
+            }
             if spec.family == Family::Phi3 {
                 put("resid_pdrop", spec.dropout.residual.into());
                 put("embd_pdrop", spec.dropout.embedding.into());
             }
-            if spec.family == Family::Llama {
-                if spec.model_type == "llama" {
+            if spec.family == Family::Glm4 || spec.model_type == "glm4_moe" {
+                put("attention_bias", spec.qkv_bias.into());
+            }
+            if spec.model_type == "glm4_moe" {
+                put("use_qk_norm", spec.qk_norm.into());
+            }
+            if matches!(spec.family, Family::Llama | Family::Olmo2) {
+                // An approximate layout is read as Llama's (`model::hf`), mlp_bias included.
+                if crate::model::hf::reads_mlp_bias(&spec.model_type) || spec.approximate.is_some()
+                {
                     put("attention_bias", spec.o_bias.into());
                     put("mlp_bias", spec.mlp_bias.into());
                 } else if spec.o_bias {
@@ -474,7 +487,7 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("use_sliding_window", true.into());
             }
             if let Some(moe) = &spec.moe {
-                if spec.model_type == "mixtral" {
+                if spec.model_type == "mixtral" || spec.model_type == "granitemoe" {
                     put("num_local_experts", moe.experts.into());
                 } else {
                     put("num_experts", moe.experts.into());

@@ -11,8 +11,12 @@ pub enum ConfigError {
     NotAnObject,
     #[error("config.json has no `model_type`; supported: {supported}")]
     MissingModelType { supported: String },
-    #[error("model_type `{found}` is not supported; supported: {supported}")]
-    UnsupportedModelType { found: String, supported: String },
+    #[error(
+        "model_type `{found}` is not one Headroom models exactly, and its config lacks {missing}, \
+         needed to estimate it as the closest known layout (modelled exactly: {})",
+        crate::model::SUPPORTED_MODEL_TYPES.join(", ")
+    )]
+    MissingKeys { found: String, missing: String },
     #[error("field `{field}` must be {expected}, found {found}")]
     BadField {
         field: String,

@@ -1,6 +1,7 @@
 //! Parameter counts, the scenario codec and validation.
 
 use headroom_core::codec::{decode, encode, named_scenarios};
+use headroom_core::estimate::Confidence;
 use headroom_core::model::{inventory, parse_config_json};
 use headroom_core::scenario::{
     Checkpointing, DataParallel, Method, ModelChoice, Optimizer, Precision,
@@ -50,7 +51,19 @@ fn mistral_7b_params() {
 fn bad_configs_name_the_field() {
     let err = |c: &str| parse_config_json(c).expect_err("must fail").to_string();
     assert!(err("{").contains("not valid JSON"));
-    assert!(err(r#"{"model_type":"bert"}"#).contains("model_type `bert` is not supported"));
+    assert!(err(r#"{"model_type":"bert"}"#).contains(
+        "lacks hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size"
+    ));
+    assert!(
+        err(r#"{"model_type":"bert","hidden_size":768,"num_hidden_layers":12,"vocab_size":9}"#)
+            .contains("`bert` is not one Headroom models exactly, and its config lacks num_attention_heads, intermediate_size,")
+    );
+    assert!(err(r#"{"model_type":"a b","hidden_size":8}"#).contains("`model_type`"));
+    assert!(
+        err(r#"{"model_type":"qwen2_5_vl","text_config":{"hidden_size":8}}"#).contains(
+            "vocab_size (a multimodal config: its text model's keys are under text_config)"
+        )
+    );
     assert!(err(r#"{"model_type":"llama","hidden_size":"big"}"#).contains("`hidden_size`"));
     assert!(
         err(r#"{"model_type":"llama","num_attention_heads":0}"#).contains("num_attention_heads")
@@ -351,4 +364,83 @@ fn host_ram_is_checked_per_node() {
         .find(|c| c.id == "host")
         .expect("host");
     assert_eq!(host.level, headroom_core::estimate::Level::Host);
+}
+
+/// LlamaConfig's defaults (Llama 2 7B's shape) under a `model_type` the core does not model.
+const UNKNOWN_7B: &str = r#"{"model_type":"my_lm","hidden_size":4096,"num_hidden_layers":32,
+    "num_attention_heads":32,"intermediate_size":11008,"vocab_size":32000}"#;
+
+#[test]
+fn unknown_model_type_is_estimated_as_llama_and_marked_approximate() {
+    // transformers' num_parameters() of LlamaConfig() (as llama_2_7b_params_with_defaults).
+    params(UNKNOWN_7B, 6_738_415_616);
+    let spec = parse_config_json(UNKNOWN_7B).expect("an unknown type with the standard keys");
+    assert_eq!(spec.model_type, "my_lm");
+    let scen = Scenario {
+        model: ModelChoice::Custom(Box::new(spec)),
+        ..Scenario::default()
+    };
+    let e = estimate(&scen).expect("estimates");
+    assert!(e.warnings[0].contains("`my_lm` is not one Headroom models exactly"));
+    // No max_position_embeddings: the positions are unknown, so no warning about them.
+    assert_eq!(e.warnings.len(), 1, "{:?}", e.warnings);
+    assert_eq!(e.parameters_confidence, Confidence::Assumed);
+    assert!(
+        e.components
+            .iter()
+            .all(|c| c.confidence != Confidence::Exact)
+    );
+    // The link carries the config and reads back the same approximate spec.
+    assert_eq!(decode(&encode(&scen)).expect("decodes"), scen);
+    let exact = estimate(&Scenario::default()).expect("estimates");
+    assert_eq!(exact.parameters_confidence, Confidence::Exact);
+}
+
+#[test]
+fn unknown_moe_config_counts_its_experts() {
+    // Mixtral's layout under another name: transformers' num_parameters() of MixtralConfig()
+    // with vocab_size 32000 is 46,702,792,704 (content/models/presets.toml, mixtral-8x7b).
+    params(
+        r#"{"model_type":"my_moe","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+        "num_key_value_heads":8,"intermediate_size":14336,"vocab_size":32000,"num_local_experts":8,
+        "num_experts_per_tok":2}"#,
+        46_702_792_704,
+    );
+}
+
+#[track_caller]
+fn sized(id: &str) -> headroom_core::Estimate {
+    let scen = decode(&format!("model={id}")).expect("decodes");
+    estimate(&scen).expect("estimates")
+}
+
+#[test]
+fn a_model_given_by_its_size_takes_the_nearest_presets_layout() {
+    for (id, size, from) in [
+        ("7b", 7e9, "Qwen2.5 7B"),
+        ("8B", 8e9, "Llama 3.1 8B"),
+        ("1.5b", 1.5e9, "Qwen2.5 1.5B"),
+        ("70b", 70e9, "Llama 3.1 70B"),
+        ("500m", 0.5e9, "Qwen2.5 0.5B"),
+    ] {
+        let e = sized(id);
+        let total = e.parameters.total as f64;
+        // Within half a layer of the size asked for.
+        assert!((total / size - 1.0).abs() < 0.03, "{id}: {total}");
+        assert_eq!(e.parameters_confidence, Confidence::Assumed);
+        assert!(
+            e.warnings[0].contains(&format!("layout of {from}")),
+            "{id}: {:?}",
+            e.warnings
+        );
+        assert_eq!(e.model, id.to_ascii_lowercase());
+    }
+    for bad in ["0.1b", "5000b"] {
+        let scen = decode(&format!("model={bad}")).expect("decodes");
+        let err = estimate(&scen).expect_err("out of range").to_string();
+        assert!(
+            err.contains("`model`: a model given by its size must have from 0.2b to 2000b"),
+            "{err}"
+        );
+    }
 }

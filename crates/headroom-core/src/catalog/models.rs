@@ -5,6 +5,21 @@ use serde::Deserialize;
 use crate::error::{ContentError, ScenarioError};
 use crate::model::{ModelSpec, parse_config_json};
 
+/// The presets whose layouts a model given only by its size takes ([`PresetCatalog::sized`]):
+/// the current Llama 3.x and Qwen2.5 dense models, and Llama 2 13B between 8B and 70B.
+pub const SIZED_FROM: [&str; 10] = [
+    "qwen2.5-0.5b",
+    "llama-3.2-1b",
+    "qwen2.5-1.5b",
+    "llama-3.2-3b",
+    "qwen2.5-7b",
+    "llama-3.1-8b",
+    "llama-2-13b",
+    "llama-3.1-70b",
+    "qwen2.5-72b",
+    "llama-3.1-405b",
+];
+
 /// One preset: a real `config.json` and where it comes from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preset {
@@ -93,6 +108,58 @@ impl PresetCatalog {
                 presets: Vec::new(),
             })
         })
+    }
+
+    /// A model given only by its size (`7b`, `1.5B`, `500m`), or `None` when `id` is not a
+    /// size: the layout of the nearest of [`SIZED_FROM`] (by the ratio of parameter counts) with
+    /// its layer count scaled to come closest to the size, marked approximate with the reason.
+    pub fn sized(&self, id: &str) -> Option<Result<ModelSpec, ScenarioError>> {
+        let id = id.trim().to_ascii_lowercase();
+        let (number, unit) = match id.strip_suffix('b') {
+            Some(n) => (n, 1e9),
+            None => (id.strip_suffix('m')?, 1e6),
+        };
+        if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return None;
+        }
+        let target = number.parse::<f64>().ok()? * unit;
+        let (lo, hi) = (
+            crate::bounds::MIN_SIZED_PARAMETERS,
+            crate::bounds::MAX_SIZED_PARAMETERS,
+        );
+        if !(lo as f64..=hi as f64).contains(&target) {
+            return Some(Err(ScenarioError::invalid(
+                "model",
+                format!(
+                    "a model given by its size must have from {}b to {}b parameters, found {id}",
+                    lo as f64 / 1e9,
+                    hi as f64 / 1e9
+                ),
+            )));
+        }
+        let distance = |p: &&Preset| libm::fabs(libm::log(p.parameters_total as f64 / target));
+        let near = SIZED_FROM
+            .iter()
+            .filter_map(|id| self.presets.iter().find(|p| p.id == *id))
+            .min_by(|a, b| distance(a).total_cmp(&distance(b)))?;
+        let inv = crate::model::inventory(&near.spec);
+        let per_layer = inv.per_layer().max(1) as f64;
+        let layers = libm::round((target - inv.outside_layers() as f64) / per_layer).max(1.0);
+        let mut spec = near.spec.clone();
+        spec.layers = layers as u64;
+        let total = crate::model::inventory(&spec).total();
+        let b = |n: u64| format!("{:.2}B", n as f64 / 1e9);
+        spec.approximate = Some(format!(
+            "Given only its size ({id}), the model is estimated with the layout of {} (the \
+             nearest Llama or Qwen preset, {}) at {} layers instead of {}: {} parameters. Its \
+             parameters and activations are approximate.",
+            near.name,
+            b(near.parameters_total),
+            spec.layers,
+            near.spec.layers,
+            b(total)
+        ));
+        Some(Ok(spec))
     }
 
     pub fn get(&self, id: &str) -> Result<&Preset, ScenarioError> {

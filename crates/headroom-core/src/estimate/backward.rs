@@ -57,6 +57,9 @@ impl LayerBackward {
         let mats = crate::model::params::mlp_matrices(spec);
         let out_bias = if spec.mlp_bias { h } else { 0 };
         let n = match spec.mlp {
+            // A fused gate_up's backward joins the gate and up gradients (GLM-4; measured in
+            // tests/reference/test_step_peak.py).
+            MlpKind::Gated if spec.fused_gate_up() => 3,
             MlpKind::Gated => 2,
             MlpKind::Plain if matches!(spec.activation.as_str(), "gelu_new" | "relu") => 2,
             MlpKind::Plain => 1,

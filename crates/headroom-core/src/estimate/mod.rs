@@ -42,7 +42,7 @@ use step::Step;
 /// Sentences about a scenario that can be estimated but may not be what the user meant.
 fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<String> {
     let seq = u64::from(scen.seq);
-    let mut out = Vec::new();
+    let mut out: Vec<String> = spec.approximate.iter().cloned().collect();
     if scen.attention == Attention::Sdpa && !kernel.runnable {
         out.push(format!(
             "SDPA's {} kernel is {} (the estimate is for it as given).",
@@ -111,8 +111,11 @@ fn attention_line(c: &sdpa::Choice, scen: &Scenario) -> String {
 pub fn resolve_model(scen: &Scenario) -> Result<(String, ModelSpec), ScenarioError> {
     match &scen.model {
         ModelChoice::Preset(id) => {
-            let p = PresetCatalog::builtin().get(id)?;
-            Ok((p.id.clone(), p.spec.clone()))
+            let catalog = PresetCatalog::builtin();
+            match catalog.sized(id) {
+                Some(spec) => Ok((id.clone(), spec?)),
+                None => catalog.get(id).map(|p| (p.id.clone(), p.spec.clone())),
+            }
         }
         ModelChoice::Custom(spec) => Ok(("custom".into(), (**spec).clone())),
     }
@@ -205,7 +208,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
             .iter()
             .fold(timeline::Live::default(), |m, p| m.max(p)),
     };
-    let components = components::list(&step, cal, &runtime, &totals);
+    let mut components = components::list(&step, cal, &runtime, &totals);
     // The tensor peak's point: the first with the most tensor bytes, as `peaks` takes it.
     if let Some(i) = points.iter().position(|p| p.tensors == peak.tensors) {
         peak.parts = parts[i]
@@ -214,6 +217,17 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
             .map(|(id, bytes)| LivePart { id, bytes })
             .collect();
     }
+    // An approximate layout's shapes are assumed, so nothing that follows from them is exact.
+    let sure = if spec.approximate.is_some() {
+        for c in &mut components {
+            if c.confidence == Confidence::Exact {
+                c.confidence = Confidence::Assumed;
+            }
+        }
+        Confidence::Assumed
+    } else {
+        Confidence::Exact
+    };
     let bytes = KeyBytes {
         weights: st.weights,
         gradients: st.gradients,
@@ -241,6 +255,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
             trainable: st.params_trainable,
             per_gpu: st.params_local,
         },
+        parameters_confidence: sure,
         bytes,
         peak,
         verdict,

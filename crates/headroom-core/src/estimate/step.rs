@@ -193,10 +193,7 @@ impl<'a> Step<'a> {
     /// norm saves the input itself (fp32 stream or LayerNorm: the detached input shares its
     /// storage).
     pub fn recompute_shares_input(&self) -> bool {
-        matches!(
-            self.spec.family,
-            Family::Gpt2 | Family::GptNeox | Family::Opt
-        ) || self.stream == DType::F32
+        self.spec.norm_saves_input() || self.stream == DType::F32
     }
 
     /// GPT-2 with SDPA: the contiguous k and v that SDPA saves come from the KV cache
@@ -222,7 +219,7 @@ impl Temporaries {
         let compute = scen.precision.compute_dtype();
         let tp = scen.parallel.tensor as u64;
         let eager_mask = if scen.attention == Attention::Eager {
-            sh.b * sh.s * sh.s * stream.bytes()
+            sh.b * sh.s * sh.s * stream.bytes() * spec.attention_masks()
         } else {
             0
         };

@@ -221,6 +221,10 @@ pub struct Estimate {
     pub model: String,
     pub gpu: String,
     pub parameters: ParamCounts,
+    /// How sure the parameter counts are: exact for a modelled architecture, assumed for an
+    /// approximate layout (an unknown `model_type`, a model given only by its size; the
+    /// reason is among `warnings`).
+    pub parameters_confidence: Confidence,
     pub bytes: KeyBytes,
     pub peak: Peaks,
     pub verdict: Verdict,

@@ -34,6 +34,15 @@ pub fn layer_class(spec: &ModelSpec) -> &'static str {
         "gpt2" => "GPT2Block",
         "gpt_neox" => "GPTNeoXLayer",
         "opt" => "OPTDecoderLayer",
+        "granite" => "GraniteDecoderLayer",
+        "granitemoe" => "GraniteMoeDecoderLayer",
+        "smollm3" => "SmolLM3DecoderLayer",
+        "olmo2" => "Olmo2DecoderLayer",
+        "olmo3" => "Olmo3DecoderLayer",
+        "glm4" => "Glm4DecoderLayer",
+        "glm4_moe" => "Glm4MoeDecoderLayer",
+        "cohere2" => "Cohere2DecoderLayer",
+        "starcoder2" => "Starcoder2DecoderLayer",
         _ => "DecoderLayer",
     }
 }

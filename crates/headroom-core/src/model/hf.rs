@@ -18,6 +18,14 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "qwen2_moe",
     "qwen3",
     "qwen3_moe",
+    "granite",
+    "granitemoe",
+    "smollm3",
+    "olmo2",
+    "olmo3",
+    "glm4",
+    "glm4_moe",
+    "cohere2",
     "gemma",
     "gemma2",
     "gemma3_text",
@@ -25,6 +33,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gpt2",
     "gpt_neox",
     "opt",
+    "starcoder2",
 ];
 
 /// The largest integer any config key may hold (2^40): far above every real dimension, and
@@ -54,20 +63,16 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
         None => return Err(ConfigError::MissingModelType { supported }),
     };
     let spec = match model_type.as_str() {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => {
-            llama_like(&cfg, &model_type)?
-        }
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
+        | "granite" | "granitemoe" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "glm4_moe"
+        | "cohere2" => llama_like(&cfg, &model_type)?,
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
         "phi3" => phi3(&cfg)?,
         "gpt2" => gpt2(&cfg)?,
         "gpt_neox" => gpt_neox(&cfg)?,
         "opt" => opt(&cfg)?,
-        other => {
-            return Err(ConfigError::UnsupportedModelType {
-                found: other.to_string(),
-                supported,
-            });
-        }
+        "starcoder2" => starcoder2(&cfg)?,
+        _ => approximate(&cfg)?,
     };
     validate(&spec)?;
     Ok(spec)
@@ -207,79 +212,41 @@ struct Defaults {
     tie: bool,
 }
 
+/// Each Llama-like config class's defaults (transformers 5.23): model_type, then vocab, hidden,
+/// intermediate, layers, heads, kv heads (0: as many as heads), max positions, tied embeddings
+/// (0 or 1). A table, not code per type: the site's bundle is small.
+const LLAMA_DEFAULTS: &[(&str, [u64; 8])] = &[
+    ("llama", [32000, 4096, 11008, 32, 32, 0, 2048, 0]),
+    ("mistral", [32000, 4096, 14336, 32, 32, 8, 131072, 0]),
+    ("mixtral", [32000, 4096, 14336, 32, 32, 8, 131072, 0]),
+    ("qwen2", [151936, 4096, 22016, 32, 32, 32, 32768, 0]),
+    ("qwen2_moe", [151936, 2048, 5632, 24, 16, 16, 32768, 0]),
+    ("qwen3", [151936, 4096, 22016, 32, 32, 32, 32768, 0]),
+    ("granite", [32000, 4096, 11008, 32, 32, 0, 2048, 0]),
+    ("granitemoe", [32000, 4096, 11008, 32, 32, 0, 2048, 0]),
+    ("smollm3", [128256, 2048, 11008, 36, 16, 4, 32768, 1]),
+    ("olmo2", [50304, 4096, 11008, 32, 32, 0, 2048, 0]),
+    ("olmo3", [50304, 4096, 11008, 32, 32, 0, 2048, 0]),
+    ("glm4", [151552, 4096, 13696, 40, 32, 2, 131072, 0]),
+    ("glm4_moe", [151552, 4096, 10944, 46, 96, 8, 131072, 0]),
+    ("cohere2", [256000, 8192, 22528, 40, 64, 0, 8192, 1]),
+    ("qwen3_moe", [151936, 2048, 6144, 24, 32, 4, 32768, 0]),
+];
+
 fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
-    let d = match model_type {
-        "llama" => Defaults {
-            vocab: 32000,
-            hidden: 4096,
-            intermediate: 11008,
-            layers: 32,
-            heads: 32,
-            kv_heads: 0,
-            max_positions: 2048,
-            tie: false,
-        },
-        "mistral" => Defaults {
-            vocab: 32000,
-            hidden: 4096,
-            intermediate: 14336,
-            layers: 32,
-            heads: 32,
-            kv_heads: 8,
-            max_positions: 131072,
-            tie: false,
-        },
-        "mixtral" => Defaults {
-            vocab: 32000,
-            hidden: 4096,
-            intermediate: 14336,
-            layers: 32,
-            heads: 32,
-            kv_heads: 8,
-            max_positions: 131072,
-            tie: false,
-        },
-        "qwen2" => Defaults {
-            vocab: 151936,
-            hidden: 4096,
-            intermediate: 22016,
-            layers: 32,
-            heads: 32,
-            kv_heads: 32,
-            max_positions: 32768,
-            tie: false,
-        },
-        "qwen2_moe" => Defaults {
-            vocab: 151936,
-            hidden: 2048,
-            intermediate: 5632,
-            layers: 24,
-            heads: 16,
-            kv_heads: 16,
-            max_positions: 32768,
-            tie: false,
-        },
-        "qwen3" => Defaults {
-            vocab: 151936,
-            hidden: 4096,
-            intermediate: 22016,
-            layers: 32,
-            heads: 32,
-            kv_heads: 32,
-            max_positions: 32768,
-            tie: false,
-        },
-        // qwen3_moe
-        _ => Defaults {
-            vocab: 151936,
-            hidden: 2048,
-            intermediate: 6144,
-            layers: 24,
-            heads: 32,
-            kv_heads: 4,
-            max_positions: 32768,
-            tie: false,
-        },
+    let row = LLAMA_DEFAULTS
+        .iter()
+        .find(|(t, _)| *t == model_type)
+        .map_or([0; 8], |(_, d)| *d);
+    let d = Defaults {
+        vocab: row[0],
+        hidden: row[1],
+        intermediate: row[2],
+        layers: row[3],
+        heads: row[4],
+        kv_heads: row[5],
+        max_positions: row[6],
+        tie: row[7] == 1,
     };
     let hidden = cfg.u64_or("hidden_size", d.hidden)?;
     let heads = cfg.heads("num_attention_heads", d.heads)?;
@@ -289,7 +256,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     // Qwen3Config declares `head_dim: int = 128`; Qwen3MoeConfig declares no head_dim, so
     // Qwen3MoeAttention falls back to `getattr(config, "head_dim", hidden_size //
     // num_attention_heads)` (transformers 5.23, modeling_qwen3_moe.py), as Llama-likes do.
-    let head_dim_default = if model_type == "qwen3" {
+    let head_dim_default = if model_type == "qwen3" || model_type == "glm4" {
         128
     } else {
         hidden / heads
@@ -305,6 +272,10 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     } else if model_type == "qwen2_moe" {
         // Qwen2MoeAttention reads `bias=config.qkv_bias` (Qwen2MoeConfig: `qkv_bias = True`).
         (cfg.bool_or("qkv_bias", true)?, false)
+    } else if model_type == "glm4" || model_type == "glm4_moe" {
+        // Glm4(Moe)Attention: `bias=config.attention_bias` on q/k/v (True by default for
+        // GLM-4, False for GLM-4 MoE), none on o.
+        (cfg.bool_or("attention_bias", model_type == "glm4")?, false)
     } else if model_type == "mistral" || model_type == "mixtral" {
         // MistralAttention and MixtralAttention hard-code `bias=False` on q/k/v/o
         // (modeling_mistral.py, modeling_mixtral.py); their configs have no attention_bias.
@@ -313,7 +284,8 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         (attention_bias, attention_bias)
     };
     let moe = match model_type {
-        "mixtral" => Some(Moe {
+        // GraniteMoeConfig: every layer's MLP is 8 experts of intermediate_size, top-2.
+        "mixtral" | "granitemoe" => Some(Moe {
             experts: cfg.u64_or("num_local_experts", 8)?,
             top_k: cfg.u64_or("num_experts_per_tok", 2)?,
             expert_intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
@@ -347,10 +319,20 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
                 sparse_layers,
             })
         }
+        // Glm4MoeConfig: 128 routed experts of 1408, top-8, one shared, the first layer dense.
+        "glm4_moe" => routed_moe(cfg, layers, [128, 1408, 8, 1, 1])?,
         _ => None,
     };
     let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
-    let sliding_window = if qwen2ish || model_type == "qwen3" || model_type == "qwen3_moe" {
+    let olmo = model_type.starts_with("olmo");
+    let sliding_window = if model_type == "olmo3" || model_type == "cohere2" {
+        // Olmo3Config and Cohere2Config: `sliding_window = 4096` on three layers in four.
+        cfg.opt_u64("sliding_window")?.or(Some(4096))
+    } else if qwen2ish
+        || model_type == "qwen3"
+        || model_type == "qwen3_moe"
+        || model_type == "smollm3"
+    {
         if cfg.bool_or("use_sliding_window", false)? {
             cfg.opt_u64("sliding_window")?
         } else {
@@ -368,7 +350,13 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     };
     Ok(ModelSpec {
         model_type: model_type.to_string(),
-        family: Family::Llama,
+        approximate: None,
+        family: match model_type {
+            "olmo2" | "olmo3" => Family::Olmo2,
+            "glm4" => Family::Glm4,
+            "cohere2" => Family::Cohere2,
+            _ => Family::Llama,
+        },
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
         layers,
@@ -379,11 +367,18 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         mlp: MlpKind::Gated,
         activation: cfg.str_or("hidden_act", "silu")?,
         norm: NormKind::RmsNorm,
-        norms_per_layer: 2,
-        qk_norm: model_type == "qwen3" || model_type == "qwen3_moe",
+        norms_per_layer: match model_type {
+            "glm4" => 4,
+            "cohere2" => 1,
+            _ => 2,
+        },
+        qk_norm: model_type == "qwen3"
+            || model_type == "qwen3_moe"
+            || olmo
+            || (model_type == "glm4_moe" && cfg.bool_or("use_qk_norm", false)?),
         qkv_bias,
         o_bias,
-        mlp_bias: if model_type == "llama" {
+        mlp_bias: if reads_mlp_bias(model_type) {
             cfg.bool_or("mlp_bias", false)?
         } else {
             false
@@ -401,6 +396,11 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
         sliding_window,
     })
+}
+
+/// The Llama-like types whose MLP reads `mlp_bias` (the others hard-code `bias=False`).
+pub(crate) fn reads_mlp_bias(model_type: &str) -> bool {
+    matches!(model_type, "llama" | "granite" | "smollm3")
 }
 
 fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
@@ -448,6 +448,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     let attention_bias = cfg.bool_or("attention_bias", false)?;
     Ok(ModelSpec {
         model_type: model_type.to_string(),
+        approximate: None,
         family: Family::Gemma,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
@@ -489,6 +490,7 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     nonzero("num_attention_heads", heads)?;
     Ok(ModelSpec {
         model_type: "phi3".into(),
+        approximate: None,
         family: Family::Phi3,
         vocab: cfg.u64_or("vocab_size", 32064)?,
         hidden,
@@ -526,6 +528,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     nonzero("n_head", heads)?;
     Ok(ModelSpec {
         model_type: "gpt2".into(),
+        approximate: None,
         family: Family::Gpt2,
         vocab: cfg.u64_or("vocab_size", 50257)?,
         hidden,
@@ -564,6 +567,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     let bias = cfg.bool_or("attention_bias", true)?;
     Ok(ModelSpec {
         model_type: "gpt_neox".into(),
+        approximate: None,
         family: Family::GptNeox,
         vocab: cfg.u64_or("vocab_size", 50432)?,
         hidden,
@@ -605,6 +609,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         && !cfg.bool_or("_remove_final_layer_norm", false)?;
     Ok(ModelSpec {
         model_type: "opt".into(),
+        approximate: None,
         family: Family::Opt,
         vocab: cfg.u64_or("vocab_size", 50272)?,
         hidden,
@@ -634,6 +639,133 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         },
         max_positions,
         sliding_window: None,
+    })
+}
+
+/// Routed experts as DeepSeek-style configs (and links) give them: `num_local_experts`,
+/// `num_experts` or `n_routed_experts` experts of `moe_intermediate_size`, top
+/// `num_experts_per_tok`, `n_shared_experts` x `moe_intermediate_size` shared (or
+/// `shared_expert_intermediate_size`), dense layers listed in `mlp_only_layers` (a link's form)
+/// or the first `first_k_dense_replace`. `d`: the defaults of experts, expert intermediate,
+/// top-k, first dense layers and shared experts. No experts: no MoE.
+fn routed_moe(cfg: &Cfg, layers: u64, d: [u64; 5]) -> Result<Option<Moe>, ConfigError> {
+    let experts = match cfg.opt_u64("num_local_experts")? {
+        Some(n) => n,
+        None => match cfg.opt_u64("num_experts")? {
+            Some(n) => n,
+            None => cfg.u64_or("n_routed_experts", d[0])?,
+        },
+    };
+    if experts == 0 {
+        return Ok(None);
+    }
+    let expert_intermediate = cfg.u64_or("moe_intermediate_size", d[1])?;
+    let dense_only = cfg.index_list("mlp_only_layers", layers)?;
+    let first_dense = match cfg.present("mlp_only_layers") {
+        Some(_) => 0,
+        None => cfg.u64_or("first_k_dense_replace", d[3])?,
+    };
+    let shared = cfg
+        .u64_or("n_shared_experts", d[4])?
+        .saturating_mul(expert_intermediate);
+    Ok(Some(Moe {
+        experts,
+        top_k: cfg.u64_or("num_experts_per_tok", d[2])?,
+        expert_intermediate,
+        shared_intermediate: cfg.u64_or("shared_expert_intermediate_size", shared)?,
+        shared_gate: false,
+        sparse_layers: (0..layers)
+            .filter(|i| !dense_only.contains(i) && *i >= first_dense)
+            .count() as u64,
+    }))
+}
+
+/// The keys an unknown `model_type` needs to be estimated as the closest known layout.
+const STANDARD_KEYS: [&str; 5] = [
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+];
+
+/// A `model_type` the core does not model: with the standard keys, estimated as the closest
+/// known layout, Llama's (RMSNorm, separate q/k/v with RoPE, a gated MLP; MoE when the config
+/// names experts), and marked approximate with the reason. The reason depends only on what a
+/// link carries (`codec::spec_to_config`), so such a config round-trips through a link.
+fn approximate(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let model_type = cfg.str_or("model_type", "")?;
+    let missing: Vec<&str> = STANDARD_KEYS
+        .into_iter()
+        .filter(|k| cfg.present(k).is_none())
+        .collect();
+    if !missing.is_empty() {
+        let mut missing = missing.join(", ");
+        if cfg.present("text_config").is_some() {
+            missing.push_str(" (a multimodal config: its text model's keys are under text_config)");
+        }
+        return Err(ConfigError::MissingKeys {
+            found: model_type,
+            missing,
+        });
+    }
+    let mut spec = llama_like(cfg, "llama")?;
+    // LlamaConfig's 2048 would say a longer sequence is past the model's positions: unknown.
+    if cfg.present("max_position_embeddings").is_none() {
+        spec.max_positions = 0;
+    }
+    // Qwen-style configs carry a window that `use_sliding_window: false` turns off.
+    if !cfg.bool_or("use_sliding_window", true)? {
+        spec.sliding_window = None;
+    }
+    spec.moe = routed_moe(cfg, spec.layers, [0, spec.intermediate, 2, 0, 0])?;
+    spec.approximate = Some(format!(
+        "model_type `{model_type}` is not one Headroom models exactly: estimated as the closest \
+         known layout, Llama's (RMSNorm, separate q/k/v with RoPE, a gated MLP{}), so its \
+         parameters and activations are approximate.",
+        if spec.moe.is_some() { ", MoE" } else { "" },
+    ));
+    spec.model_type = model_type;
+    Ok(spec)
+}
+
+/// Starcoder2Config's defaults are StarCoder2-3B's shape; `use_bias` covers every Linear but
+/// lm_head, and head_dim is `hidden_size / num_attention_heads` unless given.
+fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
+    let hidden = cfg.u64_or("hidden_size", 3072)?;
+    let heads = cfg.heads("num_attention_heads", 24)?;
+    let bias = cfg.bool_or("use_bias", true)?;
+    Ok(ModelSpec {
+        model_type: "starcoder2".into(),
+        approximate: None,
+        family: Family::Starcoder2,
+        vocab: cfg.u64_or("vocab_size", 49152)?,
+        hidden,
+        layers: cfg.layers("num_hidden_layers", 30)?,
+        heads,
+        kv_heads: cfg.u64_or("num_key_value_heads", 2)?,
+        head_dim: cfg.u64_or("head_dim", hidden / heads)?,
+        intermediate: cfg.u64_or("intermediate_size", 12288)?,
+        mlp: MlpKind::Plain,
+        activation: cfg.str_or("hidden_act", "gelu_pytorch_tanh")?,
+        norm: NormKind::LayerNorm,
+        norms_per_layer: 2,
+        qk_norm: false,
+        qkv_bias: bias,
+        o_bias: bias,
+        mlp_bias: bias,
+        tie_embeddings: cfg.bool_or("tie_word_embeddings", true)?,
+        position_embeddings: 0,
+        embed_proj_dim: hidden,
+        moe: None,
+        final_norm: true,
+        dropout: Dropout {
+            attention: cfg.f64_or("attention_dropout", 0.0)?,
+            residual: cfg.f64_or("residual_dropout", 0.0)?,
+            embedding: cfg.f64_or("embedding_dropout", 0.0)?,
+        },
+        max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
+        sliding_window: cfg.opt_u64("sliding_window")?,
     })
 }
 

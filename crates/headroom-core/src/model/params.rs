@@ -217,7 +217,12 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
     let f = spec.intermediate;
     let l = Scope::Layer;
     match spec.family {
-        Family::Llama | Family::Gemma | Family::Phi3 => {
+        Family::Llama
+        | Family::Gemma
+        | Family::Phi3
+        | Family::Olmo2
+        | Family::Glm4
+        | Family::Cohere2 => {
             b.embedding("model.embed_tokens.weight", spec.vocab, h);
             if spec.family == Family::Phi3 {
                 b.linear(
@@ -234,11 +239,30 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
             }
             b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
+            let olmo = spec.family == Family::Olmo2;
             if spec.qk_norm {
-                b.vector(l, "self_attn.q_norm.weight", spec.head_dim);
-                b.vector(l, "self_attn.k_norm.weight", spec.head_dim);
+                // OLMo 2 normalizes the whole projection, the others each head.
+                let (qn, kn) = if olmo {
+                    (q, kv)
+                } else {
+                    (spec.head_dim, spec.head_dim)
+                };
+                b.vector(l, "self_attn.q_norm.weight", qn);
+                b.vector(l, "self_attn.k_norm.weight", kn);
             }
-            let norm_names: &[&str] = if spec.norms_per_layer == 4 {
+            // Cohere 2's one norm per layer has a weight and no bias, as an RMSNorm's.
+            let norm_names: &[&str] = if spec.family == Family::Cohere2 {
+                &["input_layernorm"]
+            } else if olmo {
+                &["post_attention_layernorm", "post_feedforward_layernorm"]
+            } else if spec.family == Family::Glm4 {
+                &[
+                    "input_layernorm",
+                    "post_self_attn_layernorm",
+                    "post_attention_layernorm",
+                    "post_mlp_layernorm",
+                ]
+            } else if spec.norms_per_layer == 4 {
                 &[
                     "input_layernorm",
                     "post_attention_layernorm",
@@ -252,7 +276,7 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.norm(l, n, h, NormKind::RmsNorm);
             }
             let dense = Scope::DenseLayer;
-            if spec.family == Family::Phi3 {
+            if spec.fused_gate_up() {
                 b.linear(
                     dense,
                     "gate_up_proj",
@@ -297,6 +321,19 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 }
             }
             b.norm(Scope::Model, "model.norm", h, NormKind::RmsNorm);
+        }
+        Family::Starcoder2 => {
+            let norm = NormKind::LayerNorm;
+            b.embedding("model.embed_tokens.weight", spec.vocab, h);
+            b.norm(l, "input_layernorm", h, norm);
+            b.linear(l, "q_proj", "self_attn.q_proj", h, q, spec.qkv_bias);
+            b.linear(l, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
+            b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
+            b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
+            b.norm(l, "post_attention_layernorm", h, norm);
+            b.linear(l, "c_fc", "mlp.c_fc", h, f, spec.mlp_bias);
+            b.linear(l, "c_proj", "mlp.c_proj", f, h, spec.mlp_bias);
+            b.norm(Scope::Model, "model.norm", h, norm);
         }
         Family::Gpt2 => {
             b.embedding("transformer.wte.weight", spec.vocab, h);

@@ -12,12 +12,25 @@ pub enum Family {
     Gemma,
     /// Phi-3: fused qkv and fused gate/up projections.
     Phi3,
+    /// OLMo 2 / OLMo 3: Llama-like without an input norm; RMSNorms after attention and after
+    /// the MLP (weight applied in fp32), and q/k norms over the whole projection.
+    Olmo2,
+    /// GLM-4: Llama-like with q/k/v biases, a fused gate_up projection, four norms per layer
+    /// (after attention and after the MLP too) and RoPE on half of each head.
+    Glm4,
+    /// Command R7B / Command A (Cohere 2): one mean-centred norm without bias (weight applied
+    /// in fp32) feeding attention and the gated MLP in parallel; RoPE on the sliding-window
+    /// layers only.
+    Cohere2,
     /// GPT-2: Conv1D projections, LayerNorm, learned positions, GELU MLP, dropout.
     Gpt2,
     /// GPT-NeoX / Pythia: fused qkv, parallel residual, partial rotary, GELU MLP.
     GptNeox,
     /// OPT: LayerNorm, learned positions (offset 2), ReLU MLP, optional projections.
     Opt,
+    /// StarCoder2: LayerNorm with biases, separate q/k/v with RoPE and GQA, a plain GELU MLP,
+    /// residual and embedding dropout.
+    Starcoder2,
 }
 
 impl Family {
@@ -26,13 +39,13 @@ impl Family {
     pub fn has_residual_dropout(self) -> bool {
         matches!(
             self,
-            Family::Phi3 | Family::Gpt2 | Family::GptNeox | Family::Opt
+            Family::Phi3 | Family::Gpt2 | Family::GptNeox | Family::Opt | Family::Starcoder2
         )
     }
 
     /// Whether the family applies dropout to the embeddings (`embd_pdrop`).
     pub fn has_embedding_dropout(self) -> bool {
-        matches!(self, Family::Phi3 | Family::Gpt2)
+        matches!(self, Family::Phi3 | Family::Gpt2 | Family::Starcoder2)
     }
 }
 
@@ -114,9 +127,43 @@ pub struct ModelSpec {
     pub max_positions: u64,
     /// Sliding-window attention size, if the model uses one.
     pub sliding_window: Option<u64>,
+    /// Why the layout is approximate, when it is: a `model_type` the core does not model
+    /// (estimated as the closest known layout) or a model given only by its size. Shown as a
+    /// warning; the estimate's parameter count is then not exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approximate: Option<String>,
 }
 
 impl ModelSpec {
+    /// One gate_up_proj Linear whose output the MLP chunks into gate and up (Phi-3, GLM-4).
+    pub fn fused_gate_up(&self) -> bool {
+        matches!(self.family, Family::Phi3 | Family::Glm4)
+    }
+
+    /// Width of the RoPE tables: GLM-4 (and its MoE) rotates half of each head (the configs'
+    /// `partial_rotary_factor`, 0.5 in every released GLM-4), the others all of it.
+    pub fn rotary_dim(&self) -> u64 {
+        if self.family == Family::Glm4 || self.model_type == "glm4_moe" {
+            self.head_dim / 2
+        } else {
+            self.head_dim
+        }
+    }
+
+    /// Masks transformers builds for eager attention: one per kind of layer, so two where
+    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2).
+    pub fn attention_masks(&self) -> u64 {
+        let mixed = matches!(
+            self.model_type.as_str(),
+            "gemma2" | "gemma3_text" | "olmo3" | "cohere2"
+        );
+        if mixed && self.sliding_window.is_some() {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Width of all query heads together.
     pub fn q_dim(&self) -> u64 {
         self.heads * self.head_dim
@@ -132,33 +179,54 @@ impl ModelSpec {
         self.layers - self.moe.as_ref().map_or(0, |m| m.sparse_layers)
     }
 
-    /// Llama-like layers (Llama, Gemma, Phi-3 families): RMSNorm, RoPE, a gated MLP.
+    /// Llama-like layers (Llama, Gemma, Phi-3, OLMo 2 families): RMSNorm, RoPE, a gated MLP.
     pub fn is_llama_like(&self) -> bool {
-        matches!(self.family, Family::Llama | Family::Gemma | Family::Phi3)
+        matches!(
+            self.family,
+            Family::Llama
+                | Family::Gemma
+                | Family::Phi3
+                | Family::Olmo2
+                | Family::Glm4
+                | Family::Cohere2
+        )
     }
 
     /// Eager attention's softmax runs in fp32 (`softmax(..., dtype=torch.float32)` in the
     /// Llama-like modeling code); GPT-2, GPT-NeoX and OPT run it in the scores' dtype.
     pub fn softmax_in_fp32(&self) -> bool {
-        self.is_llama_like()
+        self.is_rotary()
+    }
+
+    /// RoPE on separate q/k/v with transformers' Llama-style attention (the Llama-like
+    /// families and StarCoder2).
+    pub fn is_rotary(&self) -> bool {
+        self.is_llama_like() || self.family == Family::Starcoder2
     }
 
     /// The first norm is a LayerNorm that saves the layer's input itself: a checkpointed
     /// layer's recompute then shares the kept input's storage instead of saving a new copy.
     pub fn norm_saves_input(&self) -> bool {
-        matches!(self.family, Family::Gpt2 | Family::GptNeox | Family::Opt)
+        matches!(
+            self.family,
+            Family::Gpt2 | Family::GptNeox | Family::Opt | Family::Starcoder2
+        )
     }
 
     /// The model returns a KV cache in training whose tensors are not all saved by attention
     /// (Llama-like `DynamicLayer.update` keeps k and v as they enter attention).
     pub fn returns_kv_cache(&self) -> bool {
-        self.is_llama_like()
+        self.is_rotary()
     }
 
     /// Norms after attention on the MLP side of a layer (Llama-like: all but the input norm;
     /// the LayerNorm families: one).
     pub fn mlp_side_norms(&self) -> u64 {
-        if self.is_llama_like() {
+        // OLMo 2 normalizes after attention and after the MLP: both before the attention core
+        // in backward.
+        if self.family == Family::Olmo2 {
+            self.norms_per_layer
+        } else if self.is_llama_like() {
             self.norms_per_layer - 1
         } else {
             1
