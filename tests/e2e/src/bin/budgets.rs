@@ -8,7 +8,11 @@
 //!   first-visit starting points, the verdict's next step and the catalog's "fits with", and
 //!   issue 13's new architectures took it past 400 (404.4 KB before the architectures,
 //!   2026-11-25; no single item over a few KB, per `twiggy top`), so the limit was raised on
-//!   purpose to 420; the way back is still a second bundle for the documentation pages;
+//!   purpose to 420; issue 13's 21 presets and 8 architectures (+5 KB, after their parsing
+//!   became one table) and issue 16's planner inputs, host RAM and margin took it to 423.1 KB
+//!   the same day, and the limit to 430. The way back is still a second bundle for the
+//!   documentation pages (guides, examples, catalogs), which would take the calculator well
+//!   under 400;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -25,7 +29,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 420 * 1000;
+const SIZE_BUDGET: u64 = 430 * 1000;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
