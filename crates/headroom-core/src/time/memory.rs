@@ -101,4 +101,46 @@ fn optimizer(cx: &Cx, terms: &mut Terms) {
         ),
         "elementwise update, memory-bound (optimizer.rs state bytes)",
     );
+    if cx.scen.optimizer == Optimizer::AdamWForLoop {
+        for_loop_launches(cx, terms);
+    }
+}
+
+/// Kernels the for-loop AdamW (`foreach=False`, torch/optim/adam.py `_single_tensor_adam`)
+/// launches per parameter tensor: lerp_ of the first moment, mul_ and addcmul_ of the second,
+/// sqrt, div, add_ of eps, addcdiv_ into the weight (weight decay's mul_ beside): 7, each
+/// dispatched by Python and the eager runtime. foreach batches all tensors into a few
+/// multi-tensor kernels and fused runs one, so only the for-loop pays this per tensor.
+const FOR_LOOP_KERNELS_PER_TENSOR: f64 = 7.0;
+
+/// The host-side cost of one eager op (Python, dispatcher and launch), during which the GPU
+/// waits when kernels are this small. Assumed: 6 µs, the order PyTorch's eager mode measures.
+const EAGER_OP_SECONDS: f64 = 6e-6;
+
+/// The for-loop optimizer's launch overhead: its kernels per trainable tensor of this GPU.
+fn for_loop_launches(cx: &Cx, terms: &mut Terms) {
+    let inv = &cx.inv;
+    let count =
+        |t: &crate::model::ParamTensor| (t.copies.max(1) * inv.multiplicity(t.scope)) as f64;
+    // Full training updates every tensor; LoRA two adapters per adapted Linear (taken as all
+    // of them: an upper bound with attention-only targets). Pipeline stages split the layers.
+    let tensors = if cx.scen.method == Method::Full {
+        inv.tensors.iter().map(count).sum::<f64>()
+    } else {
+        2.0 * inv.linears().map(count).sum::<f64>()
+    } / f64::from(cx.scen.parallel.pipeline.max(1));
+    let seconds = tensors * FOR_LOOP_KERNELS_PER_TENSOR * EAGER_OP_SECONDS;
+    terms.idle(
+        "optimizer_launches",
+        "for-loop optimizer: one launch per op per tensor",
+        seconds,
+        format!(
+            "{tensors:.0} tensors x {FOR_LOOP_KERNELS_PER_TENSOR} kernels x {:.0} µs",
+            EAGER_OP_SECONDS * 1e6
+        ),
+        "torch/optim/adam.py _single_tensor_adam; assumed eager op cost",
+    );
+    if let Some(t) = terms.list.last_mut() {
+        t.confidence = crate::estimate::Confidence::Assumed;
+    }
 }
