@@ -503,6 +503,10 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                     put("mlp_only_layers", Value::Array(dense));
                 }
                 put("num_experts_per_tok", moe.top_k.into());
+            } else if spec.model_type == "glm4_moe" {
+                // A GLM-4.5 config with no routed experts is dense; its link must say so, or
+                // the class default (128 experts) comes back (found by the fuzz harness).
+                put("num_experts", 0.into());
             }
         }
     }

@@ -444,3 +444,19 @@ fn a_model_given_by_its_size_takes_the_nearest_presets_layout() {
         );
     }
 }
+
+/// A glm4_moe config with no routed experts is dense, and its link says so: the class default
+/// (128 experts) used to come back on decoding (found by the fuzz harness's config target).
+#[test]
+fn a_dense_glm4_moe_config_round_trips_through_its_link() {
+    let text = r#"{"model_type":"glm4_moe","hidden_size":512,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"head_dim":64,"intermediate_size":1024,
+        "vocab_size":1000,"n_routed_experts":0}"#;
+    let spec = parse_config_json(text).expect("parses");
+    assert!(spec.moe.is_none());
+    let scen = Scenario {
+        model: ModelChoice::Custom(Box::new(spec)),
+        ..Scenario::default()
+    };
+    assert_eq!(decode(&encode(&scen)).expect("decodes"), scen);
+}
