@@ -883,3 +883,36 @@ fn for_loop_adamw_pays_a_launch_per_op_per_tensor() {
     assert!((for_loop.step_seconds - foreach.step_seconds - launches.seconds).abs() < 1e-9);
     assert!(foreach.terms.iter().all(|t| t.id != "optimizer_launches"));
 }
+
+/// Sharding ranks as DeepSpeed and FSDP2 schedule it: every ZeRO stage steps only its 1/dp
+/// partition (so its optimizer step is the same at stages 1, 2 and 3, and shorter than DDP's
+/// full one), and ZeRO-3's forward gathers hide only behind the forward, its backward gathers
+/// and reduce-scatters only behind the backward: on 8 PCIe GPUs, where that traffic shows,
+/// ZeRO-3 is slower than ZeRO-1 and ZeRO-2.
+#[test]
+fn zero_stages_rank_as_their_traffic_and_overlap_say() {
+    let at = |dp: &str| {
+        let s = headroom_core::codec::decode(&format!(
+            "v=1&model=llama-3.2-1b&gpu=rtx-4090-24gb&gpus=8&precision=bf16&seq=2048&dp={dp}"
+        ))
+        .expect("decodes");
+        analyze(&s).expect("analyzes").time
+    };
+    let opt = |t: &StepTime| {
+        t.terms
+            .iter()
+            .find(|x| x.id == "optimizer")
+            .map(|x| x.seconds)
+    };
+    let (ddp, z1, z2, z3) = (at("ddp"), at("zero1"), at("zero2"), at("zero3"));
+    assert_eq!(opt(&z1), opt(&z2));
+    assert_eq!(opt(&z2), opt(&z3));
+    assert!(opt(&z1) < opt(&ddp));
+    assert_eq!(z1.step_seconds, z2.step_seconds);
+    assert!(
+        z3.step_seconds > z2.step_seconds,
+        "{} vs {}",
+        z3.step_seconds,
+        z2.step_seconds
+    );
+}

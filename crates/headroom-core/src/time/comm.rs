@@ -123,18 +123,30 @@ fn data_parallel(cx: &Cx, busy: &Busy, terms: &mut Terms) {
     } else {
         grads * 2.0
     };
-    // Overlap: buckets reduce while backward continues (DDP, ZeRO), and ZeRO-3/FSDP prefetch
-    // the next unit's parameters during compute: communication hides behind the compute it
-    // overlaps with, all of it at best (the exposed part is what exceeds it).
+    // Overlap, as DeepSpeed and FSDP2 schedule it: gradient buckets reduce while backward
+    // continues (DDP and ZeRO-1 at the last micro-batch; ZeRO-2 at every one); ZeRO-3/FSDP
+    // prefetch the next unit's parameters, the forward's gathers during the forward and the
+    // backward's gathers and gradient reduce-scatters during the backward (recompute
+    // included). Each part hides behind the compute of its own pass, all of it at best: what
+    // exceeds it is exposed, and one pass's slack cannot hide the other's traffic.
+    let backward = busy.backward + busy.recompute;
+    let (moved, seconds) = ring_seconds(bytes * reps, dp, 1.0, g);
     let window = match traffic {
         DpTraffic::OncePerStep => busy.backward / m,
-        DpTraffic::EachMicroBatch => (busy.forwards() + busy.backward) * 0.5,
-        DpTraffic::Sharded => busy.forwards() + busy.backward,
+        DpTraffic::EachMicroBatch => backward,
+        DpTraffic::Sharded => {
+            // The forward moves one of the three passes (a gather of the parameters).
+            let param_bytes = (bytes - grads) / 2.0;
+            let forward_part = seconds * param_bytes / bytes.max(1.0);
+            let exposed = (forward_part - busy.forward).max(0.0)
+                + (seconds - forward_part - backward).max(0.0);
+            seconds - exposed
+        }
     };
     terms.comm(
         "data_parallel",
         &format!("data parallel ({what})"),
-        ring_seconds(bytes * reps, dp, 1.0, g),
+        (moved, seconds),
         window,
         format!(
             "{factor}·(n−1)/n x {:.3e} bytes x {reps} over n = {dp} at {g:.0} GB/s; overlapped with {}",

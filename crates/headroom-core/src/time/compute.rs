@@ -18,11 +18,6 @@ pub(super) struct Busy {
 }
 
 impl Busy {
-    /// Forward passes, recompute included.
-    pub fn forwards(&self) -> f64 {
-        self.forward + self.recompute
-    }
-
     /// Everything the pipeline schedule runs per micro-batch (what its bubble is a fraction of).
     pub fn all(&self) -> f64 {
         self.forward + self.backward + self.recompute + self.softmax + self.loss

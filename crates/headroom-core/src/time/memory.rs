@@ -89,9 +89,22 @@ fn optimizer(cx: &Cx, terms: &mut Terms) {
     } else {
         st.gradients
     };
+    // ZeRO 1 and 2 keep full weights (and ZeRO-1 full gradients) but each GPU steps only its
+    // partition (DeepSpeed's `single_partition_of_fp32_groups`, then an all-gather of the
+    // updated weights): the step reads and writes 1/dp of them, as ZeRO-3 and FSDP do.
+    // (ZeRO-2's gradients are already its partition.)
+    use crate::scenario::DataParallel::{Zero1, Zero2};
+    let data = cx.scen.parallel.data;
+    let partition = |bytes: u64, stages: &[crate::scenario::DataParallel]| {
+        if stages.contains(&data) {
+            bytes as f64 / cx.dp as f64
+        } else {
+            bytes as f64
+        }
+    };
     let opt_traffic = 2.0 * (st.optimizer.device + st.optimizer.paged + st.master_weights) as f64
-        + st.gradients as f64
-        + 2.0 * updated_weights as f64;
+        + partition(st.gradients, &[Zero1])
+        + 2.0 * partition(updated_weights, &[Zero1, Zero2]);
     terms.memory(
         "optimizer",
         "optimizer step",
