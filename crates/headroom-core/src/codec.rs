@@ -455,7 +455,11 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("resid_pdrop", spec.dropout.residual.into());
                 put("embd_pdrop", spec.dropout.embedding.into());
             }
-            if spec.family == Family::Glm4 || spec.model_type == "glm4_moe" {
+            // Cohere 2 reads `attention_bias` for q, k, v and o alike; a Cohere 2 config's
+            // biases were dropped from its link before (found by the fuzz harness).
+            if matches!(spec.family, Family::Glm4 | Family::Cohere2)
+                || spec.model_type == "glm4_moe"
+            {
                 put("attention_bias", spec.qkv_bias.into());
             }
             if spec.model_type == "glm4_moe" {

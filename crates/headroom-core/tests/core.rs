@@ -460,3 +460,19 @@ fn a_dense_glm4_moe_config_round_trips_through_its_link() {
     };
     assert_eq!(decode(&encode(&scen)).expect("decodes"), scen);
 }
+
+/// A Cohere 2 config with attention biases keeps them through its link (they were dropped:
+/// found by the fuzz harness's config target).
+#[test]
+fn a_cohere2_config_keeps_its_attention_biases_through_its_link() {
+    let text = r#"{"model_type":"cohere2","hidden_size":512,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"intermediate_size":1024,
+        "vocab_size":1000,"attention_bias":true}"#;
+    let spec = parse_config_json(text).expect("parses");
+    assert!(spec.qkv_bias && spec.o_bias);
+    let scen = Scenario {
+        model: ModelChoice::Custom(Box::new(spec)),
+        ..Scenario::default()
+    };
+    assert_eq!(decode(&encode(&scen)).expect("decodes"), scen);
+}
