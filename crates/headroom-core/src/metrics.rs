@@ -271,24 +271,30 @@ pub fn assumed_part(a: &Analysis, metric: &str) -> f64 {
             _ => 0.0,
         }
     };
-    let (num, den) = match metric.rsplit_once('/') {
-        Some((n, d)) => (n, field(a, d).ok().filter(|d| *d != 0.0)),
-        None => (metric, Some(1.0)),
+    let (terms, den) = shape(metric);
+    let den = match den {
+        Some(d) => field(a, d).ok().filter(|d| *d != 0.0),
+        None => Some(1.0),
     };
-    let num = num.trim().trim_start_matches('(').trim_end_matches(')');
-    let sum: f64 = num.split('+').map(term).sum();
+    let sum: f64 = terms.map(term).sum();
     den.map_or(0.0, |d| sum / d.abs())
 }
 
-/// `a+b+c`, optionally `(a+b)/d`: the sum of fields, divided by one field.
-pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
+/// A metric's parts: the summed terms of `a+b+c` or `(a+b)/d`, and the divisor if any.
+fn shape(metric: &str) -> (impl Iterator<Item = &str>, Option<&str>) {
     let (num, den) = match metric.rsplit_once('/') {
         Some((n, d)) => (n, Some(d)),
         None => (metric, None),
     };
     let num = num.trim().trim_start_matches('(').trim_end_matches(')');
+    (num.split('+'), den)
+}
+
+/// `a+b+c`, optionally `(a+b)/d`: the sum of fields, divided by one field.
+pub fn eval_metric(a: &Analysis, metric: &str) -> Result<f64, String> {
+    let (terms, den) = shape(metric);
     let mut sum = 0.0;
-    for term in num.split('+') {
+    for term in terms {
         sum += field(a, term)?;
     }
     match den {

@@ -143,10 +143,7 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
     let options = model_options();
     let custom_label = if current == CUSTOM {
         match &props.state.scenario.model {
-            ModelChoice::Custom(spec) => format!(
-                "Custom {} ({} layers, hidden {})",
-                spec.model_type, spec.layers, spec.hidden
-            ),
+            ModelChoice::Custom(spec) => crate::components::report::custom_label(spec),
             ModelChoice::Preset(_) => String::new(),
         }
     } else {

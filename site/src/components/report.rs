@@ -22,6 +22,14 @@ pub fn gpu_name(id: &str) -> String {
         .map_or_else(|_| id.to_string(), |g| g.name.clone())
 }
 
+/// A custom model as the page names it: its type and shape.
+pub fn custom_label(spec: &headroom_core::model::ModelSpec) -> String {
+    format!(
+        "Custom {} ({} layers, hidden {})",
+        spec.model_type, spec.layers, spec.hidden
+    )
+}
+
 /// A model's name as people know it: the preset's name, or the id the estimate carries.
 pub fn model_name(id: &str) -> String {
     match id {

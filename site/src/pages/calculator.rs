@@ -172,7 +172,7 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                     if let Ok(a) = &*analysis {
                         <div class="notice" role="status" id="stale-notice">
                             { format!("These results are still for {} with the last inputs that could be read: fix the marked input to update them.", match &scen.model {
-                                headroom_core::scenario::ModelChoice::Custom(spec) => format!("the custom {} ({} layers, hidden {})", spec.model_type, spec.layers, spec.hidden),
+                                headroom_core::scenario::ModelChoice::Custom(spec) => crate::components::report::custom_label(spec),
                                 _ => crate::components::report::model_name(&a.estimate.model),
                             }) }
                         </div>

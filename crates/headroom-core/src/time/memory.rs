@@ -92,19 +92,18 @@ fn optimizer(cx: &Cx, terms: &mut Terms) {
     // ZeRO 1 and 2 keep full weights (and ZeRO-1 full gradients) but each GPU steps only its
     // partition (DeepSpeed's `single_partition_of_fp32_groups`, then an all-gather of the
     // updated weights): the step reads and writes 1/dp of them, as ZeRO-3 and FSDP do.
-    // (ZeRO-2's gradients are already its partition.)
+    // The shares of the gradients and weights held that the step touches (ZeRO-2's gradients
+    // are already its partition).
     use crate::scenario::DataParallel::{Zero1, Zero2};
-    let data = cx.scen.parallel.data;
-    let partition = |bytes: u64, stages: &[crate::scenario::DataParallel]| {
-        if stages.contains(&data) {
-            bytes as f64 / cx.dp as f64
-        } else {
-            bytes as f64
-        }
+    let dp = cx.dp as f64;
+    let (grad_share, weight_share) = match cx.scen.parallel.data {
+        Zero1 => (1.0 / dp, 1.0 / dp),
+        Zero2 => (1.0, 1.0 / dp),
+        _ => (1.0, 1.0),
     };
     let opt_traffic = 2.0 * (st.optimizer.device + st.optimizer.paged + st.master_weights) as f64
-        + partition(st.gradients, &[Zero1])
-        + 2.0 * partition(updated_weights, &[Zero1, Zero2]);
+        + st.gradients as f64 * grad_share
+        + 2.0 * updated_weights as f64 * weight_share;
     terms.memory(
         "optimizer",
         "optimizer step",

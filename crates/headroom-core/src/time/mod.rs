@@ -80,7 +80,7 @@ pub struct TimeAssumptions {
 impl Default for TimeAssumptions {
     fn default() -> Self {
         TimeAssumptions {
-            gpus_per_node: 8,
+            gpus_per_node: crate::scenario::GPUS_PER_NODE,
             internode_gbs: 50.0,
             link_efficiency: 0.8,
             nvme_gbs: 3.0,
