@@ -95,8 +95,8 @@ if venv_ok; then
   fi
 else
   py=${PYTHON:-python3}
-  if ! "$py" -c 'import sys; assert sys.version_info >= (3, 10)' 2>/dev/null; then
-    echo "[setup] python 3.10 or newer is needed for the reference suite" >&2
+  if ! "$py" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    echo "[setup] python 3.11 or newer is needed for the reference suite (tomllib reads tests/reference/published.toml)" >&2
     exit 1
   fi
   if ! "$py" -m venv --help >/dev/null 2>&1; then
