@@ -6,8 +6,8 @@
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::format;
 use headroom_core::scenario::{
-    Attention, Checkpointing, DataParallel, LoraTargets, LossImpl, Method, Offload, Optimizer,
-    Precision, Scenario, SdpaKernel,
+    Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, Offload,
+    Optimizer, Precision, Scenario, SdpaKernel,
 };
 
 /// How a field is edited.
@@ -119,6 +119,12 @@ fn target_options(_: &Scenario) -> Vec<(String, String)> {
 fn precision_options(_: &Scenario) -> Vec<(String, String)> {
     options(Precision::ALL, Precision::id, Precision::label)
 }
+fn fp8_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Fp8Recipe::ALL, Fp8Recipe::id, Fp8Recipe::label)
+}
+fn is_full(s: &Scenario) -> bool {
+    s.method == Method::Full
+}
 fn optimizer_options(_: &Scenario) -> Vec<(String, String)> {
     options(Optimizer::ALL, Optimizer::id, Optimizer::label)
 }
@@ -223,6 +229,13 @@ pub static GROUPS: &[Group] = &[
                 help: "Mixed precision keeps fp32 weights and runs matmuls in 16 bits.",
                 control: Control::Select(precision_options),
                 shown: always,
+            },
+            Field {
+                key: "fp8",
+                label: "fp8 matmuls",
+                help: "torchao float8 training (Ada, Hopper, Blackwell): faster matmuls; saved activations and states stay bf16.",
+                control: Control::Select(fp8_options),
+                shown: is_full,
             },
             Field {
                 key: "optimizer",

@@ -19,6 +19,8 @@ const WORDS: &[&str] = &[
     "fp16",
     "amp-bf16",
     "amp-fp16",
+    "tensorwise",
+    "rowwise",
     "adamw",
     "adamw-fused",
     "adamw8bit",

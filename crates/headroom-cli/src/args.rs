@@ -195,6 +195,11 @@ pub const FLAGS: &[Flag] = &[
         "fp32 | bf16 | fp16 | amp-bf16 | amp-fp16",
     ),
     flag(
+        "fp8",
+        "fp8",
+        "fp8 matmuls (torchao float8 training): off | tensorwise | rowwise",
+    ),
+    flag(
         "optimizer",
         "optimizer",
         "adamw | adamw-forloop | adamw-fused | adamw8bit | paged-adamw8bit | lion | adafactor | \

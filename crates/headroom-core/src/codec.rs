@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use crate::error::ScenarioError;
 use crate::model::{Family, ModelSpec};
 use crate::scenario::{
-    Attention, Checkpointing, DataParallel, LoraTargets, LossImpl, Method, ModelChoice, Offload,
-    Optimizer, Precision, Scenario, SdpaKernel,
+    Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, ModelChoice,
+    Offload, Optimizer, Precision, Scenario, SdpaKernel,
 };
 
 /// The codec version written into every link.
@@ -174,6 +174,7 @@ pub const FIELDS: &[Field] = &[
     number!("rank", lora, lora.rank),
     choice!("targets", lora, LoraTargets, lora.targets),
     choice!("precision", Precision, precision),
+    choice!("fp8", Fp8Recipe, fp8),
     choice!("optimizer", Optimizer, optimizer),
     choice!("attention", Attention, attention),
     choice!("sdpa", SdpaKernel, sdpa),

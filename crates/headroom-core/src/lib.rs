@@ -28,6 +28,7 @@ pub mod estimate;
 pub mod export;
 pub mod fit;
 pub mod format;
+pub mod fp8;
 pub mod guide;
 pub(crate) mod loss;
 pub mod metrics;

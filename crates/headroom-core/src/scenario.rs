@@ -165,6 +165,41 @@ impl Default for SdpaKernel {
 }
 
 named_enum!(
+    /// fp8 matrix multiplies in the decoder layers' Linears (torchao's float8 training,
+    /// `convert_to_float8_training` with `Float8LinearConfig.from_recipe_name`). The inputs,
+    /// weights and output gradients of each matmul are cast to fp8 just before it (e4m3; the
+    /// tensorwise recipe casts gradients to e5m2); what autograd saves stays in 16 bits, and so
+    /// do the weights, gradients and optimizer states (torchao/float8/float8_linear.py).
+    Fp8Recipe, "fp8 recipe" {
+        Off => "off", "off (matmuls in the compute dtype)";
+        Tensorwise => "tensorwise", "fp8 tensorwise (torchao: one scale per tensor, fp8 all-gather under FSDP2)";
+        Rowwise => "rowwise", "fp8 rowwise (torchao: one scale per row, more accurate, slower)";
+    }
+);
+
+// `named_enum!` declares the variants, so `#[default]` cannot be put on one.
+#[allow(clippy::derivable_impls)]
+impl Default for Fp8Recipe {
+    fn default() -> Self {
+        Fp8Recipe::Off
+    }
+}
+
+impl Fp8Recipe {
+    pub const fn is_on(self) -> bool {
+        !matches!(self, Fp8Recipe::Off)
+    }
+
+    /// Whether FSDP2 all-gathers the Linear weights in fp8 (1 byte each): torchao's
+    /// `enable_fsdp_float8_all_gather`, which it allows with tensorwise weight scales only
+    /// (`Float8LinearConfig.__post_init__`) and which its published benchmarks pair with the
+    /// tensorwise recipe.
+    pub const fn fp8_all_gather(self) -> bool {
+        matches!(self, Fp8Recipe::Tensorwise)
+    }
+}
+
+named_enum!(
     /// How the loss is computed from the last hidden states.
     LossImpl, "loss" {
         Hf => "hf", "transformers' loss (fp32 upcast of the logits)";
@@ -368,6 +403,9 @@ pub struct Scenario {
     pub method: Method,
     pub lora: Lora,
     pub precision: Precision,
+    /// fp8 matmuls in the decoder layers (off: the compute dtype's).
+    #[serde(default)]
+    pub fp8: Fp8Recipe,
     pub optimizer: Optimizer,
     pub attention: Attention,
     /// SDPA's kernel (auto: PyTorch's choice for the GPU); read only with `Attention::Sdpa`.
@@ -401,6 +439,7 @@ impl Default for Scenario {
                 adapter_dtype: DType::F32,
             },
             precision: Precision::AmpBf16,
+            fp8: Fp8Recipe::Off,
             optimizer: Optimizer::AdamW,
             attention: Attention::Sdpa,
             sdpa: SdpaKernel::Auto,
@@ -511,6 +550,18 @@ impl Scenario {
             return Err(ScenarioError::invalid(
                 "sp",
                 "sequence parallelism needs tp > 1",
+            ));
+        }
+        if self.fp8.is_on() && !matches!(self.precision, Precision::Bf16 | Precision::AmpBf16) {
+            return Err(ScenarioError::invalid(
+                "fp8",
+                "fp8 training casts bf16 matmul inputs: choose precision bf16 or amp-bf16",
+            ));
+        }
+        if self.fp8.is_on() && self.method != Method::Full {
+            return Err(ScenarioError::invalid(
+                "fp8",
+                "fp8 training (torchao) converts the Linear layers that train: choose method full",
             ));
         }
         if self.method == Method::Qlora && self.precision == Precision::Fp32 {

@@ -98,6 +98,7 @@ fn alternatives(key: &str, current: &str) -> Vec<String> {
         "targets" => &["attn", "all"],
         "opt_offload" | "param_offload" => &["none", "cpu", "nvme"],
         "dropout" => &["0", "0.1"],
+        "fp8" => &["off", "tensorwise", "rowwise"],
         "act_offload" | "keep_logits" | "sp" | "bucket_view" | "ds_bf16" | "expandable"
         | "graphs" => &["0", "1"],
         _ => {

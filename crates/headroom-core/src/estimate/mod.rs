@@ -144,6 +144,7 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
             .map_err(|e| ScenarioError::invalid("cfg", e.to_string()))?;
     }
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
+    check_fp8(gpu, scen)?;
     crate::bounds::check_scale(&spec, gpu, scen)?;
     Ok(Resolved {
         name,
@@ -151,6 +152,22 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
         gpu,
         calibration: Calibration::for_gpu(gpu),
     })
+}
+
+/// fp8 matmuls need fp8 tensor cores: compute capability 8.9 or later (Ada, Hopper,
+/// Blackwell), which the catalog records as an fp8 throughput.
+pub fn check_fp8(gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
+    if scen.fp8.is_on() && gpu.dense_tflops.fp8.is_none() {
+        return Err(ScenarioError::invalid(
+            "fp8",
+            format!(
+                "the {} (compute capability {}) has no fp8 tensor cores; fp8 training needs 8.9 \
+                 or later (Ada, Hopper, Blackwell)",
+                gpu.name, gpu.compute_capability
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Estimates a scenario with the built-in catalogs and the GPU's calibration.

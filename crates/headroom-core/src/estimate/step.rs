@@ -53,6 +53,8 @@ pub(super) struct Step<'a> {
     pub base: u64,
     pub tmp: Temporaries,
     pub bwd: LayerBackward,
+    /// fp8 operand copies inside one converted Linear's backward (0 without fp8).
+    pub fp8_backward: u64,
     pub kv: KvCache,
     /// SDPA's kernel (PyTorch's pick for the GPU, or the forced one).
     pub sdpa: Backend,
@@ -94,7 +96,13 @@ impl<'a> Step<'a> {
         let lm = loss_memory(spec, scen);
         let inputs = 2 * t * 8;
         let base = st.weights + st.optimizer.device + st.master_weights + inputs + st.comm_buffers;
-        let tmp = Temporaries::new(spec, scen, &sh);
+        let mut tmp = Temporaries::new(spec, scen, &sh);
+        // fp8 (torchao): a converted Linear's fp8 operand copies while its matmul runs.
+        let tp = scen.parallel.tensor as u64;
+        tmp.layer_forward = tmp
+            .layer_forward
+            .max(crate::fp8::forward_cast_bytes(&inv, scen, t, tp));
+        let fp8_backward = crate::fp8::backward_cast_bytes(&inv, scen, t, tp);
         let bwd = LayerBackward::new(spec, scen, &sh, &dense, st.autocast_cache_per_layer);
         // transformers' decoder models return a KV cache in training too (`use_cache` defaults
         // to True; `DynamicLayer.update` keeps the key/value tensors themselves). It lives as
@@ -102,6 +110,7 @@ impl<'a> Step<'a> {
         // keeps `outputs`.
         let kv = kv_cache(spec, scen, &sh);
         Step {
+            fp8_backward,
             sdpa: sh.sdpa,
             layers: st.layers_local,
             in_flight: pp.min(scen.grad_accum as u64).max(1),
@@ -173,9 +182,9 @@ impl<'a> Step<'a> {
     pub fn layer_backward(&self, i: u64) -> u64 {
         if self.is_moe(i) {
             // MoE layers: the routed experts' backward is not modelled op by op (assumed).
-            self.tmp.layer_backward + self.st.layer_grad_bytes
+            self.tmp.layer_backward + self.st.layer_grad_bytes + self.fp8_backward
         } else {
-            self.bwd.peak(self.st.layer_grad_bytes)
+            self.bwd.peak(self.st.layer_grad_bytes) + self.fp8_backward
         }
     }
 
@@ -183,9 +192,9 @@ impl<'a> Step<'a> {
     /// model, else a dense layer's.
     pub fn layer_backward_line(&self) -> u64 {
         if self.spec.moe.is_some() {
-            self.tmp.layer_backward + self.st.layer_grad_bytes
+            self.tmp.layer_backward + self.st.layer_grad_bytes + self.fp8_backward
         } else {
-            self.bwd.peak(self.st.layer_grad_bytes)
+            self.bwd.peak(self.st.layer_grad_bytes) + self.fp8_backward
         }
     }
 

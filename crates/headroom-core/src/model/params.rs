@@ -83,18 +83,37 @@ impl ParamInventory {
 
     /// Parameters of one decoder layer (the largest kind when MoE and dense layers mix).
     pub fn per_layer(&self) -> u64 {
-        let common: u64 = self.scoped(Scope::Layer);
+        self.per_layer_where(|_| true)
+    }
+
+    /// Parameters of the tensors `keep` selects in one decoder layer (of the kind with the
+    /// most parameters, as [`ParamInventory::per_layer`] picks it).
+    pub fn per_layer_where(&self, keep: impl Fn(&ParamTensor) -> bool) -> u64 {
+        let scoped = |scope: Scope| -> (u64, u64) {
+            self.tensors
+                .iter()
+                .filter(|t| t.scope == scope)
+                .fold((0, 0), |(all, kept), t| {
+                    (all + t.numel(), kept + if keep(t) { t.numel() } else { 0 })
+                })
+        };
+        let common = scoped(Scope::Layer).1;
         let dense = if self.dense_layers > 0 {
-            self.scoped(Scope::DenseLayer)
+            scoped(Scope::DenseLayer)
         } else {
-            0
+            (0, 0)
         };
         let sparse = if self.sparse_layers > 0 {
-            self.scoped(Scope::SparseLayer)
+            scoped(Scope::SparseLayer)
         } else {
-            0
+            (0, 0)
         };
-        common + dense.max(sparse)
+        common
+            + if sparse.0 > dense.0 {
+                sparse.1
+            } else {
+                dense.1
+            }
     }
 
     /// Parameters outside the decoder layers (embeddings, final norm, lm_head).

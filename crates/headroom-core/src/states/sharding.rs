@@ -165,7 +165,15 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
     // (embeddings, lm_head) kept unsharded after forward.
     let c = precision.compute_dtype().bytes();
     let largest = f.largest_layer();
-    s.gather = 2 * largest * c + f.inv.outside_layers().div_ceil(p.tp) * c;
+    // With torchao's fp8 all-gather the converted Linears arrive as fp8, one byte each.
+    let fp8 = if scen.fp8.fp8_all_gather() {
+        crate::fp8::converted_per_layer(f.inv)
+            .div_ceil(p.tp)
+            .min(largest)
+    } else {
+        0
+    };
+    s.gather = 2 * ((largest - fp8) * c + fp8) + f.inv.outside_layers().div_ceil(p.tp) * c;
     s.comm = Explained::new(
         largest * (c + 4),
         "FSDP2 reduce-scatter: one layer's unsharded gradients + fp32 reduce copy".into(),

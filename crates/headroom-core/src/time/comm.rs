@@ -119,7 +119,13 @@ fn data_parallel(cx: &Cx, busy: &Busy, terms: &mut Terms) {
         // Gathers move all local parameters (frozen included) in the dtype the model holds
         // them in, twice; the scatter moves the gradients once.
         let param_dtype = cx.scen.precision.param_dtype().bytes() as f64;
-        cx.st.params_local as f64 * param_dtype * 2.0 + grads
+        // FSDP2 with torchao's fp8 all-gather gathers the converted Linears in fp8.
+        let fp8 = if cx.scen.fp8.fp8_all_gather() && cx.scen.parallel.data == DataParallel::Fsdp {
+            (cx.inv.sum_where(crate::fp8::converts) as f64 / cx.mp).min(cx.st.params_local as f64)
+        } else {
+            0.0
+        };
+        (cx.st.params_local as f64 * param_dtype - fp8 * (param_dtype - 1.0)) * 2.0 + grads
     } else {
         grads * 2.0
     };

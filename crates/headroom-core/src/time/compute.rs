@@ -35,7 +35,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     let forward = terms.compute(
         "forward",
         "forward matrix multiplies",
-        fwd_layers + fwd_outside,
+        (fwd_layers + fwd_outside, tf.fp8_forward * tokens / mp),
         format!(
             "(2·N_linear + 2·h·V + attention {:.3e}/token) x {tokens:.0} tokens / (tp·pp = {mp})",
             tf.attention_forward
@@ -45,7 +45,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     let backward = terms.compute(
         "backward",
         "backward matrix multiplies",
-        bwd,
+        (bwd, tf.fp8_backward * tokens / mp),
         format!(
             "input grads 2·N + weight grads 2·N_trainable + attention x{} x {tokens:.0} tokens / {mp}",
             if !cx.quadratic {
@@ -58,6 +58,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     );
     let ck = cx.ck;
     let per_layer_fwd = (tf.layer_matmul_forward + tf.attention_forward) / cx.layers;
+    let per_layer_fp8 = tf.fp8_forward / cx.layers;
     let recompute = match cx.scen.checkpointing {
         Checkpointing::Selective if cx.quadratic => {
             // Korthikanti's selective recompute reruns Q·Kᵀ and softmax (P·V's output is not
@@ -68,11 +69,15 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
         Checkpointing::Selective => 0.0,
         _ => ck * per_layer_fwd * tokens / mp,
     };
+    let recompute_fp8 = match cx.scen.checkpointing {
+        Checkpointing::Selective => 0.0,
+        _ => ck * per_layer_fp8 * tokens / mp,
+    };
     let recompute = if recompute > 0.0 {
         terms.compute(
             "recompute",
             "recompute under checkpointing",
-            recompute,
+            (recompute, recompute_fp8),
             match cx.scen.checkpointing {
                 Checkpointing::Selective => "0.5 x eager attention forward (Q·Kᵀ, softmax)".into(),
                 c => format!(

@@ -53,6 +53,10 @@ pub(super) struct Cx<'a> {
     /// Fraction of peak the matmuls run at, the FLOP/s that gives, how sure that is and why.
     pub eff: f64,
     pub rate: f64,
+    /// The fp8 dense peak, TFLOP/s, and the FLOP/s converted Linears run at with fp8
+    /// (`crate::fp8::gemm_factor` of the same efficiency).
+    pub fp8_peak: f64,
+    pub fp8_rate: f64,
     pub eff_conf: Confidence,
     pub eff_text: String,
     /// HBM bandwidth, bytes per second.
@@ -118,6 +122,9 @@ impl<'a> Cx<'a> {
             half
         };
         let peak = peak_tflops(gpu, scen.precision.compute_dtype());
+        // fp8 matmuls run at the GPU's fp8 peak (the compute dtype's where it has none: the
+        // estimate refuses fp8 there, `estimate::check_fp8`).
+        let fp8_peak = gpu.dense_tflops.fp8.unwrap_or(peak).max(1e-3);
         // The GEMMs' square-equivalent size: the cube root of M·K·N for a typical projection
         // (M = tokens of a micro-batch, K = hidden, N = hidden / tp), since a GEMM's efficiency
         // tracks its work per tile wave; few tokens or a narrow TP shard make it small.
@@ -157,6 +164,8 @@ impl<'a> Cx<'a> {
             peak,
             eff,
             rate: peak * 1e12 * eff,
+            fp8_peak,
+            fp8_rate: fp8_peak * 1e12 * eff * crate::fp8::gemm_factor(scen.fp8),
             eff_conf: confidence(measured_gemm),
             eff_text,
             hbm: gpu.memory_bandwidth_gbs.max(1.0) * 1e9,

@@ -15,6 +15,10 @@ pub struct TokenFlops {
     pub layer_matmul_forward: f64,
     /// Backward FLOPs per token of those Linears (input and, where trainable, weight grads).
     pub layer_matmul_backward: f64,
+    /// The part of those two that runs in fp8 (the Linears `crate::fp8` converts; 0 without
+    /// fp8).
+    pub fp8_forward: f64,
+    pub fp8_backward: f64,
     /// Forward FLOPs per token of Linears outside the layers (lm_head, OPT projections).
     pub outside_forward: f64,
     pub outside_backward: f64,
@@ -60,6 +64,8 @@ pub(super) fn token_flops_of(
     let mut f = TokenFlops {
         layer_matmul_forward: 0.0,
         layer_matmul_backward: 0.0,
+        fp8_forward: 0.0,
+        fp8_backward: 0.0,
         outside_forward: 0.0,
         outside_backward: 0.0,
         attention_forward: 0.0,
@@ -102,6 +108,10 @@ pub(super) fn token_flops_of(
         } else {
             f.layer_matmul_forward += fwd_total;
             f.layer_matmul_backward += bwd;
+            if scen.fp8.is_on() && crate::fp8::converts(t) {
+                f.fp8_forward += fwd_total;
+                f.fp8_backward += bwd;
+            }
         }
     }
     // lm_head: tied models have no separate tensor in the inventory, but still multiply.

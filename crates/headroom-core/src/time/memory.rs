@@ -44,6 +44,21 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         format!("b·s·V x {loss_bytes} bytes per logit"),
         "transformers ForCausalLMLoss (fp32 upcast); Liger fused linear cross-entropy",
     );
+    if scen.fp8.is_on() {
+        // torchao's casts: an absolute maximum and a scaled copy per fp8 operand, memory-bound
+        // (`crate::fp8::cast_traffic`); checkpointed layers cast their inputs and weights again.
+        let (per_token, per_micro) = crate::fp8::cast_traffic(&cx.inv);
+        let again = 1.0 + 0.25 * ck / layers.max(1.0);
+        terms.memory(
+            "fp8_casts",
+            "fp8 casts (scales and fp8 copies of matmul operands)",
+            (per_token * b * s + per_micro) * again * m / mp,
+            format!(
+                "({per_token:.3e} bytes/token x b·s + {per_micro:.3e} bytes of weights) x {again:.2} x {m:.0} micro-batches"
+            ),
+            "torchao float8_linear.py: input, weight, grad_output cast per matmul; assumed 5 bytes per cast element",
+        );
+    }
     if scen.method == Method::Qlora {
         // bitsandbytes' MatMul4Bit dequantizes each NF4 weight to 16 bits for every use: in
         // forward, again for the input gradient in backward, and once more per recomputed

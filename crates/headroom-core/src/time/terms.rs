@@ -31,17 +31,35 @@ impl<'c, 'a> Terms<'c, 'a> {
         }
     }
 
-    /// Matrix multiplies at the efficiency-scaled peak; returns their seconds.
+    /// Matrix multiplies at the efficiency-scaled peak, `fp8_flops` of them at the fp8 rate
+    /// (`crate::fp8`); returns their seconds.
     pub fn compute(
         &mut self,
         id: &'static str,
         name: &str,
-        flops: f64,
+        (flops, fp8_flops): (f64, f64),
         formula: String,
         source: &str,
     ) -> f64 {
         let cx = self.cx;
-        let seconds = flops / cx.rate;
+        let fp8_flops = fp8_flops.min(flops);
+        let seconds = (flops - fp8_flops) / cx.rate
+            + if fp8_flops > 0.0 {
+                fp8_flops / cx.fp8_rate
+            } else {
+                0.0
+            };
+        let fp8 = if fp8_flops > 0.0 {
+            format!(
+                "; {fp8_flops:.3e} of them in fp8 ({}) at {} TFLOP/s x {:.3} x {:.2}",
+                cx.scen.fp8.id(),
+                cx.fp8_peak,
+                cx.eff,
+                crate::fp8::gemm_factor(cx.scen.fp8)
+            )
+        } else {
+            String::new()
+        };
         self.list.push(TimeTerm {
             id,
             name: name.to_string(),
@@ -51,7 +69,7 @@ impl<'c, 'a> Terms<'c, 'a> {
             seconds,
             exposed_seconds: seconds,
             formula: format!(
-                "{formula}; at {} TFLOP/s x {:.3} ({})",
+                "{formula}; at {} TFLOP/s x {:.3} ({}){fp8}",
                 cx.peak, cx.eff, cx.eff_text
             ),
             source: source.to_string(),

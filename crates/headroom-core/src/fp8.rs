@@ -1,0 +1,121 @@
+//! fp8 training as torchao's float8 does it: which Linears are converted, what the casts cost
+//! in memory and in time, and what stays in 16 bits.
+//!
+//! torchao (`torchao/float8/float8_linear.py`, `matmul_with_hp_or_float8_args`) casts a
+//! converted Linear's input and weight to fp8 just before the forward matmul, and its output
+//! gradient, weight and input again before the two backward matmuls. Autograd saves the
+//! high-precision input and weight (`ctx.save_for_backward(input_hp, weight_hp_t)`), so the
+//! saved activations, the weights, the gradients and the optimizer states are those of bf16
+//! training; what fp8 adds is the cast copies while a matmul runs, and what it saves is the
+//! matmuls' time and, with FSDP2's fp8 all-gather, half of the gathered Linear weights.
+
+use crate::model::params::{ParamInventory, ParamTensor, Scope};
+use crate::scenario::{Fp8Recipe, Scenario};
+
+/// Whether torchao converts this parameter's Linear: the decoder layers' `nn.Linear`s whose
+/// both dimensions are multiples of 16 (`torch._scaled_mm`'s requirement; torchtitan's and
+/// torchao's own module filters skip the others). The lm_head stays in bf16 (torchtitan
+/// leaves the output layer out), and so do stacked MoE experts (transformers' grouped
+/// experts are parameters, not `nn.Linear`s; torchao converts them only with its prototype
+/// MoE training).
+pub fn converts(t: &ParamTensor) -> bool {
+    t.linear.is_some()
+        && t.scope != Scope::Model
+        && t.copies == 1
+        && t.d_in.is_multiple_of(16)
+        && t.d_out.is_multiple_of(16)
+}
+
+/// Parameters of one decoder layer that are fp8 Linears (the largest layer kind), before
+/// tensor parallelism.
+pub fn converted_per_layer(inv: &ParamInventory) -> u64 {
+    inv.per_layer_where(converts)
+}
+
+/// The largest converted Linear of a layer as (d_in, d_out), for the cast copies it makes.
+fn largest_linear(inv: &ParamInventory) -> Option<(u64, u64)> {
+    inv.tensors
+        .iter()
+        .filter(|t| converts(t))
+        .max_by_key(|t| t.d_in * t.d_out)
+        .map(|t| (t.d_in, t.d_out))
+}
+
+/// Bytes of the fp8 copies alive while one converted Linear's forward matmul runs: its input
+/// (`tokens x d_in`) and its weight (`d_in x d_out / tp`), one byte each, plus their fp32
+/// scales (one per tensor, or one per row for the rowwise recipe). 0 without fp8.
+pub fn forward_cast_bytes(inv: &ParamInventory, scen: &Scenario, tokens: u64, tp: u64) -> u64 {
+    let Some((d_in, d_out)) = largest_linear(inv).filter(|_| scen.fp8.is_on()) else {
+        return 0;
+    };
+    let d_out = d_out.div_ceil(tp.max(1));
+    tokens * d_in + d_in * d_out + scales(scen.fp8, tokens + d_out)
+}
+
+/// Bytes of the fp8 copies alive in one converted Linear's backward: the output gradient
+/// cast twice (one layout per matmul), the weight again for the input gradient and the input
+/// again for the weight gradient, one byte each, plus scales. 0 without fp8.
+pub fn backward_cast_bytes(inv: &ParamInventory, scen: &Scenario, tokens: u64, tp: u64) -> u64 {
+    let Some((d_in, d_out)) = largest_linear(inv).filter(|_| scen.fp8.is_on()) else {
+        return 0;
+    };
+    let d_out = d_out.div_ceil(tp.max(1));
+    2 * tokens * d_out + d_in * d_out + tokens * d_in + scales(scen.fp8, 3 * tokens + d_in)
+}
+
+/// fp32 scales: one per tensor (tensorwise) or one per row of each cast (rowwise).
+fn scales(recipe: Fp8Recipe, rows: u64) -> u64 {
+    match recipe {
+        Fp8Recipe::Off => 0,
+        Fp8Recipe::Tensorwise => 4 * 4,
+        Fp8Recipe::Rowwise => 4 * rows,
+    }
+}
+
+/// HBM bytes the casts move per token of a converted Linear with `d_in` inputs and `d_out`
+/// outputs, forward and backward together: each cast reads the 16-bit tensor twice (its
+/// absolute maximum, then the scaled copy) and writes one byte per element; the input is cast
+/// in forward and again for the weight gradient, the output gradient once per backward matmul.
+pub const CAST_BYTES_PER_ELEMENT: f64 = 5.0;
+
+/// Cast traffic of the converted Linears per token (activations) and per micro-batch (the
+/// weights, cast in forward and again in backward), over the whole model before splitting.
+pub fn cast_traffic(inv: &ParamInventory) -> (f64, f64) {
+    let mut per_token = 0.0;
+    let mut per_micro_batch = 0.0;
+    for t in inv.tensors.iter().filter(|t| converts(t)) {
+        let n = inv.multiplicity(t.scope) as f64;
+        per_token += n * CAST_BYTES_PER_ELEMENT * (2.0 * t.d_in as f64 + 2.0 * t.d_out as f64);
+        per_micro_batch += n * CAST_BYTES_PER_ELEMENT * 2.0 * (t.d_in * t.d_out) as f64;
+    }
+    (per_token, per_micro_batch)
+}
+
+/// The share of fp8's doubled tensor-core peak that a recipe's GEMMs reach relative to bf16
+/// GEMMs of the same shape, and where that figure comes from.
+///
+/// Fitted on torchao's published Llama 3 8B run (8 x H100, FSDP2, batch 1, sequence 8192,
+/// torch.compile, per-op selective checkpointing: 6,150 tokens/s in bf16, 7,689.5 with
+/// tensorwise fp8 and fp8 all-gather, 6,768 with rowwise;
+/// pytorch/ao docs/source/workflows/training.md). Tensorwise runs cuBLAS's fp8 GEMM; rowwise
+/// runs a CUTLASS kernel with per-row scales, which reaches less of the peak. One run fits
+/// both figures, so they are assumed: Headroom's bf16 figure for the same run is 54% over the
+/// published one (9,464 against 6,150 tokens/s per GPU; torchtitan's per-op selective
+/// checkpointing recomputes more than Headroom's `selective`), and a model that overstates the matmuls' share of the step
+/// overstates fp8's gain, which the fitted shares absorb.
+pub fn gemm_factor(recipe: Fp8Recipe) -> f64 {
+    match recipe {
+        Fp8Recipe::Off => 1.0,
+        Fp8Recipe::Tensorwise => TENSORWISE_GEMM_FACTOR,
+        Fp8Recipe::Rowwise => ROWWISE_GEMM_FACTOR,
+    }
+}
+
+/// See [`gemm_factor`].
+pub const TENSORWISE_GEMM_FACTOR: f64 = 0.81;
+/// See [`gemm_factor`].
+pub const ROWWISE_GEMM_FACTOR: f64 = 0.66;
+
+/// Where the fp8 speed figures come from, for the time model's formulas.
+pub const SPEED_SOURCE: &str = "torchao float8 (float8_linear.py); GEMM share fitted on torchao's \
+     Llama 3 8B 8 x H100 benchmark (docs/source/workflows/training.md)";
