@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// The `estimate --format json` document (documented in README.md, "JSON output").
 pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value {
-    json!({
+    let mut out = json!({
         "schema": "headroom.estimate.v1",
         "model": e.model,
         "gpu": e.gpu,
@@ -34,7 +34,11 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value
             "what": s.what, "elements": s.elements, "dtype": s.dtype, "copies": s.copies, "bytes": s.bytes(),
         })).collect::<Vec<_>>(),
         "link": format!("?{link}"),
-    })
+    });
+    if !e.fp8.is_empty() {
+        out["fp8"] = json!(e.fp8);
+    }
+    out
 }
 
 /// The step time of the scenario as estimated (time model; its assumptions named).
@@ -193,6 +197,9 @@ pub fn estimate_table(
         );
     }
     let _ = writeln!(s, "attention: {}", e.attention);
+    if !e.fp8.is_empty() {
+        let _ = writeln!(s, "fp8: {}", e.fp8);
+    }
     if v.fits {
         let _ = writeln!(s, "{}", speed_line(t));
     }

@@ -32,6 +32,42 @@ pub fn converted_per_layer(inv: &ParamInventory) -> u64 {
     inv.per_layer_where(converts)
 }
 
+/// What fp8 does to this scenario, one line for the report ("" without fp8).
+pub fn describe(inv: &ParamInventory, scen: &Scenario) -> String {
+    let grads = match scen.fp8 {
+        Fp8Recipe::Off => return String::new(),
+        Fp8Recipe::Tensorwise => {
+            "e4m3 inputs and weights, e5m2 output gradients, one scale per tensor"
+        }
+        Fp8Recipe::Rowwise => "e4m3 inputs, weights and gradients, one scale per row",
+    };
+    let all = inv.sum_where(|t| t.linear.is_some() && t.scope != Scope::Model);
+    let converted = inv.sum_where(converts);
+    let gather =
+        if scen.fp8.fp8_all_gather() && scen.parallel.data == crate::scenario::DataParallel::Fsdp {
+            "; FSDP2 gathers them in fp8"
+        } else {
+            ""
+        };
+    let experts = if inv
+        .tensors
+        .iter()
+        .any(|t| t.linear.is_some() && t.copies > 1)
+    {
+        "; MoE experts stay bf16 (stacked parameters, not nn.Linear: torchao converts them \
+         only in its prototype MoE training)"
+    } else {
+        ""
+    };
+    format!(
+        "torchao {}: matmuls in fp8 for {:.1}% of the decoder layers' Linear weights \
+         ({grads}){gather}{experts}; the lm_head, saved tensors, weights and optimizer states \
+         as in bf16",
+        scen.fp8.id(),
+        100.0 * converted as f64 / all.max(1) as f64
+    )
+}
+
 /// The largest converted Linear of a layer as (d_in, d_out), for the cast copies it makes.
 fn largest_linear(inv: &ParamInventory) -> Option<(u64, u64)> {
     inv.tensors

@@ -195,6 +195,21 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
+    if scen.method == Method::Full
+        && matches!(scen.precision, Precision::Bf16 | Precision::AmpBf16)
+        && !scen.fp8.is_on()
+    {
+        // Kept only on GPUs with fp8 tensor cores (`estimate::check_fp8`, by the callers).
+        add(
+            "fp8",
+            "fp8 matmuls (torchao)",
+            "fp8 off -> tensorwise".into(),
+            Scenario {
+                fp8: crate::scenario::Fp8Recipe::Tensorwise,
+                ..base.clone()
+            },
+        );
+    }
     if scen.attention == Attention::Eager {
         add(
             "sdpa",
@@ -415,7 +430,9 @@ pub fn strategies_from(
     let now_tps = now_time.tokens_per_second;
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
-        .filter(|c| c.scenario.validate().is_ok())
+        .filter(|c| {
+            c.scenario.validate().is_ok() && crate::estimate::check_fp8(gpu, &c.scenario).is_ok()
+        })
         .map(|c| {
             let s = c.scenario;
             let e = estimate_with(spec, gpu, cal, &s);

@@ -280,6 +280,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         timeline: points,
         calibrated: cal.is_measured(),
         attention: attention_line(&kernel, scen),
+        fp8: crate::fp8::describe(&step.inv, scen),
         warnings,
         layer_inventory: step.dense,
     }

@@ -236,6 +236,9 @@ pub struct Estimate {
     /// The attention kernel assumed and why ("SDPA, cuDNN kernel: first on sm90 ..."), a short
     /// line for the report.
     pub attention: String,
+    /// What fp8 matmuls change (`crate::fp8::describe`), empty without fp8.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fp8: String,
     /// What makes the scenario questionable though it can be estimated (a sequence longer than
     /// the model's positions, say), one sentence each.
     pub warnings: Vec<String>,

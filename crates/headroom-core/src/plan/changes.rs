@@ -16,7 +16,8 @@ use super::Change;
 ///   moments, and 8-bit AdamW back to a 32-bit AdamW stops quantizing them; Lion, Adafactor,
 ///   Adam-mini and SGD are other updates);
 /// - the method or the LoRA settings (other parameters are trained);
-/// - the tokens of an optimizer step (another batch is another gradient).
+/// - the tokens of an optimizer step (another batch is another gradient);
+/// - fp8 matmuls or their recipe (the matmuls' operands are rounded to fp8).
 ///
 /// It does not: the same math run elsewhere or in another order. AdamW's for-loop, foreach and
 /// fused kernels compute one update; paged 8-bit AdamW is 8-bit AdamW with its states in
@@ -38,6 +39,7 @@ pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
         || family(s.optimizer) != family(reference.optimizer)
         || s.precision.param_dtype() != reference.precision.param_dtype()
         || tokens(s) != tokens(reference)
+        || s.fp8 != reference.fp8
 }
 
 /// Fields of `s` that differ from `base`, keyed and written as in links (the codec's own
