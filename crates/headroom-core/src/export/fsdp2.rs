@@ -178,19 +178,14 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
 
 /// The dry run's report: what was built, per rank (FSDP2's local shards), then exit.
 fn dry_run_report(scen: &Scenario, fsdp: bool) -> String {
-    let mut t = String::from(
-        "\nif DRY_RUN:\n    local = [(p.to_local() if hasattr(p, \"to_local\") else p, p.requires_grad) for p in model.parameters()]\n    by_dtype = {}\n    for p, _ in local:\n        by_dtype[str(p.dtype)] = by_dtype.get(str(p.dtype), 0) + p.numel() * p.element_size()\n    report = dict(\n        world_size=data_parallel, data_parallel=data_parallel, micro_batch=MICRO_BATCH,\n        accumulation=ACCUMULATION, global_batch=GLOBAL_BATCH, seq=SEQ,\n        param_bytes_by_dtype=by_dtype,\n        trainable_params=sum(p.numel() for p, g in local if g),\n        trainable_bytes=sum(p.numel() * p.element_size() for p, g in local if g),\n        devices=sorted({p.device.type for p, _ in local}),\n        checkpointed_layers=sum(1 for m in model.modules() if isinstance(m, GradientCheckpointingLayer) and m.gradient_checkpointing),\n        optimizer=type(optimizer).__name__ if optimizer is not None else None,\n        autocast=",
-    );
+    let mut t = String::from(super::model::report_code());
+    t.push_str("\n\nif DRY_RUN:\n    report = dict(\n        model_report(model), world_size=data_parallel, data_parallel=data_parallel,\n        micro_batch=MICRO_BATCH, accumulation=ACCUMULATION, global_batch=GLOBAL_BATCH, seq=SEQ,\n        optimizer=type(optimizer).__name__ if optimizer is not None else None,\n        autocast=");
     t.push_str(if scen.precision.is_autocast() && !fsdp {
         "True"
     } else {
         "False"
     });
     t.push_str(",\n    )\n");
-    if scen.method != crate::scenario::Method::Full {
-        t.push_str("    report[\"lora\"] = dict(r=LORA.r, modules=sum(1 for n, _ in model.named_modules() if n.endswith(\".lora_A.default\")))\n");
-        t.push_str("    report[\"quantization\"] = LOAD[\"quantization_config\"].to_dict() if \"quantization_config\" in LOAD else None\n");
-    }
     if fsdp {
         t.push_str("    report[\"fsdp_units\"] = sum(1 for m in model.modules() if isinstance(m, FSDPModule))\n    report[\"mp_param_dtype\"] = str(kwargs[\"mp_policy\"].param_dtype)\n    report[\"reshard_after_forward\"] = kwargs[\"reshard_after_forward\"]\n    report[\"offload\"] = type(kwargs.get(\"offload_policy\")).__name__\n");
     }

@@ -114,3 +114,9 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
     t.push_str("    return model\n");
     t
 }
+
+/// `model_report(model)`: what the dry run built (local shards under FSDP2), for the reference
+/// suite to compare with the estimate.
+pub(super) fn report_code() -> &'static str {
+    "\n\ndef model_report(model):\n    \"\"\"Parameter bytes by dtype (this rank's shards), trainable parameters, checkpointed layers, LoRA.\"\"\"\n    local = [(p.to_local() if hasattr(p, \"to_local\") else p, p.requires_grad) for p in model.parameters()]\n    by_dtype = {}\n    for p, _ in local:\n        by_dtype[str(p.dtype)] = by_dtype.get(str(p.dtype), 0) + p.numel() * p.element_size()\n    return dict(\n        param_bytes_by_dtype=by_dtype,\n        trainable_params=sum(p.numel() for p, g in local if g),\n        trainable_bytes=sum(p.numel() * p.element_size() for p, g in local if g),\n        devices=sorted({p.device.type for p, _ in local}),\n        checkpointed_layers=sum(1 for m in model.modules() if isinstance(m, GradientCheckpointingLayer) and m.gradient_checkpointing),\n        lora=dict(r=LORA.r, modules=sum(1 for n, _ in model.named_modules() if n.endswith(\".lora_A.default\"))) if \"LORA\" in globals() else None,\n        quantization=LOAD[\"quantization_config\"].to_dict() if \"quantization_config\" in LOAD else None,\n    )\n"
+}
