@@ -181,7 +181,7 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     ));
     // The Trainer's activation_checkpointing argument (or FSDP's own) turns checkpointing on.
     t.push_str(&super::model::build_model_code(scen, false));
-    t.push_str(&super::model::report_code());
+    t.push_str(super::model::report_code());
     t.push_str("\n\nif DRY_RUN:\n    print(json.dumps(model_report(build_model(on_meta=True))))\n    raise SystemExit(0)\n\n");
     t.push_str("args = TrainingArguments(\n");
     for (k, v) in &kw {
