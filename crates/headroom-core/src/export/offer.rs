@@ -75,7 +75,7 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
             ),
             DataParallel::Fsdp => fsdp_offload(),
             DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => Some(format!(
-                "the plan uses DeepSpeed {}, which FSDP2 does not reproduce (other sharding, buffers and offload)",
+                "the plan uses {}, which FSDP2 does not reproduce (other sharding, buffers and offload)",
                 p.data.label()
             )),
         },
