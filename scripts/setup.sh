@@ -2,7 +2,7 @@
 # Installs what Headroom's build and tests need, skipping what is already there at the right
 # version: the wasm32 target; the web toolchain (trunk, wasm-bindgen-cli, binaryen's wasm-opt,
 # Chromium and chromedriver); and a Python venv with the pinned torch, transformers and
-# accelerate for the reference suite (tests/reference/requirements.txt).
+# accelerate, peft and deepspeed for the reference suite (tests/reference/requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,30 +68,33 @@ fi
 req=tests/reference/requirements.txt
 want_torch=$(sed -n 's/^torch==//p' "$req")
 want_tf=$(sed -n 's/^transformers==//p' "$req")
-want_acc=$(sed -n 's/^accelerate==//p' "$req")
-venv_ok() {
-  [ -x .venv/bin/python ] && .venv/bin/python - "$want_torch" "$want_tf" <<'PY' 2>/dev/null
-import sys, torch, transformers, pytest
-assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
-assert transformers.__version__ == sys.argv[2], transformers.__version__
+# The small packages (accelerate, peft, deepspeed, ...): every pin but torch and transformers.
+small_pins() { grep -E '^[A-Za-z0-9_.-]+==' "$req" | grep -v -E '^(torch|transformers)=='; }
+# accelerate, peft and deepspeed are small: when torch and transformers are right, a missing or
+# other version is installed into the venv on its own rather than by recreating it (3 GB).
+small_ok() {
+  .venv/bin/python - $(small_pins) <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    assert version(name) == want, (name, version(name), want)
 PY
 }
-# accelerate is small: when torch and transformers are right, a missing or other accelerate is
-# installed into the venv on its own rather than by recreating it (3 GB).
-accelerate_ok() {
-  .venv/bin/python - "$want_acc" <<'PY' 2>/dev/null
-import sys, accelerate
-assert accelerate.__version__ == sys.argv[1], accelerate.__version__
-PY
+# deepspeed's setup.py imports torch: install it without build isolation, after torch, and
+# without compiling its kernels (the suite only reads its config classes).
+install_small() {
+  .venv/bin/pip install -q $(small_pins | grep -v '^deepspeed==')
+  DS_BUILD_OPS=0 .venv/bin/pip install -q --no-build-isolation $(small_pins | grep '^deepspeed==')
 }
 if venv_ok; then
   log "python venv (.venv): torch $want_torch, transformers $want_tf present"
-  if accelerate_ok; then
-    log "python venv (.venv): accelerate $want_acc present"
+  if small_ok; then
+    log "python venv (.venv): $(small_pins | tr '\n' ' ')present"
   else
-    log "installing accelerate $want_acc into .venv"
-    .venv/bin/pip install -q "accelerate==$want_acc"
-    { venv_ok && accelerate_ok; } || { echo "[setup] the venv does not import torch $want_torch, transformers $want_tf and accelerate $want_acc" >&2; exit 1; }
+    log "installing $(small_pins | tr '\n' ' ')into .venv"
+    install_small
+    { venv_ok && small_ok; } || { echo "[setup] the venv does not import torch $want_torch, transformers $want_tf and $(small_pins | tr '\n' ' ')" >&2; exit 1; }
   fi
 else
   py=${PYTHON:-python3}
@@ -103,11 +106,12 @@ else
     log "installing python3-venv"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
   fi
-  log "creating .venv with torch $want_torch, transformers $want_tf and accelerate $want_acc (about 3 GB, a few minutes)"
+  log "creating .venv with torch $want_torch, transformers $want_tf and $(small_pins | tr '\n' ' ')(about 3 GB, a few minutes)"
   rm -rf .venv
   "$py" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -r "$req"
-  { venv_ok && accelerate_ok; } || { echo "[setup] the venv does not import the pinned torch/transformers/accelerate" >&2; exit 1; }
+  .venv/bin/pip install -q -r <(grep -v '^deepspeed==' "$req")
+  install_small
+  { venv_ok && small_ok; } || { echo "[setup] the venv does not import the pinned packages of $req" >&2; exit 1; }
 fi
 log "done"

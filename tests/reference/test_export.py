@@ -24,6 +24,7 @@ import pathlib
 import re
 import shlex
 import subprocess
+import sys
 import types
 import typing
 
@@ -63,12 +64,27 @@ def plan_args(named):
 
 
 def export(named, target):
+    """The best plan's export for `target`; pytest.skip-free: a target the plan does not offer is
+    checked to be refused by the CLI, and the caller gets None."""
     training = ["--training"] if named in TRAINING_ONLY else []
     out = subprocess.run(
         [*plan_args(named), "--export", target, *training],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True,
     )
+    if target not in best_targets(named):
+        # A target that would run another plan is not offered (issue 16 §1): the CLI refuses it
+        # and says why.
+        assert out.returncode != 0 and "cannot be written as" in out.stderr, (target, out.stderr)
+        return None
+    assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def best_targets(named):
+    plan = json.loads(subprocess.run([*plan_args(named), "--format", "json"],
+                                     capture_output=True, text=True, check=True).stdout)
+    plans = plan["planning"]["training_plans" if named in TRAINING_ONLY else "plans"]
+    return plans[0]["targets"]
 
 
 MODEL_TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
@@ -163,7 +179,10 @@ class TrainerDeepSpeedConfig(HfDeepSpeedConfig):
 
 @pytest.mark.parametrize("named", SCENARIOS)
 def test_training_arguments(named, tmp_path, monkeypatch):
-    kw = trainer_kwargs(export(named, "trainer"))
+    text = export(named, "trainer")
+    if text is None:
+        return
+    kw = trainer_kwargs(text)
     assert set(kw) <= FIELDS, set(kw) - FIELDS
     assert kw["optim"] in {o.value for o in OptimizerNames}
     # Each value has the type its field declares (construction below coerces some, e.g. optim).
@@ -221,6 +240,8 @@ def test_training_arguments(named, tmp_path, monkeypatch):
 @pytest.mark.parametrize("named", SCENARIOS)
 def test_torchrun_flags_are_training_arguments(named, tmp_path, monkeypatch):
     text = export(named, "torchrun")
+    if text is None:
+        return
     cmd = " ".join(l for l in text.splitlines() if not l.startswith(("#", "export "))).replace("\\", " ")
     argv = shlex.split(cmd)
     assert argv[0] == "torchrun"
@@ -245,6 +266,8 @@ def test_torchrun_flags_are_training_arguments(named, tmp_path, monkeypatch):
 @pytest.mark.parametrize("named", SCENARIOS)
 def test_fsdp2_script_parses_and_imports_exist(named):
     text = export(named, "fsdp2")
+    if text is None:
+        return
     tree = ast.parse(text)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module.startswith("torch"):
@@ -264,6 +287,8 @@ def test_fsdp2_script_parses_and_imports_exist(named):
 @pytest.mark.parametrize("named", SCENARIOS)
 def test_accelerate_config(named, tmp_path, monkeypatch):
     text = export(named, "accelerate")
+    if text is None:
+        return
     path = tmp_path / "accelerate_config.yaml"
     path.write_text(text)
     raw = yaml.safe_load(text)
@@ -282,7 +307,9 @@ def test_accelerate_config(named, tmp_path, monkeypatch):
     # `accelerate launch --config_file accelerate_config.yaml train.py` up to the launch: its
     # argument checks, the environment it hands the script, and the plugin the script's
     # Accelerator builds from that environment (what the YAML's values turn into).
-    (tmp_path / "ds_config.json").write_text(export(named, "deepspeed"))
+    ds_text = export(named, "deepspeed")  # offered for ZeRO plans only
+    if ds_text is not None:
+        (tmp_path / "ds_config.json").write_text(ds_text)
     monkeypatch.chdir(tmp_path)
     args, defaults, mp_from_config = _validate_launch_command(
         parser.parse_args(["--config_file", str(path), "train.py"]))
@@ -290,7 +317,7 @@ def test_accelerate_config(named, tmp_path, monkeypatch):
     assert args.num_processes == best["gpus"]
     assert args.mixed_precision in {p.value for p in PrecisionType}
     kw = trainer_kwargs(export(named, "trainer"))
-    ds = json.loads(export(named, "deepspeed"))
+    ds = json.loads(ds_text) if ds_text is not None else None
     if cfg.distributed_type == DistributedType.DEEPSPEED:
         assert args.use_deepspeed
         # As launch_command does before deepspeed_launcher (which itself needs deepspeed).
@@ -332,12 +359,18 @@ def test_accelerate_config(named, tmp_path, monkeypatch):
         assert plugin.activation_checkpointing == fc["activation_checkpointing"]
         # FSDP2: CPUOffloadPolicy to offload, OffloadPolicy() (a no-op) otherwise.
         assert isinstance(plugin.cpu_offload, CPUOffloadPolicy) == fc["cpu_offload"]
-    assert cfg.num_processes * ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] >= ds["train_batch_size"]
+    if ds is not None:
+        assert cfg.num_processes * ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] == ds["train_batch_size"]
+    else:
+        assert cfg.num_processes * kw["per_device_train_batch_size"] * kw["gradient_accumulation_steps"] == best["micro_batch"] * best["grad_accum"] * data_parallel(best)
 
 
 @pytest.mark.parametrize("named", SCENARIOS)
 def test_deepspeed_json_batch_identity(named):
-    ds = json.loads(export(named, "deepspeed"))
+    text = export(named, "deepspeed")
+    if text is None:
+        return
+    ds = json.loads(text)
     best = best_plan(named)
     dp = data_parallel(best)
     # DeepSpeed: train_batch_size = micro-batch per GPU x accumulation x data-parallel GPUs.
@@ -347,7 +380,7 @@ def test_deepspeed_json_batch_identity(named):
 
 @pytest.mark.parametrize("named", SCENARIOS)
 def test_env_exports(named):
-    for line in export(named, "env").splitlines():
+    for line in export(named, "env").splitlines():  # env.sh is offered for every plan
         if line and not line.startswith("#"):
             assert re.fullmatch(r"export [A-Z_]+=[A-Za-z0-9_:,.]+", line), line
 
@@ -369,3 +402,225 @@ def test_each_architectures_layer_class_exists(preset):
                           "--export", "fsdp2"], capture_output=True, text=True, check=True).stdout
     m = re.search(r"\b(\w+(?:DecoderLayer|Block|Layer))\b", out)
     assert m and layer_class_exists(m.group(1)), out[:400]
+
+
+# --- Dry runs (issue 16 §1): each export is run, not only parsed ---------------------------------
+#
+# The FSDP2 script and training_args.py carry a dry run (HEADROOM_DRY_RUN=config.json): the model
+# is built as the export builds it, on the meta device from the preset's config.json (no weights),
+# LoRA applied by peft, and the FSDP2 wrapping done for every rank through PyTorch's fake process
+# group; the script asserts its batch arithmetic against the world size and prints what it built.
+# Those figures are compared with the estimate of the same plan (`headroom estimate --link`): the
+# `weights` component's bytes, the trainable-parameter count in the `gradients` formula. bitsandbytes
+# (QLoRA's 4-bit weights, 8-bit optimizers) and Liger's kernels need CUDA: their configuration is
+# built and checked, the quantized bytes are not.
+
+# Scenarios beyond the worked examples, as CLI flags for `headroom plan`: LoRA, QLoRA, FSDP2 with
+# and without offload, ZeRO-2 and ZeRO-3 with optimizer and parameter offload.
+KEEP = ["--keep", "dp,offload,tp"]
+DRY_CASES = {
+    **{n: ["--named", n] for n in SCENARIOS},
+    "lora-4090": ["--named", "llama-3.1-8b-lora-4090"],
+    "qlora-t4": ["--named", "mistral-7b-qlora-t4"],
+    "lora-fsdp2-2gpu": ["--named", "llama-3.1-8b-lora-4090", "--gpus", "2", "--dp", "fsdp", *KEEP],
+    "fsdp2-8xh100": ["--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--gpus", "8", "--dp", "fsdp", *KEEP],
+    "fsdp2-offload-4xa10g": ["--model", "llama-3.2-3b", "--gpu", "a10g-24gb", "--gpus", "4", "--dp", "fsdp",
+                             "--opt-offload", "cpu", "--param-offload", "cpu", *KEEP],
+    "zero2-optoffload-4xa100": ["--model", "llama-3.1-8b", "--gpu", "a100-sxm4-40gb", "--gpus", "4", "--dp", "zero2",
+                                "--opt-offload", "cpu", "--precision", "amp-bf16", *KEEP],
+    "zero3-offload-8xa100": ["--model", "llama-3.1-8b", "--gpu", "a100-sxm4-40gb", "--gpus", "8", "--dp", "zero3",
+                             "--opt-offload", "cpu", "--param-offload", "cpu", "--precision", "amp-bf16", *KEEP],
+    "zero3-4xa10g": ["--named", "ex3-llama-3.2-1b-4xa10g-zero3", *KEEP],
+}
+
+
+def case_plan(case):
+    args = DRY_CASES[case]
+    named = args[1] if args[0] == "--named" else None
+    extra = ["--allow-training-changes"] if named in TRAINING_ONLY else []
+    out = json.loads(subprocess.run([BIN, "plan", *args, *extra, "--format", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    plans = out["planning"]["training_plans" if named in TRAINING_ONLY else "plans"]
+    assert plans, f"{case}: no plan fits"
+    return plans[0], [*args, *extra, *(["--training"] if named in TRAINING_ONLY else [])]
+
+
+def case_export(args, target):
+    return subprocess.run([BIN, "plan", *args, "--export", target],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def components(link):
+    est = json.loads(subprocess.run([BIN, "estimate", "--link", link, "--format", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    return {c["id"]: c for c in est["components"]}
+
+
+def model_config(scenario):
+    (preset,) = scenario["model"].values()
+    path = ROOT / "content" / "models" / f"{preset}.json"
+    assert path.exists(), path
+    return path
+
+
+def dry_run(text, config, tmp_path, name):
+    script = tmp_path / name
+    script.write_text(text)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env={**os.environ, "HEADROOM_DRY_RUN": str(config)}, cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def trainable_in_formula(c):
+    """The trainable-parameter count the estimate's `gradients` formula starts with."""
+    m = re.match(r"(\d+) trainable params", c["formula"])
+    return int(m.group(1)) if m else None
+
+
+def check_model_side(rep, sc, comps, config, rep_sharded):
+    """What every dry run builds, against the estimate: LoRA, checkpointing, dtypes and bytes.
+
+    `rep_sharded`: the report is one FSDP2 rank's shards (the script's dry run), not the whole
+    model (training_args.py, which the Trainer shards later)."""
+    layers = transformers.AutoConfig.from_pretrained(str(config)).num_hidden_layers
+    total = sum(rep["param_bytes_by_dtype"].values())
+    dp = data_parallel(sc)
+    data = sc["parallel"]["data"]
+    assert rep["devices"] == ["meta"]
+    if sc["method"] in ("Lora", "Qlora"):
+        assert rep["lora"]["r"] == sc["lora"]["rank"] and rep["lora"]["modules"] > 0, rep["lora"]
+    else:
+        assert rep.get("lora") is None
+    if sc["method"] == "Qlora":
+        q = rep["quantization"]
+        assert (q["load_in_4bit"], q["bnb_4bit_quant_type"], q["bnb_4bit_use_double_quant"]) == (True, "nf4", True), q
+    # The trainable parameters the estimate counts (its formula names the whole model's).
+    n = trainable_in_formula(comps["gradients"])
+    if n is not None:
+        assert rep["trainable_params"] * (dp if rep_sharded else 1) == n, (rep["trainable_params"], n)
+    # The weights' bytes as estimated, per GPU: FSDP2 shards them over the data-parallel ranks
+    # (ZeRO-3 pads each partition, QLoRA's NF4 bytes need bitsandbytes: neither compared here).
+    w = comps["weights"]["bytes"]
+    if sc["method"] != "Qlora" and w > 0 and data != "Zero3":
+        want = w * dp if data == "Fsdp" and not rep_sharded else w
+        assert total == want, (rep["param_bytes_by_dtype"], w, comps["weights"]["formula"])
+    # The weights' dtype the estimate names.
+    m = re.search(r"\((float32|bfloat16|float16)\)", comps["weights"]["formula"])
+    if m and sc["method"] == "Full":
+        assert set(rep["param_bytes_by_dtype"]) == {f"torch.{m.group(1)}"}, rep["param_bytes_by_dtype"]
+    return layers
+
+
+@pytest.mark.parametrize("case", sorted(DRY_CASES))
+def test_fsdp2_script_dry_run(case, tmp_path):
+    best, args = case_plan(case)
+    if "fsdp2" not in best["targets"]:
+        out = subprocess.run([BIN, "plan", *args, "--export", "fsdp2"], capture_output=True, text=True)
+        assert out.returncode != 0 and "cannot be written as train_fsdp2.py" in out.stderr, out.stderr
+        return
+    sc = best["scenario"]
+    config = model_config(sc)
+    rep = dry_run(case_export(args, "fsdp2"), config, tmp_path, "train_fsdp2.py")
+    dp = data_parallel(sc)
+    # The batch the plan was estimated for: micro-batch x accumulation x data-parallel ranks.
+    assert (rep["world_size"], rep["data_parallel"]) == (sc["gpus"], dp)
+    assert (rep["micro_batch"], rep["accumulation"]) == (sc["micro_batch"], sc["grad_accum"])
+    assert rep["global_batch"] == sc["micro_batch"] * sc["grad_accum"] * dp
+    fsdp = sc["parallel"]["data"] == "Fsdp"
+    comps = components(best["link"])
+    # FSDP2's shards are this rank's: the estimate's per-GPU bytes.
+    layers = check_model_side(rep, sc, comps, config, rep_sharded=fsdp)
+    ck = sc["checkpointing"]
+    want = layers if ck == "Full" else -(-layers // ck["Every"]) if isinstance(ck, dict) else 0
+    assert rep["checkpointed_layers"] == want, (ck, rep["checkpointed_layers"])
+    if fsdp:
+        assert rep["fsdp_units"] == layers + 1
+        half = {"AmpBf16": "torch.bfloat16", "Bf16": "torch.bfloat16", "AmpFp16": "torch.float16",
+                "Fp16": "torch.float16", "Fp32": "None"}[sc["precision"]]
+        assert rep["mp_param_dtype"] == half
+        offload = sc["parallel"]["offload_params"] != "None"
+        assert rep["offload"] == ("CPUOffloadPolicy" if offload else "NoneType")
+        if offload:
+            assert comps["weights"]["bytes"] == 0  # the estimate keeps them on the host too
+    else:
+        assert rep["autocast"] == sc["precision"].startswith("Amp")
+    if rep["optimizer"] is not None:
+        assert rep["optimizer"] in {"AdamW", "SGD", "Adafactor"}, rep["optimizer"]
+
+
+class DataParallelMpu:
+    """What DeepSpeed asks an `mpu` for: the data-parallel world size."""
+
+    def __init__(self, dp):
+        self.dp = dp
+
+    def get_data_parallel_world_size(self):
+        return self.dp
+
+
+@pytest.mark.parametrize("case", sorted(DRY_CASES))
+def test_trainer_dry_run_and_deepspeed_start_up(case, tmp_path, monkeypatch):
+    best, args = case_plan(case)
+    sc = best["scenario"]
+    for target in ("trainer", "deepspeed"):
+        if target not in best["targets"]:
+            out = subprocess.run([BIN, "plan", *args, "--export", target], capture_output=True, text=True)
+            assert out.returncode != 0 and "cannot be written as" in out.stderr, out.stderr
+    if "trainer" not in best["targets"]:
+        return
+    text = case_export(args, "trainer")
+    config = model_config(sc)
+    rep = dry_run(text, config, tmp_path, "training_args.py")
+    comps = components(best["link"])
+    check_model_side(rep, sc, comps, config, rep_sharded=False)
+    kw = trainer_kwargs(text)
+    dp = data_parallel(sc)
+    assert kw["per_device_train_batch_size"] * kw["gradient_accumulation_steps"] * dp == \
+        sc["micro_batch"] * sc["grad_accum"] * dp
+    # Precision flags as the plan's precision.
+    p = sc["precision"]
+    assert (kw.get("bf16", False), kw.get("fp16", False)) == (p in ("Bf16", "AmpBf16"), p in ("Fp16", "AmpFp16"))
+    ck = sc["checkpointing"]
+    fsdp = sc["parallel"]["data"] == "Fsdp"
+    if fsdp:
+        assert kw["fsdp_config"]["activation_checkpointing"] == (ck == "Full")
+        assert kw["fsdp_config"]["cpu_offload"] == (sc["parallel"]["offload_params"] != "None")
+        assert kw["fsdp_config"]["cpu_ram_efficient_loading"] is True
+    else:
+        assert kw.get("activation_checkpointing", False) == (ck != "None")
+    if "deepspeed" not in best["targets"]:
+        assert "deepspeed" not in kw
+        return
+    # DeepSpeed's own start-up check of ds_config.json for the plan's data-parallel world: batch
+    # identity (train_batch_size = micro x accumulation x world), ZeRO and offload sections
+    # (pydantic models that reject unknown keys), precision.
+    import deepspeed.runtime.config as dsc
+
+    ds = json.loads(case_export(args, "deepspeed"))
+    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
+    cfg = dsc.DeepSpeedConfig(ds, mpu=DataParallelMpu(dp))
+    assert cfg.world_size == dp
+    assert (cfg.train_batch_size, cfg.train_micro_batch_size_per_gpu, cfg.gradient_accumulation_steps) == \
+        (sc["micro_batch"] * sc["grad_accum"] * dp, sc["micro_batch"], sc["grad_accum"])
+    stage = {"Zero1": 1, "Zero2": 2, "Zero3": 3}[sc["parallel"]["data"]]
+    assert cfg.zero_optimization_stage == stage
+    off = {"None": None, "Cpu": "cpu", "Nvme": "nvme"}
+    opt = cfg.zero_config.offload_optimizer
+    par = cfg.zero_config.offload_param
+    # The devices are a str enum, stored as plain strings (use_enum_values).
+    device = lambda o: None if o is None or str(getattr(o.device, "value", o.device)) == "none" \
+        else str(getattr(o.device, "value", o.device))
+    assert device(opt) == off[sc["parallel"]["offload_optimizer"]], opt
+    assert device(par) == off[sc["parallel"]["offload_params"]], par
+    assert (cfg.bfloat16_config.enabled, cfg.float16_config.enabled) == \
+        (p in ("Bf16", "AmpBf16"), p in ("Fp16", "AmpFp16"))
+    # transformers' TrainingArguments-vs-DeepSpeed check for the same world (Trainer raises on
+    # any mismatch).
+    monkeypatch.chdir(tmp_path)
+    args_ = construct_training_arguments(kw)
+    view = types.SimpleNamespace(
+        **{f.name: getattr(args_, f.name) for f in dataclasses.fields(args_)}, world_size=dp)
+    hf = TrainerDeepSpeedConfig(ds)
+    hf.trainer_config_process(view)
+    assert hf.mismatches == [], "\n".join(hf.mismatches)

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use anyhow::{Result, bail};
 use headroom_core::ScenarioError;
 use headroom_core::estimate::resolve;
-use headroom_core::export::{Target, export};
+use headroom_core::export::{Target, export, not_expressed, offered};
 use headroom_core::format::{bytes, signed_bytes};
 use headroom_core::plan::{Keep, Plan, PlanOptions, Planning, plan};
 use serde_json::json;
@@ -126,6 +126,29 @@ pub fn run(args: &PlanArgs) -> Result<()> {
                 }
             );
         };
+        // A target that would run another plan is not offered for this one.
+        if let Some(why) = not_expressed(&chosen.scenario, target) {
+            let runs: Vec<String> = list
+                .iter()
+                .enumerate()
+                .filter(|(_, pl)| not_expressed(&pl.scenario, target).is_none())
+                .map(|(i, _)| format!("#{}", i + 1))
+                .collect();
+            bail!(
+                "`export`: plan {n} cannot be written as {}: {why}. This plan exports as: {}. {}",
+                target.file_name(),
+                ids(&offered(&chosen.scenario)),
+                if runs.is_empty() {
+                    format!("No listed plan exports as {}.", target.file_name())
+                } else {
+                    format!(
+                        "Plans that export as {}: {} (--pick).",
+                        target.file_name(),
+                        runs.join(", ")
+                    )
+                }
+            );
+        }
         let r = resolve(&chosen.scenario)?;
         let e = export(&r.spec, &chosen.scenario, target);
         if target == Target::DeepSpeed {
@@ -138,16 +161,41 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         return Ok(());
     }
     match args.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "schema": "headroom.plan.v1",
-                "planning": p,
-            }))?
-        ),
+        Format::Json => {
+            // Each plan lists the export targets that run it as estimated.
+            let mut planning = serde_json::to_value(&p)?;
+            for (key, list) in [("plans", &p.plans), ("training_plans", &p.training_plans)] {
+                if let Some(rows) = planning[key].as_array_mut() {
+                    for (row, pl) in rows.iter_mut().zip(list) {
+                        row["targets"] = json!(
+                            offered(&pl.scenario)
+                                .iter()
+                                .map(|t| t.id())
+                                .collect::<Vec<_>>()
+                        );
+                    }
+                }
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "schema": "headroom.plan.v1",
+                    "planning": planning,
+                }))?
+            )
+        }
         Format::Table => print!("{}", table(&p)),
     }
     Ok(())
+}
+
+/// Target ids as a list for a message.
+fn ids(targets: &[Target]) -> String {
+    targets
+        .iter()
+        .map(|t| t.id())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn duration(seconds: f64) -> String {
@@ -295,7 +343,15 @@ pub fn table(p: &Planning) -> String {
     }
     if let Some(b) = p.plans.first() {
         let _ = writeln!(s, "\nplan 1: ?{}", b.link);
-        s.push_str("export it: headroom plan ... --export deepspeed|trainer|accelerate|fsdp2|torchrun|env\n");
+        let _ = writeln!(
+            s,
+            "export it: headroom plan ... --export {}",
+            offered(&b.scenario)
+                .iter()
+                .map(|t| t.id())
+                .collect::<Vec<_>>()
+                .join("|")
+        );
     }
     s
 }

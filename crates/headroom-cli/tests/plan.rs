@@ -89,9 +89,35 @@ fn exports_print_each_target() {
         "env",
     ]);
     assert!(env.contains("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
-    for target in ["trainer", "accelerate", "fsdp2"] {
+    for target in ["trainer", "accelerate"] {
         assert!(!stdout(&["plan", "--export", target]).trim().is_empty());
     }
+    // The default scenario's best plan is DeepSpeed ZeRO-2: the FSDP2 script would run another
+    // plan, so it is refused, naming the targets that can (issue 16 §1).
+    let out = headroom(&["plan", "--export", "fsdp2"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot be written as train_fsdp2.py") && err.contains("deepspeed, trainer"),
+        "{err}"
+    );
+    // With FSDP2 kept, it is offered and asserts the plan's batch.
+    let f = stdout(&[
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm-80gb",
+        "--gpus",
+        "8",
+        "--dp",
+        "fsdp",
+        "--keep",
+        "dp,offload,tp",
+        "--export",
+        "fsdp2",
+    ]);
+    assert!(f.contains("assert MICRO_BATCH * ACCUMULATION * data_parallel == GLOBAL_BATCH"));
 }
 
 #[test]

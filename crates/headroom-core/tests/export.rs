@@ -6,7 +6,10 @@
 
 use headroom_core::codec::named_scenarios;
 use headroom_core::estimate::resolve;
-use headroom_core::export::{Target, deepspeed_config, export, export_all, trainer_kwargs};
+use headroom_core::export::{
+    CHECKED_WITH, Target, deepspeed_config, export, export_all, not_expressed, offered,
+    trainer_kwargs,
+};
 use headroom_core::plan::{PlanOptions, plan};
 use headroom_core::scenario::{Checkpointing, DataParallel, Offload, Precision};
 use headroom_core::{Scenario, ScenarioError};
@@ -290,7 +293,17 @@ fn worked_examples_best_plans_export_what_the_plan_says() {
                 n.id
             );
             let f = text(Target::Fsdp2);
-            if pl.scenario.parallel.data != DataParallel::Ddp {
+            // The FSDP2 script is offered for DDP and FSDP2 plans only (a ZeRO plan is
+            // DeepSpeed's), and it asserts the plan's batch against the world size.
+            let fsdp2 = offered(&pl.scenario).contains(&Target::Fsdp2);
+            if fsdp2 {
+                assert!(
+                    f.contains(&format!("GLOBAL_BATCH = {}", pl.scenario.global_batch())),
+                    "{}",
+                    n.id
+                );
+            }
+            if fsdp2 && pl.scenario.parallel.data == DataParallel::Fsdp {
                 assert!(f.contains("fully_shard(layer"), "{}", n.id);
                 assert_eq!(
                     f.contains("CPUOffloadPolicy(pin_memory=True)"),
@@ -402,4 +415,87 @@ fn a_forced_sdpa_kernel_and_deepspeed_bf16_states_are_exported() {
         Value::Bool(true)
     );
     assert_eq!(v["bf16"]["bf16_optimizer_states"], Value::Bool(true));
+}
+
+#[track_caller]
+fn check_offered(parallel: headroom_core::scenario::Parallel, want: &[Target]) {
+    let s = Scenario {
+        gpus: 8,
+        parallel,
+        ..Scenario::default()
+    };
+    assert_eq!(offered(&s), want, "{parallel:?}");
+    for t in Target::ALL {
+        assert_eq!(not_expressed(&s, t).is_none(), want.contains(&t), "{t:?}");
+    }
+}
+
+/// A plan a target cannot express is not offered for it (issue 16 §1): tensor parallelism in
+/// no HF target, DeepSpeed only for ZeRO, the FSDP2 script only for DDP and FSDP2 with offload
+/// all-or-nothing to the CPU (CPUOffloadPolicy), parameter offload only at ZeRO-3.
+#[test]
+fn targets_are_offered_only_for_plans_they_express() {
+    use Target::*;
+    let base = Scenario::default().parallel;
+    let with = |data, opt, par| headroom_core::scenario::Parallel {
+        data,
+        offload_optimizer: opt,
+        offload_params: par,
+        ..base
+    };
+    let (n, c, v) = (Offload::None, Offload::Cpu, Offload::Nvme);
+    check_offered(
+        with(DataParallel::Ddp, n, n),
+        &[Trainer, Accelerate, Fsdp2, Torchrun, Env],
+    );
+    check_offered(
+        with(DataParallel::Zero2, c, n),
+        &[DeepSpeed, Trainer, Accelerate, Torchrun, Env],
+    );
+    check_offered(
+        with(DataParallel::Zero3, v, v),
+        &[DeepSpeed, Trainer, Accelerate, Torchrun, Env],
+    );
+    check_offered(
+        with(DataParallel::Fsdp, c, c),
+        &[Trainer, Accelerate, Fsdp2, Torchrun, Env],
+    );
+    check_offered(with(DataParallel::Fsdp, c, n), &[Env]);
+    check_offered(with(DataParallel::Fsdp, v, v), &[Env]);
+    check_offered(
+        headroom_core::scenario::Parallel {
+            tensor: 4,
+            data: DataParallel::Zero1,
+            ..base
+        },
+        &[Env],
+    );
+}
+
+/// Every export names the library versions the reference suite ran it with.
+#[test]
+fn every_export_names_the_versions_it_was_checked_with() {
+    let s = Scenario {
+        gpus: 4,
+        parallel: headroom_core::scenario::Parallel {
+            data: DataParallel::Zero2,
+            ..Scenario::default().parallel
+        },
+        ..Scenario::default()
+    };
+    let r = resolve(&s).unwrap_or_else(|e| panic!("{e}"));
+    for e in export_all(&r.spec, &s) {
+        let said = if e.target == Target::DeepSpeed {
+            e.notes.join("\n")
+        } else {
+            e.text.clone()
+        };
+        for (p, v) in CHECKED_WITH {
+            assert!(
+                said.contains(&format!("{p} {v}")),
+                "{:?} lacks {p} {v}",
+                e.target
+            );
+        }
+    }
 }

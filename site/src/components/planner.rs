@@ -4,7 +4,7 @@
 
 use headroom_core::Scenario;
 use headroom_core::estimate::resolve;
-use headroom_core::export::{Target, export};
+use headroom_core::export::{Target, export, not_expressed, offered};
 use headroom_core::format::bytes;
 use headroom_core::plan::{DEFAULT_SPACE, Plan, PlanOptions, Planning, plan_with};
 use yew::prelude::*;
@@ -226,10 +226,29 @@ pub fn Planner(props: &PlannerProps) -> Html {
         Some(Ok(p)) => {
             let all: Vec<&Plan> = p.plans.iter().chain(p.training_plans.iter()).collect();
             let pick = all.get(*chosen).or(all.first()).copied();
+            // Only the targets that run this plan as estimated are offered; the others are
+            // listed with the reason.
+            let targets = pick.map(|pl| offered(&pl.scenario)).unwrap_or_default();
+            let shown = if targets.contains(&*target) {
+                *target
+            } else {
+                targets.first().copied().unwrap_or(Target::Env)
+            };
+            let refused: Vec<String> = pick
+                .map(|pl| {
+                    Target::ALL
+                        .iter()
+                        .filter_map(|t| {
+                            not_expressed(&pl.scenario, *t)
+                                .map(|why| format!("{}: {why}", t.file_name()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             let exported = pick.and_then(|pl| {
                 resolve(&pl.scenario)
                     .ok()
-                    .map(|r| export(&r.spec, &pl.scenario, *target))
+                    .map(|r| export(&r.spec, &pl.scenario, shown))
             });
             let on_copy = {
                 let (status, text) = (status.clone(), exported.as_ref().map(|e| e.text.clone()));
@@ -279,14 +298,17 @@ pub fn Planner(props: &PlannerProps) -> Html {
                     if let Some(e) = exported {
                         <h3>{ format!("Configuration of plan #{}", (*chosen).min(all.len().saturating_sub(1)) + 1) }</h3>
                         <div class="toolbar" role="group" aria-label="Configuration">
-                            { for Target::ALL.iter().map(|t| {
+                            { for targets.iter().map(|t| {
                                 let (target, t) = (target.clone(), *t);
-                                html! { <button type="button" data-target={t.id()} aria-pressed={(t == *target).to_string()}
+                                html! { <button type="button" data-target={t.id()} aria-pressed={(t == shown).to_string()}
                                     onclick={Callback::from(move |_: MouseEvent| target.set(t))}>{ t.file_name() }</button> }
                             }) }
                             <button type="button" id="planner-copy" onclick={on_copy}>{ "Copy" }</button>
                             <span class="status" role="status">{ (*status).clone() }</span>
                         </div>
+                        if !refused.is_empty() {
+                            <p class="help" id="planner-not-offered">{ format!("Not offered for this plan: {}.", refused.join("; ")) }</p>
+                        }
                         <pre id="planner-export">{ e.text }</pre>
                         if e.target == Target::DeepSpeed && !e.notes.is_empty() {
                             <ul class="help">{ for e.notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>

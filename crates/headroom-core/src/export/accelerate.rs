@@ -15,6 +15,7 @@ pub(super) fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec
     let p = &scen.parallel;
     let nodes = nodes(scen.gpus);
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
+    t.push_str(&format!("# {}\n", super::checked_with_line()));
     t.push_str("compute_environment: LOCAL_MACHINE\n");
     let ty = match p.data {
         DataParallel::Fsdp => "FSDP",

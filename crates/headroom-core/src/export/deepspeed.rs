@@ -41,7 +41,8 @@ pub(super) fn zero_stage(dp: DataParallel) -> u8 {
 
 /// DeepSpeed's configuration JSON for the scenario, with the notes it cannot carry.
 pub fn deepspeed_config(scen: &Scenario) -> (Value, Vec<String>) {
-    let mut notes = common_notes(scen);
+    let mut notes = vec![super::checked_with_line()];
+    notes.extend(common_notes(scen));
     let p = &scen.parallel;
     let stage = zero_stage(p.data);
     if p.data == DataParallel::Fsdp {

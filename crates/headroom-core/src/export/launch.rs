@@ -40,6 +40,7 @@ fn env_vars(scen: &Scenario) -> Vec<(&'static str, &'static str, &'static str)> 
 pub(super) fn env_text(scen: &Scenario) -> String {
     let vars = env_vars(scen);
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
+    t.push_str(&format!("# {}\n", super::checked_with_line()));
     if vars.is_empty() {
         t.push_str("# No environment variables needed for this plan.\n");
     }
@@ -60,6 +61,7 @@ pub(super) fn torchrun_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<S
         ));
     }
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
+    t.push_str(&format!("# {}\n", super::checked_with_line()));
     t.push_str(&comment_lines(&notes, "# "));
     for (k, v, _) in env_vars(scen) {
         t.push_str(&format!("export {k}={v}\n"));

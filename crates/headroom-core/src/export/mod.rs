@@ -1,7 +1,9 @@
 //! Ready-to-run configuration for a scenario (a plan): a DeepSpeed JSON, Hugging Face
 //! `TrainingArguments`, an accelerate config, an FSDP2 script, the torchrun command and the
 //! environment. A setting a target cannot express (tensor parallelism in the Trainer, say) is
-//! said in a comment of the output, or in [`Export::notes`] for JSON, never dropped silently.
+//! said in a comment of the output, or in [`Export::notes`] for JSON, never dropped silently;
+//! a plan a target cannot run as estimated (another sharding, tensor parallelism) is not
+//! offered for it ([`offered`]). Each file states the library versions it was checked with.
 //!
 //! Names follow the tools' documentation: DeepSpeed's configuration JSON
 //! (<https://www.deepspeed.ai/docs/config-json/>), transformers' `TrainingArguments` and
@@ -14,8 +16,11 @@ mod common;
 mod deepspeed;
 mod fsdp2;
 mod launch;
+mod model;
 mod names;
+mod offer;
 mod trainer;
+mod versions;
 
 use serde::Serialize;
 
@@ -25,7 +30,9 @@ use crate::scenario::Scenario;
 
 pub use deepspeed::deepspeed_config;
 pub use names::{layer_class, model_path};
+pub use offer::{not_expressed, offered};
 pub use trainer::trainer_kwargs;
+pub use versions::{CHECKED_WITH, checked_with_line};
 
 use accelerate::accelerate_text;
 use fsdp2::fsdp2_text;

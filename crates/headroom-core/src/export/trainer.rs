@@ -108,6 +108,9 @@ pub fn trainer_kwargs(
                     "reshard_after_forward": true,
                     "cpu_offload": offload,
                     "activation_checkpointing": scen.checkpointing == Checkpointing::Full,
+                    // Rank 0 alone reads the checkpoint; the others build on the meta device
+                    // and receive their shards (transformers' is_fsdp_enabled path).
+                    "cpu_ram_efficient_loading": true,
                 }),
             ));
         }
@@ -128,7 +131,7 @@ pub fn trainer_kwargs(
         notes.push("FSDP2 offloads parameters, gradients and optimizer states together (CPUOffloadPolicy); optimizer-only offload needs DeepSpeed ZeRO".into());
     }
     if scen.offload_activations {
-        notes.push("activation offload: subclass Trainer and run compute_loss inside torch.autograd.graph.save_on_cpu(pin_memory=True)".into());
+        notes.push("activation offload: training_args.py's OffloadingTrainer runs compute_loss inside torch.autograd.graph.save_on_cpu(pin_memory=True)".into());
     }
     if scen.attention != Attention::Sdpa {
         notes.push(format!(
@@ -160,15 +163,36 @@ fn py(v: &Value) -> String {
 pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
     let (kw, notes) = trainer_kwargs(spec, scen);
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
+    t.push_str(&format!("# {}\n", super::checked_with_line()));
     t.push_str(&format!(
         "# Sequences of {} tokens: set max_length in your tokenization or collator.\n",
         scen.seq
     ));
+    t.push_str(&format!(
+        "# Dry run, no GPU and no weights: HEADROOM_DRY_RUN=path/to/config.json python {} (builds the model on the\n# meta device, applies LoRA, prints a JSON report and exits).\n",
+        Target::Trainer.file_name()
+    ));
     t.push_str(&comment_lines(&notes, "# "));
-    t.push_str("from transformers import TrainingArguments\n\nargs = TrainingArguments(\n");
+    t.push_str("import json\nimport os\n\nimport torch\nfrom transformers import Trainer, TrainingArguments\n");
+    t.push_str(&super::model::imports(scen));
+    t.push_str(&format!(
+        "\nMODEL = \"{}\"\n",
+        super::names::model_path(scen)
+    ));
+    // The Trainer's activation_checkpointing argument (or FSDP's own) turns checkpointing on.
+    t.push_str(&super::model::build_model_code(scen, false));
+    t.push_str(super::model::report_code());
+    t.push_str("\n\nif DRY_RUN:\n    print(json.dumps(model_report(build_model(on_meta=True))))\n    raise SystemExit(0)\n\n");
+    t.push_str("args = TrainingArguments(\n");
     for (k, v) in &kw {
         t.push_str(&format!("    {k}={},\n", py(v)));
     }
     t.push_str(")\n");
+    t.push_str("# After TrainingArguments: under ZeRO-3 transformers then builds the model already partitioned.\nmodel = build_model()\n");
+    if scen.offload_activations {
+        t.push_str("\n\nclass OffloadingTrainer(Trainer):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n\n# trainer = OffloadingTrainer(model=model, args=args, train_dataset=...)\n");
+    } else {
+        t.push_str("# trainer = Trainer(model=model, args=args, train_dataset=...)\n");
+    }
     (t, notes)
 }

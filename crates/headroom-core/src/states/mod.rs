@@ -178,7 +178,7 @@ pub fn ds_bf16_states(scen: &Scenario) -> bool {
 
 /// The (base) model's weight dtype: 16 bits under DeepSpeed's mixed precision, the precision's
 /// parameter dtype in full training, and a 16-bit frozen base under LoRA unless in fp32.
-fn weight_dtype(scen: &Scenario, ds_mixed: bool) -> DType {
+pub(crate) fn weight_dtype(scen: &Scenario, ds_mixed: bool) -> DType {
     let p = scen.precision;
     if ds_mixed {
         p.half_dtype()

@@ -1,0 +1,96 @@
+//! Which targets can express a plan: a target whose file would run a different plan (another
+//! sharding, no tensor parallelism, offload it cannot split) is not offered for it.
+
+use crate::scenario::{Checkpointing, DataParallel, Method, Offload, Scenario};
+
+use super::Target;
+
+/// Why `target` cannot express `scen`, or `None` when its file is the plan that was estimated.
+///
+/// The rules follow what each stack can say: DeepSpeed's JSON has ZeRO stages 1-3 (parameter
+/// offload only at stage 3, `offload_param` in DeepSpeed's config docs); FSDP2's
+/// `CPUOffloadPolicy` offloads parameters, gradients and optimizer states together, to the CPU
+/// only; the Trainer, accelerate and torchrun (HF example scripts) run DDP, FSDP2 or DeepSpeed;
+/// none of them has tensor or pipeline parallelism or selective recompute (Megatron-LM's).
+pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
+    if target == Target::Env {
+        return None;
+    }
+    let p = &scen.parallel;
+    if p.tensor > 1 {
+        return Some(format!(
+            "tensor parallelism {} is not a {} setting (Megatron-LM or torch.distributed.tensor.parallel)",
+            p.tensor,
+            target.file_name()
+        ));
+    }
+    if p.pipeline > 1 {
+        return Some(format!(
+            "pipeline parallelism {} is not a {} setting (Megatron-LM or torch.distributed.pipelining)",
+            p.pipeline,
+            target.file_name()
+        ));
+    }
+    if scen.checkpointing == Checkpointing::Selective {
+        return Some(
+            "selective recompute (attention internals only) has no transformers switch (Megatron-LM: --recompute-granularity selective)".into(),
+        );
+    }
+    let fsdp_offload = || -> Option<String> {
+        if p.offload_params != p.offload_optimizer {
+            Some("FSDP2 offloads parameters, gradients and optimizer states together (CPUOffloadPolicy): this plan offloads only some; DeepSpeed ZeRO can".into())
+        } else if p.offload_params == Offload::Nvme {
+            Some("FSDP2 offloads to the CPU only, not to NVMe; DeepSpeed ZeRO-Infinity can".into())
+        } else {
+            None
+        }
+    };
+    let zero_offload = || -> Option<String> {
+        (p.offload_params != Offload::None && p.data != DataParallel::Zero3).then(|| {
+            format!(
+                "DeepSpeed offloads parameters only at ZeRO stage 3; this plan uses {}",
+                p.data.label()
+            )
+        })
+    };
+    let ddp_offload = || -> Option<String> {
+        (p.offload_params != Offload::None || p.offload_optimizer != Offload::None)
+            .then(|| "DDP has no offload; the plan's offload needs DeepSpeed ZeRO".into())
+    };
+    match target {
+        Target::Env => None,
+        Target::DeepSpeed => match p.data {
+            DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => zero_offload(),
+            DataParallel::Ddp => Some(
+                "the plan uses plain DDP, not DeepSpeed (a stage-0 DeepSpeed engine keeps other states)".into(),
+            ),
+            DataParallel::Fsdp => Some(
+                "the plan shards with FSDP2, not DeepSpeed (ZeRO-3 shards and prefetches differently)".into(),
+            ),
+        },
+        Target::Fsdp2 => match p.data {
+            DataParallel::Ddp => ddp_offload(),
+            DataParallel::Fsdp if scen.method == Method::Qlora => Some(
+                "QLoRA under FSDP2 needs bnb_4bit_quant_storage and a sharded 4-bit load this script does not write".into(),
+            ),
+            DataParallel::Fsdp => fsdp_offload(),
+            DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => Some(format!(
+                "the plan uses {}, which FSDP2 does not reproduce (other sharding, buffers and offload)",
+                p.data.label()
+            )),
+        },
+        Target::Trainer | Target::Accelerate | Target::Torchrun => match p.data {
+            DataParallel::Ddp => ddp_offload(),
+            DataParallel::Fsdp => fsdp_offload(),
+            DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => zero_offload(),
+        },
+    }
+}
+
+/// The targets that express `scen`, in [`Target::ALL`]'s order.
+pub fn offered(scen: &Scenario) -> Vec<Target> {
+    Target::ALL
+        .into_iter()
+        .filter(|&t| not_expressed(scen, t).is_none())
+        .collect()
+}
