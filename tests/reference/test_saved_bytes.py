@@ -122,6 +122,11 @@ VARIANTS = [
     *[(f"{fam}-ckpt", fam, {}, prec, attn, "full", 2, 64, False)
       for fam in ("gpt_oss", "deepseek_v3")
       for prec, attn in (("bf16", "eager"), ("fp32", "eager"), ("amp-bf16", "eager"))],
+    # DeepSeek-V2's dense layers (its RoPE multiplies complex numbers) and DeepSeek-V3's MoE layers.
+    *[("deepseek_v2-dense", "deepseek_v3", {"model_type": "deepseek_v2", "mlp_bias": True}, prec, attn, "none", 2, 64,
+       False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    *[("deepseek_v3-moe", "deepseek_v3", {"first_k_dense_replace": 1, "n_shared_experts": 2}, prec, attn, "none", 2,
+       64, False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
     # Cohere 2's full-attention layers have no RoPE: the middle of 3 layers with a pattern of 2.
     ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
      "bf16", "sdpa", "none", 2, 64, False),
@@ -177,7 +182,13 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
             CONFIGS[fam], prec, attn, ckpt, b, s, keep, extra)
 
 
+# DeepSeek-V3's MoE layers (the middle layer here) are the core's generic MoE inventory, routing
+# assumed: DeepseekV3TopkRouter's fp32 sigmoid with group-limited top-k and the grouped_mm experts
+# (gpt-oss's are modelled exactly) are not, and the one-layer figure of a model with dense layers
+# is the dense layer's. Strict: passing means the core learned them.
+DEEPSEEK_MOE = pytest.mark.xfail(strict=True, reason="DeepSeek's MoE layer is the generic, assumed inventory")
 VARIANT_PARAMS = [pytest.param(*v, marks=SLIDING_MASK) if v[0] == "olmo3-ckpt" and v[3:5] == ("bf16", "sdpa")
+                  else pytest.param(*v, marks=DEEPSEEK_MOE) if v[0] == "deepseek_v3-moe"
                   else v for v in VARIANTS]
 
 
