@@ -89,7 +89,8 @@ def best_targets(named):
 
 MODEL_TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
                "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox", "opt", "granite", "smollm3", "olmo2",
-               "olmo3", "glm4", "cohere2", "starcoder2", "granitemoe", "glm4_moe"]
+               "olmo3", "glm4", "cohere2", "starcoder2", "granitemoe", "glm4_moe", "gpt_oss",
+               "deepseek_v2", "deepseek_v3"]
 
 
 def layer_class_exists(name):
@@ -398,7 +399,9 @@ def _one_preset_per_model_type():
 @pytest.mark.parametrize("preset", _one_preset_per_model_type())
 def test_each_architectures_layer_class_exists(preset):
     """The decoder-layer class an FSDP2 export wraps is transformers' own, for every model_type."""
-    out = subprocess.run([BIN, "plan", "--model", preset, "--gpus", "8", "--gpu", "h100-sxm-80gb",
+    # DeepSeek-V3's 671B parameters need more than 8 H100s even sharded (1.3 TB of bf16 weights).
+    gpus = "64" if preset == "deepseek-v3" else "8"
+    out = subprocess.run([BIN, "plan", "--model", preset, "--gpus", gpus, "--gpu", "h100-sxm-80gb",
                           "--export", "fsdp2"], capture_output=True, text=True, check=True).stdout
     m = re.search(r"\b(\w+(?:DecoderLayer|Block|Layer))\b", out)
     assert m and layer_class_exists(m.group(1)), out[:400]

@@ -51,6 +51,18 @@ CONFIGS = {
                 "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2},
     "olmo3": {"model_type": "olmo3", "vocab_size": 3000, "hidden_size": 160, "intermediate_size": 480,
               "num_hidden_layers": 4, "num_attention_heads": 5, "sliding_window": 32},
+    # Issue 13's newest: gpt-oss (sinks, sliding layers, every layer MoE with the grouped_mm
+    # experts, whose routed rows are tokens x top-k whatever the routing); DeepSeek-V3's
+    # multi-head latent attention in its dense layers (all four here), value heads as wide as
+    # q/k's so that CPU's flash kernel runs (narrower ones are a variant).
+    "gpt_oss": {"model_type": "gpt_oss", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 160,
+                "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 32},
+    "deepseek_v3": {"model_type": "deepseek_v3", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+                    "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 6, "q_lora_rank": 48,
+                    "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 24,
+                    "first_k_dense_replace": 4, "n_routed_experts": 8, "moe_intermediate_size": 64,
+                    "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1},
 }
 
 SCENARIOS = [
@@ -58,6 +70,8 @@ SCENARIOS = [
     for fam in CONFIGS
     for prec in ("fp32", "bf16", "amp-bf16")
     for attn in ("eager", "sdpa")
+    # transformers refuses attn_implementation="sdpa" for gpt-oss (`_supports_sdpa = False`).
+    if not (fam == "gpt_oss" and attn == "sdpa")
 ] + [
     ("llama", "bf16", "sdpa", "full", 2, 64, False),
     ("llama", "fp32", "eager", "full", 2, 64, False),
@@ -99,6 +113,20 @@ VARIANTS = [
     *[("glm4_moe-dense", "glm4", {"model_type": "glm4_moe", "first_k_dense_replace": 4, "use_qk_norm": True,
                                   "attention_bias": True}, prec, attn, "none", 2, 64, False)
       for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    # DeepSeek-V3 with value heads narrower than q/k's (CPU's flash kernel, like CUDA's, refuses
+    # them; CPU runs the math kernel, compared with the core's), and with one q_proj.
+    *[("deepseek_v3-narrow-v", "deepseek_v3", {"v_head_dim": 20}, prec, attn, "none", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"), ("bf16", "eager"))],
+    *[("deepseek_v3-q-proj", "deepseek_v3", {"q_lora_rank": None, "attention_bias": True}, prec, attn, "none", 2, 64,
+       False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    *[(f"{fam}-ckpt", fam, {}, prec, attn, "full", 2, 64, False)
+      for fam in ("gpt_oss", "deepseek_v3")
+      for prec, attn in (("bf16", "eager"), ("fp32", "eager"), ("amp-bf16", "eager"))],
+    # DeepSeek-V2's dense layers (its RoPE multiplies complex numbers) and DeepSeek-V3's MoE layers.
+    *[("deepseek_v2-dense", "deepseek_v3", {"model_type": "deepseek_v2", "mlp_bias": True}, prec, attn, "none", 2, 64,
+       False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    *[("deepseek_v3-moe", "deepseek_v3", {"first_k_dense_replace": 1, "n_shared_experts": 2}, prec, attn, "none", 2,
+       64, False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
     # Cohere 2's full-attention layers have no RoPE: the middle of 3 layers with a pattern of 2.
     ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
      "bf16", "sdpa", "none", 2, 64, False),
@@ -145,7 +173,7 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
         # so a CPU run cannot stand for CUDA here. Compared on a GPU by calibrate (issue 5).
         pytest.xfail("gpt2 under autocast: CPU and CUDA autocast op lists differ (pow)")
     extra = []
-    if fam == "glm4" and prec == "fp32" and attn == "sdpa":
+    if fam in ("glm4", "deepseek_v3") and prec == "fp32" and attn == "sdpa":
         # CPU runs its flash kernel in fp32; CUDA would run the memory-efficient one, whose
         # output layout differs for GLM-4 (o_proj's input is a copy after flash, a view after
         # efficient; shown on fake CUDA). Compared with the core's flash kernel.
@@ -154,7 +182,13 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
             CONFIGS[fam], prec, attn, ckpt, b, s, keep, extra)
 
 
+# DeepSeek-V3's MoE layers (the middle layer here) are the core's generic MoE inventory, routing
+# assumed: DeepseekV3TopkRouter's fp32 sigmoid with group-limited top-k and the grouped_mm experts
+# (gpt-oss's are modelled exactly) are not, and the one-layer figure of a model with dense layers
+# is the dense layer's. Strict: passing means the core learned them.
+DEEPSEEK_MOE = pytest.mark.xfail(strict=True, reason="DeepSeek's MoE layer is the generic, assumed inventory")
 VARIANT_PARAMS = [pytest.param(*v, marks=SLIDING_MASK) if v[0] == "olmo3-ckpt" and v[3:5] == ("bf16", "sdpa")
+                  else pytest.param(*v, marks=DEEPSEEK_MOE) if v[0] == "deepseek_v3-moe"
                   else v for v in VARIANTS]
 
 
@@ -163,7 +197,9 @@ VARIANT_PARAMS = [pytest.param(*v, marks=SLIDING_MASK) if v[0] == "olmo3-ckpt" a
 def test_variant_against_pytorch(name, fam, over, prec, attn, ckpt, b, s, keep):
     config = {**CONFIGS[fam], **over}
     extra = []
-    if attn == "sdpa" and max(config.get("attn_pdrop", 0), config.get("attention_dropout", 0)) > 0:
+    narrow_v = config.get("v_head_dim", 0) and config["v_head_dim"] != config.get("qk_nope_head_dim", 0) + config.get(
+        "qk_rope_head_dim", 0)
+    if attn == "sdpa" and (narrow_v or max(config.get("attn_pdrop", 0), config.get("attention_dropout", 0)) > 0):
         # CPU's SDPA has no fused kernel with dropout and runs its math kernel (the same
         # composite as CUDA's math kernel); compared with the core's math kernel. On a GPU
         # flash, memory-efficient or cuDNN would run (RNG state saved instead).

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;
-use crate::model::{Family, ModelSpec, NormKind};
+use crate::model::{Family, Mla, ModelSpec, Moe, NormKind};
 use crate::scenario::{Attention, Method, Precision, Scenario};
 use crate::sdpa::{self, Backend};
 
@@ -195,6 +195,10 @@ struct Layout {
     /// q width and k/v width on this GPU.
     q: u64,
     kv: u64,
+    /// v width on this GPU before any repetition (narrower than k's under multi-head latent
+    /// attention), and the attention output's width (o_proj's input).
+    v: u64,
+    o: u64,
     /// Attention scores of the micro-batch: b x heads x s x s.
     scores: u64,
 }
@@ -219,6 +223,11 @@ impl Layout {
             groups: heads / kv_heads,
             q: heads * spec.head_dim,
             kv: kv_heads * spec.head_dim,
+            v: match &spec.mla {
+                Some(m) => heads * m.v_head_dim,
+                None => kv_heads * spec.head_dim,
+            },
+            o: spec.v_dim() / spec.heads * heads,
             scores: sh.b * heads * sh.s * sh.s,
         }
     }
@@ -309,6 +318,16 @@ pub fn total(items: &[Saved]) -> u64 {
 /// (OLMo 2 applies `w` before the cast back, Gemma `1 + w` in fp32).
 fn rms_norm(inv: &mut Inventory, name: &str, t: u64, h: u64, sh: &Shape, family: Family) {
     rms_norm_of(inv, name, (t, h, sh.stream()), sh, family);
+}
+
+/// The family whose RMSNorm a model's norms follow: gpt-oss applies the weight in fp32 before
+/// the cast back (`(self.weight * hidden_states).to(input_dtype)`), as OLMo 2 does.
+fn norm_family(spec: &ModelSpec) -> Family {
+    if spec.is_gpt_oss() {
+        Family::Olmo2
+    } else {
+        spec.family
+    }
 }
 
 /// [`rms_norm`] of a tensor of `t` x `h` in `stream`: a norm after attention or the MLP
@@ -437,7 +456,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         cohere_norm(inv, "input_layernorm", (l.norm_tokens, l.h_local), sh);
     } else if !olmo {
         let (nt, h) = (l.norm_tokens, l.h_local);
-        rms_norm(inv, "input_layernorm", nt, h, sh, spec.family);
+        rms_norm(inv, "input_layernorm", nt, h, sh, norm_family(spec));
     }
     inv.at(Part::AttentionInputs);
     // Attention projections. With sequence parallelism a column-parallel linear saves its
@@ -447,6 +466,8 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         linear_inputs(inv, "qkv_proj input", th, 1, sh);
     } else if spec.family == Family::Cohere2 {
         linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, 5, sh);
+    } else if let Some(m) = &spec.mla {
+        mla_projections(inv, spec, sh, l, m);
     } else {
         linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
     }
@@ -513,6 +534,20 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                     t * (q + 2 * kv),
                     c,
                 );
+            } else if let Some(m) = &spec.mla {
+                inv.add(
+                    "q, unrotated and rotated parts joined (saved by SDPA)",
+                    t * q,
+                    c,
+                );
+                inv.add("k expanded from the latent (saved by SDPA)", t * kv, c);
+                // v is a view of kv_b_proj's output (16-bit already under autocast, so not
+                // cast): SDPA keeps that whole storage, the unrotated k's columns too.
+                inv.add(
+                    "kv_b_proj output, kept by the v view (saved by SDPA)",
+                    t * l.heads * (m.qk_nope_head_dim + m.v_head_dim),
+                    c,
+                );
             } else {
                 inv.add("q after RoPE (saved by SDPA)", t * q, c);
                 inv.add("k after RoPE (saved by SDPA)", t * kv, c);
@@ -520,6 +555,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             }
             sdpa_outputs(inv, sh, l);
         }
+        Attention::Eager if spec.is_gpt_oss() => sink_attention(inv, sh, l),
         Attention::Eager => {
             // Eager: matmul(q, k^T) saves q and the repeated k; softmax saves its fp32 output,
             // which is cast back to the query dtype (fp32 under autocast, where matmul then
@@ -544,13 +580,14 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                     c,
                 );
             }
+            // (Multi-head latent attention's v is a strided view, which matmul copies.)
             let v_what = if grouped {
                 "v repeated to all heads (saved by matmul probs v)"
             } else {
                 "v (saved by matmul probs v)"
             };
             inv.at(Part::AttentionCore)
-                .add(v_what, t * kv * l.groups, c);
+                .add(v_what, t * l.v * l.groups, c);
         }
     }
     // attn_output.transpose(1, 2).contiguous(): the fused kernels already write their output
@@ -567,12 +604,104 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         linear_inputs(
             inv,
             "o_proj input (contiguous attention output)",
-            t * q,
+            t * l.o,
             1,
             sh,
         );
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
+}
+
+/// Multi-head latent attention's projections before the attention core
+/// (`DeepseekV3Attention.forward`): q_a_proj (or q_proj) and kv_a_proj_with_mqa read the
+/// norm's output; q_a_layernorm and kv_a_layernorm normalize the two latents, which q_b_proj
+/// and kv_b_proj read.
+fn mla_projections(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout, m: &Mla) {
+    let (t, c) = (l.t, sh.compute());
+    if m.q_lora_rank > 0 {
+        let r = m.q_lora_rank;
+        linear_inputs(inv, "q_a_proj/kv_a_proj_with_mqa input", l.th, 2, sh);
+        rms_norm_of(inv, "q_a_layernorm", (t, r, c), sh, spec.family);
+        linear_inputs(inv, "q_b_proj input (q_a_layernorm output)", t * r, 1, sh);
+    } else {
+        linear_inputs(inv, "q_proj/kv_a_proj_with_mqa input", l.th, 2, sh);
+    }
+    // kv_a_layernorm reads the latent columns of kv_a_proj_with_mqa's output, a view: its fp32
+    // cast copies the view in 16-bit, but in fp32 `.to` returns the view, so pow and mul keep
+    // the whole output (the shared rotated k's columns too).
+    let kvr = m.kv_lora_rank;
+    let (first, what) = if c == DType::F32 {
+        (
+            t * (kvr + m.qk_rope_head_dim),
+            "kv_a_layernorm: kv_a_proj_with_mqa output, kept by its input view (saved by pow, mul)",
+        )
+    } else {
+        (
+            t * kvr,
+            "kv_a_layernorm: fp32 copy of the input (saved by pow, mul)",
+        )
+    };
+    inv.add(what, first, DType::F32);
+    inv.add("kv_a_layernorm: rsqrt of the variance", t, DType::F32);
+    if sh.base_trainable {
+        inv.add(
+            "kv_a_layernorm: normalized input (saved by mul with weight)",
+            t * kvr,
+            c,
+        );
+    }
+    linear_inputs(
+        inv,
+        "kv_b_proj input (kv_a_layernorm output)",
+        t * kvr,
+        1,
+        sh,
+    );
+}
+
+/// gpt-oss's eager attention (`eager_attention_forward` in modeling_gpt_oss): each head's
+/// sink logit is joined to the scores by `torch.cat`, the row maximum subtracted (max keeps
+/// its int64 indices), and the softmax runs in the logits' dtype (the residual stream's: bf16
+/// in bf16, fp32 under autocast, where the fp32 mask promotes them) over s + 1 columns; the
+/// probabilities without the sink column are a view that matmul reads as it is, cast to v's
+/// dtype first when they differ.
+fn sink_attention(inv: &mut Inventory, sh: &Shape, l: &Layout) {
+    let Layout { t, q, kv, .. } = *l;
+    let c = sh.compute();
+    let grouped = l.groups > 1;
+    inv.add("q after RoPE (saved by matmul q k^T)", t * q, c);
+    let k_what = if grouped {
+        "k repeated to all heads (saved by matmul q k^T)"
+    } else {
+        "k after RoPE (saved by matmul q k^T)"
+    };
+    inv.add(k_what, t * kv * l.groups, c);
+    let rows = sh.b * l.heads * sh.s;
+    inv.add(
+        "row maximum's indices, int64 (saved by max)",
+        rows,
+        DType::I64,
+    );
+    let logits = sh.stream();
+    inv.at(Part::AttentionScores).add(
+        "softmax output over the scores and the sink (saved by softmax)",
+        rows * (sh.s + 1),
+        logits,
+    );
+    if !eager_dropout(inv, sh, l, c) && logits != c {
+        inv.add(
+            "probabilities cast to the compute dtype (saved by matmul probs v)",
+            l.scores,
+            c,
+        );
+    }
+    let v_what = if grouped {
+        "v repeated to all heads (saved by matmul probs v)"
+    } else {
+        "v (saved by matmul probs v)"
+    };
+    inv.at(Part::AttentionCore)
+        .add(v_what, t * l.v * l.groups, c);
 }
 
 /// A Llama-like layer's second half: the norm(s) around the MLP (Gemma 2/3 add one after
@@ -610,7 +739,7 @@ fn llama_mlp_side(
     } else {
         "post_attention_layernorm"
     };
-    rms_norm(inv, second, nt, h, sh, family);
+    rms_norm(inv, second, nt, h, sh, norm_family(spec));
     inv.at(Part::Mlp);
     mlp(inv);
     if four_norms {
@@ -622,7 +751,7 @@ fn llama_mlp_side(
 /// What fused attention (SDPA's flash, memory-efficient and cuDNN kernels) saves besides q,
 /// k and v: the output, the fp32 logsumexp, and the RNG state when dropout is on.
 fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
-    inv.add("attention output (saved by SDPA)", l.t * l.q, sh.compute());
+    inv.add("attention output (saved by SDPA)", l.t * l.o, sh.compute());
     // The memory-efficient kernel pads the logsumexp's sequence to a multiple of 32
     // (`_efficient_attention_forward`; torch/_meta_registrations.py); flash keeps
     // (b, heads, s) and cuDNN (b, heads, s, 1).
@@ -661,7 +790,7 @@ fn math_attention(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     eager_dropout(inv, sh, l, c);
     inv.at(Part::AttentionCore).add(
         "v, repeated to all heads (saved by matmul probs v, SDPA math)",
-        l.t * l.kv * l.groups,
+        l.t * l.v * l.groups,
         c,
     );
 }
@@ -738,6 +867,9 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
 /// Routed experts: each token visits top-k experts; the router saves its logits and probs.
 fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     let Some(m) = &spec.moe else { return };
+    if spec.is_gpt_oss() {
+        return gpt_oss_moe(inv, spec, sh, m);
+    }
     let t = sh.tokens();
     let c = sh.compute();
     linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
@@ -771,6 +903,58 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             inv.add("shared expert gate output", t, c);
         }
     }
+}
+
+/// gpt-oss's MoE as transformers 5 runs it (`GptOssTopKRouter`, then the grouped_mm experts
+/// of `integrations/moe.py`, its default): every token visits top-k experts, so the routed
+/// rows (tokens x top-k, sorted by expert) have the same shapes whatever the routing. The
+/// experts run in the weights' dtype (fp32 under autocast, which has no rule for grouped_mm);
+/// the router's Linear is autocast's.
+fn gpt_oss_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
+    let (t, c, x) = (sh.tokens(), sh.compute(), sh.stream());
+    let (h, f) = (spec.hidden, m.expert_intermediate / sh.tp);
+    let r = t * m.top_k;
+    linear_inputs(inv, "router input", t * h, 1, sh);
+    inv.add(
+        "router's top-k indices, int64 (saved by topk)",
+        r,
+        DType::I64,
+    );
+    inv.add("routing weights (saved by softmax over the top-k)", r, c);
+    inv.add_n(
+        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
+        r,
+        DType::I64,
+        4,
+    );
+    inv.add(
+        "rows per expert, int32 (saved by grouped_mm)",
+        m.experts,
+        DType::I32,
+    );
+    if sh.base_trainable {
+        inv.add("routed tokens, gathered (saved by grouped_mm)", r * h, x);
+    }
+    inv.add("gate_up output with bias (saved by clamp)", 2 * r * f, x);
+    inv.add_n(
+        "clamped gate, its sigmoid, up + 1 and the gated gate (saved by the clamped SwiGLU)",
+        r * f,
+        x,
+        4,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "clamped SwiGLU output (saved by the down grouped_mm)",
+            r * f,
+            x,
+        );
+    }
+    inv.add("routing weights in expert order (saved by mul)", r, c);
+    inv.add(
+        "down output with bias (saved by mul with the routing weights)",
+        r * h,
+        x,
+    );
 }
 
 /// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
@@ -915,7 +1099,7 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         NormKind::RmsNorm => {
             if spec.final_norm {
                 inv.at(Part::FinalNorm);
-                rms_norm(&mut inv, "final norm", t, h, sh, spec.family);
+                rms_norm(&mut inv, "final norm", t, h, sh, norm_family(spec));
             }
         }
         NormKind::LayerNorm => {

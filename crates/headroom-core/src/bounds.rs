@@ -98,6 +98,17 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
             ("mlp_only_layers", m.sparse_layers, 0, s.layers),
         ]);
     }
+    if let Some(m) = &s.mla {
+        // Multi-head latent attention's ranks are below the hidden size (DeepSeek-V3: 1,536
+        // and 512 of 7,168) and its head parts at most a head's width.
+        dims.extend([
+            ("q_lora_rank", m.q_lora_rank, 0, MAX_HIDDEN),
+            ("kv_lora_rank", m.kv_lora_rank, 1, MAX_HIDDEN),
+            ("qk_nope_head_dim", m.qk_nope_head_dim, 0, MAX_HEAD_DIM),
+            ("qk_rope_head_dim", m.qk_rope_head_dim, 0, MAX_HEAD_DIM),
+            ("v_head_dim", m.v_head_dim, 1, MAX_HEAD_DIM),
+        ]);
+    }
     for (field, v, lo, hi) in dims {
         if v < lo || v > hi {
             return Err(ConfigError::BadField {

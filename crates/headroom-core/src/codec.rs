@@ -466,6 +466,27 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
             if spec.model_type == "glm4_moe" {
                 put("use_qk_norm", spec.qk_norm.into());
             }
+            if spec.is_gpt_oss() {
+                put("attention_bias", spec.qkv_bias.into());
+                if spec.sliding_window.is_none() {
+                    put("sliding_window", Value::Null);
+                }
+            }
+            if let Some(mla) = &spec.mla {
+                put("attention_bias", spec.qkv_bias.into());
+                put("mlp_bias", spec.mlp_bias.into());
+                put(
+                    "q_lora_rank",
+                    match mla.q_lora_rank {
+                        0 => Value::Null,
+                        r => r.into(),
+                    },
+                );
+                put("kv_lora_rank", mla.kv_lora_rank.into());
+                put("qk_nope_head_dim", mla.qk_nope_head_dim.into());
+                put("qk_rope_head_dim", mla.qk_rope_head_dim.into());
+                put("v_head_dim", mla.v_head_dim.into());
+            }
             if matches!(spec.family, Family::Llama | Family::Olmo2) {
                 // An approximate layout is read as Llama's (`model::hf`), mlp_bias included.
                 if crate::model::hf::reads_mlp_bias(&spec.model_type) || spec.approximate.is_some()
@@ -492,7 +513,10 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("use_sliding_window", true.into());
             }
             if let Some(moe) = &spec.moe {
-                if spec.model_type == "mixtral" || spec.model_type == "granitemoe" {
+                if matches!(
+                    spec.model_type.as_str(),
+                    "mixtral" | "granitemoe" | "gpt_oss"
+                ) {
                     put("num_local_experts", moe.experts.into());
                 } else {
                     put("num_experts", moe.experts.into());
@@ -508,9 +532,10 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
                     put("mlp_only_layers", Value::Array(dense));
                 }
                 put("num_experts_per_tok", moe.top_k.into());
-            } else if spec.model_type == "glm4_moe" {
-                // A GLM-4.5 config with no routed experts is dense; its link must say so, or
-                // the class default (128 experts) comes back (found by the fuzz harness).
+            } else if spec.model_type == "glm4_moe" || spec.mla.is_some() {
+                // A GLM-4.5 (or DeepSeek) config with no routed experts is dense; its link
+                // must say so, or the class default (128 experts) comes back (found by the
+                // fuzz harness).
                 put("num_experts", 0.into());
             }
         }

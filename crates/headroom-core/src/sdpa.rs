@@ -54,6 +54,8 @@ pub struct Inputs {
     /// dtype of q, k, v as SDPA sees them (autocast casts them to the compute dtype).
     pub dtype: DType,
     pub head_dim: u64,
+    /// Width of a value head: `head_dim` but for multi-head latent attention.
+    pub v_head_dim: u64,
     pub dropout: f64,
 }
 
@@ -67,6 +69,7 @@ impl Inputs {
             amd: gpu.vendor != "nvidia",
             dtype,
             head_dim,
+            v_head_dim: head_dim,
             dropout,
         }
     }
@@ -77,10 +80,21 @@ impl Inputs {
 /// unless the scenario overrides it.
 pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
     let dropout = scen.dropout.unwrap_or(spec.dropout.attention);
-    let x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
+    let mut x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
+    x.v_head_dim = spec.v_dim() / spec.heads;
     match scen.attention {
         Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             transformers_kernel(scen.attention, &x)
+        }
+        Attention::Sdpa if spec.is_gpt_oss() => {
+            // GptOssPreTrainedModel sets `_supports_sdpa = False`: transformers refuses
+            // attn_implementation="sdpa" (and runs eager when none is given).
+            let mut c = choose(scen.sdpa, &x);
+            c.runnable = false;
+            c.why = "not what transformers runs: gpt-oss has no SDPA attention (its sinks need \
+                     eager, flash3 or flex)"
+                .into();
+            c
         }
         _ => choose(scen.sdpa, &x),
     }
@@ -219,6 +233,13 @@ fn refuses(b: Backend, x: &Inputs) -> Option<String> {
                 Some(format!("{} inputs (fp16/bf16 only)", x.dtype.torch_name()))
             } else if d > 256 {
                 Some(format!("head_dim {d} > 256"))
+            } else if x.v_head_dim != d {
+                // check_head_dim_size_flash: q, k and v must share their last dimension
+                // (multi-head latent attention's value heads are narrower).
+                Some(format!(
+                    "value head_dim {} differs from head_dim {d}",
+                    x.v_head_dim
+                ))
             } else if matches!(sm, 86..=89 | 120..=121)
                 && !(d <= 192 || (x.dropout == 0.0 && d > 224))
             {
@@ -237,7 +258,7 @@ fn refuses(b: Backend, x: &Inputs) -> Option<String> {
                 Some(format!("sm{sm} is outside sm50..sm121"))
             } else if sm < 80 && x.dtype == DType::Bf16 {
                 Some("bf16 needs sm80".into())
-            } else if !d.is_multiple_of(align) {
+            } else if !d.is_multiple_of(align) || !x.v_head_dim.is_multiple_of(align) {
                 Some(format!("head_dim {d} not a multiple of {align}"))
             } else {
                 None
@@ -251,9 +272,9 @@ fn refuses(b: Backend, x: &Inputs) -> Option<String> {
                 Some(format!("{} inputs (fp16/bf16 only)", x.dtype.torch_name()))
             } else if (x.dropout * 16.0).fract() != 0.0 {
                 Some("dropout not a multiple of 1/16".into())
-            } else if !d.is_multiple_of(8) {
+            } else if !d.is_multiple_of(8) || !x.v_head_dim.is_multiple_of(8) {
                 Some(format!("head_dim {d} not a multiple of 8"))
-            } else if !(d <= 128 || (sm9x && d == 256)) {
+            } else if !(d <= 128 || (sm9x && d == 256)) || x.v_head_dim > d {
                 Some(format!("no backward for head_dim {d}"))
             } else {
                 None

@@ -476,3 +476,25 @@ fn a_cohere2_config_keeps_its_attention_biases_through_its_link() {
     };
     assert_eq!(decode(&encode(&scen)).expect("decodes"), scen);
 }
+
+/// DeepSeek-V2-Lite's one q_proj (`q_lora_rank: null`) and a gpt-oss config without a window
+/// keep their layouts through a link (both are nulls, which a link writes as `null`).
+#[test]
+fn mla_and_gpt_oss_configs_round_trip_through_their_links() {
+    for text in [
+        r#"{"model_type":"deepseek_v2","hidden_size":512,"num_hidden_layers":4,"num_attention_heads":8,
+            "intermediate_size":1024,"vocab_size":1000,"q_lora_rank":null,"kv_lora_rank":64,
+            "qk_nope_head_dim":32,"qk_rope_head_dim":16,"v_head_dim":24,"mlp_bias":true,
+            "first_k_dense_replace":1,"n_routed_experts":8,"moe_intermediate_size":64,"num_experts_per_tok":2}"#,
+        r#"{"model_type":"gpt_oss","hidden_size":512,"num_hidden_layers":4,"num_attention_heads":8,
+            "num_key_value_heads":2,"head_dim":64,"intermediate_size":256,"vocab_size":1000,
+            "num_local_experts":4,"num_experts_per_tok":2,"sliding_window":null,"attention_bias":false}"#,
+    ] {
+        let spec = parse_config_json(text).expect("parses");
+        let scen = Scenario {
+            model: ModelChoice::Custom(Box::new(spec)),
+            ..Scenario::default()
+        };
+        assert_eq!(decode(&encode(&scen)).expect("decodes"), scen, "{text}");
+    }
+}

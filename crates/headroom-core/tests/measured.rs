@@ -175,3 +175,28 @@ fn gpt2_kept_outputs_hold_logits_and_kv_cache_to_the_step_end() {
         "{opt}"
     );
 }
+
+// gpt-oss (hidden 192, 6 heads, 2 kv heads, head_dim 32, 4 experts of 160, top-2, window 32)
+// and DeepSeek-V3's dense layer (q_lora_rank 48, kv_lora_rank 32, q/k heads 16 + 8, value
+// heads 24), batch 2, sequence 64, measured as above (tests/reference/test_saved_bytes.py).
+const GPT_OSS: &str = r#"{"model_type":"gpt_oss","vocab_size":3000,"hidden_size":192,"intermediate_size":160,
+"num_hidden_layers":4,"num_attention_heads":6,"num_key_value_heads":2,"head_dim":32,"num_local_experts":4,
+"num_experts_per_tok":2,"sliding_window":32}"#;
+const DEEPSEEK_V3: &str = r#"{"model_type":"deepseek_v3","vocab_size":3000,"hidden_size":192,"intermediate_size":512,
+"num_hidden_layers":4,"num_attention_heads":6,"num_key_value_heads":6,"q_lora_rank":48,"kv_lora_rank":32,
+"qk_nope_head_dim":16,"qk_rope_head_dim":8,"v_head_dim":24,"first_k_dense_replace":4}"#;
+
+#[test]
+fn gpt_oss_fp32_eager_sinks_and_grouped_experts() {
+    check(GPT_OSS, Precision::Fp32, Attention::Eager, 2_742_288);
+}
+
+#[test]
+fn gpt_oss_bf16_eager() {
+    check(GPT_OSS, Precision::Bf16, Attention::Eager, 1_576_464);
+}
+
+#[test]
+fn deepseek_v3_dense_layer_bf16_sdpa() {
+    check(DEEPSEEK_V3, Precision::Bf16, Attention::Sdpa, 1_213_440);
+}

@@ -245,11 +245,18 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     } else {
         Confidence::Exact
     };
+    // A model whose every layer is MoE (Mixtral, gpt-oss) has no dense layer: one layer is a
+    // MoE layer there.
+    let all_sparse = spec.dense_layers() == 0 && !step.moe.is_empty();
     let bytes = KeyBytes {
         weights: st.weights,
         gradients: st.gradients,
         optimizer_states: st.optimizer.device + st.master_weights + st.optimizer.paged,
-        activations_per_layer: step.dense_bytes,
+        activations_per_layer: if all_sparse {
+            crate::activations::total(&step.moe)
+        } else {
+            step.dense_bytes
+        },
         attention_scores_per_layer: part_bytes(&step.dense, Part::AttentionScores),
         attention_core_per_layer: part_bytes(&step.dense, Part::AttentionCore),
         retained_after_forward: loss.retained,
@@ -282,6 +289,6 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         attention: attention_line(&kernel, scen),
         fp8: crate::fp8::describe(&step.inv, scen),
         warnings,
-        layer_inventory: step.dense,
+        layer_inventory: if all_sparse { step.moe } else { step.dense },
     }
 }

@@ -37,6 +37,8 @@ pub(super) struct Step<'a> {
     pub dense_bytes: u64,
     /// One MoE layer's saved bytes (0 for dense models) and how many of the last layers are MoE.
     moe_bytes: u64,
+    /// One MoE layer's saved tensors (empty for a dense model).
+    pub moe: Vec<Saved>,
     sparse_layers: u64,
     /// What a checkpointed layer keeps: its input.
     pub ckpt_input: u64,
@@ -86,11 +88,12 @@ impl<'a> Step<'a> {
         let pp = scen.parallel.pipeline as u64;
         let dense = activations::layer(spec, &sh);
         let dense_bytes = activations::total(&dense);
-        let moe_bytes = if spec.moe.is_some() {
-            activations::total(&activations::moe_layer(spec, &sh))
+        let moe = if spec.moe.is_some() {
+            activations::moe_layer(spec, &sh)
         } else {
-            0
+            Vec::new()
         };
+        let moe_bytes = activations::total(&moe);
         let outside = activations::outside_layers(spec, &sh);
         let outside_bytes = activations::total(&outside);
         let lm = loss_memory(spec, scen);
@@ -128,6 +131,7 @@ impl<'a> Step<'a> {
             dense,
             dense_bytes,
             moe_bytes,
+            moe,
             outside,
             outside_bytes,
             lm,

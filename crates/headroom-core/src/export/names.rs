@@ -43,6 +43,9 @@ pub fn layer_class(spec: &ModelSpec) -> &'static str {
         "glm4_moe" => "Glm4MoeDecoderLayer",
         "cohere2" => "Cohere2DecoderLayer",
         "starcoder2" => "Starcoder2DecoderLayer",
+        "gpt_oss" => "GptOssDecoderLayer",
+        "deepseek_v2" => "DeepseekV2DecoderLayer",
+        "deepseek_v3" => "DeepseekV3DecoderLayer",
         _ => "DecoderLayer",
     }
 }

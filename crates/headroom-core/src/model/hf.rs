@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::spec::{Dropout, Family, MlpKind, ModelSpec, Moe, NormKind};
+use super::spec::{Dropout, Family, Mla, MlpKind, ModelSpec, Moe, NormKind};
 use crate::bounds::{MAX_HEADS, MAX_LAYERS};
 use crate::error::ConfigError;
 
@@ -34,6 +34,9 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gpt_neox",
     "opt",
     "starcoder2",
+    "gpt_oss",
+    "deepseek_v2",
+    "deepseek_v3",
 ];
 
 /// The largest integer any config key may hold (2^40): far above every real dimension, and
@@ -65,7 +68,7 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
     let spec = match model_type.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
         | "granite" | "granitemoe" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "glm4_moe"
-        | "cohere2" => llama_like(&cfg, &model_type)?,
+        | "cohere2" | "gpt_oss" | "deepseek_v2" | "deepseek_v3" => llama_like(&cfg, &model_type)?,
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
         "phi3" => phi3(&cfg)?,
         "gpt2" => gpt2(&cfg)?,
@@ -231,6 +234,9 @@ const LLAMA_DEFAULTS: &[(&str, [u64; 8])] = &[
     ("glm4_moe", [151552, 4096, 10944, 46, 96, 8, 131072, 0]),
     ("cohere2", [256000, 8192, 22528, 40, 64, 0, 8192, 1]),
     ("qwen3_moe", [151936, 2048, 6144, 24, 32, 4, 32768, 0]),
+    ("gpt_oss", [201088, 2880, 2880, 36, 64, 8, 131072, 0]),
+    ("deepseek_v2", [102400, 4096, 11008, 32, 32, 0, 2048, 0]),
+    ("deepseek_v3", [129280, 7168, 18432, 61, 128, 0, 4096, 0]),
 ];
 
 fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
@@ -256,12 +262,20 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     // Qwen3Config declares `head_dim: int = 128`; Qwen3MoeConfig declares no head_dim, so
     // Qwen3MoeAttention falls back to `getattr(config, "head_dim", hidden_size //
     // num_attention_heads)` (transformers 5.23, modeling_qwen3_moe.py), as Llama-likes do.
-    let head_dim_default = if model_type == "qwen3" || model_type == "glm4" {
-        128
-    } else {
-        hidden / heads
+    let head_dim_default = match model_type {
+        "qwen3" | "glm4" => 128,
+        // GptOssConfig declares `head_dim: int = 64`.
+        "gpt_oss" => 64,
+        _ => hidden / heads,
     };
-    let head_dim = cfg.u64_or("head_dim", head_dim_default)?;
+    let mla = mla(cfg, model_type)?;
+    // Multi-head latent attention expands k and v to every head (`kv_b_proj`), and its q/k
+    // heads are the unrotated and rotated parts together; the config's head_dim (the RoPE
+    // width, set by DeepseekV3Config itself) and num_key_value_heads do not shape it.
+    let (head_dim, kv_heads) = match &mla {
+        Some(m) => (m.qk_nope_head_dim + m.qk_rope_head_dim, heads),
+        None => (cfg.u64_or("head_dim", head_dim_default)?, kv_heads),
+    };
     let layers = cfg.layers("num_hidden_layers", d.layers)?;
     let qwen2ish = model_type == "qwen2" || model_type == "qwen2_moe";
     // Qwen2 puts biases on q, k and v only; Llama's `attention_bias` covers q, k, v and o.
@@ -276,6 +290,10 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         // Glm4(Moe)Attention: `bias=config.attention_bias` on q/k/v (True by default for
         // GLM-4, False for GLM-4 MoE), none on o.
         (cfg.bool_or("attention_bias", model_type == "glm4")?, false)
+    } else if model_type == "gpt_oss" {
+        // GptOssAttention: `bias=config.attention_bias` (True by default) on q, k, v and o.
+        let bias = cfg.bool_or("attention_bias", true)?;
+        (bias, bias)
     } else if model_type == "mistral" || model_type == "mixtral" {
         // MistralAttention and MixtralAttention hard-code `bias=False` on q/k/v/o
         // (modeling_mistral.py, modeling_mixtral.py); their configs have no attention_bias.
@@ -285,9 +303,18 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     };
     let moe = match model_type {
         // GraniteMoeConfig: every layer's MLP is 8 experts of intermediate_size, top-2.
-        "mixtral" | "granitemoe" => Some(Moe {
-            experts: cfg.u64_or("num_local_experts", 8)?,
-            top_k: cfg.u64_or("num_experts_per_tok", 2)?,
+        // GptOssConfig: every layer's MLP is 128 experts of intermediate_size, top-4.
+        "mixtral" | "granitemoe" | "gpt_oss" => Some(Moe {
+            experts: match cfg.opt_u64("num_local_experts")? {
+                Some(n) => n,
+                // GptOssConfig maps `num_experts` to `num_local_experts`.
+                None if model_type == "gpt_oss" => cfg.u64_or("num_experts", 128)?,
+                None => 8,
+            },
+            top_k: cfg.u64_or(
+                "num_experts_per_tok",
+                if model_type == "gpt_oss" { 4 } else { 2 },
+            )?,
             expert_intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
             shared_intermediate: 0,
             shared_gate: false,
@@ -321,6 +348,11 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         }
         // Glm4MoeConfig: 128 routed experts of 1408, top-8, one shared, the first layer dense.
         "glm4_moe" => routed_moe(cfg, layers, [128, 1408, 8, 1, 1])?,
+        // DeepseekV3Config: 256 routed experts of 2048, top-8, one shared, three dense layers
+        // first; DeepseekV2Config: 64 of 1407, two shared, no dense layer (its top-k defaults
+        // to None, which no forward runs with: DeepSeek-V2's 6 is taken).
+        "deepseek_v3" => routed_moe(cfg, layers, [256, 2048, 8, 3, 1])?,
+        "deepseek_v2" => routed_moe(cfg, layers, [64, 1407, 6, 0, 2])?,
         _ => None,
     };
     let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
@@ -338,19 +370,24 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         } else {
             None
         }
-    } else if model_type == "mistral" {
-        // MistralConfig defaults sliding_window to 4096; an explicit null disables it.
+    } else if model_type == "mistral" || model_type == "gpt_oss" {
+        // MistralConfig defaults sliding_window to 4096, GptOssConfig to 128 (on every other
+        // layer); an explicit null disables it.
         match cfg.0.get("sliding_window") {
             Some(Value::Null) => None,
-            None => Some(4096),
+            None => Some(if model_type == "mistral" { 4096 } else { 128 }),
             Some(_) => cfg.opt_u64("sliding_window")?,
         }
+    } else if mla.is_some() {
+        // DeepSeek-V2/V3 attend to the whole sequence; their configs read no window.
+        None
     } else {
         cfg.opt_u64("sliding_window")?
     };
     Ok(ModelSpec {
         model_type: model_type.to_string(),
         approximate: None,
+        mla,
         family: match model_type {
             "olmo2" | "olmo3" => Family::Olmo2,
             "glm4" => Family::Glm4,
@@ -378,7 +415,8 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             || (model_type == "glm4_moe" && cfg.bool_or("use_qk_norm", false)?),
         qkv_bias,
         o_bias,
-        mlp_bias: if reads_mlp_bias(model_type) {
+        // DeepseekV2MLP (dense layers and shared experts) reads `mlp_bias` too.
+        mlp_bias: if reads_mlp_bias(model_type) || model_type == "deepseek_v2" {
             cfg.bool_or("mlp_bias", false)?
         } else {
             false
@@ -396,6 +434,30 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
         sliding_window,
     })
+}
+
+/// Multi-head latent attention's keys (DeepseekV2Config and DeepseekV3Config share their
+/// defaults), None for the other types. `q_lora_rank: null` means one q_proj; 0 is refused,
+/// since transformers would build a zero-width q_a_proj that no model has.
+fn mla(cfg: &Cfg, model_type: &str) -> Result<Option<Mla>, ConfigError> {
+    if !model_type.starts_with("deepseek_v") {
+        return Ok(None);
+    }
+    let q_lora_rank = match cfg.0.get("q_lora_rank") {
+        Some(Value::Null) => 0,
+        None => 1536,
+        Some(v) => match cfg.opt_u64("q_lora_rank")? {
+            Some(0) | None => return Err(bad("q_lora_rank", "a positive integer or null", v)),
+            Some(n) => n,
+        },
+    };
+    Ok(Some(Mla {
+        q_lora_rank,
+        kv_lora_rank: cfg.u64_or("kv_lora_rank", 512)?,
+        qk_nope_head_dim: cfg.u64_or("qk_nope_head_dim", 128)?,
+        qk_rope_head_dim: cfg.u64_or("qk_rope_head_dim", 64)?,
+        v_head_dim: cfg.u64_or("v_head_dim", 128)?,
+    }))
 }
 
 /// The Llama-like types whose MLP reads `mlp_bias` (the others hard-code `bias=False`).
@@ -449,6 +511,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: model_type.to_string(),
         approximate: None,
+        mla: None,
         family: Family::Gemma,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
@@ -491,6 +554,7 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "phi3".into(),
         approximate: None,
+        mla: None,
         family: Family::Phi3,
         vocab: cfg.u64_or("vocab_size", 32064)?,
         hidden,
@@ -529,6 +593,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "gpt2".into(),
         approximate: None,
+        mla: None,
         family: Family::Gpt2,
         vocab: cfg.u64_or("vocab_size", 50257)?,
         hidden,
@@ -568,6 +633,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "gpt_neox".into(),
         approximate: None,
+        mla: None,
         family: Family::GptNeox,
         vocab: cfg.u64_or("vocab_size", 50432)?,
         hidden,
@@ -610,6 +676,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "opt".into(),
         approximate: None,
+        mla: None,
         family: Family::Opt,
         vocab: cfg.u64_or("vocab_size", 50272)?,
         hidden,
@@ -738,6 +805,7 @@ fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "starcoder2".into(),
         approximate: None,
+        mla: None,
         family: Family::Starcoder2,
         vocab: cfg.u64_or("vocab_size", 49152)?,
         hidden,

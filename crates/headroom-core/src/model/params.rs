@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::spec::{Family, MlpKind, ModelSpec, NormKind};
+use super::spec::{Family, Mla, MlpKind, ModelSpec, NormKind};
 
 /// Where a parameter tensor lives, which decides how many copies exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -243,7 +243,9 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
         | Family::Glm4
         | Family::Cohere2 => {
             b.embedding("model.embed_tokens.weight", spec.vocab, h);
-            if spec.family == Family::Phi3 {
+            if let Some(m) = &spec.mla {
+                mla(&mut b, spec, m);
+            } else if spec.family == Family::Phi3 {
                 b.linear(
                     l,
                     "qkv_proj",
@@ -257,7 +259,18 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.linear(l, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
                 b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
             }
-            b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
+            b.linear(
+                l,
+                "o_proj",
+                "self_attn.o_proj",
+                spec.v_dim(),
+                h,
+                spec.o_bias,
+            );
+            if spec.is_gpt_oss() {
+                // One learned sink logit per head, joined to the scores before the softmax.
+                b.vector(l, "self_attn.sinks", spec.heads);
+            }
             let olmo = spec.family == Family::Olmo2;
             if spec.qk_norm {
                 // OLMo 2 normalizes the whole projection, the others each head.
@@ -311,8 +324,10 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
             b.linear(dense, "down_proj", "mlp.down_proj", f, h, spec.mlp_bias);
             if let Some(m) = &spec.moe {
                 let s = Scope::SparseLayer;
+                let oss = spec.is_gpt_oss();
+                let router = if oss { "mlp.router" } else { "mlp.gate" };
                 b.push(ParamTensor {
-                    name: "mlp.gate.weight".into(),
+                    name: format!("{router}.weight"),
                     d_in: h,
                     d_out: m.experts,
                     copies: 1,
@@ -321,11 +336,32 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                     quantizable: false,
                 });
                 b.experts("mlp", m.experts, h, m.expert_intermediate);
+                if oss {
+                    // GptOssTopKRouter has a bias, and every expert a bias on its fused
+                    // gate_up output and on its down projection.
+                    b.vector(s, "mlp.router.bias", m.experts);
+                    for (name, len) in [
+                        ("mlp.experts.gate_up_proj_bias", 2 * m.expert_intermediate),
+                        ("mlp.experts.down_proj_bias", h),
+                    ] {
+                        b.push(ParamTensor {
+                            name: name.into(),
+                            d_in: 1,
+                            d_out: len,
+                            copies: m.experts,
+                            scope: s,
+                            linear: None,
+                            quantizable: false,
+                        });
+                    }
+                }
                 if m.shared_intermediate > 0 {
                     let si = m.shared_intermediate;
-                    b.linear(s, "gate_proj", "mlp.shared_expert.gate_proj", h, si, false);
-                    b.linear(s, "up_proj", "mlp.shared_expert.up_proj", h, si, false);
-                    b.linear(s, "down_proj", "mlp.shared_expert.down_proj", si, h, false);
+                    // Only DeepSeek-V2's shared experts read `mlp_bias` (false for the others).
+                    let bias = spec.mlp_bias;
+                    b.linear(s, "gate_proj", "mlp.shared_expert.gate_proj", h, si, bias);
+                    b.linear(s, "up_proj", "mlp.shared_expert.up_proj", h, si, bias);
+                    b.linear(s, "down_proj", "mlp.shared_expert.down_proj", si, h, bias);
                 }
                 if m.shared_gate {
                     b.push(ParamTensor {
@@ -458,6 +494,46 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
         dense_layers: spec.layers - sparse,
         sparse_layers: sparse,
     }
+}
+
+/// Multi-head latent attention's projections (`DeepseekV3Attention`): q through q_a_proj, its
+/// RMSNorm and q_b_proj (or one q_proj when `q_lora_rank` is null); k and v through one
+/// compressed latent plus the shared rotated k (`kv_a_proj_with_mqa`), its RMSNorm and
+/// `kv_b_proj`. `attention_bias` puts biases on q_a_proj and kv_a_proj_with_mqa (and o_proj),
+/// never on the projections up to the heads.
+fn mla(b: &mut Builder, spec: &ModelSpec, m: &Mla) {
+    let (l, h) = (Scope::Layer, spec.hidden);
+    let bias = spec.qkv_bias;
+    if m.q_lora_rank > 0 {
+        let r = m.q_lora_rank;
+        b.linear(l, "q_a_proj", "self_attn.q_a_proj", h, r, bias);
+        b.norm(l, "self_attn.q_a_layernorm", r, NormKind::RmsNorm);
+        b.linear(l, "q_b_proj", "self_attn.q_b_proj", r, spec.q_dim(), false);
+    } else {
+        b.linear(l, "q_proj", "self_attn.q_proj", h, spec.q_dim(), false);
+    }
+    b.linear(
+        l,
+        "kv_a_proj_with_mqa",
+        "self_attn.kv_a_proj_with_mqa",
+        h,
+        m.kv_lora_rank + m.qk_rope_head_dim,
+        bias,
+    );
+    b.norm(
+        l,
+        "self_attn.kv_a_layernorm",
+        m.kv_lora_rank,
+        NormKind::RmsNorm,
+    );
+    b.linear(
+        l,
+        "kv_b_proj",
+        "self_attn.kv_b_proj",
+        m.kv_lora_rank,
+        spec.heads * (m.qk_nope_head_dim + m.v_head_dim),
+        false,
+    );
 }
 
 /// The MLP kind check used by the activation formulas (kept here so both read one place).

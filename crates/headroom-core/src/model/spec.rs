@@ -80,6 +80,22 @@ pub struct Moe {
     pub sparse_layers: u64,
 }
 
+/// Multi-head latent attention (DeepSeek-V2/V3's `DeepseekV3Attention`): q through a low-rank
+/// pair with a norm between (or one q_proj), k and v from one compressed latent
+/// (`kv_a_proj_with_mqa` -> `kv_a_layernorm` -> `kv_b_proj`) plus a RoPE part shared by all
+/// heads. The spec's `head_dim` is the q/k head width (`qk_nope_head_dim + qk_rope_head_dim`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mla {
+    /// `q_lora_rank`; 0 where it is null (one q_proj of hidden x heads x q/k head width).
+    pub q_lora_rank: u64,
+    pub kv_lora_rank: u64,
+    /// The part of each q/k head without RoPE (`qk_nope_head_dim`).
+    pub qk_nope_head_dim: u64,
+    /// The rotated part of each q/k head, whose k is shared by all heads (`qk_rope_head_dim`).
+    pub qk_rope_head_dim: u64,
+    pub v_head_dim: u64,
+}
+
 /// Dropout probabilities the model applies in training (0 where a family has none).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Dropout {
@@ -127,6 +143,9 @@ pub struct ModelSpec {
     pub max_positions: u64,
     /// Sliding-window attention size, if the model uses one.
     pub sliding_window: Option<u64>,
+    /// Multi-head latent attention's dimensions (DeepSeek-V2/V3), None for every other layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<Mla>,
     /// Why the layout is approximate, when it is: a `model_type` the core does not model
     /// (estimated as the closest known layout) or a model given only by its size. Shown as a
     /// warning; the estimate's parameter count is then not exact.
@@ -141,21 +160,44 @@ impl ModelSpec {
     }
 
     /// Width of the RoPE tables: GLM-4 (and its MoE) rotates half of each head (the configs'
-    /// `partial_rotary_factor`, 0.5 in every released GLM-4), the others all of it.
+    /// `partial_rotary_factor`, 0.5 in every released GLM-4); gpt-oss rotates all of it from
+    /// tables of half the width (its `_apply_rotary_emb` multiplies each half by the same
+    /// cos and sin); multi-head latent attention rotates `qk_rope_head_dim` of each head; the
+    /// others all of it. Below `head_dim`, q comes out of a `torch.cat` (heads-first layout).
     pub fn rotary_dim(&self) -> u64 {
-        if self.family == Family::Glm4 || self.model_type == "glm4_moe" {
+        if let Some(m) = &self.mla {
+            m.qk_rope_head_dim
+        } else if self.family == Family::Glm4
+            || matches!(self.model_type.as_str(), "glm4_moe" | "gpt_oss")
+        {
             self.head_dim / 2
         } else {
             self.head_dim
         }
     }
 
+    /// gpt-oss's layout: a learned sink logit per head in every attention (`self_attn.sinks`,
+    /// joined to the scores before the softmax), a router with a bias, experts with biases and
+    /// a clamped SwiGLU.
+    pub fn is_gpt_oss(&self) -> bool {
+        self.model_type == "gpt_oss"
+    }
+
+    /// Width of all value heads together, the attention output projection's input: the q/k
+    /// width but for multi-head latent attention, whose value heads are `v_head_dim` wide.
+    pub fn v_dim(&self) -> u64 {
+        match &self.mla {
+            Some(m) => self.heads * m.v_head_dim,
+            None => self.q_dim(),
+        }
+    }
+
     /// Masks transformers builds for eager attention: one per kind of layer, so two where
-    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2).
+    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss).
     pub fn attention_masks(&self) -> u64 {
         let mixed = matches!(
             self.model_type.as_str(),
-            "gemma2" | "gemma3_text" | "olmo3" | "cohere2"
+            "gemma2" | "gemma3_text" | "olmo3" | "cohere2" | "gpt_oss"
         );
         if mixed && self.sliding_window.is_some() {
             2
