@@ -29,6 +29,7 @@ import types
 import typing
 
 import pytest
+import torch
 import transformers
 import yaml
 from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
@@ -434,6 +435,11 @@ DRY_CASES = {
     "zero3-offload-8xa100": ["--model", "llama-3.1-8b", "--gpu", "a100-sxm4-40gb", "--gpus", "8", "--dp", "zero3",
                              "--opt-offload", "cpu", "--param-offload", "cpu", "--precision", "amp-bf16", *KEEP],
     "zero3-4xa10g": ["--named", "ex3-llama-3.2-1b-4xa10g-zero3", *KEEP],
+    # fp8 (torchao): only the FSDP2 script writes it; tensorwise with FSDP2's fp8 all-gather, and
+    # rowwise on one GPU.
+    "fp8-fsdp2-8xh100": ["--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--gpus", "8", "--dp", "fsdp",
+                         "--fp8", "tensorwise", "--ckpt", "full", *KEEP],
+    "fp8-rowwise-1xh100": ["--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--fp8", "rowwise", *KEEP],
 }
 
 
@@ -550,6 +556,25 @@ def test_fsdp2_script_dry_run(case, tmp_path):
         assert rep["autocast"] == sc["precision"].startswith("Amp")
     if rep["optimizer"] is not None:
         assert rep["optimizer"] in {"AdamW", "SGD", "Adafactor"}, rep["optimizer"]
+    check_fp8(rep, sc, best["link"], config)
+
+
+def check_fp8(rep, sc, link, config):
+    """fp8 plans: torchao converted the Linears the estimate says it converts (its share of the
+    decoder layers' Linear weights, printed to 0.1%), and nothing without fp8."""
+    if sc.get("fp8", "Off") == "Off":
+        assert "fp8_linear_params" not in rep
+        return
+    est = json.loads(subprocess.run([BIN, "estimate", "--link", link, "--format", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    share = float(re.search(r"fp8 for ([\d.]+)% of the decoder layers' Linear weights", est["fp8"]).group(1))
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.from_pretrained(str(config)))
+    decoder = sum(m.weight.numel() for n, m in model.named_modules()
+                  if isinstance(m, torch.nn.Linear) and not n.endswith("lm_head"))
+    assert rep["fp8_linear_params"] > 0
+    assert round(100 * rep["fp8_linear_params"] / decoder, 1) == share, (rep["fp8_linear_params"], decoder, share)
 
 
 class DataParallelMpu:

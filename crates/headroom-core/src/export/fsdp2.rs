@@ -103,6 +103,7 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
     }
     if fsdp {
         t.push_str("# Every rank builds the model on the meta device (no host memory for weights); after\n# sharding, rank 0 alone reads the checkpoint and broadcasts each rank its shards.\nmodel = build_model(on_meta=True)\n");
+        t.push_str(&fp8_code(scen));
         let mp = match param_dtype {
             Some(d) => format!("MixedPrecisionPolicy(param_dtype={d}, reduce_dtype=torch.float32)"),
             None => "MixedPrecisionPolicy()".into(),
@@ -131,7 +132,9 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
             if offload { "\"cpu\"" } else { "device" }
         ));
     } else {
-        t.push_str("# Each rank holds the whole model (DDP), loaded straight onto its GPU.\nif DRY_RUN:\n    model = build_model(on_meta=True)\nelse:\n    model = build_model(device_map={\"\": device})\n    if data_parallel > 1:  # one GPU: no DDP wrapper and no gradient buckets, as estimated\n        model = DistributedDataParallel(model, device_ids=[local_rank])\n");
+        t.push_str("# Each rank holds the whole model (DDP), loaded straight onto its GPU.\nif DRY_RUN:\n    model = build_model(on_meta=True)\nelse:\n    model = build_model(device_map={\"\": device})\n");
+        t.push_str(&fp8_code(scen));
+        t.push_str("if not DRY_RUN and data_parallel > 1:  # one GPU: no DDP wrapper and no gradient buckets, as estimated\n    model = DistributedDataParallel(model, device_ids=[local_rank])\n");
     }
     let (opt_line, opt_import) = optimizer_line(scen.optimizer);
     t.push_str("params = [p for p in model.parameters() if p.requires_grad]\n");
@@ -170,10 +173,40 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
     t.push_str("        loss.backward()\n");
     t.push_str("    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n");
     t.push_str("    optimizer.step()\n    optimizer.zero_grad(set_to_none=True)\n");
+    if scen.fp8.fp8_all_gather() && fsdp {
+        t.push_str("    # fp8 all-gather: every converted weight's scale from one all-reduce of their maxima.\n    precompute_float8_dynamic_scale_for_fsdp(model)\n");
+    }
     if scen.precision == Precision::AmpFp16 {
         t.push_str("# fp16 autocast needs a loss scaler: torch.amp.GradScaler (ShardedGradScaler with FSDP).\n");
     }
     (t, notes)
+}
+
+/// torchao's float8 conversion, as `crate::fp8::converts` counts it: the decoder layers'
+/// `nn.Linear`s whose dimensions are multiples of 16, not the lm_head; with FSDP2, the
+/// tensorwise recipe gathers the converted weights in fp8. Empty without fp8.
+fn fp8_code(scen: &Scenario) -> String {
+    if !scen.fp8.is_on() {
+        return String::new();
+    }
+    let fsdp_gather = scen.fp8.fp8_all_gather() && scen.parallel.data == DataParallel::Fsdp;
+    let config = if fsdp_gather {
+        // The tensorwise recipe is torchao's default config.
+        "Float8LinearConfig(enable_fsdp_float8_all_gather=True)".to_string()
+    } else {
+        format!("Float8LinearConfig.from_recipe_name(\"{}\")", scen.fp8.id())
+    };
+    let mut t = format!(
+        "# fp8 matmuls (torchao float8, {} recipe), as estimated: the decoder layers' nn.Linears\n# whose dimensions are multiples of 16 (torch._scaled_mm's rule), not the lm_head.\nfrom torchao.float8 import Float8LinearConfig, convert_to_float8_training\n",
+        scen.fp8.id()
+    );
+    if fsdp_gather {
+        t.push_str("from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp\n");
+    }
+    t.push_str(&format!(
+        "\ndef fp8_filter(module, fqn):\n    return (not fqn.endswith(\"lm_head\") and module.in_features % 16 == 0\n            and module.out_features % 16 == 0)\n\n\nconvert_to_float8_training(model, config={config}, module_filter_fn=fp8_filter)\n"
+    ));
+    t
 }
 
 /// The dry run's report: what was built, per rank (FSDP2's local shards), then exit.
@@ -186,6 +219,9 @@ fn dry_run_report(scen: &Scenario, fsdp: bool) -> String {
         "False"
     });
     t.push_str(",\n    )\n");
+    if scen.fp8.is_on() {
+        t.push_str("    from torchao.float8.float8_linear import Float8Linear\n    report[\"fp8_linear_params\"] = sum(m.weight.numel() for m in model.modules()\n                                       if isinstance(m, Float8Linear))\n");
+    }
     if fsdp {
         t.push_str("    report[\"fsdp_units\"] = sum(1 for m in model.modules() if isinstance(m, FSDPModule))\n    report[\"mp_param_dtype\"] = str(kwargs[\"mp_policy\"].param_dtype)\n    report[\"reshard_after_forward\"] = kwargs[\"reshard_after_forward\"]\n    report[\"offload\"] = type(kwargs.get(\"offload_policy\")).__name__\n");
     }

@@ -11,7 +11,8 @@ use super::Target;
 /// offload only at stage 3, `offload_param` in DeepSpeed's config docs); FSDP2's
 /// `CPUOffloadPolicy` offloads parameters, gradients and optimizer states together, to the CPU
 /// only; the Trainer, accelerate and torchrun (HF example scripts) run DDP, FSDP2 or DeepSpeed;
-/// none of them has tensor or pipeline parallelism or selective recompute (Megatron-LM's).
+/// none of them has tensor or pipeline parallelism or selective recompute (Megatron-LM's); fp8
+/// (torchao) only the FSDP2 script writes.
 pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
     if target == Target::Env {
         return None;
@@ -57,6 +58,14 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
         (p.offload_params != Offload::None || p.offload_optimizer != Offload::None)
             .then(|| "DDP has no offload; the plan's offload needs DeepSpeed ZeRO".into())
     };
+    if scen.fp8.is_on() && target != Target::Fsdp2 {
+        return Some(format!(
+            "fp8 ({}) is written only by the FSDP2 script (torchao's convert_to_float8_training): \
+             TrainingArguments has no fp8 setting, and DeepSpeed's fp8 is Transformer Engine's, \
+             another recipe",
+            scen.fp8.id()
+        ));
+    }
     match target {
         Target::Env => None,
         Target::DeepSpeed => match p.data {
