@@ -68,6 +68,13 @@ fi
 req=tests/reference/requirements.txt
 want_torch=$(sed -n 's/^torch==//p' "$req")
 want_tf=$(sed -n 's/^transformers==//p' "$req")
+venv_ok() {
+  [ -x .venv/bin/python ] && .venv/bin/python - "$want_torch" "$want_tf" <<'PY' 2>/dev/null
+import sys, torch, transformers, pytest
+assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
+assert transformers.__version__ == sys.argv[2], transformers.__version__
+PY
+}
 # The small packages (accelerate, peft, deepspeed, ...): every pin but torch and transformers.
 small_pins() { grep -E '^[A-Za-z0-9_.-]+==' "$req" | grep -v -E '^(torch|transformers)=='; }
 # accelerate, peft and deepspeed are small: when torch and transformers are right, a missing or
