@@ -343,6 +343,9 @@ async fn a_hostile_calibration_file_renders_as_text() {
     let div = root();
     yew::Renderer::<Report>::with_root_and_props(div.clone(), ReportProps { view: v }).render();
     settle().await;
+    // The chart is drawn once its box is laid out: wait for it (on a loaded machine one settle
+    // is not always enough), then check that it is the only image.
+    chart_svg(&div, "#chart-efficiency img").await;
     // The only image is the chart's, an SVG data URL (an image runs nothing).
     let imgs = div.query_selector_all("img").expect("images");
     for i in 0..imgs.length() {
