@@ -429,6 +429,27 @@ pub static GROUPS: &[Group] = &[
                 shown: always,
             },
             Field {
+                key: "node",
+                label: "GPUs per node",
+                help: "Per-node host RAM, the launch command's node count, and which collectives cross nodes. 0: 8.",
+                control: INT,
+                shown: always,
+            },
+            Field {
+                key: "ib",
+                label: "Inter-node GB/s per GPU",
+                help: "Each GPU's network bandwidth per direction for the time model. 0: 50 (one 400 Gb/s NIC per GPU).",
+                control: INT,
+                shown: always,
+            },
+            Field {
+                key: "eff",
+                label: "Framework efficiency (%)",
+                help: "Share of the matmul peak the framework reaches, for the time model. 0: the fitted 68%.",
+                control: INT,
+                shown: always,
+            },
+            Field {
                 key: "margin",
                 label: "Safety margin (% of GPU memory)",
                 help: "Kept free: it fits only with this much to spare (verdict, fit search, planner).",

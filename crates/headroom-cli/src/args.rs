@@ -272,6 +272,24 @@ pub const FLAGS: &[Flag] = &[
         "graphs",
         "CUDA graphs on (torch.compile mode=\"reduce-overhead\").",
     ),
+    renamed(
+        "node",
+        "gpus-per-node",
+        "node",
+        "GPUs per node for per-node host RAM, launch commands and the time model (0: 8).",
+    ),
+    renamed(
+        "ib",
+        "internode-gbs",
+        "ib",
+        "Inter-node bandwidth per GPU and direction in GB/s for the time model (0: 50).",
+    ),
+    renamed(
+        "eff",
+        "efficiency",
+        "eff",
+        "The time model's framework efficiency in percent (0: the fitted 68).",
+    ),
     flag(
         "host_ram",
         "host-ram",

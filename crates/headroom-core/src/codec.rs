@@ -214,6 +214,9 @@ pub const FIELDS: &[Field] = &[
     switch!("graphs", runtime.cuda_graphs),
     number!("margin", runtime.margin),
     number!("host_ram", runtime.host_ram),
+    number!("node", runtime.gpus_per_node),
+    number!("ib", runtime.internode_gbs),
+    number!("eff", runtime.efficiency),
 ];
 
 /// Query keys in the order they are written (the keys of [`FIELDS`]).

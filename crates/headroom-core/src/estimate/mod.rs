@@ -82,7 +82,7 @@ fn host_warning(v: &Verdict, scen: &Scenario) -> Option<String> {
             "Offloading pins {} of host RAM per node ({} GPUs on a node): set host_ram (GiB per \
              node) to check it.",
             crate::format::bytes(v.host_per_node),
-            scen.gpus.min(crate::scenario::GPUS_PER_NODE)
+            scen.gpus.min(scen.runtime.gpus_per_node())
         )
     })
 }

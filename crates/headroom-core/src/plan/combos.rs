@@ -2,7 +2,6 @@
 //! micro-batches and its speed bound.
 
 use crate::scenario::{Checkpointing, DataParallel, MAX_GRAD_ACCUM, Offload, Precision, Scenario};
-use crate::time::TimeAssumptions;
 
 use super::batch::with_batch;
 use super::eval::Ctx;
@@ -44,7 +43,7 @@ pub(super) fn combos(
 ) -> Vec<Combo> {
     let mut out = Vec::new();
     let pp = base.parallel.pipeline.max(1);
-    let node = TimeAssumptions::default().gpus_per_node;
+    let node = base.runtime.gpus_per_node();
     let mut precisions = vec![base.precision];
     if base.precision == Precision::Fp32 && !keep.precision {
         // Autocast keeps fp32 weights and states: the same training, in half the activations.
