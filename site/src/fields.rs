@@ -122,6 +122,9 @@ fn precision_options(_: &Scenario) -> Vec<(String, String)> {
 fn fp8_options(_: &Scenario) -> Vec<(String, String)> {
     options(Fp8Recipe::ALL, Fp8Recipe::id, Fp8Recipe::label)
 }
+fn is_moe(s: &Scenario) -> bool {
+    headroom_core::estimate::resolve_model(s).is_ok_and(|(_, spec)| spec.moe.is_some())
+}
 fn is_full(s: &Scenario) -> bool {
     s.method == Method::Full
 }
@@ -364,6 +367,17 @@ pub static GROUPS: &[Group] = &[
                     step: 1.0,
                 },
                 shown: always,
+            },
+            Field {
+                key: "ep",
+                label: "Expert parallel (MoE)",
+                help: "Each MoE layer's experts split over this many data-parallel ranks; tokens move by all-to-all.",
+                control: Control::Number {
+                    min: 1.0,
+                    max: 1024.0,
+                    step: 1.0,
+                },
+                shown: is_moe,
             },
             Field {
                 key: "sp",

@@ -238,6 +238,11 @@ pub const FLAGS: &[Flag] = &[
     flag("tp", "tp", "Tensor-parallel degree."),
     flag("pp", "pp", "Pipeline-parallel degree."),
     flag("sp", "sp", "Sequence parallelism (with tp > 1)."),
+    flag(
+        "ep",
+        "ep",
+        "Expert-parallel degree (MoE models): experts split over this many data-parallel ranks.",
+    ),
     renamed(
         "opt_offload",
         "offload-optimizer",

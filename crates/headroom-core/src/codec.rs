@@ -205,6 +205,7 @@ pub const FIELDS: &[Field] = &[
     choice!("dp", DataParallel, parallel.data),
     number!("tp", parallel.tensor),
     number!("pp", parallel.pipeline),
+    number!("ep", parallel.expert),
     switch!("sp", parallel.sequence),
     choice!("opt_offload", Offload, parallel.offload_optimizer),
     choice!("param_offload", Offload, parallel.offload_params),

@@ -362,6 +362,15 @@ pub struct Parallel {
     /// bf16): the master copy, the gradient partition and the optimizer states in bf16.
     #[serde(default)]
     pub ds_bf16_states: bool,
+    /// Expert parallelism: each MoE layer's experts split over this many data-parallel ranks,
+    /// tokens exchanged by all-to-all (torchtitan's expert_parallel_degree, Megatron-LM's
+    /// --expert-model-parallel-size). 1: every rank holds every expert.
+    #[serde(default = "one")]
+    pub expert: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Runtime and allocator settings.
@@ -487,6 +496,7 @@ impl Default for Scenario {
                 offload_params: Offload::None,
                 grad_bucket_view: false,
                 ds_bf16_states: false,
+                expert: 1,
             },
             runtime: Runtime {
                 expandable_segments: false,
@@ -535,6 +545,7 @@ impl Scenario {
             range("eff", self.runtime.efficiency, 5, 100)?;
         }
         range("pp", self.parallel.pipeline, 1, 1024)?;
+        range("ep", self.parallel.expert, 1, 1024)?;
         if self.method != Method::Full {
             range("rank", self.lora.rank, 1, MAX_LORA_RANK)?;
         }
@@ -545,6 +556,17 @@ impl Scenario {
                 format!(
                     "must be a multiple of tp x pp = {model_parallel}, found {}",
                     self.gpus
+                ),
+            ));
+        }
+        if !self.data_parallel().is_multiple_of(self.parallel.expert) {
+            return Err(ScenarioError::invalid(
+                "ep",
+                format!(
+                    "expert parallelism splits the experts over data-parallel ranks: ep must \
+                     divide the data-parallel degree {} (gpus / (tp x pp)), found {}",
+                    self.data_parallel(),
+                    self.parallel.expert
                 ),
             ));
         }

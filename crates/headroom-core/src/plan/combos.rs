@@ -79,6 +79,19 @@ pub(super) fn combos(
             continue;
         }
         let per = global_batch / d;
+        // Expert parallelism for MoE models: degrees that divide the data-parallel ranks and
+        // the experts (the scenario's own when the user keeps the model-parallel layout).
+        let experts = ctx.spec.moe.as_ref().map_or(0, |m| m.experts);
+        let eps: Vec<u32> = if experts == 0 {
+            vec![1]
+        } else if keep.tp {
+            vec![bp.expert]
+        } else {
+            [1u32, 2, 4, 8]
+                .into_iter()
+                .filter(|&e| d.is_multiple_of(u64::from(e)) && experts.is_multiple_of(u64::from(e)))
+                .collect()
+        };
         let micro_batches: Vec<u32> = if keep.batch {
             [base.micro_batch as u64]
                 .into_iter()
@@ -123,7 +136,7 @@ pub(super) fn combos(
                     if !own && oo != Offload::None && base.optimizer.is_bitsandbytes() {
                         continue;
                     }
-                    for &ck in &ckpts {
+                    for (&ck, &ep) in ckpts.iter().flat_map(|c| eps.iter().map(move |e| (c, e))) {
                         for &loss in &losses {
                             for &act in &acts {
                                 if act && ck != Checkpointing::None && !keep.act_offload {
@@ -140,6 +153,7 @@ pub(super) fn combos(
                                         sequence: if keep.tp { bp.sequence } else { tp > 1 },
                                         offload_optimizer: oo,
                                         offload_params: op,
+                                        expert: ep,
                                         ..base.parallel
                                     },
                                     ..base.clone()
