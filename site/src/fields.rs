@@ -122,6 +122,9 @@ fn precision_options(_: &Scenario) -> Vec<(String, String)> {
 fn fp8_options(_: &Scenario) -> Vec<(String, String)> {
     options(Fp8Recipe::ALL, Fp8Recipe::id, Fp8Recipe::label)
 }
+fn is_moe(s: &Scenario) -> bool {
+    headroom_core::estimate::resolve_model(s).is_ok_and(|(_, spec)| spec.moe.is_some())
+}
 fn is_full(s: &Scenario) -> bool {
     s.method == Method::Full
 }
@@ -366,6 +369,17 @@ pub static GROUPS: &[Group] = &[
                 shown: always,
             },
             Field {
+                key: "ep",
+                label: "Expert parallel (MoE)",
+                help: "Each MoE layer's experts split over this many data-parallel ranks; tokens move by all-to-all.",
+                control: Control::Number {
+                    min: 1.0,
+                    max: 1024.0,
+                    step: 1.0,
+                },
+                shown: is_moe,
+            },
+            Field {
                 key: "sp",
                 label: "Sequence parallelism (with TP)",
                 help: "Shards norms' and dropouts' activations along the sequence.",
@@ -425,6 +439,27 @@ pub static GROUPS: &[Group] = &[
                 key: "host_ram",
                 label: "Host RAM per node (GiB)",
                 help: "Checked against what offloading pins on the CPU side; 0 leaves it unchecked.",
+                control: INT,
+                shown: always,
+            },
+            Field {
+                key: "node",
+                label: "GPUs per node",
+                help: "Per-node host RAM, the launch command's node count, and which collectives cross nodes. 0: 8.",
+                control: INT,
+                shown: always,
+            },
+            Field {
+                key: "ib",
+                label: "Inter-node GB/s per GPU",
+                help: "Each GPU's network bandwidth per direction for the time model. 0: 50 (one 400 Gb/s NIC per GPU).",
+                control: INT,
+                shown: always,
+            },
+            Field {
+                key: "eff",
+                label: "Framework efficiency (%)",
+                help: "Share of the matmul peak the framework reaches, for the time model. 0: the fitted 68%.",
                 control: INT,
                 shown: always,
             },

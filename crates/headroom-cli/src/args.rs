@@ -238,6 +238,11 @@ pub const FLAGS: &[Flag] = &[
     flag("tp", "tp", "Tensor-parallel degree."),
     flag("pp", "pp", "Pipeline-parallel degree."),
     flag("sp", "sp", "Sequence parallelism (with tp > 1)."),
+    flag(
+        "ep",
+        "ep",
+        "Expert-parallel degree (MoE models): experts split over this many data-parallel ranks.",
+    ),
     renamed(
         "opt_offload",
         "offload-optimizer",
@@ -271,6 +276,24 @@ pub const FLAGS: &[Flag] = &[
         "cuda-graphs",
         "graphs",
         "CUDA graphs on (torch.compile mode=\"reduce-overhead\").",
+    ),
+    renamed(
+        "node",
+        "gpus-per-node",
+        "node",
+        "GPUs per node for per-node host RAM, launch commands and the time model (0: 8).",
+    ),
+    renamed(
+        "ib",
+        "internode-gbs",
+        "ib",
+        "Inter-node bandwidth per GPU and direction in GB/s for the time model (0: 50).",
+    ),
+    renamed(
+        "eff",
+        "efficiency",
+        "eff",
+        "The time model's framework efficiency in percent (0: the fitted 68).",
     ),
     flag(
         "host_ram",

@@ -8,7 +8,7 @@ use headroom_core::estimate::Estimate;
 use headroom_core::fit::Fit;
 use headroom_core::format::{bytes, count, signed_bytes};
 use headroom_core::strategies::Strategy;
-use headroom_core::time::{StepTime, TimeAssumptions};
+use headroom_core::time::StepTime;
 use serde_json::{Value, json};
 
 /// The `estimate --format json` document (documented in README.md, "JSON output").
@@ -50,13 +50,13 @@ fn speed_json(t: &StepTime) -> Value {
         "tokens_per_step": t.tokens_per_step,
         "mfu": t.mfu,
         "confidence": t.confidence,
-        "assumptions": TimeAssumptions::default(),
+        "assumptions": t.assumptions,
     })
 }
 
 /// One line on the speed, with what it assumes.
 pub fn speed_line(t: &StepTime) -> String {
-    let a = TimeAssumptions::default();
+    let a = &t.assumptions;
     format!(
         "speed (time model, {}): {:.0} tokens/s ({:.0} per GPU), {:.3} s per step of {} tokens, MFU {:.1}%; assumed: framework efficiency {}, {} GPUs per node, {} GB/s between nodes",
         match t.confidence {

@@ -205,6 +205,7 @@ pub const FIELDS: &[Field] = &[
     choice!("dp", DataParallel, parallel.data),
     number!("tp", parallel.tensor),
     number!("pp", parallel.pipeline),
+    number!("ep", parallel.expert),
     switch!("sp", parallel.sequence),
     choice!("opt_offload", Offload, parallel.offload_optimizer),
     choice!("param_offload", Offload, parallel.offload_params),
@@ -214,6 +215,9 @@ pub const FIELDS: &[Field] = &[
     switch!("graphs", runtime.cuda_graphs),
     number!("margin", runtime.margin),
     number!("host_ram", runtime.host_ram),
+    number!("node", runtime.gpus_per_node),
+    number!("ib", runtime.internode_gbs),
+    number!("eff", runtime.efficiency),
 ];
 
 /// Query keys in the order they are written (the keys of [`FIELDS`]).

@@ -362,6 +362,15 @@ pub struct Parallel {
     /// bf16): the master copy, the gradient partition and the optimizer states in bf16.
     #[serde(default)]
     pub ds_bf16_states: bool,
+    /// Expert parallelism: each MoE layer's experts split over this many data-parallel ranks,
+    /// tokens exchanged by all-to-all (torchtitan's expert_parallel_degree, Megatron-LM's
+    /// --expert-model-parallel-size). 1: every rank holds every expert.
+    #[serde(default = "one")]
+    pub expert: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Runtime and allocator settings.
@@ -379,12 +388,42 @@ pub struct Runtime {
     /// unchecked. 0 to [`MAX_HOST_RAM_GIB`].
     #[serde(default)]
     pub host_ram: u32,
+    /// GPUs per server (node), for per-node host RAM, the launch command's node count and the
+    /// time model's links; 0: [`GPUS_PER_NODE`]. 0 to [`MAX_GPUS_PER_NODE`].
+    #[serde(default)]
+    pub gpus_per_node: u32,
+    /// Inter-node bandwidth per GPU and direction in GB/s for the time model; 0: its default
+    /// (`time::TimeAssumptions`). 0 to [`MAX_INTERNODE_GBS`].
+    #[serde(default)]
+    pub internode_gbs: u32,
+    /// The time model's framework efficiency in percent; 0: the fitted default
+    /// (`time::DEFAULT_FRAMEWORK_EFFICIENCY`). 0 or 5 to 100.
+    #[serde(default)]
+    pub efficiency: u32,
 }
+
+impl Runtime {
+    /// GPUs per node: the scenario's, or [`GPUS_PER_NODE`].
+    pub fn gpus_per_node(&self) -> u32 {
+        if self.gpus_per_node == 0 {
+            GPUS_PER_NODE
+        } else {
+            self.gpus_per_node
+        }
+    }
+}
+
+/// The most GPUs one node can hold here (an NVL72 rack is one NVLink domain of 72).
+pub const MAX_GPUS_PER_NODE: u32 = 72;
+
+/// The fastest inter-node link per GPU and direction, GB/s (3.2 Tb/s, above any NIC today).
+pub const MAX_INTERNODE_GBS: u32 = 400;
 
 /// The largest host RAM per node, GiB (64 TiB: far above any server's).
 pub const MAX_HOST_RAM_GIB: u32 = 65536;
 
-/// GPUs on one node, for per-node figures (host RAM) and the time model's links.
+/// GPUs on one node by default, for per-node figures (host RAM) and the time model's links
+/// (eight per HGX/DGX server); `Runtime::gpus_per_node` is the scenario's.
 pub const GPUS_PER_NODE: u32 = 8;
 
 /// The largest safety margin, in percent of the GPU's memory.
@@ -457,12 +496,16 @@ impl Default for Scenario {
                 offload_params: Offload::None,
                 grad_bucket_view: false,
                 ds_bf16_states: false,
+                expert: 1,
             },
             runtime: Runtime {
                 expandable_segments: false,
                 cuda_graphs: false,
                 margin: 0,
                 host_ram: 0,
+                gpus_per_node: 0,
+                internode_gbs: 0,
+                efficiency: 0,
             },
         }
     }
@@ -496,7 +539,13 @@ impl Scenario {
         range("tp", self.parallel.tensor, 1, 1024)?;
         range("margin", self.runtime.margin, 0, MAX_MARGIN)?;
         range("host_ram", self.runtime.host_ram, 0, MAX_HOST_RAM_GIB)?;
+        range("node", self.runtime.gpus_per_node, 0, MAX_GPUS_PER_NODE)?;
+        range("ib", self.runtime.internode_gbs, 0, MAX_INTERNODE_GBS)?;
+        if self.runtime.efficiency != 0 {
+            range("eff", self.runtime.efficiency, 5, 100)?;
+        }
         range("pp", self.parallel.pipeline, 1, 1024)?;
+        range("ep", self.parallel.expert, 1, 1024)?;
         if self.method != Method::Full {
             range("rank", self.lora.rank, 1, MAX_LORA_RANK)?;
         }
@@ -507,6 +556,17 @@ impl Scenario {
                 format!(
                     "must be a multiple of tp x pp = {model_parallel}, found {}",
                     self.gpus
+                ),
+            ));
+        }
+        if !self.data_parallel().is_multiple_of(self.parallel.expert) {
+            return Err(ScenarioError::invalid(
+                "ep",
+                format!(
+                    "expert parallelism splits the experts over data-parallel ranks: ep must \
+                     divide the data-parallel degree {} (gpus / (tp x pp)), found {}",
+                    self.data_parallel(),
+                    self.parallel.expert
                 ),
             ));
         }

@@ -124,6 +124,8 @@ fn a_sweep_of_scenarios_never_panics_and_stays_coherent() {
         let e = match estimate(&scen) {
             // fp8 on a GPU without fp8 tensor cores is refused once the GPU is known.
             Err(err) if err.to_string().contains("no fp8 tensor cores") => continue,
+            // Expert parallelism on a model without (enough) experts, refused once it is known.
+            Err(err) if err.to_string().contains("`ep`") => continue,
             r => r.unwrap_or_else(|err| panic!("{pairs:?}: {err}")),
         };
         let b = &e.bytes;

@@ -129,9 +129,9 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
 
 /// The scenario's speed from the time model, with the assumptions it rests on.
 fn speed_line(t: &headroom_core::time::StepTime) -> String {
-    let a = headroom_core::time::TimeAssumptions::default();
+    let a = &t.assumptions;
     format!(
-        "Speed (time model{}): {} tok/s, {:.2} s per optimizer step, MFU {:.0}%. Assumed: {:.0}% of the GPU's matmul peak reached by the framework, {} GPUs per node, {:.0} GB/s between nodes.",
+        "Speed (time model{}): {} tok/s, {:.2} s per optimizer step, MFU {:.0}%. Assumed: {:.0}% of the GPU's matmul peak reached by the framework, {} GPUs per node, {:.0} GB/s between nodes (Advanced overheads sets them).",
         if t.confidence == headroom_core::estimate::Confidence::Calibrated {
             ", calibrated"
         } else {

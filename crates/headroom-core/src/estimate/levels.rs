@@ -158,7 +158,7 @@ pub(super) fn verdict(gpu: &Gpu, peak: &Peaks, scen: &Scenario, host_per_gpu: u6
     let margin = capacity / 100 * u64::from(scen.runtime.margin);
     let headroom_percent = (headroom as f64 / capacity as f64 * 1000.0).round() / 10.0;
     let host_per_node =
-        host_per_gpu.saturating_mul(u64::from(scen.gpus.min(crate::scenario::GPUS_PER_NODE)));
+        host_per_gpu.saturating_mul(u64::from(scen.gpus.min(scen.runtime.gpus_per_node())));
     let host_ram = u64::from(scen.runtime.host_ram) << 30;
     let host_fits = host_ram == 0 || host_per_node <= host_ram;
     let fits = headroom >= margin as i64 && host_fits;

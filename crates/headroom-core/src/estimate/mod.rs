@@ -82,7 +82,7 @@ fn host_warning(v: &Verdict, scen: &Scenario) -> Option<String> {
             "Offloading pins {} of host RAM per node ({} GPUs on a node): set host_ram (GiB per \
              node) to check it.",
             crate::format::bytes(v.host_per_node),
-            scen.gpus.min(crate::scenario::GPUS_PER_NODE)
+            scen.gpus.min(scen.runtime.gpus_per_node())
         )
     })
 }
@@ -145,6 +145,7 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     }
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     check_fp8(gpu, scen)?;
+    check_expert_parallel(&spec, scen)?;
     crate::bounds::check_scale(&spec, gpu, scen)?;
     Ok(Resolved {
         name,
@@ -168,6 +169,28 @@ pub fn check_fp8(gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
         ));
     }
     Ok(())
+}
+
+/// Expert parallelism needs experts to split: a MoE model whose expert count `ep` divides.
+pub fn check_expert_parallel(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
+    let ep = u64::from(scen.parallel.expert);
+    if ep <= 1 {
+        return Ok(());
+    }
+    match &spec.moe {
+        None => Err(ScenarioError::invalid(
+            "ep",
+            "expert parallelism splits a MoE model's experts; this model has none (ep must be 1)",
+        )),
+        Some(m) if !m.experts.is_multiple_of(ep) => Err(ScenarioError::invalid(
+            "ep",
+            format!(
+                "ep must divide the model's {} experts per layer, found {ep}",
+                m.experts
+            ),
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// Estimates a scenario with the built-in catalogs and the GPU's calibration.

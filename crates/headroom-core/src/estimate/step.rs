@@ -106,6 +106,14 @@ impl<'a> Step<'a> {
             .layer_forward
             .max(crate::fp8::forward_cast_bytes(&inv, scen, t, tp));
         let fp8_backward = crate::fp8::backward_cast_bytes(&inv, scen, t, tp);
+        // Expert parallelism: the all-to-all's receive buffer of the layer's top-k token
+        // copies, beside the local permuted copy (assumed: balanced routing).
+        if scen.parallel.expert > 1
+            && let Some(moe) = spec.moe.as_ref()
+        {
+            let received = t * moe.top_k * spec.hidden * compute.bytes();
+            tmp.layer_backward += received;
+        }
         let bwd = LayerBackward::new(spec, scen, &sh, &dense, st.autocast_cache_per_layer);
         // transformers' decoder models return a KV cache in training too (`use_cache` defaults
         // to True; `DynamicLayer.update` keeps the key/value tensors themselves). It lives as

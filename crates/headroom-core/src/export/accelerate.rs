@@ -13,7 +13,7 @@ use super::names::layer_class;
 pub(super) fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
     let mut notes = common_notes(scen);
     let p = &scen.parallel;
-    let nodes = nodes(scen.gpus);
+    let nodes = nodes(scen);
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
     t.push_str(&format!("# {}\n", super::checked_with_line()));
     t.push_str("compute_environment: LOCAL_MACHINE\n");

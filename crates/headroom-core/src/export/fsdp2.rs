@@ -60,7 +60,7 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
     if scen.precision == Precision::AmpFp16 {
         notes.push("fp16 autocast: add a gradient scaler (torch.amp.GradScaler, or ShardedGradScaler with FSDP)".into());
     }
-    let nodes = super::launch::nodes(scen.gpus);
+    let nodes = super::launch::nodes(scen);
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
     t.push_str(&format!("# {}\n", super::checked_with_line()));
     t.push_str(&format!(

@@ -6,13 +6,14 @@ use serde_json::Value;
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
 
-use super::GPUS_PER_NODE;
 use super::common::{comment_lines, common_notes, summary};
 use super::trainer::trainer_kwargs;
 
-pub(super) fn nodes(gpus: u32) -> u32 {
-    if gpus > GPUS_PER_NODE {
-        gpus.div_ceil(GPUS_PER_NODE)
+/// Nodes the plan's GPUs take, at the scenario's GPUs per node.
+pub(super) fn nodes(scen: &Scenario) -> u32 {
+    let per_node = scen.runtime.gpus_per_node();
+    if scen.gpus > per_node {
+        scen.gpus.div_ceil(per_node)
     } else {
         1
     }
@@ -52,12 +53,13 @@ pub(super) fn env_text(scen: &Scenario) -> String {
 
 pub(super) fn torchrun_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
     let mut notes = common_notes(scen);
-    let nodes = nodes(scen.gpus);
+    let nodes = nodes(scen);
     let per_node = scen.gpus / nodes;
     if per_node * nodes != scen.gpus {
         notes.push(format!(
-            "{} GPUs do not split evenly over {nodes} nodes of {GPUS_PER_NODE}: adjust --nnodes and --nproc_per_node",
-            scen.gpus
+            "{} GPUs do not split evenly over {nodes} nodes of {}: adjust --nnodes and --nproc_per_node",
+            scen.gpus,
+            scen.runtime.gpus_per_node()
         ));
     }
     let mut t = format!("# Headroom plan: {}\n", summary(scen));

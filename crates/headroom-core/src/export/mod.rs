@@ -111,9 +111,6 @@ pub struct Export {
     pub notes: Vec<String>,
 }
 
-// GPUs per node assumed by the launch commands (the time model's default: 8-GPU servers).
-use crate::scenario::GPUS_PER_NODE;
-
 /// The export of `scen` for `target`.
 pub fn export(spec: &ModelSpec, scen: &Scenario, target: Target) -> Export {
     let (text, notes) = match target {

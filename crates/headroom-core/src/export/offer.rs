@@ -32,6 +32,13 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
             target.file_name()
         ));
     }
+    if p.expert > 1 {
+        return Some(format!(
+            "expert parallelism {} is not a {} setting (torchtitan's expert_parallel_degree or Megatron-LM's --expert-model-parallel-size)",
+            p.expert,
+            target.file_name()
+        ));
+    }
     if scen.checkpointing == Checkpointing::Selective {
         return Some(
             "selective recompute (attention internals only) has no transformers switch (Megatron-LM: --recompute-granularity selective)".into(),

@@ -2,7 +2,6 @@
 //! micro-batches and its speed bound.
 
 use crate::scenario::{Checkpointing, DataParallel, MAX_GRAD_ACCUM, Offload, Precision, Scenario};
-use crate::time::TimeAssumptions;
 
 use super::batch::with_batch;
 use super::eval::Ctx;
@@ -44,7 +43,7 @@ pub(super) fn combos(
 ) -> Vec<Combo> {
     let mut out = Vec::new();
     let pp = base.parallel.pipeline.max(1);
-    let node = TimeAssumptions::default().gpus_per_node;
+    let node = base.runtime.gpus_per_node();
     let mut precisions = vec![base.precision];
     if base.precision == Precision::Fp32 && !keep.precision {
         // Autocast keeps fp32 weights and states: the same training, in half the activations.
@@ -80,6 +79,19 @@ pub(super) fn combos(
             continue;
         }
         let per = global_batch / d;
+        // Expert parallelism for MoE models: degrees that divide the data-parallel ranks and
+        // the experts (the scenario's own when the user keeps the model-parallel layout).
+        let experts = ctx.spec.moe.as_ref().map_or(0, |m| m.experts);
+        let eps: Vec<u32> = if experts == 0 {
+            vec![1]
+        } else if keep.tp {
+            vec![bp.expert]
+        } else {
+            [1u32, 2, 4, 8]
+                .into_iter()
+                .filter(|&e| d.is_multiple_of(u64::from(e)) && experts.is_multiple_of(u64::from(e)))
+                .collect()
+        };
         let micro_batches: Vec<u32> = if keep.batch {
             [base.micro_batch as u64]
                 .into_iter()
@@ -124,7 +136,7 @@ pub(super) fn combos(
                     if !own && oo != Offload::None && base.optimizer.is_bitsandbytes() {
                         continue;
                     }
-                    for &ck in &ckpts {
+                    for (&ck, &ep) in ckpts.iter().flat_map(|c| eps.iter().map(move |e| (c, e))) {
                         for &loss in &losses {
                             for &act in &acts {
                                 if act && ck != Checkpointing::None && !keep.act_offload {
@@ -141,6 +153,7 @@ pub(super) fn combos(
                                         sequence: if keep.tp { bp.sequence } else { tp > 1 },
                                         offload_optimizer: oo,
                                         offload_params: op,
+                                        expert: ep,
                                         ..base.parallel
                                     },
                                     ..base.clone()

@@ -69,7 +69,7 @@ impl Keep {
     pub fn allows(&self, field: &str) -> bool {
         !match field {
             "dp" => self.dp,
-            "tp" | "sp" => self.tp,
+            "tp" | "sp" | "ep" => self.tp,
             "opt_offload" | "param_offload" => self.offload,
             "ckpt" => self.ckpt,
             "batch" | "accum" => self.batch,

@@ -78,7 +78,13 @@ impl Facts<'_> {
     /// The largest decoder layer's parameters on this GPU (after TP): the unit ZeRO-3 and FSDP
     /// gather.
     fn largest_layer(&self) -> u64 {
-        self.inv.per_layer().div_ceil(self.place.tp)
+        let ep = self.place.ep;
+        if ep <= 1 {
+            return self.inv.per_layer().div_ceil(self.place.tp);
+        }
+        // Under EP a layer holds its experts' 1/ep share.
+        let experts = self.inv.per_layer_where(super::placement::is_expert);
+        (self.inv.per_layer() - experts + experts.div_ceil(ep)).div_ceil(self.place.tp)
     }
 }
 

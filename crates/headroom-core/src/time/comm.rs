@@ -58,6 +58,9 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
     if dp > 1 {
         data_parallel(cx, busy, terms);
     }
+    if cx.scen.parallel.expert > 1 {
+        expert_parallel(cx, terms);
+    }
     if tp > 1 {
         // Megatron: two all-reduces of b·s·h per layer in forward, two in backward (and two in
         // each recomputed forward); sequence parallelism swaps them for reduce-scatter +
@@ -164,5 +167,33 @@ fn data_parallel(cx: &Cx, busy: &Busy, terms: &mut Terms) {
             }
         ),
         "ring all-reduce 2(n−1)/n (Patarasuk & Yuan 2009); ZeRO 1/2 = DDP volume, ZeRO-3 = 1.5x (Rajbhandari et al. 2020 §7)",
+    );
+}
+
+/// Expert parallelism's all-to-alls: every MoE layer sends each token's top-k copies to the
+/// ranks holding their experts and brings the outputs back (dispatch and combine), in forward
+/// and again in backward, and twice more in a recomputed layer; a rank keeps 1/ep of the
+/// traffic local. On the critical path: the experts wait for their tokens.
+fn expert_parallel(cx: &Cx, terms: &mut Terms) {
+    let Some(moe) = cx.spec.moe.as_ref() else {
+        return;
+    };
+    let ep = u64::from(cx.scen.parallel.expert);
+    let sparse = moe.sparse_layers as f64 * cx.layers_local() / cx.layers;
+    let recomputed = sparse * cx.ck / cx.layers;
+    let count = (4.0 * sparse + 2.0 * recomputed) * cx.m;
+    let per = cx.b * cx.s * moe.top_k as f64 * cx.spec.hidden as f64 * cx.act_bytes;
+    let g = cx.link_gbs(ep * cx.tp);
+    let moved = per * count * (ep - 1) as f64 / ep as f64;
+    terms.comm(
+        "expert_parallel",
+        "expert parallel all-to-alls (dispatch and combine)",
+        (moved, moved / (g * 1e9)),
+        0.0,
+        format!(
+            "(4 per MoE layer + 2 per recomputed one) x b·s·k·h x (e−1)/e, e = {ep}, k = {}, at {g:.0} GB/s; on the critical path",
+            moe.top_k
+        ),
+        "GShard (Lepikhin et al. 2020) §2.2 all-to-all dispatch/combine; Megatron-LM MoE token dispatcher",
     );
 }

@@ -77,6 +77,29 @@ pub struct TimeAssumptions {
     pub framework_efficiency: f64,
 }
 
+impl TimeAssumptions {
+    /// The defaults with the scenario's own GPUs per node, inter-node bandwidth and framework
+    /// efficiency where it sets them (`Runtime`: 0 keeps a default).
+    pub fn for_scenario(scen: &Scenario) -> Self {
+        let r = &scen.runtime;
+        let d = TimeAssumptions::default();
+        TimeAssumptions {
+            gpus_per_node: r.gpus_per_node(),
+            internode_gbs: if r.internode_gbs == 0 {
+                d.internode_gbs
+            } else {
+                f64::from(r.internode_gbs)
+            },
+            framework_efficiency: if r.efficiency == 0 {
+                d.framework_efficiency
+            } else {
+                f64::from(r.efficiency) / 100.0
+            },
+            ..d
+        }
+    }
+}
+
 impl Default for TimeAssumptions {
     fn default() -> Self {
         TimeAssumptions {
@@ -150,6 +173,10 @@ pub struct StepTime {
     pub hfu: f64,
     /// The weakest confidence of the terms that matter (over 5% of the step).
     pub confidence: Confidence,
+    /// The assumptions it was timed with (the scenario's where it sets them), for surfaces
+    /// that name them.
+    #[serde(skip)]
+    pub assumptions: TimeAssumptions,
 }
 
 impl StepTime {
@@ -184,7 +211,13 @@ pub fn recomputed_layers(ckpt: Checkpointing, layers: u64) -> u64 {
 /// with other rates than those its memory was calibrated with.
 pub fn step_time(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> StepTime {
     let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
-    step_time_with(spec, gpu, scen, &rates, &TimeAssumptions::default())
+    step_time_with(
+        spec,
+        gpu,
+        scen,
+        &rates,
+        &TimeAssumptions::for_scenario(scen),
+    )
 }
 
 /// The step time of `scen` on `gpu` with measured `rates` and explicit assumptions.
@@ -207,7 +240,7 @@ pub(crate) fn step_time_prepared(
     parts: Prepared,
 ) -> StepTime {
     let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
-    let a = TimeAssumptions::default();
+    let a = TimeAssumptions::for_scenario(scen);
     terms_of(cx::Cx::with(spec, gpu, scen, &rates, &a, parts))
 }
 

@@ -51,5 +51,6 @@ pub(super) fn summary(cx: &Cx, terms: Vec<super::TimeTerm>) -> StepTime {
         hfu: hardware_flops / (step_seconds * peak_flops),
         confidence,
         terms,
+        assumptions: cx.a.clone(),
     }
 }
