@@ -234,14 +234,21 @@ pub fn Planner(props: &PlannerProps) -> Html {
             } else {
                 targets.first().copied().unwrap_or(Target::Env)
             };
+            // Targets refused for one reason are named together, the reason once.
             let refused: Vec<String> = pick
                 .map(|pl| {
-                    Target::ALL
-                        .iter()
-                        .filter_map(|t| {
-                            not_expressed(&pl.scenario, *t)
-                                .map(|why| format!("{}: {why}", t.file_name()))
-                        })
+                    let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
+                    for t in Target::ALL {
+                        if let Some(why) = not_expressed(&pl.scenario, t) {
+                            match by_reason.iter_mut().find(|(w, _)| *w == why) {
+                                Some((_, files)) => files.push(t.file_name()),
+                                None => by_reason.push((why, vec![t.file_name()])),
+                            }
+                        }
+                    }
+                    by_reason
+                        .into_iter()
+                        .map(|(why, files)| format!("{}: {why}", files.join(", ")))
                         .collect()
                 })
                 .unwrap_or_default();

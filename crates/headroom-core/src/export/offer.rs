@@ -20,23 +20,20 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
     let p = &scen.parallel;
     if p.tensor > 1 {
         return Some(format!(
-            "tensor parallelism {} is not a {} setting (Megatron-LM or torch.distributed.tensor.parallel)",
-            p.tensor,
-            target.file_name()
+            "tensor parallelism {} is not a setting of these files (Megatron-LM or torch.distributed.tensor.parallel)",
+            p.tensor
         ));
     }
     if p.pipeline > 1 {
         return Some(format!(
-            "pipeline parallelism {} is not a {} setting (Megatron-LM or torch.distributed.pipelining)",
-            p.pipeline,
-            target.file_name()
+            "pipeline parallelism {} is not a setting of these files (Megatron-LM or torch.distributed.pipelining)",
+            p.pipeline
         ));
     }
     if p.expert > 1 {
         return Some(format!(
-            "expert parallelism {} is not a {} setting (torchtitan's expert_parallel_degree or Megatron-LM's --expert-model-parallel-size)",
-            p.expert,
-            target.file_name()
+            "expert parallelism {} is not a setting of these files (torchtitan's expert_parallel_degree or Megatron-LM's --expert-model-parallel-size)",
+            p.expert
         ));
     }
     if scen.checkpointing == Checkpointing::Selective {
