@@ -22,7 +22,8 @@ impl Placement {
         let dense_local = (inv.dense_layers * layers_local).div_ceil(spec.layers);
         Placement {
             tp: scen.parallel.tensor as u64,
-            dp: scen.data_parallel().max(1) as u64,
+            // ZeRO and FSDP shard over data x context parallel ranks.
+            dp: scen.shard_ranks().max(1) as u64,
             layers_local,
             dense_local,
             sparse_local: layers_local - dense_local.min(layers_local),
