@@ -34,7 +34,7 @@ fn kv_widths(spec: &ModelSpec, tp: u64) -> (u64, u64) {
 
 /// Bytes of one ring chunk: the keys and values of `seq / cp` tokens of the micro-batch, in
 /// the compute dtype, as one rank sends them to the next.
-pub(crate) fn kv_chunk_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
+pub fn kv_chunk_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
     if scen.context() <= 1 {
         return 0;
     }
@@ -46,14 +46,14 @@ pub(crate) fn kv_chunk_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
 /// What the ring keeps during one layer's attention forward beyond the local keys and values:
 /// the chunk being attended to and the next one arriving (double buffering, two chunks in
 /// flight; assumed from `_templated_ring_attention`'s rotater, not measured).
-pub(crate) fn forward_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
+pub fn forward_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
     2 * kv_chunk_bytes(spec, scen)
 }
 
 /// What the ring keeps during one layer's attention backward: the two key/value chunks in
 /// flight again, and the gradients of the keys and values travelling the other way, two chunks
 /// accumulated in fp32 (assumed from `_templated_ring_attention_backward`, not measured).
-pub(crate) fn backward_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
+pub fn backward_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
     let chunk = kv_chunk_bytes(spec, scen);
     let half = scen.precision.compute_dtype().bytes().max(1);
     2 * chunk + 2 * chunk * 4 / half

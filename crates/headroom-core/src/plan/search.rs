@@ -124,8 +124,7 @@ fn same_plan(p: &Plan, q: &Plan) -> bool {
     // On one data-parallel GPU the ZeRO stage shards nothing: stages that differ only there
     // are one plan (the offload they enable is the same).
     let replicas = |x: &Plan| {
-        let s = &x.scenario;
-        s.gpus / (s.parallel.tensor * s.parallel.pipeline).max(1)
+        x.scenario.data_parallel()
     };
     let only_stage = replicas(p) == 1
         && replicas(q) == 1
