@@ -93,7 +93,10 @@ fn ring_chunks_in_flight() {
     let r = resolve(&s).expect("resolves");
     let chunk = 8192 * 2048 * 2;
     assert_eq!(headroom_core::context::kv_chunk_bytes(&r.spec, &s), chunk);
-    assert_eq!(headroom_core::context::forward_bytes(&r.spec, &s), 2 * chunk);
+    assert_eq!(
+        headroom_core::context::forward_bytes(&r.spec, &s),
+        2 * chunk
+    );
     assert_eq!(
         headroom_core::context::backward_bytes(&r.spec, &s),
         2 * chunk + 4 * chunk
@@ -161,11 +164,19 @@ fn refusals_name_the_field() {
     );
     invalid("gpus=4&cp=4&seq=4100", "seq", "multiple of 8");
     invalid("gpus=2&cp=2&attention=eager", "cp", "choose attention sdpa");
-    invalid("gpus=2&cp=2&attention=flash2", "cp", "choose attention sdpa");
+    invalid(
+        "gpus=2&cp=2&attention=flash2",
+        "cp",
+        "choose attention sdpa",
+    );
     invalid("gpus=2&cp=2&sdpa=math", "cp", "math kernel");
     invalid("cp=0", "cp", "from 1 to 1024");
     invalid("packing=1", "packing", "4D block-diagonal mask");
-    invalid("packing=1&attention=eager", "packing", "choose attention flash2");
+    invalid(
+        "packing=1&attention=eager",
+        "packing",
+        "choose attention flash2",
+    );
     invalid("packing=1&attention=flash2&doc_len=0", "doc_len", "from 1");
     // Gemma 2's sliding window (4096 tokens, config.json) has no ring version.
     refused(
@@ -242,7 +253,11 @@ fn strategy_table_offers_cp_for_long_sequences() {
         .find(|r| r.id == "context_parallel")
         .expect("offered");
     assert!(!row.changes_training);
-    assert!(row.link.contains("cp=2") && row.link.contains("accum=2"), "{}", row.link);
+    assert!(
+        row.link.contains("cp=2") && row.link.contains("accum=2"),
+        "{}",
+        row.link
+    );
     let short = analyze(&scen(&format!("{LONG}&gpus=8&seq=4096"))).unwrap();
     assert!(
         short

@@ -128,10 +128,9 @@ fn context_parallel(cx: &Cx, terms: &mut Terms) {
     // The attention compute each send hides behind: forward, backward and recomputed
     // attention of this GPU's tokens.
     let tf = &cx.tf;
-    let attention_flops = (tf.attention_forward * (1.0 + cx.ck / cx.layers)
-        + tf.attention_backward)
-        * cx.tokens
-        / cx.mp;
+    let attention_flops =
+        (tf.attention_forward * (1.0 + cx.ck / cx.layers) + tf.attention_backward) * cx.tokens
+            / cx.mp;
     let window = attention_flops / cx.rate;
     terms.comm(
         "context_parallel",
