@@ -145,7 +145,10 @@ fn packing_scales_attention_flops_by_doc_len_over_seq() {
         "backward too"
     );
     assert_eq!(f1.layer_matmul_forward, f0.layer_matmul_forward);
-    let (e0, e1) = (estimate(&plain).unwrap(), estimate(&packed).unwrap());
+    let (e0, e1) = (
+        estimate(&plain).expect("ok"),
+        estimate(&packed).expect("ok"),
+    );
     assert_eq!(e0.bytes, e1.bytes);
     assert!(e0.context.is_empty());
     assert!(e1.context.contains("memory unchanged"), "{}", e1.context);
@@ -195,14 +198,14 @@ fn links_carry_the_settings_only_when_set() {
     let s = scen("gpus=8&seq=32768&cp=4");
     let link = encode(&s);
     assert!(link.contains("cp=4"), "{link}");
-    assert_eq!(decode(&link).unwrap(), s);
+    assert_eq!(decode(&link).expect("ok"), s);
     let p = scen("attention=flash2&packing=1&doc_len=700");
     let link = encode(&p);
     assert!(
         link.contains("packing=1") && link.contains("doc_len=700"),
         "{link}"
     );
-    assert_eq!(decode(&link).unwrap(), p);
+    assert_eq!(decode(&link).expect("ok"), p);
     // doc_len alone (packing off) is not written.
     let off = scen("doc_len=700");
     assert!(!encode(&off).contains("doc_len"));
@@ -224,7 +227,7 @@ fn exports() {
     assert!(!targets.contains(&Target::Accelerate) && !targets.contains(&Target::Torchrun));
     let why = not_expressed(&p, Target::Accelerate).expect("refused");
     assert!(why.contains("DataCollatorWithFlattening"), "{why}");
-    let spec = resolve(&p).unwrap().spec;
+    let spec = resolve(&p).expect("ok").spec;
     for t in [Target::Trainer, Target::Fsdp2] {
         let text = export(&spec, &p, t).text;
         assert!(
@@ -244,11 +247,11 @@ fn exports() {
 /// the training); short ones are not.
 #[test]
 fn strategy_table_offers_cp_for_long_sequences() {
-    let a = analyze(&scen(&format!("{LONG}&gpus=8&seq=32768"))).unwrap();
+    let a = analyze(&scen(&format!("{LONG}&gpus=8&seq=32768"))).expect("ok");
     let row = a
         .strategies
         .as_ref()
-        .unwrap()
+        .expect("ok")
         .iter()
         .find(|r| r.id == "context_parallel")
         .expect("offered");
@@ -258,12 +261,26 @@ fn strategy_table_offers_cp_for_long_sequences() {
         "{}",
         row.link
     );
-    let short = analyze(&scen(&format!("{LONG}&gpus=8&seq=4096"))).unwrap();
+    let short = analyze(&scen(&format!("{LONG}&gpus=8&seq=4096"))).expect("ok");
     assert!(
         short
             .strategies
-            .unwrap()
+            .expect("ok")
             .iter()
             .all(|r| r.id != "context_parallel")
     );
+}
+
+/// What fits under context parallelism: the longest sequence is a whole number of the 2·cp
+/// load-balanced chunks, and cp = 4 fits a longer one than cp = 1 on the same GPUs.
+#[test]
+fn longest_sequence_counts_whole_chunks() {
+    let cp = analyze(&scen(&format!("{LONG}&gpus=8&seq=32768&cp=4"))).expect("ok");
+    let one = analyze(&scen(&format!("{LONG}&gpus=8&seq=32768"))).expect("ok");
+    let (a, b) = (
+        cp.fit.expect("ok").max_seq.expect("fits"),
+        one.fit.expect("ok").max_seq.expect("fits"),
+    );
+    assert_eq!(a % 8, 0, "{a}");
+    assert!(a > b, "cp 4: {a}, cp 1: {b}");
 }

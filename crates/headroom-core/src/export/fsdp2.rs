@@ -146,7 +146,7 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
     }
     t.push_str(&dry_run_report(scen, fsdp));
     if scen.packing {
-        t.push_str("\n");
+        t.push('\n');
         t.push_str(&super::common::packing_code(scen));
     }
     t.push_str("\n\ndef train_step(micro_batches):\n    \"\"\"One optimizer step over ACCUMULATION micro-batches of MICRO_BATCH x SEQ tokens.\"\"\"\n");
