@@ -125,6 +125,9 @@ fn fp8_options(_: &Scenario) -> Vec<(String, String)> {
 fn is_moe(s: &Scenario) -> bool {
     headroom_core::estimate::resolve_model(s).is_ok_and(|(_, spec)| spec.moe.is_some())
 }
+fn is_packing(s: &Scenario) -> bool {
+    s.packing
+}
 fn is_full(s: &Scenario) -> bool {
     s.method == Method::Full
 }
@@ -187,7 +190,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "gpus",
                 label: "Number of GPUs",
-                help: "All GPUs of the job: data x tensor x pipeline parallel.",
+                help: "All GPUs of the job: data x tensor x pipeline x context parallel.",
                 control: INT,
                 shown: always,
             },
@@ -218,6 +221,20 @@ pub static GROUPS: &[Group] = &[
                 help: "Micro-batches per optimizer step; raises the global batch at no memory cost.",
                 control: INT,
                 shown: always,
+            },
+            Field {
+                key: "packing",
+                label: "Sequence packing",
+                help: "Whole documents per row, no padding, no attention across documents (varlen flash2/flash3 or flex). Memory is unchanged; attention FLOPs shrink.",
+                control: Control::Check,
+                shown: always,
+            },
+            Field {
+                key: "doc_len",
+                label: "Mean document length (tokens)",
+                help: "Packed documents' mean length: attention costs doc_len/seq of a full row's.",
+                control: INT,
+                shown: is_packing,
             },
         ],
     },
@@ -378,6 +395,17 @@ pub static GROUPS: &[Group] = &[
                     step: 1.0,
                 },
                 shown: is_moe,
+            },
+            Field {
+                key: "cp",
+                label: "Context parallel degree",
+                help: "Splits each sequence over cp GPUs (ring attention through SDPA): activations and logits of seq/cp tokens per GPU; keys and values go around the ring.",
+                control: Control::Number {
+                    min: 1.0,
+                    max: 1024.0,
+                    step: 1.0,
+                },
+                shown: always,
             },
             Field {
                 key: "sp",

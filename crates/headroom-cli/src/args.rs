@@ -177,7 +177,7 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "gpus",
         "gpus",
-        "GPUs in total (data x tensor x pipeline parallel).",
+        "GPUs in total (data x tensor x pipeline x context parallel).",
     ),
     flag(
         "batch",
@@ -186,6 +186,17 @@ pub const FLAGS: &[Flag] = &[
     ),
     flag("seq", "seq", "Sequence length in tokens."),
     flag("accum", "accum", "Gradient accumulation steps."),
+    flag(
+        "packing",
+        "packing",
+        "Sequence packing: whole documents per row, no padding, varlen attention (flash2, flash3 or flex).",
+    ),
+    renamed(
+        "doc_len",
+        "doc-len",
+        "doc_len",
+        "Mean document length in tokens when packing (attention FLOPs scale with it).",
+    ),
     flag("method", "method", "full | lora | qlora"),
     flag("rank", "rank", "LoRA rank."),
     flag("targets", "targets", "LoRA targets: attn | all"),
@@ -237,6 +248,11 @@ pub const FLAGS: &[Flag] = &[
     flag("dp", "dp", "ddp | zero1 | zero2 | zero3 | fsdp"),
     flag("tp", "tp", "Tensor-parallel degree."),
     flag("pp", "pp", "Pipeline-parallel degree."),
+    flag(
+        "cp",
+        "cp",
+        "Context-parallel degree: the sequence split over cp GPUs, ring attention (SDPA).",
+    ),
     flag("sp", "sp", "Sequence parallelism (with tp > 1)."),
     flag(
         "ep",

@@ -38,6 +38,9 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value
     if !e.fp8.is_empty() {
         out["fp8"] = json!(e.fp8);
     }
+    if !e.context.is_empty() {
+        out["context"] = json!(e.context);
+    }
     out
 }
 
@@ -199,6 +202,9 @@ pub fn estimate_table(
     let _ = writeln!(s, "attention: {}", e.attention);
     if !e.fp8.is_empty() {
         let _ = writeln!(s, "fp8: {}", e.fp8);
+    }
+    if !e.context.is_empty() {
+        let _ = writeln!(s, "sequence: {}", e.context);
     }
     if v.fits {
         let _ = writeln!(s, "{}", speed_line(t));

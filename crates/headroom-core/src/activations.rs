@@ -100,7 +100,8 @@ impl Saved {
 pub struct Shape {
     /// Sequences in the micro-batch.
     pub b: u64,
-    /// Tokens per sequence on this GPU (sequence parallelism splits it).
+    /// Tokens per sequence on this GPU: `seq / cp` under context parallelism (sequence
+    /// parallelism splits it further inside the layer).
     pub s: u64,
     /// Tensor-parallel degree: head and intermediate dimensions are split by it.
     pub tp: u64,
@@ -133,7 +134,7 @@ impl Shape {
         Shape {
             sdpa: sdpa::for_scenario(spec, gpu, scen).backend,
             b: scen.micro_batch as u64,
-            s: scen.seq as u64,
+            s: scen.seq_local() as u64,
             tp: scen.parallel.tensor as u64,
             sp: scen.parallel.sequence,
             precision: scen.precision,

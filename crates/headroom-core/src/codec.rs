@@ -51,6 +51,10 @@ fn always(_: &Scenario) -> bool {
     true
 }
 
+fn packing(s: &Scenario) -> bool {
+    s.packing
+}
+
 fn lora(s: &Scenario) -> bool {
     s.method != Method::Full
 }
@@ -170,6 +174,8 @@ pub const FIELDS: &[Field] = &[
     number!("batch", micro_batch),
     number!("seq", seq),
     number!("accum", grad_accum),
+    switch!("packing", packing),
+    number!("doc_len", packing, doc_len),
     choice!("method", Method, method),
     number!("rank", lora, lora.rank),
     choice!("targets", lora, LoraTargets, lora.targets),
@@ -206,6 +212,7 @@ pub const FIELDS: &[Field] = &[
     number!("tp", parallel.tensor),
     number!("pp", parallel.pipeline),
     number!("ep", parallel.expert),
+    number!("cp", parallel.context),
     switch!("sp", parallel.sequence),
     choice!("opt_offload", Offload, parallel.offload_optimizer),
     choice!("param_offload", Offload, parallel.offload_params),

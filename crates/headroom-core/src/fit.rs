@@ -66,6 +66,8 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
         MAX_SEQ
     };
     let scale = ModelScale::of(spec);
+    let cp = scen.context();
+    let seq_unit = if cp > 1 { 2 * cp } else { 1 };
     Fit {
         max_micro_batch: largest(MAX_MICRO_BATCH, |b| {
             fits(
@@ -79,17 +81,19 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
                 },
             )
         }),
-        max_seq: largest(max_seq_model.max(1), |s| {
+        // Under context parallelism a sequence is cut into 2·cp chunks: search in those units.
+        max_seq: largest((max_seq_model / seq_unit).max(1), |k| {
             fits(
                 spec,
                 gpu,
                 cal,
                 &scale,
                 &Scenario {
-                    seq: s,
+                    seq: k * seq_unit,
                     ..scen.clone()
                 },
             )
-        }),
+        })
+        .map(|k| k * seq_unit),
     }
 }

@@ -22,6 +22,7 @@ pub mod calibration;
 pub mod catalog;
 pub mod claims;
 pub mod codec;
+pub mod context;
 pub mod dtype;
 pub mod error;
 pub mod estimate;

@@ -27,7 +27,8 @@ pub struct LossMemory {
 /// the tensor-parallel GPUs (vocab-parallel), in the compute dtype.
 pub fn loss_memory(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
     let b = scen.micro_batch as u64;
-    let tokens = b * scen.seq as u64;
+    // Context parallelism: this GPU's seq/cp tokens.
+    let tokens = b * scen.seq_local() as u64;
     let compute = scen.precision.compute_dtype();
     let keep_logits = scen.keep_logits;
     let imp = scen.loss;

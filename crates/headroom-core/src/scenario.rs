@@ -365,13 +365,37 @@ pub struct Parallel {
     /// Expert parallelism: each MoE layer's experts split over this many data-parallel ranks,
     /// tokens exchanged by all-to-all (torchtitan's expert_parallel_degree, Megatron-LM's
     /// --expert-model-parallel-size). 1: every rank holds every expert.
-    #[serde(default = "one")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub expert: u32,
+    /// Context parallelism: the sequence split over this many ranks, attention's keys and
+    /// values passed around them in a ring (PyTorch's `context_parallel`, torchtitan's
+    /// `context_parallel_degree`, Megatron-LM's `--context-parallel-size`). 1 is off.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub context: u32,
 }
 
 fn one() -> u32 {
     1
 }
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+fn default_doc_len() -> u32 {
+    DEFAULT_DOC_LEN
+}
+
+fn is_default_doc_len(v: &u32) -> bool {
+    *v == DEFAULT_DOC_LEN
+}
+
+/// The mean document length assumed when packing, in tokens (a setting: `doc_len`).
+pub const DEFAULT_DOC_LEN: u32 = 1024;
 
 /// Runtime and allocator settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -434,7 +458,7 @@ pub const MAX_MARGIN: u32 = 50;
 pub struct Scenario {
     pub model: ModelChoice,
     pub gpu: String,
-    /// GPUs in total (data x tensor x pipeline parallel).
+    /// GPUs in total (data x tensor x pipeline x context parallel).
     pub gpus: u32,
     pub micro_batch: u32,
     pub seq: u32,
@@ -460,6 +484,18 @@ pub struct Scenario {
     pub keep_logits: bool,
     pub parallel: Parallel,
     pub runtime: Runtime,
+    /// Sequence packing with variable-length attention: each row of `seq` tokens holds several
+    /// whole documents, with no padding and no attention across documents (transformers'
+    /// `DataCollatorWithFlattening`: `position_ids` restart at each document and the flash
+    /// kernels run varlen from them).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub packing: bool,
+    /// Mean document length in tokens when packing (a longer one is cut at `seq`).
+    #[serde(
+        default = "default_doc_len",
+        skip_serializing_if = "is_default_doc_len"
+    )]
+    pub doc_len: u32,
 }
 
 impl Default for Scenario {
@@ -497,6 +533,7 @@ impl Default for Scenario {
                 grad_bucket_view: false,
                 ds_bf16_states: false,
                 expert: 1,
+                context: 1,
             },
             runtime: Runtime {
                 expandable_segments: false,
@@ -507,6 +544,8 @@ impl Default for Scenario {
                 internode_gbs: 0,
                 efficiency: 0,
             },
+            packing: false,
+            doc_len: DEFAULT_DOC_LEN,
         }
     }
 }
@@ -519,9 +558,38 @@ pub const MAX_GRAD_ACCUM: u32 = 1_000_000;
 pub const MAX_LORA_RANK: u32 = 65_536;
 
 impl Scenario {
-    /// Data-parallel degree: GPUs divided by tensor and pipeline degrees.
+    /// Data-parallel degree: GPUs divided by the tensor, pipeline and context degrees (each
+    /// data-parallel replica reads its own sequences).
     pub fn data_parallel(&self) -> u32 {
-        self.gpus / (self.parallel.tensor * self.parallel.pipeline).max(1)
+        self.gpus / (self.parallel.tensor * self.parallel.pipeline * self.context()).max(1)
+    }
+
+    /// Context-parallel degree (at least 1).
+    pub fn context(&self) -> u32 {
+        self.parallel.context.max(1)
+    }
+
+    /// Ranks the gradients are reduced over and ZeRO/FSDP shard over: data x context
+    /// parallel, since the context ranks of a replica hold the same weights and each computes
+    /// gradients from its part of the sequence (torchtitan's `dp_shard_cp` mesh; Megatron-LM's
+    /// `get_data_parallel_group(with_context_parallel=True)`).
+    pub fn shard_ranks(&self) -> u32 {
+        self.data_parallel() * self.context()
+    }
+
+    /// Tokens of one sequence on this GPU: `seq / cp` (validation makes it exact).
+    pub fn seq_local(&self) -> u32 {
+        self.seq / self.context()
+    }
+
+    /// Tokens one query attends to at most before a window: the whole sequence, or, packed,
+    /// its document (the mean length, cut at `seq`).
+    pub fn attention_span(&self) -> u32 {
+        if self.packing {
+            self.doc_len.min(self.seq).max(1)
+        } else {
+            self.seq
+        }
     }
 
     /// Sequences per optimizer step over all GPUs.
@@ -546,11 +614,16 @@ impl Scenario {
         }
         range("pp", self.parallel.pipeline, 1, 1024)?;
         range("ep", self.parallel.expert, 1, 1024)?;
+        range("cp", self.parallel.context, 1, 1024)?;
+        if self.packing {
+            range("doc_len", self.doc_len, 1, MAX_SEQ)?;
+        }
         if self.method != Method::Full {
             range("rank", self.lora.rank, 1, MAX_LORA_RANK)?;
         }
+        let cp = self.parallel.context;
         let model_parallel = self.parallel.tensor * self.parallel.pipeline;
-        if !self.gpus.is_multiple_of(model_parallel) {
+        if cp == 1 && !self.gpus.is_multiple_of(model_parallel) {
             return Err(ScenarioError::invalid(
                 "gpus",
                 format!(
@@ -564,12 +637,25 @@ impl Scenario {
                 "ep",
                 format!(
                     "expert parallelism splits the experts over data-parallel ranks: ep must \
-                     divide the data-parallel degree {} (gpus / (tp x pp)), found {}",
+                     divide the data-parallel degree {} (gpus / (tp x pp x cp)), found {}",
                     self.data_parallel(),
                     self.parallel.expert
                 ),
             ));
         }
+        // tp, pp and cp are at most 1024 each: their product fits a u64.
+        let split = u64::from(model_parallel) * u64::from(cp);
+        if cp > 1 && !u64::from(self.gpus).is_multiple_of(split) {
+            return Err(ScenarioError::invalid(
+                "gpus",
+                format!(
+                    "must be a multiple of tp x pp x cp = {split}, found {}",
+                    self.gpus
+                ),
+            ));
+        }
+        self.check_context()?;
+        self.check_packing()?;
         if let Some(p) = self.dropout
             && !(0.0..1.0).contains(&p)
         {
@@ -628,6 +714,86 @@ impl Scenario {
             return Err(ScenarioError::invalid(
                 "precision",
                 "QLoRA computes in 16 bits: choose bf16, fp16, amp-bf16 or amp-fp16",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Scenario {
+    /// Context parallelism's own rules: a causal sequence split into 2·cp chunks, and an
+    /// attention kernel the ring can run.
+    fn check_context(&self) -> Result<(), ScenarioError> {
+        let cp = self.parallel.context;
+        if cp == 1 {
+            return Ok(());
+        }
+        // Causal load balancing gives each rank chunk i and chunk 2·cp−1−i of the sequence
+        // (Megatron-LM's `get_batch_on_this_cp_rank`; PyTorch's head-tail load balancer).
+        if !self.seq.is_multiple_of(2 * cp) {
+            return Err(ScenarioError::invalid(
+                "seq",
+                format!(
+                    "context parallelism cp = {cp} splits a causal sequence into 2 x cp = {} \
+                     load-balanced chunks: seq must be a multiple of {}, found {}",
+                    2 * cp,
+                    2 * cp,
+                    self.seq
+                ),
+            ));
+        }
+        // PyTorch's `context_parallel` replaces `scaled_dot_product_attention`'s flash,
+        // memory-efficient and cuDNN ops with ring versions; eager attention's explicit
+        // s x s matmuls, the math kernel and transformers' own flash-attn / flex calls are not
+        // dispatched through it.
+        if self.attention != Attention::Sdpa {
+            return Err(ScenarioError::invalid(
+                "cp",
+                format!(
+                    "context parallelism runs ring attention through SDPA's fused kernels \
+                     (torch's context_parallel); attention {} is not split: choose attention sdpa",
+                    self.attention.id()
+                ),
+            ));
+        }
+        if self.sdpa == SdpaKernel::Math {
+            return Err(ScenarioError::invalid(
+                "cp",
+                "context parallelism has no ring version of SDPA's math kernel: choose sdpa auto, \
+                 flash, efficient or cudnn",
+            ));
+        }
+        if self.packing {
+            return Err(ScenarioError::invalid(
+                "cp",
+                "context parallelism (ring SDPA) does not take packed documents' varlen \
+                 attention: turn packing off or cp to 1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Packing's rule: variable-length attention needs a kernel that reads document bounds.
+    fn check_packing(&self) -> Result<(), ScenarioError> {
+        if !self.packing {
+            return Ok(());
+        }
+        // transformers' flash_attention_2/3 take `cu_seqlens` from the restarting position_ids
+        // (`_flash_attention_forward`), flex builds a block mask that skips other documents;
+        // eager and SDPA need a 4D block-diagonal mask (b x 1 x s x s), which this estimate
+        // does not model.
+        if !matches!(
+            self.attention,
+            Attention::Flash2 | Attention::Flash3 | Attention::Flex
+        ) {
+            return Err(ScenarioError::invalid(
+                "packing",
+                format!(
+                    "packed documents need variable-length attention (flash2, flash3 or flex); \
+                     attention {} would need a 4D block-diagonal mask: choose attention flash2, \
+                     flash3 or flex",
+                    self.attention.id()
+                ),
             ));
         }
         Ok(())

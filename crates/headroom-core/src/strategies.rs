@@ -70,6 +70,9 @@ fn qlora_precision(p: Precision) -> Precision {
     }
 }
 
+/// Sequences from this many tokens on are offered context parallelism.
+pub(crate) const LONG_SEQ: u32 = 16_384;
+
 /// Candidate changes that apply to `scen` (a technique already in use is skipped).
 pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
     let mut out = Vec::new();
@@ -206,6 +209,35 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             "fp8 off -> tensorwise".into(),
             Scenario {
                 fp8: crate::scenario::Fp8Recipe::Tensorwise,
+                ..base.clone()
+            },
+        );
+    }
+    // Long sequences: split each over twice the context-parallel ranks, taking them from data
+    // parallelism, with twice the accumulation so an optimizer step sees the same tokens
+    // (torchtitan and Megatron-LM add context parallelism for long-context training).
+    let cp = scen.context();
+    if scen.seq >= LONG_SEQ
+        && scen.attention == Attention::Sdpa
+        && !scen.packing
+        && scen.data_parallel() >= 2
+        && scen.data_parallel().is_multiple_of(2)
+    {
+        add(
+            "context_parallel",
+            "Context parallelism (ring attention)",
+            format!(
+                "cp {cp} -> {}, accumulation {} -> {} (same tokens per step)",
+                cp * 2,
+                scen.grad_accum,
+                scen.grad_accum.saturating_mul(2)
+            ),
+            Scenario {
+                parallel: crate::scenario::Parallel {
+                    context: cp * 2,
+                    ..base.parallel
+                },
+                grad_accum: scen.grad_accum.saturating_mul(2),
                 ..base.clone()
             },
         );
@@ -431,7 +463,9 @@ pub fn strategies_from(
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
         .filter(|c| {
-            c.scenario.validate().is_ok() && crate::estimate::check_fp8(gpu, &c.scenario).is_ok()
+            c.scenario.validate().is_ok()
+                && crate::estimate::check_fp8(gpu, &c.scenario).is_ok()
+                && crate::estimate::check_context(spec, gpu, &c.scenario).is_ok()
         })
         .map(|c| {
             let s = c.scenario;

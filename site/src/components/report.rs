@@ -117,6 +117,9 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
             if !e.fp8.is_empty() {
                 <p class="verdict-line" id="fp8">{ format!("fp8: {}.", e.fp8) }</p>
             }
+            if !e.context.is_empty() {
+                <p class="verdict-line" id="sequence">{ e.context.clone() }</p>
+            }
             if v.fits {
                 <p class="verdict-line" id="speed">{ speed_line(&props.analysis.time) }</p>
             }

@@ -455,7 +455,7 @@ impl Parts<'_> {
 pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -> Vec<Component> {
     use ComponentId::*;
     let (st, scen, spec) = (&s.st, s.scen, s.spec);
-    let tokens = scen.micro_batch as u64 * scen.seq as u64;
+    let tokens = scen.micro_batch as u64 * scen.seq_local() as u64;
     let mut p = Parts {
         out: Vec::new(),
         s,

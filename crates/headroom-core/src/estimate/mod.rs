@@ -146,6 +146,7 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     check_fp8(gpu, scen)?;
     check_expert_parallel(&spec, scen)?;
+    check_context(&spec, gpu, scen)?;
     crate::bounds::check_scale(&spec, gpu, scen)?;
     Ok(Resolved {
         name,
@@ -191,6 +192,35 @@ pub fn check_expert_parallel(spec: &ModelSpec, scen: &Scenario) -> Result<(), Sc
         )),
         Some(_) => Ok(()),
     }
+}
+
+/// Context parallelism's rules that need the model and the GPU: ring attention in PyTorch's
+/// `context_parallel` runs SDPA's fused kernels with a plain causal mask, so no sliding window
+/// and no math kernel.
+pub fn check_context(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
+    if scen.context() <= 1 {
+        return Ok(());
+    }
+    if let Some(w) = spec.sliding_window {
+        return Err(ScenarioError::invalid(
+            "cp",
+            format!(
+                "the model has sliding-window attention ({w} tokens), which ring attention \
+                 (torch's context_parallel: is_causal only) does not split: choose cp 1"
+            ),
+        ));
+    }
+    let kernel = sdpa::for_scenario(spec, gpu, scen);
+    if kernel.backend == sdpa::Backend::Math {
+        return Err(ScenarioError::invalid(
+            "cp",
+            format!(
+                "SDPA would run its math kernel here ({}), which has no ring version: choose cp 1",
+                kernel.why
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Estimates a scenario with the built-in catalogs and the GPU's calibration.
@@ -311,6 +341,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         calibrated: cal.is_measured(),
         attention: attention_line(&kernel, scen),
         fp8: crate::fp8::describe(&step.inv, scen),
+        context: crate::context::describe(spec, scen),
         warnings,
         layer_inventory: if all_sparse { step.moe } else { step.dense },
     }

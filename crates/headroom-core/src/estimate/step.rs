@@ -55,7 +55,8 @@ pub(super) struct Step<'a> {
     pub base: u64,
     pub tmp: Temporaries,
     pub bwd: LayerBackward,
-    /// fp8 operand copies inside one converted Linear's backward (0 without fp8).
+    /// fp8 operand copies inside one converted Linear's backward (0 without fp8), and the
+    /// context-parallel ring's chunks in flight in attention's backward (0 without cp).
     pub fp8_backward: u64,
     pub kv: KvCache,
     /// SDPA's kernel (PyTorch's pick for the GPU, or the forced one).
@@ -105,7 +106,10 @@ impl<'a> Step<'a> {
         tmp.layer_forward = tmp
             .layer_forward
             .max(crate::fp8::forward_cast_bytes(&inv, scen, t, tp));
-        let fp8_backward = crate::fp8::backward_cast_bytes(&inv, scen, t, tp);
+        // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
+        tmp.layer_forward += crate::context::forward_bytes(spec, scen);
+        let fp8_backward = crate::fp8::backward_cast_bytes(&inv, scen, t, tp)
+            + crate::context::backward_bytes(spec, scen);
         // Expert parallelism: the all-to-all's receive buffer of the layer's top-k token
         // copies, beside the local permuted copy (assumed: balanced routing).
         if scen.parallel.expert > 1

@@ -239,6 +239,10 @@ pub struct Estimate {
     /// What fp8 matmuls change (`crate::fp8::describe`), empty without fp8.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub fp8: String,
+    /// What context parallelism and packing change (`crate::context::describe`), empty when
+    /// both are off.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context: String,
     /// What makes the scenario questionable though it can be estimated (a sequence longer than
     /// the model's positions, say), one sentence each.
     pub warnings: Vec<String>,

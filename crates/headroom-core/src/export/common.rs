@@ -112,3 +112,16 @@ pub(super) fn summary(scen: &Scenario) -> String {
         scen.optimizer.id()
     )
 }
+
+/// Sequence packing as estimated: transformers' `DataCollatorWithFlattening` puts whole
+/// documents back to back with `position_ids` restarting at each, which the flash and flex
+/// attention implementations read as document bounds (no padding, no attention across
+/// documents).
+pub(super) fn packing_code(scen: &Scenario) -> String {
+    format!(
+        "# Packing, as estimated: whole documents back to back (about {} tokens each, {} per row of\n# the estimate), no padding; position_ids restart at each document and {} attends within it.\nfrom transformers import DataCollatorWithFlattening\n\ndata_collator = DataCollatorWithFlattening(return_position_ids=True)\n",
+        scen.attention_span(),
+        scen.seq,
+        scen.attention.hf_name()
+    )
+}

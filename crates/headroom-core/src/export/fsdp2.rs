@@ -145,6 +145,10 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
         None => t.push_str(&format!("optimizer = {opt_line}\n")),
     }
     t.push_str(&dry_run_report(scen, fsdp));
+    if scen.packing {
+        t.push('\n');
+        t.push_str(&super::common::packing_code(scen));
+    }
     t.push_str("\n\ndef train_step(micro_batches):\n    \"\"\"One optimizer step over ACCUMULATION micro-batches of MICRO_BATCH x SEQ tokens.\"\"\"\n");
     t.push_str("    for i, batch in enumerate(micro_batches):\n");
     t.push_str("        last = i == ACCUMULATION - 1\n");

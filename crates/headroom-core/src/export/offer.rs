@@ -12,7 +12,9 @@ use super::Target;
 /// `CPUOffloadPolicy` offloads parameters, gradients and optimizer states together, to the CPU
 /// only; the Trainer, accelerate and torchrun (HF example scripts) run DDP, FSDP2 or DeepSpeed;
 /// none of them has tensor or pipeline parallelism or selective recompute (Megatron-LM's); fp8
-/// (torchao) only the FSDP2 script writes.
+/// (torchao) only the FSDP2 script writes; context parallelism none of them (PyTorch's
+/// `context_parallel` shards each batch inside the training loop); packing
+/// (`DataCollatorWithFlattening`, a data collator) the Trainer script and the FSDP2 script.
 pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
     if target == Target::Env {
         return None;
@@ -34,6 +36,22 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
         return Some(format!(
             "expert parallelism {} is not a setting of these files (torchtitan's expert_parallel_degree or Megatron-LM's --expert-model-parallel-size)",
             p.expert
+        ));
+    }
+    if scen.context() > 1 {
+        return Some(format!(
+            "context parallelism cp = {} is not a {} setting: PyTorch's context_parallel shards \
+             each batch's buffers inside the training loop (torchtitan: \
+             --parallelism.context_parallel_degree; Megatron-LM: --context-parallel-size)",
+            scen.context(),
+            target.file_name()
+        ));
+    }
+    if scen.packing && !matches!(target, Target::Trainer | Target::Fsdp2) {
+        return Some(format!(
+            "packing is a data collator (transformers' DataCollatorWithFlattening), which {} \
+             does not carry: training_args.py and train_fsdp2.py write it",
+            target.file_name()
         ));
     }
     if scen.checkpointing == Checkpointing::Selective {

@@ -189,10 +189,21 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     }
     t.push_str(")\n");
     t.push_str("# After TrainingArguments: under ZeRO-3 transformers then builds the model already partitioned.\nmodel = build_model()\n");
-    if scen.offload_activations {
-        t.push_str("\n\nclass OffloadingTrainer(Trainer):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n\n# trainer = OffloadingTrainer(model=model, args=args, train_dataset=...)\n");
+    let collator = if scen.packing {
+        t.push_str(&super::common::packing_code(scen));
+        ", data_collator=data_collator"
     } else {
-        t.push_str("# trainer = Trainer(model=model, args=args, train_dataset=...)\n");
+        ""
+    };
+    if scen.offload_activations {
+        t.push_str("\n\nclass OffloadingTrainer(Trainer):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n\n");
+        t.push_str(&format!(
+            "# trainer = OffloadingTrainer(model=model, args=args, train_dataset=...{collator})\n"
+        ));
+    } else {
+        t.push_str(&format!(
+            "# trainer = Trainer(model=model, args=args, train_dataset=...{collator})\n"
+        ));
     }
     (t, notes)
 }

@@ -9,10 +9,15 @@ use crate::scenario::{MAX_GRAD_ACCUM, Scenario};
 pub fn retarget(scen: &Scenario, global_batch: u64, seq: u32) -> Result<Scenario, ScenarioError> {
     let d = scen.data_parallel().max(1) as u64;
     if !global_batch.is_multiple_of(d) {
+        let split = if scen.context() > 1 {
+            "tp x pp x cp"
+        } else {
+            "tp x pp"
+        };
         return Err(ScenarioError::invalid(
             "global_batch",
             format!(
-                "must be a multiple of the data-parallel degree (gpus / (tp x pp) = {d}), found {global_batch}"
+                "must be a multiple of the data-parallel degree (gpus / ({split}) = {d}), found {global_batch}"
             ),
         ));
     }

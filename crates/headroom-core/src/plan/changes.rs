@@ -17,12 +17,13 @@ use super::Change;
 ///   Adam-mini and SGD are other updates);
 /// - the method or the LoRA settings (other parameters are trained);
 /// - the tokens of an optimizer step (another batch is another gradient);
-/// - fp8 matmuls or their recipe (the matmuls' operands are rounded to fp8).
+/// - fp8 matmuls or their recipe (the matmuls' operands are rounded to fp8);
+/// - packing on or off (documents stop attending to the others in their row).
 ///
 /// It does not: the same math run elsewhere or in another order. AdamW's for-loop, foreach and
 /// fused kernels compute one update; paged 8-bit AdamW is 8-bit AdamW with its states in
 /// unified memory; checkpointing recomputes the same activations; offload, sharding (ZeRO,
-/// FSDP), tensor and pipeline parallelism, the fused loss, SDPA and allocator settings move
+/// FSDP), tensor, pipeline and context parallelism, the fused loss, SDPA and allocator settings move
 /// or split the same tensors; more GPUs with less accumulation keep the global batch.
 pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
     let family = |o: Optimizer| match o {
@@ -40,6 +41,7 @@ pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
         || s.precision.param_dtype() != reference.precision.param_dtype()
         || tokens(s) != tokens(reference)
         || s.fp8 != reference.fp8
+        || s.packing != reference.packing
 }
 
 /// Fields of `s` that differ from `base`, keyed and written as in links (the codec's own

@@ -42,7 +42,9 @@ pub(super) fn combos(
     keep: &Keep,
 ) -> Vec<Combo> {
     let mut out = Vec::new();
-    let pp = base.parallel.pipeline.max(1);
+    // The pipeline and context-parallel degrees are the scenario's: tensor parallelism and
+    // the data-parallel ranks share what they leave.
+    let pp = base.parallel.pipeline.max(1) * base.context();
     let node = base.runtime.gpus_per_node();
     let mut precisions = vec![base.precision];
     if base.precision == Precision::Fp32 && !keep.precision {

@@ -112,6 +112,7 @@ pub(super) fn ladder(
             }
             if s.validate().is_err()
                 || crate::estimate::check_fp8(ctx.gpu, &s).is_err()
+                || crate::estimate::check_context(ctx.spec, ctx.gpu, &s).is_err()
                 || s == cur
                 || !differences(&cur, &s).iter().all(|c| keep.allows(c.field))
             {

@@ -123,10 +123,7 @@ fn same_plan(p: &Plan, q: &Plan) -> bool {
     let subset = |a: &Plan, b: &Plan| a.changes.iter().all(|c| b.changes.contains(c));
     // On one data-parallel GPU the ZeRO stage shards nothing: stages that differ only there
     // are one plan (the offload they enable is the same).
-    let replicas = |x: &Plan| {
-        let s = &x.scenario;
-        s.gpus / (s.parallel.tensor * s.parallel.pipeline).max(1)
-    };
+    let replicas = |x: &Plan| x.scenario.data_parallel();
     let only_stage = replicas(p) == 1
         && replicas(q) == 1
         && p.changes.len() == q.changes.len()

@@ -28,7 +28,8 @@ impl Placement {
         let dense_local = (inv.dense_layers * layers_local).div_ceil(spec.layers);
         let mut p = Placement {
             tp: scen.parallel.tensor as u64,
-            dp: scen.data_parallel().max(1) as u64,
+            // ZeRO and FSDP shard over data x context parallel ranks.
+            dp: scen.shard_ranks().max(1) as u64,
             ep: u64::from(scen.parallel.expert.max(1)),
             params_local: 0,
             expert_local: 0,

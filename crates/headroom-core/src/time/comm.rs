@@ -80,6 +80,9 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
             "Shoeybi et al. 2019 (Megatron-LM) §3; Korthikanti et al. 2022 §4.2",
         );
     }
+    if cx.cp > 1 {
+        context_parallel(cx, terms);
+    }
     if pp > 1 {
         // Point-to-point activations at each stage boundary, forward and backward.
         let per = cx.activation_bytes() / tp as f64;
@@ -107,6 +110,43 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
             "Narayanan et al. 2021 (arXiv 2104.04473) §2.2",
         );
     }
+}
+
+/// Ring attention's key/value traffic: in each layer's forward every rank passes `cp − 1`
+/// chunks of keys and values (b·(s/cp)·(k + v) per chunk) to the next rank while it attends to
+/// the chunk it holds; backward passes the key/value chunks again and their gradients the other
+/// way (twice the forward's volume); a recomputed layer runs the forward's ring again. Each send
+/// overlaps with the attention of the chunk already there, so only what exceeds the attention's
+/// compute is exposed (PyTorch `_templated_ring_attention`; Liu et al. 2023, Ring Attention,
+/// arXiv 2310.01889 §3; Megatron-LM / Transformer Engine `AttnFuncWithCPAndKVP2P`).
+fn context_parallel(cx: &Cx, terms: &mut Terms) {
+    let (cp, tp, m) = (cx.cp, cx.tp, cx.m);
+    let chunk = crate::context::kv_chunk_bytes(cx.spec, cx.scen) as f64;
+    let recomputed_local = cx.ck / cx.pp as f64;
+    let passes = 3.0 * cx.layers_local() + recomputed_local;
+    let moved = chunk * (cp - 1) as f64 * passes * m;
+    // Ranks are laid out tensor-innermost, then context (Megatron's tp-cp-ep-dp-pp order).
+    let g = cx.link_gbs(tp * cp);
+    let seconds = moved / (g * 1e9);
+    // The attention compute each send hides behind: forward, backward and recomputed
+    // attention of this GPU's tokens.
+    let tf = &cx.tf;
+    let attention_flops =
+        (tf.attention_forward * (1.0 + cx.ck / cx.layers) + tf.attention_backward) * cx.tokens
+            / cx.mp;
+    let window = attention_flops / cx.rate;
+    terms.comm(
+        "context_parallel",
+        "context parallel ring (keys and values)",
+        (moved, seconds),
+        window,
+        format!(
+            "(cp−1) x b·(s/cp)·(k+v) = {} x {chunk:.3e} bytes x (1 forward + 2 backward + recomputed) x {:.1} layers x {m:.0} micro-batches at {g:.0} GB/s; overlapped with attention compute ({window:.3e} s)",
+            cp - 1,
+            cx.layers_local()
+        ),
+        "PyTorch context_parallel (_templated_ring_attention); Liu et al. 2023 (Ring Attention, arXiv 2310.01889) §3; Megatron-LM --context-parallel-size",
+    );
 }
 
 /// Gradient (and, when sharded, parameter) traffic between data-parallel replicas.

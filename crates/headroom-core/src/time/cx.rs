@@ -29,17 +29,20 @@ pub(super) struct Cx<'a> {
     pub layer_bytes: u64,
     /// Whether attention materializes the s x s scores (eager, SDPA's math kernel).
     pub quadratic: bool,
-    /// Tensor, pipeline and data-parallel degrees (at least 1).
+    /// Tensor, pipeline and context-parallel degrees, and the ranks gradients are reduced
+    /// over (data x context parallel; at least 1).
     pub tp: u64,
     pub pp: u64,
+    pub cp: u64,
     pub dp: u64,
     /// Model-parallel ranks a layer's matmuls are split over: tp·pp.
     pub mp: f64,
-    /// Micro-batch, sequence and micro-batches per step.
+    /// Micro-batch, this GPU's tokens of a sequence (seq / cp) and micro-batches per step.
     pub b: f64,
     pub s: f64,
     pub m: f64,
-    /// Tokens one data-parallel replica processes per optimizer step.
+    /// Tokens one GPU of a data-parallel replica processes per optimizer step (its seq / cp
+    /// share of every sequence).
     pub tokens: f64,
     /// Decoder layers (at least 1).
     pub layers: f64,
@@ -111,9 +114,10 @@ impl<'a> Cx<'a> {
         let tf = token_flops_of(spec, &inv, scen, quadratic);
         let tp = scen.parallel.tensor.max(1) as u64;
         let pp = scen.parallel.pipeline.max(1) as u64;
-        let dp = scen.data_parallel().max(1) as u64;
+        let cp = scen.context().max(1) as u64;
+        let dp = scen.shard_ranks().max(1) as u64;
         let b = scen.micro_batch as f64;
-        let s = scen.seq as f64;
+        let s = scen.seq_local() as f64;
         let m = scen.grad_accum.max(1) as f64;
         let half = scen.precision.half_dtype().bytes() as f64;
         let act_bytes = if scen.precision.compute_dtype() == DType::F32 {
@@ -151,6 +155,7 @@ impl<'a> Cx<'a> {
             st,
             tp,
             pp,
+            cp,
             dp,
             mp: (tp * pp) as f64,
             b,

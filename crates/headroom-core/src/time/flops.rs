@@ -129,8 +129,12 @@ pub(super) fn token_flops_of(
         f.matmul_params_trainable += head;
     }
     // Attention: Q·Kᵀ and P·V, 2·s·d each per token per layer, over the whole s x s matrix
-    // (Korthikanti et al. 2022 App. A). A sliding window bounds the keys a query sees.
-    let s = scen.seq as f64;
+    // (Korthikanti et al. 2022 App. A). A sliding window bounds the keys a query sees. Packed
+    // documents attend within themselves (varlen attention): the span is the mean document
+    // length, so a row's attention is (seq/doc_len)·doc_len² instead of seq², doc_len/seq of it.
+    // Under context parallelism a token still attends to the whole sequence (the ring brings
+    // every chunk's keys): the span stays seq, the tokens per GPU are seq/cp.
+    let s = scen.attention_span() as f64;
     let keys = spec.sliding_window.map_or(s, |w| s.min(w as f64));
     let full_matrix = 4.0 * keys * spec.q_dim() as f64 * spec.layers as f64;
     // Causal: on average a query sees half the keys (s/2 for a full window).

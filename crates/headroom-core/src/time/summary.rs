@@ -24,7 +24,7 @@ pub(super) fn summary(cx: &Cx, terms: Vec<super::TimeTerm>) -> StepTime {
     let tokens_per_step = (scen.micro_batch as u64)
         .saturating_mul(scen.seq as u64)
         .saturating_mul(scen.grad_accum as u64)
-        .saturating_mul(cx.dp);
+        .saturating_mul(scen.data_parallel().max(1) as u64);
     let tokens_per_second = tokens_per_step as f64 / step_seconds;
     let gpus = scen.gpus.max(1) as f64;
     let peak_flops = cx.peak * 1e12;
