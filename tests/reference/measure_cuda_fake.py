@@ -74,9 +74,13 @@ def saved_forward(config, batch, seq, precision, kernel):
     """Saved bytes of a forward (with the loss) on fake CUDA: layer 0's and every one's.
 
     Each storage counts once, where it is first saved; parameters are excluded (the weights,
-    counted elsewhere). So are the fused kernels' RNG seed and offset when dropout is off:
-    their meta functions return them whatever the dropout, while the CUDA kernels make them
-    CPU scalars without dropout (no GPU memory). One layer is layer 1: layer 0 also saves what every
+    counted elsewhere). So are the fused kernels' RNG seed and offset: their meta functions
+    return the same two tensors whatever the kernel and the dropout, while the CUDA kernels
+    place them by kernel and dropout (PyTorch's flash_api.cpp: a uint64[2] and a uint64
+    scalar on the GPU, always; attention.cu's memory-efficient kernel: CPU scalars with
+    dropout, two GPU int64 scalars without; cuDNN: two GPU int64 scalars), at most 24 B a
+    layer, which fake tensors cannot tell apart (the core counts 16 B with attention dropout:
+    the +16 B rows of cuda_fake_report.md). One layer is layer 1: layer 0 also saves what every
     layer shares (the RoPE tables), which the core counts once outside the layers. Returns the
     per-layer bytes, the total and layer 1's tensors (shape, dtype, bytes), for the message of
     a failing comparison."""

@@ -27,5 +27,7 @@ for path in sorted((HERE.parent.parent / "content" / "models").glob("*.json")):
                               "--precision", precision, "--batch", "1", "--seq", "2000", "--format", "json"],
                              capture_output=True, text=True, check=True)
         predicted = json.loads(out.stdout)["bytes"]["activations_per_layer"]
-        error = "exact" if predicted == measured else f"{100 * (predicted - measured) / measured:+.2f}%"
+        diff = predicted - measured
+        error = ("exact" if diff == 0 else f"{diff:+d} B" if abs(diff) < 1024
+                 else f"{100 * diff / measured:+.2f}%")
         print(f"| {preset} | {precision} | {predicted} | {measured} | {error} |", flush=True)

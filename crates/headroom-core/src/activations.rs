@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::model::{Family, Mla, ModelSpec, Moe, NormKind};
-use crate::scenario::{Attention, Method, Precision, Scenario};
+use crate::scenario::{Attention, Checkpointing, Method, Precision, Scenario};
 use crate::sdpa::{self, Backend};
 
 /// One saved tensor (or a group of identical ones), with what keeps it.
@@ -118,6 +118,11 @@ pub struct Shape {
     pub base_trainable: bool,
     /// LoRA rank when adapters are present.
     pub lora_rank: Option<u64>,
+    /// Whether transformers' KV cache is on in the forward (`use_cache`, the configs' default
+    /// and what `model(input_ids, labels=...)` does in training; gradient checkpointing turns
+    /// it off). `DynamicLayer.update` concatenates k and v into fresh tensors, which attention
+    /// then saves instead of views of a fused qkv output.
+    pub kv_cache: bool,
 }
 
 impl Shape {
@@ -144,6 +149,7 @@ impl Shape {
             embedding_dropout: p(spec.dropout.embedding, spec.family.has_embedding_dropout()),
             base_trainable: scen.method == Method::Full,
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
+            kv_cache: scen.checkpointing == Checkpointing::None,
         }
     }
 
@@ -355,6 +361,13 @@ fn rms_norm_of(
             t * h,
             DType::F32,
         );
+        // `1.0 + self.weight.float()` is a new fp32 tensor, which the product saves for the
+        // input's gradient (found on fake CUDA; tests/reference/test_cuda_fake.py).
+        inv.add(
+            format!("{name}: 1 + weight, fp32 (saved by mul)"),
+            h,
+            DType::F32,
+        );
     } else if sh.base_trainable {
         // weight * x_normed saves x_normed because the weight trains: in the input dtype, or
         // in fp32 where the weight is applied before the cast back (OLMo 2).
@@ -489,8 +502,27 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                 DType::F32,
             );
         }
+    } else if spec.qk_norm && spec.family == Family::Gemma {
+        // Gemma 3's q_norm/k_norm are Gemma's RMSNorm per head: the fp32 input (a copy of
+        // the 16-bit projection output), the rsqrt, and (x * rsqrt) * (1 + w) in fp32, which
+        // saves the fp32 normalized input and each norm's 1 + w (found on fake CUDA).
+        inv.at(Part::QkNorm).add(
+            "q_norm/k_norm: fp32 inputs and fp32 normalized inputs (saved by pow, mul)",
+            2 * t * (q + kv),
+            DType::F32,
+        );
+        inv.add(
+            "q_norm/k_norm: rsqrt of the variance (one per head)",
+            t * (q + kv) / spec.head_dim,
+            DType::F32,
+        );
+        inv.add(
+            "q_norm/k_norm: 1 + weight, fp32 (saved by mul)",
+            2 * spec.head_dim,
+            DType::F32,
+        );
     } else if spec.qk_norm {
-        // Per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3): fp32 input + normalized.
+        // Per-head RMSNorm on q and k before RoPE (Qwen3): fp32 input + normalized.
         let per = if c == DType::F32 { 2 } else { 1 };
         inv.at(Part::QkNorm).add(
             "q_norm/k_norm: fp32 inputs and normalized outputs",
@@ -529,12 +561,22 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
             // Under autocast SDPA casts the fp32 rotated q and k to the compute dtype.
             if spec.family == Family::Phi3 {
+                // q and k rotated (new tensors); v a view of the fused output, or with the KV
+                // cache on the cache's concatenated copy (found on fake CUDA).
                 inv.add("q, k (rotated) (saved by SDPA)", t * (q + kv), c);
-                inv.add(
-                    "fused qkv output, kept by the v view (saved by SDPA)",
-                    t * (q + 2 * kv),
-                    c,
-                );
+                if sh.kv_cache {
+                    inv.add(
+                        "v concatenated into the KV cache (use_cache; saved by SDPA)",
+                        t * kv,
+                        c,
+                    );
+                } else {
+                    inv.add(
+                        "fused qkv output, kept by the v view (saved by SDPA)",
+                        t * (q + 2 * kv),
+                        c,
+                    );
+                }
             } else if let Some(m) = &spec.mla {
                 inv.add(
                     "q, unrotated and rotated parts joined (saved by SDPA)",
@@ -595,13 +637,9 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // in (batch, seq, heads, dim) layout, so o_proj saves a view of it; eager's and the math
     // kernel's matmul output is (batch, heads, seq, dim) and the transpose makes a copy that
     // o_proj saves.
-    // A half-rotary q (GLM-4 and its MoE) comes from `torch.cat` in (batch, heads, seq, dim)
-    // layout, and the flash and cuDNN kernels write their output in q's layout, so the
-    // transpose copies there too (the memory-efficient kernel always writes (batch, seq,
-    // heads, dim); found on fake CUDA).
-    let q_heads_first = spec.rotary_dim() < spec.head_dim && sh.sdpa != Backend::Efficient;
+    // A q that reaches the kernel heads-first makes the transpose copy too (`q_heads_first`).
     inv.at(Part::OutputProjection);
-    if sh.quadratic() || !sh.base_trainable || q_heads_first {
+    if sh.quadratic() || !sh.base_trainable || q_heads_first(spec, sh) {
         linear_inputs(
             inv,
             "o_proj input (contiguous attention output)",
@@ -611,6 +649,19 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         );
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
+}
+
+/// Whether q reaches a fused kernel laid out (batch, heads, seq, dim): a half-rotary q (GLM-4
+/// and its MoE, multi-head latent attention) comes from `torch.cat` in that layout, and so
+/// does RoPE's result when q is a slice of a fused qkv output (Phi-3, GPT-NeoX: the strided
+/// view is not dense, and the elementwise ops write a contiguous result). The flash and cuDNN
+/// kernels write their output in q's layout, so `transpose(1, 2).contiguous()` copies it
+/// before the output projection; the memory-efficient kernel always writes (batch, seq, heads,
+/// dim). Found on fake CUDA (tests/reference/test_cuda_fake.py).
+fn q_heads_first(spec: &ModelSpec, sh: &Shape) -> bool {
+    let heads_first =
+        spec.rotary_dim() < spec.head_dim || matches!(spec.family, Family::Phi3 | Family::GptNeox);
+    heads_first && sh.sdpa != Backend::Efficient
 }
 
 /// Multi-head latent attention's projections before the attention core
@@ -982,29 +1033,41 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
             if spec.family == Family::Gpt2 {
                 // q, k and v are transposed views of c_attn's output, and SDPA (flash and
                 // efficient on CUDA, flash on CPU) saves its inputs as given: no copies of its
-                // own. The extra 2 x T x h are transformers' KV cache: with `use_cache` on
-                // (GPT-2's config default, and what `model(input_ids, labels=...)` does in
-                // training), `DynamicLayer.update` concatenates k and v into fresh tensors,
-                // which SDPA then saves; q keeps the fused output. Gradient checkpointing
-                // turns the cache off (`Step::gpt2_cache_copies`), and so does the Trainer
-                // (`TrainingArguments.use_cache` defaults to False in transformers 5).
+                // own. With transformers' KV cache on (`use_cache`: GPT-2's config default,
+                // and what `model(input_ids, labels=...)` does in training),
+                // `DynamicLayer.update` concatenates k and v into fresh tensors, which SDPA
+                // then saves; q keeps the fused output. Gradient checkpointing turns the
+                // cache off, and so does the Trainer (`TrainingArguments.use_cache` defaults
+                // to False in transformers 5): k and v are then views of the fused output.
                 inv.add(
                     "fused qkv output, kept by the q view (saved by SDPA)",
                     3 * t * q,
                     c,
                 );
-                inv.add(
-                    "k and v concatenated into the KV cache (use_cache; saved by SDPA)",
-                    2 * t * q,
-                    c,
-                );
+                if sh.kv_cache {
+                    inv.add(
+                        "k and v concatenated into the KV cache (use_cache; saved by SDPA)",
+                        2 * t * q,
+                        c,
+                    );
+                }
             } else if fused_qkv {
+                // GPT-NeoX: q and k rotated (new tensors); v a view of the fused output, or
+                // with the KV cache on the cache's concatenated copy (found on fake CUDA).
                 inv.add("q and k after RoPE (saved by SDPA)", 2 * t * q, c);
-                inv.add(
-                    "fused qkv output, kept by the v view (saved by SDPA)",
-                    3 * t * q,
-                    c,
-                );
+                if sh.kv_cache {
+                    inv.add(
+                        "v concatenated into the KV cache (use_cache; saved by SDPA)",
+                        t * q,
+                        c,
+                    );
+                } else {
+                    inv.add(
+                        "fused qkv output, kept by the v view (saved by SDPA)",
+                        3 * t * q,
+                        c,
+                    );
+                }
             } else {
                 inv.add("q, k, v (saved by SDPA)", 3 * t * q, c);
             }
@@ -1035,7 +1098,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         }
     }
     inv.at(Part::OutputProjection);
-    if sh.quadratic() || !sh.base_trainable {
+    if sh.quadratic() || !sh.base_trainable || q_heads_first(spec, sh) {
         linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
@@ -1049,12 +1112,36 @@ fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout)
     let f = spec.intermediate / sh.tp;
     let c = sh.compute();
     inv.at(Part::MlpNorm);
-    layer_norm(inv, "MLP LayerNorm", sh, l);
+    if spec.parallel_residual {
+        // GPT-NeoX's parallel residual: the MLP's LayerNorm reads the layer's input, which
+        // the attention LayerNorm saved already.
+        inv.add("MLP LayerNorm: mean and rstd, fp32", 2 * l.t, DType::F32);
+    } else {
+        layer_norm(inv, "MLP LayerNorm", sh, l);
+    }
     inv.at(Part::Mlp);
     linear_inputs(inv, "MLP input", th, 1, sh);
     match spec.activation.as_str() {
         // GPT-2's gelu_new is written out in Python: 0.5 * x * (1 + tanh(...(x + 0.044715 x^3))):
-        // pow saves x, tanh saves its output, the last product saves both factors.
+        // pow saves x, tanh saves its output, the last product saves both factors. Under
+        // CUDA autocast `pow` is on the fp32 list (autocast_mode.cpp; CPU's lists lack it):
+        // pow saves an fp32 copy of x, and the fp32 x^3 promotes tanh's input, its output
+        // and 1 + tanh to fp32; 0.5 * x stays in the compute dtype (found on fake CUDA:
+        // tests/reference/test_cuda_fake.py).
+        "gelu_new" if sh.amp() => {
+            inv.add(
+                "MLP up output, fp32 copy by autocast (saved by pow)",
+                t * f,
+                DType::F32,
+            );
+            inv.add_n(
+                "gelu_new: tanh output and 1 + tanh, fp32 (saved by tanh, mul)",
+                t * f,
+                DType::F32,
+                2,
+            );
+            inv.add("gelu_new: 0.5 * x (saved by mul)", t * f, c);
+        }
         "gelu_new" => {
             inv.add("MLP up output (saved by pow)", t * f, c);
             inv.add_n(
@@ -1064,11 +1151,22 @@ fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout)
                 3,
             );
         }
-        "relu" => inv.add("ReLU output (saved by relu)", t * f, c),
+        "relu" => {
+            // ReLU's output is also the down projection's input (one storage; under autocast
+            // it is already in the compute dtype, so the Linear's cast returns it as is).
+            let what = if sh.base_trainable {
+                "ReLU output (saved by relu and by the down projection)"
+            } else {
+                "ReLU output (saved by relu)"
+            };
+            inv.add(what, t * f, c);
+        }
         _ => inv.add("MLP up output (saved by gelu)", t * f, c),
     }
     if sh.base_trainable {
-        inv.add("activation output (saved by the down projection)", t * f, c);
+        if spec.activation != "relu" {
+            inv.add("activation output (saved by the down projection)", t * f, c);
+        }
     } else {
         lora_inputs(inv, "down projection input", t * f, 1, sh);
     }

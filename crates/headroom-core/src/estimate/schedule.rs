@@ -323,8 +323,9 @@ fn layer_backward_transients(s: &Step, i: u64, live: Live) -> Live {
         } else {
             0
         };
+        // (The layer's inventory is already without transformers' KV cache, which
+        // checkpointing turns off: `Shape::kv_cache`.)
         full.saturating_sub(shared)
-            .saturating_sub(s.gpt2_cache_copies())
     } else {
         s.on_gpu(full).saturating_sub(s.on_gpu(s.kept(i)))
     };

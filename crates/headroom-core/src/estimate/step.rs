@@ -6,9 +6,8 @@ use crate::activations::{self, Saved, Shape};
 use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::loss::{LossMemory, loss_memory};
-use crate::model::{Family, ModelSpec, ParamInventory, inventory};
+use crate::model::{ModelSpec, ParamInventory, inventory};
 use crate::scenario::{Attention, Checkpointing, LayerPlan, Scenario};
-use crate::sdpa::Backend;
 use crate::states::{ModelStates, model_states};
 
 use super::backward::LayerBackward;
@@ -59,8 +58,6 @@ pub(super) struct Step<'a> {
     /// context-parallel ring's chunks in flight in attention's backward (0 without cp).
     pub fp8_backward: u64,
     pub kv: KvCache,
-    /// SDPA's kernel (PyTorch's pick for the GPU, or the forced one).
-    pub sdpa: Backend,
 }
 
 /// Unsaved tensors that set peaks inside the phases.
@@ -126,7 +123,6 @@ impl<'a> Step<'a> {
         let kv = kv_cache(spec, scen, &sh);
         Step {
             fp8_backward,
-            sdpa: sh.sdpa,
             layers: st.layers_local,
             in_flight: pp.min(scen.grad_accum as u64).max(1),
             offload: scen.offload_activations,
@@ -219,21 +215,6 @@ impl<'a> Step<'a> {
     /// storage).
     pub fn recompute_shares_input(&self) -> bool {
         self.spec.norm_saves_input() || self.stream == DType::F32
-    }
-
-    /// GPT-2 with SDPA: the contiguous k and v that SDPA saves come from the KV cache
-    /// (`DynamicLayer.update` concatenates), which gradient checkpointing turns off
-    /// (`use_cache=False`); the recomputed layer saves views of c_attn's output instead.
-    pub fn gpt2_cache_copies(&self) -> u64 {
-        // (SDPA's math kernel saves scaled copies either way: no difference to take out.)
-        if self.spec.family == Family::Gpt2
-            && self.scen.attention.fused()
-            && self.sdpa != Backend::Math
-        {
-            2 * self.t * self.spec.q_dim() / self.scen.parallel.tensor as u64 * self.compute.bytes()
-        } else {
-            0
-        }
     }
 }
 

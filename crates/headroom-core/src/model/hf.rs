@@ -387,6 +387,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: model_type.to_string(),
         approximate: None,
+        parallel_residual: false,
         mla,
         family: match model_type {
             "olmo2" | "olmo3" => Family::Olmo2,
@@ -511,6 +512,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: model_type.to_string(),
         approximate: None,
+        parallel_residual: false,
         mla: None,
         family: Family::Gemma,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
@@ -554,6 +556,7 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "phi3".into(),
         approximate: None,
+        parallel_residual: false,
         mla: None,
         family: Family::Phi3,
         vocab: cfg.u64_or("vocab_size", 32064)?,
@@ -593,6 +596,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "gpt2".into(),
         approximate: None,
+        parallel_residual: false,
         mla: None,
         family: Family::Gpt2,
         vocab: cfg.u64_or("vocab_size", 50257)?,
@@ -633,6 +637,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "gpt_neox".into(),
         approximate: None,
+        parallel_residual: cfg.bool_or("use_parallel_residual", true)?,
         mla: None,
         family: Family::GptNeox,
         vocab: cfg.u64_or("vocab_size", 50432)?,
@@ -676,6 +681,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "opt".into(),
         approximate: None,
+        parallel_residual: false,
         mla: None,
         family: Family::Opt,
         vocab: cfg.u64_or("vocab_size", 50272)?,
@@ -805,6 +811,7 @@ fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     Ok(ModelSpec {
         model_type: "starcoder2".into(),
         approximate: None,
+        parallel_residual: false,
         mla: None,
         family: Family::Starcoder2,
         vocab: cfg.u64_or("vocab_size", 49152)?,

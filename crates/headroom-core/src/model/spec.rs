@@ -151,6 +151,11 @@ pub struct ModelSpec {
     /// warning; the estimate's parameter count is then not exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approximate: Option<String>,
+    /// GPT-NeoX's `use_parallel_residual` (its default, and every Pythia's): attention and the
+    /// MLP both read the layer's input, so the MLP's LayerNorm saves the tensor the attention
+    /// LayerNorm saved (one storage).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel_residual: bool,
 }
 
 impl ModelSpec {
