@@ -251,7 +251,16 @@ impl ModelScale {
         let layers = 2.0 * spec.layers as f64;
         let logits = 8.0 * 8.0 * tokens * spec.vocab as f64;
         let adapters = self.linear_widths * f64::from(scen.lora.rank);
-        per_layer * layers + logits + 32.0 * (self.params + adapters)
+        // A trained vision tower: the same 64 tensors of 8 bytes per patch and width per
+        // layer, over every image of the micro-batch.
+        let vision = spec.vision.as_ref().map_or(0.0, |v| {
+            let patches = b * f64::from(scen.images) * v.patches_per_image() as f64;
+            64.0 * 8.0
+                * patches
+                * v.hidden.max(v.intermediate).max(v.out_hidden) as f64
+                * (v.layers + 2) as f64
+        });
+        per_layer * layers + logits + vision + 32.0 * (self.params + adapters)
     }
 
     /// Refuses a scenario whose step would need more than [`MAX_STEP_BYTES`] on one GPU,

@@ -9,7 +9,7 @@ use crate::error::ScenarioError;
 use crate::model::{Family, ModelSpec};
 use crate::scenario::{
     Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, ModelChoice,
-    Offload, Optimizer, Precision, Scenario, SdpaKernel,
+    Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
 };
 
 /// The codec version written into every link.
@@ -176,6 +176,8 @@ pub const FIELDS: &[Field] = &[
     choice!("precision", Precision, precision),
     choice!("fp8", Fp8Recipe, fp8),
     choice!("optimizer", Optimizer, optimizer),
+    choice!("vision", VisionTraining, vision),
+    number!("images", images),
     choice!("attention", Attention, attention),
     choice!("sdpa", SdpaKernel, sdpa),
     Field {

@@ -13,6 +13,15 @@ use super::step::Step;
 use super::timeline::Live;
 use super::types::{Component, Confidence, Level, Lifetime, Phase};
 
+/// Bytes of the saved tensors of `items` at `part`.
+fn part_bytes_of(items: &[crate::activations::Saved], part: crate::activations::Part) -> u64 {
+    items
+        .iter()
+        .filter(|i| i.part == part)
+        .map(crate::activations::Saved::bytes)
+        .sum()
+}
+
 /// Declares the component ids once: the enum and its list in display order.
 macro_rules! component_ids {
     ($($id:ident),+ $(,)?) => {
@@ -505,10 +514,20 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
             st.layers_local
         ),
     );
+    let vision = part_bytes_of(&s.outside, crate::activations::Part::Vision);
     p.add(
         OutsideLayers,
         s.outside_bytes,
-        "saved once per step outside the decoder layers",
+        if vision > 0 {
+            format!(
+                "saved once per step outside the decoder layers, of which the trained vision \
+                 tower and projector {} ({} images, assumed)",
+                bytes(vision),
+                u64::from(scen.micro_batch) * u64::from(scen.images)
+            )
+        } else {
+            "saved once per step outside the decoder layers".to_string()
+        },
     );
     p.add_nonzero(
         AutocastCache,

@@ -145,6 +145,7 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     }
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     check_fp8(gpu, scen)?;
+    check_images(&spec, scen)?;
     crate::bounds::check_scale(&spec, gpu, scen)?;
     Ok(Resolved {
         name,
@@ -152,6 +153,29 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
         gpu,
         calibration: Calibration::for_gpu(gpu),
     })
+}
+
+/// A multimodal model's image tokens are part of `seq` (the sequence the text model sees):
+/// the images of a sample must leave room in it. Nothing to check for a text-only model.
+pub fn check_images(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
+    let Some(v) = &spec.vision else {
+        return Ok(());
+    };
+    let tokens = u64::from(scen.images) * v.tokens_per_image();
+    if tokens > u64::from(scen.seq) {
+        let px = v.image_px();
+        return Err(ScenarioError::invalid(
+            "images",
+            format!(
+                "{} images of {} tokens each ({px} x {px} px) need {tokens} tokens, more than \
+                 seq ({}): seq is the whole sequence the text model sees, image tokens included",
+                scen.images,
+                v.tokens_per_image(),
+                scen.seq
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// fp8 matmuls need fp8 tensor cores: compute capability 8.9 or later (Ada, Hopper,

@@ -5,7 +5,7 @@
 use crate::dtype::DType;
 use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};
 use crate::optimizer::TrainTensor;
-use crate::scenario::{Method, Scenario};
+use crate::scenario::{Method, Scenario, VisionTraining};
 
 use super::placement::Placement;
 use super::{lora_adapts, nf4_bytes};
@@ -71,7 +71,9 @@ pub(super) fn local_tensors(
         };
         l.weights += bytes_one * count;
         l.rounding += (round512(bytes_one) - bytes_one) * count;
-        if full {
+        // A frozen vision tower and projector keep their weights only, whatever the method.
+        let frozen = t.is_vision() && scen.vision == VisionTraining::Frozen;
+        if full && !frozen {
             trained_weight(&mut l, &cx, t, n, count);
         } else if t.linear.is_some() && lora_adapts(scen, t) {
             adapter(&mut l, &cx, t, count);
