@@ -789,22 +789,29 @@ fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
         None => None,
     };
     let flat = text_obj.is_none() && wrapper == "qwen2_5_vl";
-    let empty = Map::new();
+    // Mistral3Config builds Mistral Small 3.1's text and vision configs when they are absent
+    // (its `sub_configs_defaults` init_kwargs); a partial one takes the class defaults.
+    let mistral = wrapper == "mistral3";
+    let default_text = if mistral {
+        mistral3_default("text")
+    } else {
+        Map::new()
+    };
     let text = Cfg(match text_obj {
         Some(m) => m,
         None if flat => cfg.0,
-        None => &empty,
+        None => &default_text,
     });
-    let default_text = match wrapper {
+    let text_default_type = match wrapper {
         "gemma3" => "gemma3_text",
         "qwen2_5_vl" => "qwen2_5_vl_text",
         "qwen3_vl" => "qwen3_vl_text",
         _ => "mistral",
     };
     let text_type = if flat {
-        default_text.to_string()
+        text_default_type.to_string()
     } else {
-        text.str_or("model_type", default_text)?
+        text.str_or("model_type", text_default_type)?
     };
     let mut spec = match text_type.as_str() {
         "qwen2_5_vl_text" => llama_like_with(&text, "qwen2", "qwen2_5_vl_text")?,
@@ -820,7 +827,7 @@ fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
         t => {
             return Err(ConfigError::BadField {
                 field: "text_config.model_type".into(),
-                expected: format!("a text model type Headroom models ({default_text}, ...)"),
+                expected: format!("a text model type Headroom models ({text_default_type}, ...)"),
                 found: crate::scenario::shorten(t),
             });
         }
@@ -828,6 +835,7 @@ fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
     let vision_obj = match cfg.present("vision_config") {
         Some(Value::Object(m)) => m.clone(),
         Some(v) => return Err(bad("vision_config", "an object", v)),
+        None if mistral => mistral3_default("vision"),
         None => Map::new(),
     };
     let v = Cfg(&vision_obj);
@@ -926,6 +934,28 @@ fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
     spec.tie_embeddings = cfg.bool_or("tie_word_embeddings", tie_default)?;
     spec.vision = Some(vision);
     Ok(spec)
+}
+
+/// Mistral3Config's default text (`"text"`) or vision config: Mistral Small 3.1's
+/// (configuration_mistral3.py, `sub_configs_defaults`).
+fn mistral3_default(which: &str) -> Map<String, Value> {
+    let v = if which == "text" {
+        serde_json::json!({
+            "model_type": "mistral", "hidden_size": 5120, "head_dim": 128,
+            "intermediate_size": 32768, "max_position_embeddings": 131072,
+            "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8,
+            "sliding_window": null, "vocab_size": 131072
+        })
+    } else {
+        serde_json::json!({
+            "intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
+            "image_size": 1540, "num_hidden_layers": 24, "num_attention_heads": 16
+        })
+    };
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
 }
 
 /// The keys an unknown `model_type` needs to be estimated as the closest known layout.
