@@ -105,9 +105,10 @@ fn image_tokens_must_fit_in_seq() {
         ("qwen2.5-vl-7b-instruct", 1024),
         ("mistral-small-3.1-24b", 1056),
     ] {
-        let fits = decode(&format!("model={preset}&images=2&seq={}", 2 * tokens)).unwrap();
+        let fits = decode(&format!("model={preset}&images=2&seq={}", 2 * tokens)).expect("decodes");
         assert!(estimate(&fits).is_ok(), "{preset}");
-        let over = decode(&format!("model={preset}&images=2&seq={}", 2 * tokens - 1)).unwrap();
+        let over =
+            decode(&format!("model={preset}&images=2&seq={}", 2 * tokens - 1)).expect("decodes");
         let err = estimate(&over).expect_err("refused").to_string();
         assert!(err.contains("images"), "{preset}: {err}");
         assert!(err.contains(&tokens.to_string()), "{preset}: {err}");
