@@ -97,7 +97,7 @@ fn trained_siglip_tower_saves_its_layers() {
 /// `mm_tokens_per_image` 256; Qwen2.5-VL's (896/14)^2 = 4,096 patches over 2 x 2 merges, 1,024
 /// (Qwen2VLProcessor); Pixtral's 32 rows of 32 merged patches each followed by `[IMG_BREAK]`
 /// or `[IMG_END]`, 32 x 33 = 1,056 (PixtralProcessor). Image tokens count in `seq`, so a
-/// sequence shorter than a sample's images is refused, naming `images`.
+/// sequence shorter than a sample's images is refused, naming `seq` and the images.
 #[test]
 fn image_tokens_must_fit_in_seq() {
     for (preset, tokens) in [
@@ -110,6 +110,7 @@ fn image_tokens_must_fit_in_seq() {
         let over =
             decode(&format!("model={preset}&images=2&seq={}", 2 * tokens - 1)).expect("decodes");
         let err = estimate(&over).expect_err("refused").to_string();
+        assert!(err.starts_with("`seq`"), "{preset}: {err}");
         assert!(err.contains("images"), "{preset}: {err}");
         assert!(err.contains(&tokens.to_string()), "{preset}: {err}");
     }

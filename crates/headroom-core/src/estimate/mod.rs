@@ -156,7 +156,8 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
 }
 
 /// A multimodal model's image tokens are part of `seq` (the sequence the text model sees):
-/// the images of a sample must leave room in it. Nothing to check for a text-only model.
+/// the images of a sample must leave room in it, or `seq` is refused (naming the images).
+/// Nothing to check for a text-only model.
 pub fn check_images(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
     let Some(v) = &spec.vision else {
         return Ok(());
@@ -165,13 +166,14 @@ pub fn check_images(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioErr
     if tokens > u64::from(scen.seq) {
         let px = v.image_px();
         return Err(ScenarioError::invalid(
-            "images",
+            "seq",
             format!(
-                "{} images of {} tokens each ({px} x {px} px) need {tokens} tokens, more than \
-                 seq ({}): seq is the whole sequence the text model sees, image tokens included",
+                "{} is shorter than the sample's image tokens: {} images of {} tokens each \
+                 ({px} x {px} px) need {tokens}, and seq counts them too (lower images or raise \
+                 seq)",
+                scen.seq,
                 scen.images,
                 v.tokens_per_image(),
-                scen.seq
             ),
         ));
     }
