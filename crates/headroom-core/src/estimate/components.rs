@@ -505,7 +505,17 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     } else {
         ""
     };
-    p.add(
+    // A trained vision tower's saved tensors (outside the layers, counted in both lines) are
+    // an assumed inventory.
+    let vision = part_bytes_of(&s.outside, crate::activations::Part::Vision);
+    let sure = |id: ComponentId| {
+        if vision > 0 {
+            Sure::Assumed
+        } else {
+            id.meta().sure
+        }
+    };
+    p.add_as(
         Activations,
         totals.activations,
         format!(
@@ -513,9 +523,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
             bytes(s.dense_bytes),
             st.layers_local
         ),
+        sure(Activations),
     );
-    let vision = part_bytes_of(&s.outside, crate::activations::Part::Vision);
-    p.add(
+    p.add_as(
         OutsideLayers,
         s.outside_bytes,
         if vision > 0 {
@@ -528,6 +538,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         } else {
             "saved once per step outside the decoder layers".to_string()
         },
+        sure(OutsideLayers),
     );
     p.add_nonzero(
         AutocastCache,
