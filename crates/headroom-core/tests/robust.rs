@@ -124,6 +124,9 @@ fn a_sweep_of_scenarios_never_panics_and_stays_coherent() {
         let e = match estimate(&scen) {
             // fp8 on a GPU without fp8 tensor cores is refused once the GPU is known.
             Err(err) if err.to_string().contains("no fp8 tensor cores") => continue,
+            // A multimodal model's image tokens longer than seq are refused once the model is
+            // known (`estimate::check_images`).
+            Err(err) if err.to_string().contains("image tokens") => continue,
             r => r.unwrap_or_else(|err| panic!("{pairs:?}: {err}")),
         };
         let b = &e.bytes;
