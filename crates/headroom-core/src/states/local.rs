@@ -104,7 +104,13 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     // gpt-oss's experts run through grouped_mm, which autocast has no rule for: they compute
     // in fp32 and no copy is cached (measured on CPU, tests/reference/test_saved_bytes.py).
     let grouped_experts = cx.spec.is_gpt_oss() && t.name.contains(".experts.");
+    // A trained vision tower's matrices run through Linear, conv or matmul, which autocast
+    // casts (its position tables are lookups; norms, listed with their layers as matrices,
+    // and biases are vectors).
+    let vision_matrix =
+        t.is_vision() && t.d_in > 1 && !t.name.contains("norm") && !t.name.contains("pos");
     let used_by_linear = (t.linear.is_some() && !grouped_experts)
+        || vision_matrix
         || t.name == "lm_head.weight"
         || (cx.spec.tie_embeddings
             && t.scope == Scope::Model
