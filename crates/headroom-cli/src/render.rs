@@ -38,6 +38,9 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value
     if !e.fp8.is_empty() {
         out["fp8"] = json!(e.fp8);
     }
+    if !e.vision.is_empty() {
+        out["vision"] = json!(e.vision);
+    }
     out
 }
 
@@ -96,10 +99,14 @@ pub fn estimate_table(
     );
     let _ = writeln!(
         s,
-        "parameters: {} total, {} trainable\n",
+        "parameters: {} total, {} trainable",
         count(e.parameters.total),
         count(e.parameters.trainable)
     );
+    if !e.vision.is_empty() {
+        let _ = writeln!(s, "images: {}", e.vision);
+    }
+    let _ = writeln!(s);
     let _ = writeln!(
         s,
         "{:<44} {:>12} {:>12}  {:<10} {:<10} confidence",

@@ -180,6 +180,40 @@ pub fn check_images(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioErr
     Ok(())
 }
 
+/// One line on a multimodal model's images and vision tower: how many of `seq`'s tokens are
+/// image tokens, and whether the tower trains. Empty for a text-only model.
+pub fn describe_vision(
+    spec: &ModelSpec,
+    inv: &crate::model::ParamInventory,
+    scen: &Scenario,
+) -> String {
+    let Some(v) = &spec.vision else {
+        return String::new();
+    };
+    let px = v.image_px();
+    let per = v.tokens_per_image();
+    let tokens = u64::from(scen.images) * per;
+    let assumed = if v.kind == crate::model::VisionKind::Siglip {
+        "the size SigLIP takes"
+    } else {
+        "assumed"
+    };
+    format!(
+        "{} images per sample x {per} tokens ({px} x {px} px, {assumed}) = {tokens} of the \
+         sequence's {} tokens; {} vision tower and projector ({} parameters) {}",
+        scen.images,
+        scen.seq,
+        v.name(),
+        crate::format::count(inv.vision()),
+        match scen.vision {
+            crate::scenario::VisionTraining::Frozen => "frozen: weights only",
+            crate::scenario::VisionTraining::Trained => {
+                "trained: gradients, optimizer states and saved activations"
+            }
+        }
+    )
+}
+
 /// fp8 matmuls need fp8 tensor cores: compute capability 8.9 or later (Ada, Hopper,
 /// Blackwell), which the catalog records as an fp8 throughput.
 pub fn check_fp8(gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
@@ -314,6 +348,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         calibrated: cal.is_measured(),
         attention: attention_line(&kernel, scen),
         fp8: crate::fp8::describe(&step.inv, scen),
+        vision: describe_vision(spec, &step.inv, scen),
         warnings,
         layer_inventory: if all_sparse { step.moe } else { step.dense },
     }
