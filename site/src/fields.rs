@@ -6,8 +6,8 @@
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::format;
 use headroom_core::scenario::{
-    Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, Offload,
-    Optimizer, Precision, Scenario, SdpaKernel,
+    Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, ModelChoice,
+    Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
 };
 
 /// How a field is edited.
@@ -131,6 +131,25 @@ fn is_packing(s: &Scenario) -> bool {
 fn is_full(s: &Scenario) -> bool {
     s.method == Method::Full
 }
+fn vision_options(_: &Scenario) -> Vec<(String, String)> {
+    options(
+        VisionTraining::ALL,
+        VisionTraining::id,
+        VisionTraining::label,
+    )
+}
+/// Whether the scenario's model has a vision tower (a multimodal preset or pasted config).
+fn is_multimodal(s: &Scenario) -> bool {
+    match &s.model {
+        ModelChoice::Custom(spec) => spec.vision.is_some(),
+        ModelChoice::Preset(id) => PresetCatalog::builtin()
+            .get(id)
+            .is_ok_and(|p| p.spec.vision.is_some()),
+    }
+}
+fn is_multimodal_full(s: &Scenario) -> bool {
+    is_multimodal(s) && is_full(s)
+}
 fn optimizer_options(_: &Scenario) -> Vec<(String, String)> {
     options(Optimizer::ALL, Optimizer::id, Optimizer::label)
 }
@@ -211,9 +230,16 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "seq",
                 label: "Sequence length (tokens)",
-                help: "Tokens per sequence; activations and logits grow with it.",
+                help: "Tokens per sequence, image tokens included; activations and logits grow with it.",
                 control: INT,
                 shown: always,
+            },
+            Field {
+                key: "images",
+                label: "Images per sample",
+                help: "Each image adds its tokens to the sequence length above (Gemma 3: 256; Qwen-VL: 1,024 and Pixtral: 1,056 for the 896 x 896 image assumed).",
+                control: INT,
+                shown: is_multimodal,
             },
             Field {
                 key: "accum",
@@ -256,6 +282,13 @@ pub static GROUPS: &[Group] = &[
                 help: "torchao float8 training (Ada, Hopper, Blackwell): faster matmuls; saved activations and states stay bf16.",
                 control: Control::Select(fp8_options),
                 shown: is_full,
+            },
+            Field {
+                key: "vision",
+                label: "Vision tower",
+                help: "Frozen (most recipes): its weights only. Trained: gradients, optimizer states and its own saved activations.",
+                control: Control::Select(vision_options),
+                shown: is_multimodal_full,
             },
             Field {
                 key: "optimizer",

@@ -4,6 +4,8 @@ For each `[[preset]]` in content/models/presets.toml, the preset's config.json i
 transformers on the meta device (no memory, so Llama 3.1 405B costs nothing) and its
 `num_parameters()` is compared with the recorded `parameters_total` and with what
 `headroom estimate --model <id> --format json` reports as `parameters.total`.
+Multimodal wrappers (gemma3, qwen2_5_vl, qwen3_vl, mistral3) are built as their
+ForConditionalGeneration class (vision tower, projector and text model).
 VARIANTS are small configs that exercise keys and defaults no preset uses (OPT's projections,
 MoE layer selection, bias switches, per-type head_dim defaults), compared the same way.
 Run by scripts/test.sh with HEADROOM_BIN pointing at the CLI.
@@ -17,7 +19,7 @@ import tomllib
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 HERE = pathlib.Path(__file__).parent
 MODELS = HERE.parent.parent / "content" / "models"
@@ -26,11 +28,15 @@ BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug"
 PRESETS = tomllib.loads((MODELS / "presets.toml").read_text())["preset"]
 
 
+MULTIMODAL = {"gemma3", "qwen2_5_vl", "qwen3_vl", "mistral3"}
+
+
 def transformers_count(config: dict) -> int:
     cfg = AutoConfig.for_model(**config)
+    auto = AutoModelForImageTextToText if config["model_type"] in MULTIMODAL else AutoModelForCausalLM
     # Meta tensors have shapes but no storage: the count is exact and costs no memory.
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = auto.from_config(cfg)
     return model.num_parameters()
 
 
@@ -120,6 +126,37 @@ VARIANTS = {
                                         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=24, attention_bias=True,
                                         mlp_bias=True, first_k_dense_replace=1, n_routed_experts=8,
                                         moe_intermediate_size=64, num_experts_per_tok=2),
+    # Multimodal wrappers: class defaults (absent sub-configs), small towers exercising each key.
+    "gemma3-defaults": {"model_type": "gemma3"},
+    "gemma3-pooling-head-untied": {"model_type": "gemma3", "tie_word_embeddings": False, "mm_tokens_per_image": 16,
+                                   "text_config": dict(SMALL, model_type="gemma3_text", head_dim=64),
+                                   "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 96,
+                                                     "intermediate_size": 200, "num_hidden_layers": 2,
+                                                     "num_attention_heads": 4, "image_size": 64, "patch_size": 8,
+                                                     "num_channels": 4}},
+    "qwen2_5_vl-defaults": {"model_type": "qwen2_5_vl"},
+    "qwen2_5_vl-nested-tied": {"model_type": "qwen2_5_vl",
+                               "text_config": dict(SMALL, model_type="qwen2_5_vl_text", tie_word_embeddings=True),
+                               "vision_config": {"depth": 3, "hidden_size": 64, "intermediate_size": 100,
+                                                 "num_heads": 4, "out_hidden_size": 256, "patch_size": 8,
+                                                 "temporal_patch_size": 1, "spatial_merge_size": 3,
+                                                 "in_channels": 2}},
+    "qwen3_vl-defaults": {"model_type": "qwen3_vl"},
+    "qwen3_vl-small-deepstack-2": {"model_type": "qwen3_vl", "tie_word_embeddings": True,
+                                   "text_config": dict(SMALL, model_type="qwen3_vl_text", head_dim=32,
+                                                       attention_bias=True),
+                                   "vision_config": {"depth": 4, "hidden_size": 64, "intermediate_size": 100,
+                                                     "num_heads": 4, "out_hidden_size": 256, "patch_size": 8,
+                                                     "num_position_embeddings": 64,
+                                                     "deepstack_visual_indexes": [1, 2]}},
+    "mistral3-defaults": {"model_type": "mistral3"},
+    "mistral3-partial-two-layers-bias": {"model_type": "mistral3", "tie_word_embeddings": False,
+                                         "multimodal_projector_bias": True, "vision_feature_layer": [-1, -2],
+                                         "spatial_merge_size": 3,
+                                         "text_config": dict(SMALL, model_type="mistral"),
+                                         "vision_config": {"model_type": "pixtral", "hidden_size": 64,
+                                                           "intermediate_size": 128, "num_hidden_layers": 2,
+                                                           "num_attention_heads": 4}},
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }

@@ -21,6 +21,8 @@ const WORDS: &[&str] = &[
     "amp-fp16",
     "tensorwise",
     "rowwise",
+    "frozen",
+    "trained",
     "adamw",
     "adamw-fused",
     "adamw8bit",
@@ -97,6 +99,11 @@ pub const CONFIG_KEYS: &[&str] = &[
     "do_layer_norm_before",
     "q_lora_rank",
     "kv_lora_rank",
+    "mm_tokens_per_image",
+    "spatial_merge_size",
+    "vision_feature_layer",
+    "multimodal_projector_bias",
+    "vision_config",
     "unknown_key",
 ];
 
@@ -104,7 +111,7 @@ pub const CONFIG_KEYS: &[&str] = &[
 fn model_types() -> &'static [&'static str] {
     static TYPES: OnceLock<Vec<&'static str>> = OnceLock::new();
     TYPES.get_or_init(|| {
-        let unsupported = ["gpt_oss", "deepseek_v3", "", "unknown"];
+        let unsupported = ["llama4", "qwen3_next", "", "unknown"];
         headroom_core::model::SUPPORTED_MODEL_TYPES
             .iter()
             .copied()

@@ -184,7 +184,11 @@ pub const FLAGS: &[Flag] = &[
         "batch",
         "Micro-batch size (sequences per GPU per forward).",
     ),
-    flag("seq", "seq", "Sequence length in tokens."),
+    flag(
+        "seq",
+        "seq",
+        "Sequence length in tokens (for a multimodal model, image tokens included).",
+    ),
     flag("accum", "accum", "Gradient accumulation steps."),
     flag(
         "packing",
@@ -215,6 +219,17 @@ pub const FLAGS: &[Flag] = &[
         "optimizer",
         "adamw | adamw-forloop | adamw-fused | adamw8bit | paged-adamw8bit | lion | adafactor | \
          sgd | sgd-momentum | adam-mini",
+    ),
+    flag(
+        "vision",
+        "vision",
+        "A multimodal model's vision tower and projector: frozen (weights only) | trained",
+    ),
+    flag(
+        "images",
+        "images",
+        "Images per sample (multimodal models): their tokens count in --seq (Gemma 3: 256 \
+         each; Qwen-VL and Pixtral: an 896 x 896 image assumed).",
     ),
     flag("attention", "attention", "eager | sdpa"),
     flag(

@@ -41,6 +41,9 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value
     if !e.context.is_empty() {
         out["context"] = json!(e.context);
     }
+    if !e.vision.is_empty() {
+        out["vision"] = json!(e.vision);
+    }
     out
 }
 
@@ -99,10 +102,14 @@ pub fn estimate_table(
     );
     let _ = writeln!(
         s,
-        "parameters: {} total, {} trainable\n",
+        "parameters: {} total, {} trainable",
         count(e.parameters.total),
         count(e.parameters.trainable)
     );
+    if !e.vision.is_empty() {
+        let _ = writeln!(s, "images: {}", e.vision);
+    }
+    let _ = writeln!(s);
     let _ = writeln!(
         s,
         "{:<44} {:>12} {:>12}  {:<10} {:<10} confidence",

@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;
-use crate::model::{Family, Mla, ModelSpec, Moe, NormKind};
-use crate::scenario::{Attention, Checkpointing, Method, Precision, Scenario};
+use crate::model::{Family, Mla, ModelSpec, Moe, NormKind, Vision, VisionKind};
+use crate::scenario::{Attention, Checkpointing, Method, Precision, Scenario, VisionTraining};
 use crate::sdpa::{self, Backend};
 
 /// One saved tensor (or a group of identical ones), with what keeps it.
@@ -61,6 +61,9 @@ pub enum Part {
     FinalNorm,
     /// Outside the layers: lm_head's input.
     LmHeadInput,
+    /// Outside the layers: a trained vision tower's and projector's saved tensors, kept
+    /// until the end of backward (the tower runs first in forward, so last in backward).
+    Vision,
 }
 
 impl Part {
@@ -123,6 +126,14 @@ pub struct Shape {
     /// it off). `DynamicLayer.update` concatenates k and v into fresh tensors, which attention
     /// then saves instead of views of a fused qkv output.
     pub kv_cache: bool,
+    /// Images in the micro-batch (a multimodal model's; 0 otherwise).
+    pub images: u64,
+    /// Whether the vision tower trains (it saves nothing when frozen).
+    pub vision_trained: bool,
+    /// Whether gradient checkpointing covers the vision tower's blocks (transformers'
+    /// `gradient_checkpointing_enable` checkpoints every `GradientCheckpointingLayer`, the
+    /// vision blocks included: with `ckpt=full`).
+    pub vision_checkpointed: bool,
 }
 
 impl Shape {
@@ -150,6 +161,13 @@ impl Shape {
             base_trainable: scen.method == Method::Full,
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
             kv_cache: scen.checkpointing == Checkpointing::None,
+            images: if spec.vision.is_some() {
+                scen.micro_batch as u64 * scen.images as u64
+            } else {
+                0
+            },
+            vision_trained: scen.vision == VisionTraining::Trained && scen.method == Method::Full,
+            vision_checkpointed: scen.checkpointing == Checkpointing::Full,
         }
     }
 
@@ -1213,6 +1231,13 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
             }
         }
     }
+    if let Some(v) = &spec.vision
+        && sh.vision_trained
+        && sh.images > 0
+    {
+        inv.at(Part::Vision);
+        vision_tower(&mut inv, v, sh);
+    }
     // lm_head's input when the lm_head (or the tied embedding) trains.
     inv.at(Part::LmHeadInput);
     if sh.base_trainable || !spec.tie_embeddings {
@@ -1223,6 +1248,90 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         }
     }
     inv.items
+}
+
+/// A trained vision tower's saved tensors for the micro-batch's images: per ViT layer its
+/// norms, the q/k/v input, what memory-efficient or flash SDPA keeps (q, k, v, output,
+/// logsumexp: no patches x patches matrix) and its MLP; then the projector's inputs. Under
+/// autocast the 16-bit casts of each Linear's input are saved, the residual stream staying
+/// fp32 (the weights' casts are the autocast cache's). Written from the modeling code
+/// (`modeling_siglip.py`, `modeling_qwen2_5_vl.py`, `modeling_qwen3_vl.py`,
+/// `modeling_pixtral.py`). SigLIP's layers match `saved_tensors_hooks` on CPU in bf16 and
+/// amp-bf16 with SDPA (`tests/reference/test_vision.py`; CPU's LayerNorm keeps bf16
+/// statistics where CUDA keeps fp32); the other towers' layers and every projector are
+/// assumed (Qwen-VL's RoPE tables and windowed attention, Pixtral's block-diagonal mask and
+/// the convolution's input are left out), so the estimate marks these bytes assumed. With
+/// checkpointing, each block keeps its input only.
+fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
+    let n = sh.images * v.patches_per_image();
+    let (h, f, l) = (v.hidden, v.intermediate, v.layers);
+    let (c, stream) = (sh.compute(), sh.stream());
+    if sh.vision_checkpointed {
+        inv.add_n(
+            "vision tower: each checkpointed block's input",
+            n * h,
+            stream,
+            l,
+        );
+    } else {
+        let layer_norm = matches!(v.kind, VisionKind::Siglip | VisionKind::Qwen3);
+        // Two norms per block: a LayerNorm keeps its input and fp32 mean and rstd; an RMSNorm
+        // (transformers' upcasting one) an fp32 copy, the rsqrt and the normalized input.
+        if layer_norm {
+            inv.add_n("vision tower: LayerNorm inputs", n * h, stream, 2 * l);
+            inv.add_n(
+                "vision tower: LayerNorm mean and rstd",
+                2 * n,
+                DType::F32,
+                2 * l,
+            );
+        } else {
+            inv.add_n(
+                "vision tower: RMSNorm fp32 inputs",
+                n * h,
+                DType::F32,
+                2 * l,
+            );
+            inv.add_n("vision tower: RMSNorm rsqrt", n, DType::F32, 2 * l);
+            inv.add_n(
+                "vision tower: RMSNorm normalized inputs",
+                n * h,
+                stream,
+                2 * l,
+            );
+        }
+        // Autocast casts the norm's output once per Linear that reads it: q, k, v separately
+        // (SigLIP, Pixtral) or one fused qkv (Qwen-VL); without autocast one tensor is shared.
+        let fused = matches!(v.kind, VisionKind::Qwen25 | VisionKind::Qwen3);
+        let casts = |k: u64| if sh.amp() { k } else { 1 };
+        let qkv_in = casts(if fused { 1 } else { 3 });
+        inv.add_n("vision tower: q/k/v input", n * h, c, qkv_in * l);
+        inv.add_n("vision tower: SDPA's q, k, v and output", 4 * n * h, c, l);
+        inv.add_n("vision tower: SDPA's logsumexp", n * v.heads, DType::F32, l);
+        // SDPA's flash and memory-efficient kernels lay their output out as (batch, patches,
+        // heads, dim): `transpose(1, 2).contiguous()` is a view, and the output projection
+        // saves SDPA's output itself (measured on CPU).
+        let gated = matches!(v.kind, VisionKind::Qwen25 | VisionKind::Pixtral);
+        if gated {
+            // gate and up read the norm's output (two casts under autocast); the activation
+            // keeps the gate's output, the product its two inputs, down_proj the product.
+            inv.add_n("vision tower: MLP input", n * h, c, casts(2) * l);
+            inv.add_n("vision tower: gated MLP intermediates", n * f, c, 4 * l);
+        } else {
+            inv.add_n("vision tower: MLP input", n * h, c, l);
+            inv.add_n("vision tower: GELU input and output", n * f, c, 2 * l);
+        }
+    }
+    // The projector: its norm's input (the tower's output) and merged input, then the two
+    // Linears' inputs over the image tokens (Gemma 3: one matmul after pooling).
+    let merged = n / (v.merge * v.merge).max(1);
+    inv.add_n("projector: tower output and merged input", n * h, c, 2);
+    let width = match v.kind {
+        VisionKind::Siglip => 0,
+        VisionKind::Pixtral => v.out_hidden,
+        VisionKind::Qwen25 | VisionKind::Qwen3 => h * v.merge * v.merge,
+    };
+    inv.add_n("projector: hidden activations", merged * width, c, 2);
 }
 
 /// Bytes of a layer's saved tensors that its backward frees before it reaches the attention

@@ -31,6 +31,15 @@ pub const MAX_EXPERTS: u64 = 4096;
 /// `max_position_embeddings`, a learned position table's rows and a sliding window: the
 /// longest released context is 10M tokens (Llama 4 Scout).
 pub const MAX_POSITIONS: u64 = 1 << 27;
+/// A vision tower's patch side, channels, temporal patch and spatial merge: released towers use
+/// patches of 14 or 16 pixels, 3 channels, 2 frames (Qwen-VL) and 2 x 2 merges.
+pub const MAX_VISION_SMALL: u64 = 1 << 10;
+/// A vision tower's image side and learned positions: SigLIP's 896 (4,096 positions), Pixtral's
+/// 1,540, Qwen3-VL's 2,304 positions.
+pub const MAX_VISION_IMAGE: u64 = 1 << 16;
+/// Images a sample carries (and tokens an image adds): vision-language fine-tuning sets use one
+/// to a few dozen.
+pub const MAX_IMAGES: u32 = 1024;
 /// Parameters of one model: the largest trained are around 2 trillion.
 pub const MAX_PARAMETERS: u64 = 100_000_000_000_000;
 /// A model given only by its size (`model=7b`): from 0.2B, the smallest size the nearest
@@ -107,6 +116,60 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
             ("qk_nope_head_dim", m.qk_nope_head_dim, 0, MAX_HEAD_DIM),
             ("qk_rope_head_dim", m.qk_rope_head_dim, 0, MAX_HEAD_DIM),
             ("v_head_dim", m.v_head_dim, 1, MAX_HEAD_DIM),
+        ]);
+    }
+    if let Some(v) = &s.vision {
+        // SigLIP's image side must hold one patch; the rest as the text model's dimensions.
+        dims.extend([
+            ("vision_config.hidden_size", v.hidden, 1, MAX_HIDDEN),
+            ("vision_config.num_hidden_layers", v.layers, 1, MAX_LAYERS),
+            ("vision_config.num_attention_heads", v.heads, 1, MAX_HEADS),
+            (
+                "vision_config.intermediate_size",
+                v.intermediate,
+                1,
+                MAX_INTERMEDIATE,
+            ),
+            ("vision_config.patch_size", v.patch, 1, MAX_VISION_SMALL),
+            (
+                "vision_config.num_channels",
+                v.channels,
+                1,
+                MAX_VISION_SMALL,
+            ),
+            (
+                "vision_config.temporal_patch_size",
+                v.temporal_patch,
+                1,
+                MAX_VISION_SMALL,
+            ),
+            (
+                "vision_config.image_size",
+                v.image_size,
+                0,
+                MAX_VISION_IMAGE,
+            ),
+            (
+                "vision_config.num_position_embeddings",
+                v.positions,
+                0,
+                MAX_VISION_IMAGE,
+            ),
+            ("spatial_merge_size", v.merge, 1, MAX_VISION_SMALL),
+            (
+                "mm_tokens_per_image",
+                v.tokens_per_image,
+                0,
+                MAX_VISION_IMAGE,
+            ),
+            ("vision_config.out_hidden_size", v.out_hidden, 1, MAX_HIDDEN),
+            (
+                "vision_config.deepstack_visual_indexes",
+                v.deepstack,
+                0,
+                MAX_LAYERS,
+            ),
+            ("vision_feature_layer", v.feature_layers, 1, MAX_LAYERS),
         ]);
     }
     for (field, v, lo, hi) in dims {
@@ -188,7 +251,16 @@ impl ModelScale {
         let layers = 2.0 * spec.layers as f64;
         let logits = 8.0 * 8.0 * tokens * spec.vocab as f64;
         let adapters = self.linear_widths * f64::from(scen.lora.rank);
-        per_layer * layers + logits + 32.0 * (self.params + adapters)
+        // A trained vision tower: the same 64 tensors of 8 bytes per patch and width per
+        // layer, over every image of the micro-batch.
+        let vision = spec.vision.as_ref().map_or(0.0, |v| {
+            let patches = b * f64::from(scen.images) * v.patches_per_image() as f64;
+            64.0 * 8.0
+                * patches
+                * v.hidden.max(v.intermediate).max(v.out_hidden) as f64
+                * (v.layers + 2) as f64
+        });
+        per_layer * layers + logits + vision + 32.0 * (self.params + adapters)
     }
 
     /// Refuses a scenario whose step would need more than [`MAX_STEP_BYTES`] on one GPU,

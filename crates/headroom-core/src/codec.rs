@@ -6,10 +6,10 @@
 use serde_json::{Map, Value};
 
 use crate::error::ScenarioError;
-use crate::model::{Family, ModelSpec};
+use crate::model::{Family, ModelSpec, Vision, VisionKind};
 use crate::scenario::{
     Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, ModelChoice,
-    Offload, Optimizer, Precision, Scenario, SdpaKernel,
+    Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
 };
 
 /// The codec version written into every link.
@@ -182,6 +182,8 @@ pub const FIELDS: &[Field] = &[
     choice!("precision", Precision, precision),
     choice!("fp8", Fp8Recipe, fp8),
     choice!("optimizer", Optimizer, optimizer),
+    choice!("vision", VisionTraining, vision),
+    number!("images", images),
     choice!("attention", Attention, attention),
     choice!("sdpa", SdpaKernel, sdpa),
     Field {
@@ -413,6 +415,73 @@ fn percent_decode(s: &str) -> Option<String> {
 /// Hugging Face config keys that reproduce `spec` for its family (round-trips through
 /// [`parse_config_json`]).
 pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
+    match &spec.vision {
+        Some(v) => multimodal_config(spec, v),
+        None => text_config(spec),
+    }
+}
+
+/// A multimodal wrapper's keys: its own, `text_config` (the text model's, as [`text_config`]
+/// writes them) and `vision_config`.
+fn multimodal_config(spec: &ModelSpec, v: &Vision) -> Map<String, Value> {
+    let text = ModelSpec {
+        vision: None,
+        ..spec.clone()
+    };
+    let mut m = Map::new();
+    let mut vc = Map::new();
+    let mut put = |k: &str, x: Value| {
+        vc.insert(k.to_string(), x);
+    };
+    let indices = |n: u64| Value::Array((0..n).map(Value::from).collect());
+    put("hidden_size", v.hidden.into());
+    put("intermediate_size", v.intermediate.into());
+    put("patch_size", v.patch.into());
+    match v.kind {
+        VisionKind::Qwen25 | VisionKind::Qwen3 => {
+            put("depth", v.layers.into());
+            put("num_heads", v.heads.into());
+            put("in_channels", v.channels.into());
+            put("temporal_patch_size", v.temporal_patch.into());
+            put("spatial_merge_size", v.merge.into());
+            put("out_hidden_size", v.out_hidden.into());
+            if v.kind == VisionKind::Qwen3 {
+                put("num_position_embeddings", v.positions.into());
+                put("deepstack_visual_indexes", indices(v.deepstack));
+            }
+        }
+        VisionKind::Siglip | VisionKind::Pixtral => {
+            put("num_hidden_layers", v.layers.into());
+            put("num_attention_heads", v.heads.into());
+            put("num_channels", v.channels.into());
+            put("image_size", v.image_size.into());
+            if v.kind == VisionKind::Siglip {
+                put("vision_use_head", v.pooling_head.into());
+            }
+        }
+    }
+    m.insert("model_type".into(), v.wrapper().into());
+    m.insert("tie_word_embeddings".into(), spec.tie_embeddings.into());
+    match v.kind {
+        VisionKind::Siglip => {
+            m.insert("mm_tokens_per_image".into(), v.tokens_per_image.into());
+        }
+        VisionKind::Pixtral => {
+            m.insert("spatial_merge_size".into(), v.merge.into());
+            m.insert("multimodal_projector_bias".into(), v.projector_bias.into());
+            if v.feature_layers > 1 {
+                m.insert("vision_feature_layer".into(), indices(v.feature_layers));
+            }
+        }
+        VisionKind::Qwen25 | VisionKind::Qwen3 => {}
+    }
+    m.insert("text_config".into(), Value::Object(text_config(&text)));
+    m.insert("vision_config".into(), Value::Object(vc));
+    m
+}
+
+/// The keys of a text-only model (or of a wrapper's text model).
+fn text_config(spec: &ModelSpec) -> Map<String, Value> {
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
         m.insert(k.to_string(), v);
@@ -554,28 +623,46 @@ pub fn spec_to_config(spec: &ModelSpec) -> Map<String, Value> {
     m
 }
 
-/// `key:value~key:value...` of the config keys; lists as `a.b.c`, null as `null`.
+/// `key:value~key:value...` of the config keys; lists as `a.b.c`, null as `null`; a
+/// multimodal wrapper's `text_config` and `vision_config` keys as `text_config.key:value`.
 pub fn encode_spec(spec: &ModelSpec) -> String {
-    spec_to_config(spec)
-        .iter()
-        .map(|(k, v)| {
-            let value = match v {
-                Value::Array(items) => items
-                    .iter()
-                    .map(|i| i.to_string())
-                    .collect::<Vec<_>>()
-                    .join("."),
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            format!("{k}:{value}")
-        })
-        .collect::<Vec<_>>()
-        .join("~")
+    let mut items = Vec::new();
+    for (k, v) in spec_to_config(spec) {
+        match v {
+            Value::Object(inner) => {
+                for (k2, v2) in inner {
+                    items.push(format!("{k}.{k2}:{}", link_value(&v2)));
+                }
+            }
+            other => items.push(format!("{k}:{}", link_value(&other))),
+        }
+    }
+    items.join("~")
 }
+
+fn link_value(v: &Value) -> String {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join("."),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Config keys whose value is a list of indices (written `a.b.c` in a link).
+const LIST_KEYS: [&str; 3] = [
+    "mlp_only_layers",
+    "deepstack_visual_indexes",
+    "vision_feature_layer",
+];
 
 fn decode_spec(v: &str) -> Result<ModelSpec, ScenarioError> {
     let mut m = Map::new();
+    let mut nested: [(&str, Map<String, Value>); 2] =
+        [("text_config", Map::new()), ("vision_config", Map::new())];
     for item in v.split('~') {
         let (k, raw) = item.split_once(':').ok_or_else(|| {
             ScenarioError::invalid(
@@ -583,27 +670,44 @@ fn decode_spec(v: &str) -> Result<ModelSpec, ScenarioError> {
                 format!("`{}` is not key:value", crate::scenario::shorten(item)),
             )
         })?;
-        let value = if k == "mlp_only_layers" {
-            let items: Result<Vec<Value>, _> = raw
-                .split('.')
-                .filter(|x| !x.is_empty())
-                .map(|x| x.parse::<u64>().map(Value::from))
-                .collect();
-            Value::Array(items.map_err(|_| {
-                ScenarioError::invalid("cfg", "mlp_only_layers must be numbers separated by dots")
-            })?)
-        } else if raw == "null" {
-            Value::Null
-        } else if raw == "true" || raw == "false" {
-            Value::Bool(raw == "true")
-        } else if let Ok(n) = raw.parse::<u64>() {
-            Value::from(n)
-        } else if let Ok(f) = raw.parse::<f64>() {
-            Value::from(f)
-        } else {
-            Value::from(raw.to_string())
+        let (section, k) = match k.split_once('.') {
+            Some((p, rest)) if nested.iter().any(|(n, _)| *n == p) => (Some(p), rest),
+            _ => (None, k),
         };
-        m.insert(k.to_string(), value);
+        let value =
+            if LIST_KEYS.contains(&k) && !(k == "vision_feature_layer" && raw.starts_with('-')) {
+                let items: Result<Vec<Value>, _> = raw
+                    .split('.')
+                    .filter(|x| !x.is_empty())
+                    .map(|x| x.parse::<u64>().map(Value::from))
+                    .collect();
+                Value::Array(items.map_err(|_| {
+                    ScenarioError::invalid("cfg", format!("{k} must be numbers separated by dots"))
+                })?)
+            } else if raw == "null" {
+                Value::Null
+            } else if raw == "true" || raw == "false" {
+                Value::Bool(raw == "true")
+            } else if let Ok(n) = raw.parse::<u64>() {
+                Value::from(n)
+            } else if let Ok(f) = raw.parse::<f64>() {
+                Value::from(f)
+            } else {
+                Value::from(raw.to_string())
+            };
+        match nested.iter_mut().find(|(n, _)| Some(*n) == section) {
+            Some((_, inner)) => {
+                inner.insert(k.to_string(), value);
+            }
+            None => {
+                m.insert(k.to_string(), value);
+            }
+        }
+    }
+    for (name, inner) in nested {
+        if !inner.is_empty() {
+            m.insert(name.to_string(), Value::Object(inner));
+        }
     }
     // Read as a value, not re-printed and re-parsed: serde_json's text parser can land one ulp
     // off (8.421026719040053e-47 came back as ...052e-47; found by the fuzz harness).

@@ -177,6 +177,24 @@ named_enum!(
     }
 );
 
+named_enum!(
+    /// A multimodal model's vision tower and projector in training: frozen (what most
+    /// fine-tuning recipes do: TRL's and Qwen-VL's scripts train the language model, and the
+    /// tower costs its weights only) or trained with the rest (gradients, optimizer states and
+    /// its own saved activations). Read only for a model with a vision tower.
+    VisionTraining, "vision setting" {
+        Frozen => "frozen", "frozen (weights only: no gradients, states or saved activations)";
+        Trained => "trained", "trained (gradients, optimizer states, saved activations)";
+    }
+);
+
+#[allow(clippy::derivable_impls)]
+impl Default for VisionTraining {
+    fn default() -> Self {
+        VisionTraining::Frozen
+    }
+}
+
 // `named_enum!` declares the variants, so `#[default]` cannot be put on one.
 #[allow(clippy::derivable_impls)]
 impl Default for Fp8Recipe {
@@ -470,6 +488,14 @@ pub struct Scenario {
     #[serde(default)]
     pub fp8: Fp8Recipe,
     pub optimizer: Optimizer,
+    /// A multimodal model's vision tower and projector: frozen or trained.
+    #[serde(default)]
+    pub vision: VisionTraining,
+    /// Images per sample (a multimodal model's; ignored for text-only models). Their tokens
+    /// are part of `seq`: `seq` is the length of the sequence the text model sees, image
+    /// tokens included, as a processor's expanded prompt and TRL's `max_length` count it.
+    #[serde(default = "one_image")]
+    pub images: u32,
     pub attention: Attention,
     /// SDPA's kernel (auto: PyTorch's choice for the GPU); read only with `Attention::Sdpa`.
     #[serde(default)]
@@ -498,6 +524,10 @@ pub struct Scenario {
     pub doc_len: u32,
 }
 
+fn one_image() -> u32 {
+    1
+}
+
 impl Default for Scenario {
     fn default() -> Self {
         Scenario {
@@ -516,6 +546,8 @@ impl Default for Scenario {
             precision: Precision::AmpBf16,
             fp8: Fp8Recipe::Off,
             optimizer: Optimizer::AdamW,
+            vision: VisionTraining::Frozen,
+            images: 1,
             attention: Attention::Sdpa,
             sdpa: SdpaKernel::Auto,
             dropout: None,
@@ -604,6 +636,7 @@ impl Scenario {
         range("batch", self.micro_batch, 1, MAX_MICRO_BATCH)?;
         range("seq", self.seq, 1, MAX_SEQ)?;
         range("accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
+        range("images", self.images, 0, crate::bounds::MAX_IMAGES)?;
         range("tp", self.parallel.tensor, 1, 1024)?;
         range("margin", self.runtime.margin, 0, MAX_MARGIN)?;
         range("host_ram", self.runtime.host_ram, 0, MAX_HOST_RAM_GIB)?;
@@ -702,6 +735,13 @@ impl Scenario {
             return Err(ScenarioError::invalid(
                 "fp8",
                 "fp8 training casts bf16 matmul inputs: choose precision bf16 or amp-bf16",
+            ));
+        }
+        if self.vision == VisionTraining::Trained && self.method != Method::Full {
+            return Err(ScenarioError::invalid(
+                "vision",
+                "LoRA and QLoRA put adapters on the language model and keep the vision tower \
+                 frozen: choose method full to train the vision tower",
             ));
         }
         if self.fp8.is_on() && self.method != Method::Full {

@@ -60,9 +60,19 @@ fn bad_configs_name_the_field() {
     );
     assert!(err(r#"{"model_type":"a b","hidden_size":8}"#).contains("`model_type`"));
     assert!(
-        err(r#"{"model_type":"qwen2_5_vl","text_config":{"hidden_size":8}}"#).contains(
+        err(r#"{"model_type":"llava","text_config":{"hidden_size":8}}"#).contains(
             "vocab_size (a multimodal config: its text model's keys are under text_config)"
         )
+    );
+    // A multimodal wrapper Headroom models names its text model's unknown type and its
+    // vision tower's bad key.
+    assert!(
+        err(r#"{"model_type":"mistral3","text_config":{"model_type":"bert"}}"#)
+            .contains("text_config.model_type")
+    );
+    assert!(
+        err(r#"{"model_type":"gemma3","vision_config":{"patch_size":0}}"#)
+            .contains("vision_config.patch_size")
     );
     assert!(err(r#"{"model_type":"llama","hidden_size":"big"}"#).contains("`hidden_size`"));
     assert!(

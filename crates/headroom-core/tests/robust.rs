@@ -143,6 +143,9 @@ fn a_sweep_of_scenarios_never_panics_and_stays_coherent() {
             Err(err) if err.to_string().contains("`ep`") => continue,
             // Context parallelism on a sliding-window model or SDPA's math kernel.
             Err(err) if err.to_string().contains("choose cp 1") => continue,
+            // A multimodal model's image tokens longer than seq are refused once the model is
+            // known (`estimate::check_images`).
+            Err(err) if err.to_string().contains("image tokens") => continue,
             r => r.unwrap_or_else(|err| panic!("{pairs:?}: {err}")),
         };
         let b = &e.bytes;

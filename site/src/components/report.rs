@@ -114,6 +114,9 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                 <p class="notice" role="note" id="tight">{ "It fits with under 5% to spare, and the CUDA context and allocator slack are assumed until calibrated: a risky fit. Set a safety margin (Advanced overheads) to plan with room." }</p>
             }
             <p class="verdict-line">{ format!("Attention: {}.", e.attention) }</p>
+            if !e.vision.is_empty() {
+                <p class="verdict-line" id="vision">{ format!("Images: {}.", e.vision) }</p>
+            }
             if !e.fp8.is_empty() {
                 <p class="verdict-line" id="fp8">{ format!("fp8: {}.", e.fp8) }</p>
             }

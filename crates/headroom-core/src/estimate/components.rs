@@ -13,6 +13,15 @@ use super::step::Step;
 use super::timeline::Live;
 use super::types::{Component, Confidence, Level, Lifetime, Phase};
 
+/// Bytes of the saved tensors of `items` at `part`.
+fn part_bytes_of(items: &[crate::activations::Saved], part: crate::activations::Part) -> u64 {
+    items
+        .iter()
+        .filter(|i| i.part == part)
+        .map(crate::activations::Saved::bytes)
+        .sum()
+}
+
 /// Declares the component ids once: the enum and its list in display order.
 macro_rules! component_ids {
     ($($id:ident),+ $(,)?) => {
@@ -496,7 +505,17 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     } else {
         ""
     };
-    p.add(
+    // A trained vision tower's saved tensors (outside the layers, counted in both lines) are
+    // an assumed inventory.
+    let vision = part_bytes_of(&s.outside, crate::activations::Part::Vision);
+    let sure = |id: ComponentId| {
+        if vision > 0 {
+            Sure::Assumed
+        } else {
+            id.meta().sure
+        }
+    };
+    p.add_as(
         Activations,
         totals.activations,
         format!(
@@ -504,11 +523,22 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
             bytes(s.dense_bytes),
             st.layers_local
         ),
+        sure(Activations),
     );
-    p.add(
+    p.add_as(
         OutsideLayers,
         s.outside_bytes,
-        "saved once per step outside the decoder layers",
+        if vision > 0 {
+            format!(
+                "saved once per step outside the decoder layers, of which the trained vision \
+                 tower and projector {} ({} images, assumed)",
+                bytes(vision),
+                u64::from(scen.micro_batch) * u64::from(scen.images)
+            )
+        } else {
+            "saved once per step outside the decoder layers".to_string()
+        },
+        sure(OutsideLayers),
     );
     p.add_nonzero(
         AutocastCache,

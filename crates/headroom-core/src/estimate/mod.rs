@@ -147,6 +147,7 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     check_fp8(gpu, scen)?;
     check_expert_parallel(&spec, scen)?;
     check_context(&spec, gpu, scen)?;
+    check_images(&spec, scen)?;
     crate::bounds::check_scale(&spec, gpu, scen)?;
     Ok(Resolved {
         name,
@@ -154,6 +155,65 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
         gpu,
         calibration: Calibration::for_gpu(gpu),
     })
+}
+
+/// A multimodal model's image tokens are part of `seq` (the sequence the text model sees):
+/// the images of a sample must leave room in it, or `seq` is refused (naming the images).
+/// Nothing to check for a text-only model.
+pub fn check_images(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
+    let Some(v) = &spec.vision else {
+        return Ok(());
+    };
+    let tokens = u64::from(scen.images) * v.tokens_per_image();
+    if tokens > u64::from(scen.seq) {
+        let px = v.image_px();
+        return Err(ScenarioError::invalid(
+            "seq",
+            format!(
+                "{} is shorter than the sample's image tokens: {} images of {} tokens each \
+                 ({px} x {px} px) need {tokens}, and seq counts them too (lower images or raise \
+                 seq)",
+                scen.seq,
+                scen.images,
+                v.tokens_per_image(),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One line on a multimodal model's images and vision tower: how many of `seq`'s tokens are
+/// image tokens, and whether the tower trains. Empty for a text-only model.
+pub fn describe_vision(
+    spec: &ModelSpec,
+    inv: &crate::model::ParamInventory,
+    scen: &Scenario,
+) -> String {
+    let Some(v) = &spec.vision else {
+        return String::new();
+    };
+    let px = v.image_px();
+    let per = v.tokens_per_image();
+    let tokens = u64::from(scen.images) * per;
+    let assumed = if v.kind == crate::model::VisionKind::Siglip {
+        "the size SigLIP takes"
+    } else {
+        "assumed"
+    };
+    format!(
+        "{} images per sample x {per} tokens ({px} x {px} px, {assumed}) = {tokens} of the \
+         sequence's {} tokens; {} vision tower and projector ({} parameters) {}",
+        scen.images,
+        scen.seq,
+        v.name(),
+        crate::format::count(inv.vision()),
+        match scen.vision {
+            crate::scenario::VisionTraining::Frozen => "frozen: weights only",
+            crate::scenario::VisionTraining::Trained => {
+                "trained: gradients, optimizer states and saved activations"
+            }
+        }
+    )
 }
 
 /// fp8 matmuls need fp8 tensor cores: compute capability 8.9 or later (Ada, Hopper,
@@ -342,6 +402,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         attention: attention_line(&kernel, scen),
         fp8: crate::fp8::describe(&step.inv, scen),
         context: crate::context::describe(spec, scen),
+        vision: describe_vision(spec, &step.inv, scen),
         warnings,
         layer_inventory: if all_sparse { step.moe } else { step.dense },
     }

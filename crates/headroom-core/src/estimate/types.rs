@@ -243,6 +243,10 @@ pub struct Estimate {
     /// both are off.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub context: String,
+    /// A multimodal model's images and vision tower (`describe_vision`), empty for a text-only
+    /// model.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub vision: String,
     /// What makes the scenario questionable though it can be estimated (a sequence longer than
     /// the model's positions, say), one sentence each.
     pub warnings: Vec<String>,

@@ -19,6 +19,13 @@ pub fn model_path(scen: &Scenario) -> String {
 
 /// transformers' decoder-layer class per `model_type` (what FSDP wraps, one unit per layer).
 pub fn layer_class(spec: &ModelSpec) -> &'static str {
+    // A multimodal wrapper's text model has its own layer class (Gemma 3 and Mistral 3 reuse
+    // the text model's).
+    match spec.vision.map(|v| v.kind) {
+        Some(crate::model::VisionKind::Qwen25) => return "Qwen2_5_VLDecoderLayer",
+        Some(crate::model::VisionKind::Qwen3) => return "Qwen3VLTextDecoderLayer",
+        _ => {}
+    }
     match spec.model_type.as_str() {
         "llama" => "LlamaDecoderLayer",
         "mistral" => "MistralDecoderLayer",

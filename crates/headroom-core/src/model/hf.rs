@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::spec::{Dropout, Family, Mla, MlpKind, ModelSpec, Moe, NormKind};
+use super::spec::{Dropout, Family, Mla, MlpKind, ModelSpec, Moe, NormKind, Vision, VisionKind};
 use crate::bounds::{MAX_HEADS, MAX_LAYERS};
 use crate::error::ConfigError;
 
@@ -37,6 +37,10 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gpt_oss",
     "deepseek_v2",
     "deepseek_v3",
+    "gemma3",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "mistral3",
 ];
 
 /// The largest integer any config key may hold (2^40): far above every real dimension, and
@@ -75,6 +79,7 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
         "gpt_neox" => gpt_neox(&cfg)?,
         "opt" => opt(&cfg)?,
         "starcoder2" => starcoder2(&cfg)?,
+        "gemma3" | "qwen2_5_vl" | "qwen3_vl" | "mistral3" => multimodal(&cfg, &model_type)?,
         _ => approximate(&cfg)?,
     };
     validate(&spec)?;
@@ -237,12 +242,28 @@ const LLAMA_DEFAULTS: &[(&str, [u64; 8])] = &[
     ("gpt_oss", [201088, 2880, 2880, 36, 64, 8, 131072, 0]),
     ("deepseek_v2", [102400, 4096, 11008, 32, 32, 0, 2048, 0]),
     ("deepseek_v3", [129280, 7168, 18432, 61, 128, 0, 4096, 0]),
+    // The text configs of the multimodal wrappers: Qwen2.5-VL's is a Qwen2 (72B-sized
+    // defaults), Qwen3-VL's a Qwen3.
+    (
+        "qwen2_5_vl_text",
+        [152064, 8192, 29568, 80, 64, 8, 32768, 0],
+    ),
+    (
+        "qwen3_vl_text",
+        [151936, 4096, 22016, 32, 32, 32, 128000, 0],
+    ),
 ];
 
 fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
+    llama_like_with(cfg, model_type, model_type)
+}
+
+/// A Llama-like model of `model_type`'s layout with the defaults of config class
+/// `defaults` (a multimodal wrapper's text config has its own defaults).
+fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelSpec, ConfigError> {
     let row = LLAMA_DEFAULTS
         .iter()
-        .find(|(t, _)| *t == model_type)
+        .find(|(t, _)| *t == defaults)
         .map_or([0; 8], |(_, d)| *d);
     let d = Defaults {
         vocab: row[0],
@@ -389,6 +410,7 @@ fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         approximate: None,
         parallel_residual: false,
         mla,
+        vision: None,
         family: match model_type {
             "olmo2" | "olmo3" => Family::Olmo2,
             "glm4" => Family::Glm4,
@@ -514,6 +536,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         approximate: None,
         parallel_residual: false,
         mla: None,
+        vision: None,
         family: Family::Gemma,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
@@ -558,6 +581,7 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         approximate: None,
         parallel_residual: false,
         mla: None,
+        vision: None,
         family: Family::Phi3,
         vocab: cfg.u64_or("vocab_size", 32064)?,
         hidden,
@@ -598,6 +622,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         approximate: None,
         parallel_residual: false,
         mla: None,
+        vision: None,
         family: Family::Gpt2,
         vocab: cfg.u64_or("vocab_size", 50257)?,
         hidden,
@@ -639,6 +664,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         approximate: None,
         parallel_residual: cfg.bool_or("use_parallel_residual", true)?,
         mla: None,
+        vision: None,
         family: Family::GptNeox,
         vocab: cfg.u64_or("vocab_size", 50432)?,
         hidden,
@@ -683,6 +709,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         approximate: None,
         parallel_residual: false,
         mla: None,
+        vision: None,
         family: Family::Opt,
         vocab: cfg.u64_or("vocab_size", 50272)?,
         hidden,
@@ -753,6 +780,190 @@ fn routed_moe(cfg: &Cfg, layers: u64, d: [u64; 5]) -> Result<Option<Moe>, Config
     }))
 }
 
+/// A multimodal wrapper (`Gemma3ForConditionalGeneration`, `Qwen2_5_VLForConditionalGeneration`,
+/// `Qwen3VLForConditionalGeneration`, `Mistral3ForConditionalGeneration`): the text model from
+/// `text_config`, read as its own `model_type` is (Qwen2.5-VL's released configs keep the text
+/// keys at the top level, which `Qwen2_5_VLConfig` reads as the text config), and the vision
+/// tower and projector from `vision_config` and the wrapper's keys. The wrapper's
+/// `tie_word_embeddings` decides the tie (transformers 5.23's `tie_weights` reads the top-level
+/// config): True by default for Gemma 3 and Mistral 3, False for Qwen-VL (Qwen2.5-VL also ties
+/// when its text config does, `Qwen2_5_VLConfig.__post_init__`).
+fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
+    let text_obj = match cfg.present("text_config") {
+        Some(Value::Object(m)) => Some(m),
+        Some(v) => return Err(bad("text_config", "an object", v)),
+        None => None,
+    };
+    let flat = text_obj.is_none() && wrapper == "qwen2_5_vl";
+    // Mistral3Config builds Mistral Small 3.1's text and vision configs when they are absent
+    // (its `sub_configs_defaults` init_kwargs); a partial one takes the class defaults.
+    let mistral = wrapper == "mistral3";
+    let default_text = if mistral {
+        mistral3_default("text")
+    } else {
+        Map::new()
+    };
+    let text = Cfg(match text_obj {
+        Some(m) => m,
+        None if flat => cfg.0,
+        None => &default_text,
+    });
+    let text_default_type = match wrapper {
+        "gemma3" => "gemma3_text",
+        "qwen2_5_vl" => "qwen2_5_vl_text",
+        "qwen3_vl" => "qwen3_vl_text",
+        _ => "mistral",
+    };
+    let text_type = if flat {
+        text_default_type.to_string()
+    } else {
+        text.str_or("model_type", text_default_type)?
+    };
+    let mut spec = match text_type.as_str() {
+        "qwen2_5_vl_text" => llama_like_with(&text, "qwen2", "qwen2_5_vl_text")?,
+        "qwen3_vl_text" => llama_like_with(&text, "qwen3", "qwen3_vl_text")?,
+        "gemma3_text" => gemma(&text, "gemma3_text")?,
+        t if SUPPORTED_MODEL_TYPES.contains(&t)
+            && !matches!(t, "gemma3" | "qwen2_5_vl" | "qwen3_vl" | "mistral3") =>
+        {
+            let mut m = text.0.clone();
+            m.insert("model_type".into(), Value::from(t));
+            from_config_value(&Value::Object(m))?
+        }
+        t => {
+            return Err(ConfigError::BadField {
+                field: "text_config.model_type".into(),
+                expected: format!("a text model type Headroom models ({text_default_type}, ...)"),
+                found: crate::scenario::shorten(t),
+            });
+        }
+    };
+    let vision_obj = match cfg.present("vision_config") {
+        Some(Value::Object(m)) => m.clone(),
+        Some(v) => return Err(bad("vision_config", "an object", v)),
+        None if mistral => mistral3_default("vision"),
+        None => Map::new(),
+    };
+    let v = Cfg(&vision_obj);
+    let vision = match wrapper {
+        // SiglipVisionConfig's defaults (Gemma3Config builds one when vision_config is absent).
+        "gemma3" => Vision {
+            kind: VisionKind::Siglip,
+            hidden: v.u64_or("hidden_size", 768)?,
+            layers: v.layers("num_hidden_layers", 12)?,
+            heads: v.heads("num_attention_heads", 12)?,
+            intermediate: v.u64_or("intermediate_size", 3072)?,
+            patch: v.u64_or("patch_size", 16)?,
+            channels: v.u64_or("num_channels", 3)?,
+            temporal_patch: 1,
+            image_size: v.u64_or("image_size", 224)?,
+            positions: 0,
+            merge: 1,
+            tokens_per_image: cfg.u64_or("mm_tokens_per_image", 256)?,
+            out_hidden: spec.hidden,
+            deepstack: 0,
+            pooling_head: v.bool_or("vision_use_head", true)?,
+            feature_layers: 1,
+            projector_bias: false,
+        },
+        // Qwen2_5_VLVisionConfig's and Qwen3VLVisionConfig's defaults.
+        "qwen2_5_vl" | "qwen3_vl" => {
+            let q3 = wrapper == "qwen3_vl";
+            let deepstack = match v.present("deepstack_visual_indexes") {
+                Some(Value::Array(items)) => items.len() as u64,
+                Some(other) => {
+                    return Err(bad(
+                        "vision_config.deepstack_visual_indexes",
+                        "a list",
+                        other,
+                    ));
+                }
+                None => 3,
+            };
+            Vision {
+                kind: if q3 {
+                    VisionKind::Qwen3
+                } else {
+                    VisionKind::Qwen25
+                },
+                hidden: v.u64_or("hidden_size", if q3 { 1152 } else { 3584 })?,
+                layers: v.layers("depth", if q3 { 27 } else { 32 })?,
+                heads: v.heads("num_heads", 16)?,
+                intermediate: v.u64_or("intermediate_size", if q3 { 4304 } else { 3420 })?,
+                patch: v.u64_or("patch_size", if q3 { 16 } else { 14 })?,
+                channels: v.u64_or("in_channels", 3)?,
+                temporal_patch: v.u64_or("temporal_patch_size", 2)?,
+                image_size: 0,
+                positions: if q3 {
+                    v.u64_or("num_position_embeddings", 2304)?
+                } else {
+                    0
+                },
+                merge: v.u64_or("spatial_merge_size", 2)?,
+                tokens_per_image: 0,
+                out_hidden: v.u64_or("out_hidden_size", 3584)?,
+                deepstack: if q3 { deepstack } else { 0 },
+                pooling_head: false,
+                feature_layers: 1,
+                projector_bias: true,
+            }
+        }
+        // PixtralVisionConfig's defaults; the merge and the projector are Mistral3Config's.
+        _ => Vision {
+            kind: VisionKind::Pixtral,
+            hidden: v.u64_or("hidden_size", 1024)?,
+            layers: v.layers("num_hidden_layers", 24)?,
+            heads: v.heads("num_attention_heads", 16)?,
+            intermediate: v.u64_or("intermediate_size", 4096)?,
+            patch: v.u64_or("patch_size", 16)?,
+            channels: v.u64_or("num_channels", 3)?,
+            temporal_patch: 1,
+            image_size: v.u64_or("image_size", 1024)?,
+            positions: 0,
+            merge: cfg.u64_or("spatial_merge_size", 2)?,
+            tokens_per_image: 0,
+            out_hidden: spec.hidden,
+            deepstack: 0,
+            pooling_head: false,
+            feature_layers: match cfg.present("vision_feature_layer") {
+                Some(Value::Array(items)) => items.len() as u64,
+                _ => 1,
+            },
+            projector_bias: cfg.bool_or("multimodal_projector_bias", false)?,
+        },
+    };
+    let tie_default = match wrapper {
+        "gemma3" | "mistral3" => true,
+        "qwen2_5_vl" => text_obj.is_some() && text.bool_or("tie_word_embeddings", false)?,
+        _ => false,
+    };
+    spec.tie_embeddings = cfg.bool_or("tie_word_embeddings", tie_default)?;
+    spec.vision = Some(vision);
+    Ok(spec)
+}
+
+/// Mistral3Config's default text (`"text"`) or vision config: Mistral Small 3.1's
+/// (configuration_mistral3.py, `sub_configs_defaults`).
+fn mistral3_default(which: &str) -> Map<String, Value> {
+    let v = if which == "text" {
+        serde_json::json!({
+            "model_type": "mistral", "hidden_size": 5120, "head_dim": 128,
+            "intermediate_size": 32768, "max_position_embeddings": 131072,
+            "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8,
+            "sliding_window": null, "vocab_size": 131072
+        })
+    } else {
+        serde_json::json!({
+            "intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
+            "image_size": 1540, "num_hidden_layers": 24, "num_attention_heads": 16
+        })
+    };
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
 /// The keys an unknown `model_type` needs to be estimated as the closest known layout.
 const STANDARD_KEYS: [&str; 5] = [
     "hidden_size",
@@ -813,6 +1024,7 @@ fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         approximate: None,
         parallel_residual: false,
         mla: None,
+        vision: None,
         family: Family::Starcoder2,
         vocab: cfg.u64_or("vocab_size", 49152)?,
         hidden,

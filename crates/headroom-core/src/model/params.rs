@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::spec::{Family, Mla, MlpKind, ModelSpec, NormKind};
+use super::spec::{Family, Mla, MlpKind, ModelSpec, NormKind, Vision, VisionKind};
 
 /// Where a parameter tensor lives, which decides how many copies exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,7 +43,16 @@ impl ParamTensor {
     pub fn numel(&self) -> u64 {
         self.d_in * self.d_out * self.copies
     }
+
+    /// Whether the tensor belongs to a multimodal wrapper's vision tower or projector (what
+    /// the scenario's `vision` setting freezes or trains).
+    pub fn is_vision(&self) -> bool {
+        self.name.starts_with(VISION_PREFIX)
+    }
 }
+
+/// The prefix of every vision-side tensor's name in the inventory.
+const VISION_PREFIX: &str = "vision:";
 
 /// Every parameter tensor of a model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -62,6 +71,11 @@ impl ParamInventory {
             Scope::DenseLayer => self.dense_layers,
             Scope::SparseLayer => self.sparse_layers,
         }
+    }
+
+    /// Parameters of the vision tower and projector (0 for a text-only model).
+    pub fn vision(&self) -> u64 {
+        self.sum_where(ParamTensor::is_vision)
     }
 
     /// Total parameters, equal to transformers' `num_parameters()`.
@@ -488,6 +502,9 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
             quantizable: false,
         });
     }
+    if let Some(v) = &spec.vision {
+        vision(&mut b, v);
+    }
     let sparse = spec.moe.as_ref().map_or(0, |m| m.sparse_layers);
     ParamInventory {
         tensors: b.tensors,
@@ -534,6 +551,155 @@ fn mla(b: &mut Builder, spec: &ModelSpec, m: &Mla) {
         spec.heads * (m.qk_nope_head_dim + m.v_head_dim),
         false,
     );
+}
+
+/// A multimodal wrapper's vision tower and projector, module by module as transformers 5.23
+/// builds them (`modeling_siglip.py` + `Gemma3MultiModalProjector`, `modeling_qwen2_5_vl.py`,
+/// `modeling_qwen3_vl.py`, `modeling_pixtral.py` + `Mistral3MultiModalProjector`). Every
+/// tensor sits outside the decoder layers (`Scope::Model`), a vision layer's tensors as one
+/// entry with `copies` = the tower's layers; none is a Linear LoRA adapts or QLoRA quantizes
+/// (the recipes' `target_modules` name the language model's projections).
+fn vision(b: &mut Builder, v: &Vision) {
+    let (h, f, n) = (v.hidden, v.intermediate, v.layers);
+    let mut put = |name: &str, d_in: u64, d_out: u64, copies: u64| {
+        b.push(ParamTensor {
+            name: format!("{VISION_PREFIX}{name}"),
+            d_in,
+            d_out,
+            copies,
+            scope: Scope::Model,
+            linear: None,
+            quantizable: false,
+        });
+    };
+    let conv = v.channels * v.temporal_patch * v.patch * v.patch;
+    match v.kind {
+        VisionKind::Siglip => {
+            let t = "vision_tower.encoder.layers.*";
+            put("vision_tower.embeddings.patch_embedding.weight", conv, h, 1);
+            put("vision_tower.embeddings.patch_embedding.bias", 1, h, 1);
+            let side = v.image_size / v.patch.max(1);
+            put(
+                "vision_tower.embeddings.position_embedding.weight",
+                h,
+                side * side,
+                1,
+            );
+            for norm in ["layer_norm1", "layer_norm2"] {
+                put(&format!("{t}.{norm}.weight+bias"), 2, h, n);
+            }
+            for proj in ["q_proj", "k_proj", "v_proj", "out_proj"] {
+                put(&format!("{t}.self_attn.{proj}.weight"), h, h, n);
+                put(&format!("{t}.self_attn.{proj}.bias"), 1, h, n);
+            }
+            put(&format!("{t}.mlp.fc1.weight"), h, f, n);
+            put(&format!("{t}.mlp.fc1.bias"), 1, f, n);
+            put(&format!("{t}.mlp.fc2.weight"), f, h, n);
+            put(&format!("{t}.mlp.fc2.bias"), 1, h, n);
+            put("vision_tower.post_layernorm.weight+bias", 2, h, 1);
+            if v.pooling_head {
+                // SiglipMultiheadAttentionPoolingHead: a probe, nn.MultiheadAttention (packed
+                // in_proj with bias, out_proj), a LayerNorm and an MLP.
+                put("vision_tower.head.probe", 1, h, 1);
+                put("vision_tower.head.attention.in_proj_weight", h, 3 * h, 1);
+                put("vision_tower.head.attention.in_proj_bias", 1, 3 * h, 1);
+                put("vision_tower.head.attention.out_proj.weight", h, h, 1);
+                put("vision_tower.head.attention.out_proj.bias", 1, h, 1);
+                put("vision_tower.head.layernorm.weight+bias", 2, h, 1);
+                put("vision_tower.head.mlp.fc1.weight", h, f, 1);
+                put("vision_tower.head.mlp.fc1.bias", 1, f, 1);
+                put("vision_tower.head.mlp.fc2.weight", f, h, 1);
+                put("vision_tower.head.mlp.fc2.bias", 1, h, 1);
+            }
+            // Gemma3MultiModalProjector: an RMSNorm on the pooled patches and one matrix.
+            put("multi_modal_projector.mm_soft_emb_norm.weight", 1, h, 1);
+            put(
+                "multi_modal_projector.mm_input_projection_weight",
+                h,
+                v.out_hidden,
+                1,
+            );
+        }
+        VisionKind::Qwen25 | VisionKind::Qwen3 => {
+            let q3 = v.kind == VisionKind::Qwen3;
+            let t = "visual.blocks.*";
+            put("visual.patch_embed.proj.weight", conv, h, 1);
+            if q3 {
+                put("visual.patch_embed.proj.bias", 1, h, 1);
+                put("visual.pos_embed.weight", h, v.positions, 1);
+            }
+            // Qwen2.5-VL's block norms are RMSNorms (a weight), Qwen3-VL's LayerNorms.
+            let norm = if q3 { 2 } else { 1 };
+            put(&format!("{t}.norm1+norm2"), 2 * norm, h, n);
+            put(&format!("{t}.attn.qkv.weight"), h, 3 * h, n);
+            put(&format!("{t}.attn.qkv.bias"), 1, 3 * h, n);
+            put(&format!("{t}.attn.proj.weight"), h, h, n);
+            put(&format!("{t}.attn.proj.bias"), 1, h, n);
+            if q3 {
+                put(&format!("{t}.mlp.linear_fc1.weight"), h, f, n);
+                put(&format!("{t}.mlp.linear_fc1.bias"), 1, f, n);
+                put(&format!("{t}.mlp.linear_fc2.weight"), f, h, n);
+                put(&format!("{t}.mlp.linear_fc2.bias"), 1, h, n);
+            } else {
+                for proj in ["gate_proj", "up_proj"] {
+                    put(&format!("{t}.mlp.{proj}.weight"), h, f, n);
+                    put(&format!("{t}.mlp.{proj}.bias"), 1, f, n);
+                }
+                put(&format!("{t}.mlp.down_proj.weight"), f, h, n);
+                put(&format!("{t}.mlp.down_proj.bias"), 1, h, n);
+            }
+            // The patch merger: a norm, then merge^2 patches through two Linears (with biases)
+            // to the text model's width; Qwen3-VL adds one merger per DeepStack layer, whose
+            // LayerNorm runs after the merge (over merge^2 x hidden).
+            let m = h * v.merge * v.merge;
+            for (path, copies, norm_len) in [
+                ("visual.merger", 1, h),
+                ("visual.deepstack_merger_list.*", v.deepstack, m),
+            ] {
+                if copies == 0 {
+                    continue;
+                }
+                put(&format!("{path}.norm"), norm, norm_len, copies);
+                put(&format!("{path}.fc1.weight"), m, m, copies);
+                put(&format!("{path}.fc1.bias"), 1, m, copies);
+                put(&format!("{path}.fc2.weight"), m, v.out_hidden, copies);
+                put(&format!("{path}.fc2.bias"), 1, v.out_hidden, copies);
+            }
+        }
+        VisionKind::Pixtral => {
+            let t = "vision_tower.transformer.layers.*";
+            put("vision_tower.patch_conv.weight", conv, h, 1);
+            put("vision_tower.ln_pre.weight", 1, h, 1);
+            put(&format!("{t}.attention_norm+ffn_norm.weight"), 2, h, n);
+            for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+                put(&format!("{t}.attention.{proj}.weight"), h, h, n);
+            }
+            put(&format!("{t}.feed_forward.gate_proj.weight"), h, f, n);
+            put(&format!("{t}.feed_forward.up_proj.weight"), h, f, n);
+            put(&format!("{t}.feed_forward.down_proj.weight"), f, h, n);
+            // Mistral3MultiModalProjector: an RMSNorm, the learned patch merger (merge^2
+            // patches -> one, no bias), then two Linears to the text model's width.
+            let th = v.out_hidden;
+            put("multi_modal_projector.norm.weight", 1, h, 1);
+            put(
+                "multi_modal_projector.patch_merger.merging_layer.weight",
+                h * v.merge * v.merge,
+                h,
+                1,
+            );
+            put(
+                "multi_modal_projector.linear_1.weight",
+                h * v.feature_layers,
+                th,
+                1,
+            );
+            put("multi_modal_projector.linear_2.weight", th, th, 1);
+            if v.projector_bias {
+                put("multi_modal_projector.linear_1.bias", 1, th, 1);
+                put("multi_modal_projector.linear_2.bias", 1, th, 1);
+            }
+        }
+    }
 }
 
 /// The MLP kind check used by the activation formulas (kept here so both read one place).

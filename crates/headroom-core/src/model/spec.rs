@@ -96,6 +96,116 @@ pub struct Mla {
     pub v_head_dim: u64,
 }
 
+/// The vision encoder a multimodal wrapper puts in front of its text model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VisionKind {
+    /// Gemma 3 (`gemma3`): SigLIP's ViT (LayerNorms, q/k/v/out with biases, a GELU MLP,
+    /// learned positions), average-pooled to `mm_tokens_per_image` and projected.
+    Siglip,
+    /// Qwen2.5-VL (`qwen2_5_vl`): RMSNorms, fused qkv, a gated MLP with biases, and a patch
+    /// merger (2 x 2 patches -> one token) that projects to the text model's width.
+    Qwen25,
+    /// Qwen3-VL (`qwen3_vl`): LayerNorms, fused qkv, a plain MLP, learned positions, a patch
+    /// merger and one more merger per DeepStack layer.
+    Qwen3,
+    /// Mistral 3 (`mistral3`, Mistral Small 3.1): Pixtral's ViT (RMSNorms, no biases, a gated
+    /// MLP), then a projector with a learned 2 x 2 patch merger.
+    Pixtral,
+}
+
+/// A multimodal wrapper's vision tower and projector (`vision_config` and the wrapper's own
+/// keys); the text model is the rest of the [`ModelSpec`]. Images are square, of
+/// [`Vision::image_px`] pixels a side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vision {
+    pub kind: VisionKind,
+    pub hidden: u64,
+    pub layers: u64,
+    pub heads: u64,
+    pub intermediate: u64,
+    pub patch: u64,
+    pub channels: u64,
+    /// Frames one patch spans (Qwen-VL's Conv3d: 2; an image is repeated to fill them), 1
+    /// elsewhere.
+    pub temporal_patch: u64,
+    /// SigLIP's and Pixtral's `image_size` (SigLIP's learned positions are its patch grid;
+    /// Pixtral's is the largest side its processor makes); 0 for Qwen-VL.
+    pub image_size: u64,
+    /// Qwen3-VL's learned positions (`num_position_embeddings`); 0 elsewhere.
+    pub positions: u64,
+    /// Patches merged into one token per side (`spatial_merge_size`; Gemma 3: 1, it pools).
+    pub merge: u64,
+    /// Gemma 3's `mm_tokens_per_image`; 0 for the others (their count follows the image).
+    pub tokens_per_image: u64,
+    /// The projector's output width (the text model's hidden size; Qwen-VL's
+    /// `out_hidden_size`).
+    pub out_hidden: u64,
+    /// Qwen3-VL's DeepStack mergers (`deepstack_visual_indexes`), 0 elsewhere.
+    pub deepstack: u64,
+    /// SigLIP's attention-pooling head (`vision_use_head`; Gemma 3 turns it off).
+    pub pooling_head: bool,
+    /// Mistral 3's `vision_feature_layer` count (a list concatenates layers) and
+    /// `multimodal_projector_bias`.
+    pub feature_layers: u64,
+    pub projector_bias: bool,
+}
+
+impl Vision {
+    /// The side of the images an estimate assumes: Gemma 3's SigLIP takes 896 x 896 only
+    /// (its processor resizes every image to `image_size`); Qwen-VL and Pixtral take any size,
+    /// and the same 896 x 896 is assumed for them (a documented default, `VISION_IMAGE_PX`).
+    pub fn image_px(&self) -> u64 {
+        match self.kind {
+            VisionKind::Siglip => self.image_size,
+            _ => VISION_IMAGE_PX,
+        }
+    }
+
+    /// Patches one image gives the vision tower (its sequence length).
+    pub fn patches_per_image(&self) -> u64 {
+        let side = self.image_px() / self.patch.max(1);
+        side * side
+    }
+
+    /// Tokens one image adds to the text model's sequence: Gemma 3's `mm_tokens_per_image`;
+    /// Qwen-VL's patches over merge^2 (Qwen2VLProcessor: `image_grid_thw.prod() //
+    /// merge_size**2`); Pixtral's merged rows each followed by `[IMG_BREAK]`, the last by
+    /// `[IMG_END]` (PixtralProcessor: rows x (columns + 1)).
+    pub fn tokens_per_image(&self) -> u64 {
+        let side = self.image_px() / (self.patch * self.merge).max(1);
+        match self.kind {
+            VisionKind::Siglip => self.tokens_per_image,
+            VisionKind::Qwen25 | VisionKind::Qwen3 => side * side,
+            VisionKind::Pixtral => side * (side + 1),
+        }
+    }
+
+    /// The name people know the tower by.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            VisionKind::Siglip => "SigLIP",
+            VisionKind::Qwen25 => "Qwen2.5-VL ViT",
+            VisionKind::Qwen3 => "Qwen3-VL ViT",
+            VisionKind::Pixtral => "Pixtral",
+        }
+    }
+
+    /// The wrapper's `model_type`.
+    pub fn wrapper(&self) -> &'static str {
+        match self.kind {
+            VisionKind::Siglip => "gemma3",
+            VisionKind::Qwen25 => "qwen2_5_vl",
+            VisionKind::Qwen3 => "qwen3_vl",
+            VisionKind::Pixtral => "mistral3",
+        }
+    }
+}
+
+/// The image side, in pixels, assumed for vision towers that take any size (Qwen-VL,
+/// Pixtral): Gemma 3's fixed 896, so the models compare on the same images.
+pub const VISION_IMAGE_PX: u64 = 896;
+
 /// Dropout probabilities the model applies in training (0 where a family has none).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Dropout {
@@ -146,6 +256,10 @@ pub struct ModelSpec {
     /// Multi-head latent attention's dimensions (DeepSeek-V2/V3), None for every other layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mla: Option<Mla>,
+    /// A multimodal wrapper's vision tower and projector (Gemma 3, Qwen2.5-VL, Qwen3-VL,
+    /// Mistral 3); None for a text-only model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<Vision>,
     /// Why the layout is approximate, when it is: a `model_type` the core does not model
     /// (estimated as the closest known layout) or a model given only by its size. Shown as a
     /// warning; the estimate's parameter count is then not exact.
@@ -286,9 +400,34 @@ impl ModelSpec {
             Some(m) => format!(", {} experts top-{}", m.experts, m.top_k),
             None => String::new(),
         };
+        let vision = match &self.vision {
+            Some(v) => format!(
+                " + {} vision tower ({} layers, hidden {})",
+                v.name(),
+                v.layers,
+                v.hidden
+            ),
+            None => String::new(),
+        };
         format!(
-            "{}, {} layers, hidden {}, {}/{} heads, vocab {}{}",
-            self.model_type, self.layers, self.hidden, self.heads, self.kv_heads, self.vocab, moe
+            "{}, {} layers, hidden {}, {}/{} heads, vocab {}{}{}",
+            self.display_type(),
+            self.layers,
+            self.hidden,
+            self.heads,
+            self.kv_heads,
+            self.vocab,
+            moe,
+            vision
         )
+    }
+
+    /// The `model_type` a person's config names: the wrapper's for a multimodal model (its
+    /// text model's type is `model_type`), else `model_type`.
+    pub fn display_type(&self) -> &str {
+        match &self.vision {
+            Some(v) => v.wrapper(),
+            None => &self.model_type,
+        }
     }
 }

@@ -5,7 +5,7 @@
 use crate::dtype::DType;
 use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};
 use crate::optimizer::TrainTensor;
-use crate::scenario::{Method, Scenario};
+use crate::scenario::{Method, Scenario, VisionTraining};
 
 use super::placement::Placement;
 use super::{lora_adapts, nf4_bytes};
@@ -71,7 +71,9 @@ pub(super) fn local_tensors(
         };
         l.weights += bytes_one * count;
         l.rounding += (round512(bytes_one) - bytes_one) * count;
-        if full {
+        // A frozen vision tower and projector keep their weights only, whatever the method.
+        let frozen = t.is_vision() && scen.vision == VisionTraining::Frozen;
+        if full && !frozen {
             trained_weight(&mut l, &cx, t, n, count);
         } else if t.linear.is_some() && lora_adapts(scen, t) {
             adapter(&mut l, &cx, t, count);
@@ -102,7 +104,13 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     // gpt-oss's experts run through grouped_mm, which autocast has no rule for: they compute
     // in fp32 and no copy is cached (measured on CPU, tests/reference/test_saved_bytes.py).
     let grouped_experts = cx.spec.is_gpt_oss() && t.name.contains(".experts.");
+    // A trained vision tower's matrices run through Linear, conv or matmul, which autocast
+    // casts (its position tables are lookups; norms, listed with their layers as matrices,
+    // and biases are vectors).
+    let vision_matrix =
+        t.is_vision() && t.d_in > 1 && !t.name.contains("norm") && !t.name.contains("pos");
     let used_by_linear = (t.linear.is_some() && !grouped_experts)
+        || vision_matrix
         || t.name == "lm_head.weight"
         || (cx.spec.tie_embeddings
             && t.scope == Scope::Model

@@ -137,7 +137,7 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
     ModelStates {
         params_total: inv.total(),
         params_trainable: if full {
-            inv.total()
+            inv.total() - frozen_vision(inv, scen)
         } else {
             lora_params(inv, scen)
         },
@@ -161,6 +161,14 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
         layers_local: place.layers_local,
         // Gradients and Adam's two states round like the weights they mirror.
         rounding_overhead: local.rounding * (1 + u64::from(full) * 3),
+    }
+}
+
+/// Parameters of a frozen vision tower and projector (0 when they train or there are none).
+pub fn frozen_vision(inv: &ParamInventory, scen: &Scenario) -> u64 {
+    match scen.vision {
+        crate::scenario::VisionTraining::Frozen => inv.vision(),
+        crate::scenario::VisionTraining::Trained => 0,
     }
 }
 

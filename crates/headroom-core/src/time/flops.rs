@@ -114,6 +114,21 @@ pub(super) fn token_flops_of(
             }
         }
     }
+    // A multimodal model's vision tower and projector run over each sample's image patches:
+    // 2 FLOPs per weight per patch forward (the tower's parameters, its position table
+    // included: about 1% over) plus its bidirectional attention (4 x patches x hidden per
+    // patch and layer), spread over the sample's `seq` tokens; backward only when it trains
+    // (frozen, autograd records nothing there).
+    if let Some(v) = &spec.vision {
+        let patches = f64::from(scen.images) * v.patches_per_image() as f64;
+        let per_patch =
+            2.0 * inv.vision() as f64 + 4.0 * (v.patches_per_image() * v.hidden * v.layers) as f64;
+        let fwd = per_patch * patches / f64::from(scen.seq.max(1));
+        f.outside_forward += fwd;
+        if full && scen.vision == crate::scenario::VisionTraining::Trained {
+            f.outside_backward += 2.0 * fwd;
+        }
+    }
     // lm_head: tied models have no separate tensor in the inventory, but still multiply.
     let head_dim = if spec.family == crate::model::Family::Opt {
         spec.embed_proj_dim

@@ -1,0 +1,78 @@
+"""A trained vision tower's saved tensors: the CLI's per-layer bytes against PyTorch's.
+
+SigLIP's encoder layer (Gemma 3's vision tower, transformers 5.23's modeling_siglip.py) runs on
+CPU with SDPA, in bf16 and under autocast (amp-bf16); `saved_tensors_hooks` collect every
+storage saved for backward once, parameters left out (autocast's weight casts are kept: the CLI
+counts them in its autocast cache). One layer's bytes are the difference between towers of 3 and
+2 layers, in the CLI (`outside_layers` + `autocast_cache` of a Gemma 3 config with
+`--vision trained`) and in PyTorch alike, so the projector and the text model cancel out.
+CPU's LayerNorm keeps bf16 mean and rstd where CUDA keeps fp32 (the CLI's): that difference,
+2 norms x 2 statistics x patches x 2 B, is added to the measurement in bf16.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import pytest
+import torch
+from transformers import SiglipVisionConfig, SiglipVisionModel
+
+HERE = pathlib.Path(__file__).parent
+BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
+
+VISION = {"model_type": "siglip_vision_model", "hidden_size": 64, "intermediate_size": 96,
+          "num_attention_heads": 4, "image_size": 64, "patch_size": 8, "vision_use_head": False}
+TEXT = {"model_type": "gemma3_text", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000}
+IMAGES = 2
+PATCHES = IMAGES * (64 // 8) ** 2
+
+
+def measured_bytes(layers, precision):
+    cfg = SiglipVisionConfig(**{k: v for k, v in VISION.items() if k != "model_type"}, num_hidden_layers=layers)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = SiglipVisionModel(cfg).to(dtype).train()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    pixels = torch.randn(IMAGES, 3, 64, 64, dtype=dtype)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        if precision == "amp-bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                model(pixel_values=pixels)
+        else:
+            model(pixel_values=pixels)
+    return sum(seen.values())
+
+
+def cli_bytes(layers, precision):
+    config = {"model_type": "gemma3", "mm_tokens_per_image": 16, "text_config": TEXT,
+              "vision_config": dict(VISION, num_hidden_layers=layers)}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    try:
+        out = subprocess.run([BIN, "estimate", "--model", f.name, "--vision", "trained", "--images", str(IMAGES),
+                              "--seq", "64", "--precision", precision, "--attention", "sdpa", "--format", "json"],
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    parts = {c["id"]: c["bytes"] for c in json.loads(out)["components"]}
+    return parts["outside_layers"] + parts.get("autocast_cache", 0)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "amp-bf16"])
+def test_siglip_layer_saved_bytes(precision):
+    measured = measured_bytes(3, precision) - measured_bytes(2, precision)
+    if precision == "bf16":
+        measured += 2 * 2 * PATCHES * 2
+    assert cli_bytes(3, precision) - cli_bytes(2, precision) == measured
