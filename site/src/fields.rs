@@ -369,6 +369,13 @@ pub static GROUPS: &[Group] = &[
                 shown: always,
             },
             Field {
+                key: "act_int8",
+                label: "Compress saved activations to int8 (what-if)",
+                help: "A saved_tensors_hooks pair packs each layer's saved tensors to int8 with one scale: about half of bf16's bytes, a quarter of fp32's.",
+                control: Control::Check,
+                shown: always,
+            },
+            Field {
                 key: "loss",
                 label: "Loss implementation",
                 help: "The fused loss never materializes fp32 logits for the whole batch.",

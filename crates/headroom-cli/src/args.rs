@@ -254,6 +254,11 @@ pub const FLAGS: &[Flag] = &[
         "act-offload",
         "Offload saved activations to pinned CPU memory (save_on_cpu).",
     ),
+    flag(
+        "act_int8",
+        "act-int8",
+        "What-if: the layers' saved activations packed to int8 with one scale each (saved_tensors_hooks).",
+    ),
     flag("loss", "loss", "hf | fused"),
     flag(
         "keep_logits",

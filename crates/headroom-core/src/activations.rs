@@ -335,6 +335,35 @@ pub fn moe_layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
 }
 
 /// Bytes of `items`.
+/// The saved tensors as an int8 pack hook leaves them (the worked example's
+/// `compress_activation`, a `torch.autograd.graph.saved_tensors_hooks` pack around each decoder
+/// layer): every floating-point tensor becomes int8 plus its scale, a 0-dim tensor of its own
+/// dtype (`tensor.abs().max() / 127`); masks, indices and RNG state stay as they are.
+pub fn int8_compressed(items: Vec<Saved>) -> Vec<Saved> {
+    let mut out = Vec::with_capacity(items.len() * 2);
+    for s in items {
+        if !matches!(s.dtype, DType::F32 | DType::Bf16 | DType::F16) {
+            out.push(s);
+            continue;
+        }
+        out.push(Saved {
+            what: format!("{} (int8)", s.what),
+            elements: s.elements,
+            dtype: DType::I8,
+            copies: s.copies,
+            part: s.part,
+        });
+        out.push(Saved {
+            what: format!("its scale ({})", s.dtype.torch_name()),
+            elements: 1,
+            dtype: s.dtype,
+            copies: s.copies,
+            part: s.part,
+        });
+    }
+    out
+}
+
 pub fn total(items: &[Saved]) -> u64 {
     items.iter().map(Saved::bytes).sum()
 }

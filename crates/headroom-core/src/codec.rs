@@ -208,6 +208,7 @@ pub const FIELDS: &[Field] = &[
     },
     choice!("ckpt", Checkpointing, checkpointing),
     switch!("act_offload", offload_activations),
+    switch!("act_int8", act_int8),
     choice!("loss", LossImpl, loss),
     switch!("keep_logits", keep_logits),
     choice!("dp", DataParallel, parallel.data),

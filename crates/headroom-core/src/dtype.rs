@@ -12,6 +12,7 @@ pub enum DType {
     F8,
     I64,
     I32,
+    I8,
     U8,
     Bool,
 }
@@ -22,7 +23,7 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::Bf16 | DType::F16 => 2,
-            DType::F8 | DType::U8 | DType::Bool => 1,
+            DType::F8 | DType::I8 | DType::U8 | DType::Bool => 1,
             DType::I64 => 8,
         }
     }
@@ -36,6 +37,7 @@ impl DType {
             DType::F8 => "float8_e4m3fn",
             DType::I64 => "int64",
             DType::I32 => "int32",
+            DType::I8 => "int8",
             DType::U8 => "uint8",
             DType::Bool => "bool",
         }

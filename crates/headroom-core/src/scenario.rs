@@ -505,6 +505,10 @@ pub struct Scenario {
     pub checkpointing: Checkpointing,
     /// `torch.autograd.graph.save_on_cpu(pin_memory=True)` around the forward.
     pub offload_activations: bool,
+    /// The decoder layers' saved floating-point tensors packed to int8 with one scale each (a
+    /// `saved_tensors_hooks` pair, worked example 2's `compress_activation`): a what-if.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub act_int8: bool,
     pub loss: LossImpl,
     /// Whether the training loop keeps `outputs` (and so the logits) alive through backward.
     pub keep_logits: bool,
@@ -553,6 +557,7 @@ impl Default for Scenario {
             dropout: None,
             checkpointing: Checkpointing::None,
             offload_activations: false,
+            act_int8: false,
             loss: LossImpl::Hf,
             keep_logits: false,
             parallel: Parallel {
@@ -729,6 +734,21 @@ impl Scenario {
             return Err(ScenarioError::invalid(
                 "sp",
                 "sequence parallelism needs tp > 1",
+            ));
+        }
+        if self.act_int8 && self.offload_activations {
+            return Err(ScenarioError::invalid(
+                "act_int8",
+                "int8 compression and act_offload are both saved-tensor hooks, and only the \
+                 innermost runs: choose one",
+            ));
+        }
+        if self.act_int8 && self.checkpointing != Checkpointing::None {
+            return Err(ScenarioError::invalid(
+                "act_int8",
+                "inside checkpointed layers the checkpoint's own saved-tensor hooks take over \
+                 (torch.utils.checkpoint), which Headroom does not model with int8 \
+                 compression: choose ckpt none",
             ));
         }
         if self.fp8.is_on() && !matches!(self.precision, Precision::Bf16 | Precision::AmpBf16) {

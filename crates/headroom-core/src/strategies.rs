@@ -242,6 +242,20 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
+    if !scen.act_int8
+        && !scen.offload_activations
+        && scen.checkpointing == crate::scenario::Checkpointing::None
+    {
+        add(
+            "act_int8",
+            "int8 activation compression (what-if)",
+            "saved activations packed to int8 with one scale each".into(),
+            Scenario {
+                act_int8: true,
+                ..base.clone()
+            },
+        );
+    }
     if scen.attention == Attention::Eager {
         add(
             "sdpa",

@@ -56,7 +56,7 @@ pub(super) struct Step<'a> {
     pub bwd: LayerBackward,
     /// fp8 operand copies inside one converted Linear's backward (0 without fp8), and the
     /// context-parallel ring's chunks in flight in attention's backward (0 without cp).
-    pub fp8_backward: u64,
+    pub backward_extra: u64,
     pub kv: KvCache,
 }
 
@@ -84,10 +84,29 @@ impl<'a> Step<'a> {
         let stream = sh.stream();
         let compute = scen.precision.compute_dtype();
         let pp = scen.parallel.pipeline as u64;
-        let dense = activations::layer(spec, &sh);
+        // int8 compression packs what each layer saves; a node's backward unpacks its own
+        // (the largest unpacked copy is counted above the layer's backward peak).
+        let compress = |items: Vec<activations::Saved>| {
+            if scen.act_int8 {
+                activations::int8_compressed(items)
+            } else {
+                items
+            }
+        };
+        let raw = activations::layer(spec, &sh);
+        let unpacked = if scen.act_int8 {
+            raw.iter()
+                .filter(|s| matches!(s.dtype, DType::F32 | DType::Bf16 | DType::F16))
+                .map(|s| s.elements * s.dtype.bytes())
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let dense = compress(raw);
         let dense_bytes = activations::total(&dense);
         let moe = if spec.moe.is_some() {
-            activations::moe_layer(spec, &sh)
+            compress(activations::moe_layer(spec, &sh))
         } else {
             Vec::new()
         };
@@ -105,7 +124,8 @@ impl<'a> Step<'a> {
             .max(crate::fp8::forward_cast_bytes(&inv, scen, t, tp));
         // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
         tmp.layer_forward += crate::context::forward_bytes(spec, scen);
-        let fp8_backward = crate::fp8::backward_cast_bytes(&inv, scen, t, tp)
+        let backward_extra = unpacked
+            + crate::fp8::backward_cast_bytes(&inv, scen, t, tp)
             + crate::context::backward_bytes(spec, scen);
         // Expert parallelism: the all-to-all's receive buffer of the layer's top-k token
         // copies, beside the local permuted copy (assumed: balanced routing).
@@ -122,7 +142,7 @@ impl<'a> Step<'a> {
         // keeps `outputs`.
         let kv = kv_cache(spec, scen, &sh);
         Step {
-            fp8_backward,
+            backward_extra,
             layers: st.layers_local,
             in_flight: pp.min(scen.grad_accum as u64).max(1),
             offload: scen.offload_activations,
@@ -194,9 +214,9 @@ impl<'a> Step<'a> {
     pub fn layer_backward(&self, i: u64) -> u64 {
         if self.is_moe(i) {
             // MoE layers: the routed experts' backward is not modelled op by op (assumed).
-            self.tmp.layer_backward + self.st.layer_grad_bytes + self.fp8_backward
+            self.tmp.layer_backward + self.st.layer_grad_bytes + self.backward_extra
         } else {
-            self.bwd.peak(self.st.layer_grad_bytes) + self.fp8_backward
+            self.bwd.peak(self.st.layer_grad_bytes) + self.backward_extra
         }
     }
 
@@ -204,9 +224,9 @@ impl<'a> Step<'a> {
     /// model, else a dense layer's.
     pub fn layer_backward_line(&self) -> u64 {
         if self.spec.moe.is_some() {
-            self.tmp.layer_backward + self.st.layer_grad_bytes + self.fp8_backward
+            self.tmp.layer_backward + self.st.layer_grad_bytes + self.backward_extra
         } else {
-            self.bwd.peak(self.st.layer_grad_bytes) + self.fp8_backward
+            self.bwd.peak(self.st.layer_grad_bytes) + self.backward_extra
         }
     }
 

@@ -54,6 +54,11 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
             target.file_name()
         ));
     }
+    if scen.act_int8 {
+        return Some(
+            "int8 activation compression is a custom saved_tensors_hooks pair (worked example 2's compress_activation), not a setting of these files".into(),
+        );
+    }
     if scen.checkpointing == Checkpointing::Selective {
         return Some(
             "selective recompute (attention internals only) has no transformers switch (Megatron-LM: --recompute-granularity selective)".into(),

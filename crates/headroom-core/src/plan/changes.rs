@@ -18,6 +18,7 @@ use super::Change;
 /// - the method or the LoRA settings (other parameters are trained);
 /// - the tokens of an optimizer step (another batch is another gradient);
 /// - fp8 matmuls or their recipe (the matmuls' operands are rounded to fp8);
+/// - int8 activation compression (backward reads rounded activations);
 /// - packing on or off (documents stop attending to the others in their row).
 ///
 /// It does not: the same math run elsewhere or in another order. AdamW's for-loop, foreach and
@@ -42,6 +43,7 @@ pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
         || tokens(s) != tokens(reference)
         || s.fp8 != reference.fp8
         || s.packing != reference.packing
+        || s.act_int8 != reference.act_int8
 }
 
 /// Fields of `s` that differ from `base`, keyed and written as in links (the codec's own

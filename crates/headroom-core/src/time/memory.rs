@@ -1,6 +1,7 @@
 //! Memory-bound terms at the HBM bandwidth: eager attention's softmax, the loss, QLoRA's
 //! dequantization and the optimizer step.
 
+use crate::dtype::DType;
 use crate::model::params::Scope;
 use crate::scenario::{LossImpl, Method, Offload, Optimizer};
 
@@ -57,6 +58,26 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
                 "({per_token:.3e} bytes/token x b·s + {per_micro:.3e} bytes of weights) x {again:.2} x {m:.0} micro-batches"
             ),
             "torchao float8_linear.py: input, weight, grad_output cast per matmul; assumed 5 bytes per cast element",
+        );
+    }
+    if scen.act_int8 {
+        // The pack hook reads each saved element twice (its absolute maximum, then the scaled
+        // copy) and writes one byte; the unpack reads the byte and writes the element back.
+        let sh = crate::activations::Shape::from_scenario(spec, cx.gpu, scen);
+        let per_layer: f64 = crate::activations::layer(spec, &sh)
+            .iter()
+            .filter(|s| matches!(s.dtype, DType::F32 | DType::Bf16 | DType::F16))
+            .map(|s| (s.elements * s.copies) as f64 * (3.0 * s.dtype.bytes() as f64 + 2.0))
+            .sum();
+        terms.memory(
+            "act_int8",
+            "int8 activation compression (pack and unpack)",
+            per_layer * cx.layers_local() * m,
+            format!(
+                "{per_layer:.3e} bytes per layer (3 x element bytes + 2 per saved element) x {:.0} layers x {m:.0} micro-batches",
+                cx.layers_local()
+            ),
+            "worked example 2's compress_activation as a saved_tensors_hooks pair; assumed memory-bound passes",
         );
     }
     if scen.method == Method::Qlora {
