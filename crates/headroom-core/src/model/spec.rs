@@ -96,6 +96,50 @@ pub struct Mla {
     pub v_head_dim: u64,
 }
 
+/// Llama 4's text layers (`Llama4TextConfig`): RoPE layers attend in chunks
+/// (`attention_chunk_size`) and L2-normalize q and k (`use_qk_norm`, no weight); NoPE layers
+/// (`no_rope_layers` zeros, one in four by default) attend to the whole sequence and scale q by
+/// position (`attn_temperature_tuning`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Llama4 {
+    /// Layers without RoPE.
+    pub nope_layers: u64,
+    /// `attention_chunk_size` of the RoPE layers; None where the config sets null.
+    pub chunk: Option<u64>,
+    /// `use_qk_norm`: the weightless L2 norm of q and k on the RoPE layers.
+    pub qk_l2_norm: bool,
+    /// `attn_temperature_tuning`: the NoPE layers' position-dependent scale of q.
+    pub temperature_tuning: bool,
+}
+
+/// Gated DeltaNet linear attention (Qwen3-Next's `linear_attention` layers,
+/// `Qwen3NextGatedDeltaNet`): in_proj_qkvz and in_proj_ba, a depthwise causal conv1d over q, k
+/// and v, the gated delta rule, a gated RMSNorm and out_proj. The other layers are gated
+/// softmax attention (q_proj twice as wide: the query and a sigmoid gate on the output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinearAttention {
+    /// Layers of linear attention (`layer_types` "linear_attention").
+    pub layers: u64,
+    pub key_heads: u64,
+    pub value_heads: u64,
+    pub key_head_dim: u64,
+    pub value_head_dim: u64,
+    /// `linear_conv_kernel_dim`.
+    pub conv_kernel: u64,
+}
+
+impl LinearAttention {
+    /// Width of all key heads (q's too).
+    pub fn key_dim(&self) -> u64 {
+        self.key_heads * self.key_head_dim
+    }
+
+    /// Width of all value heads.
+    pub fn value_dim(&self) -> u64 {
+        self.value_heads * self.value_head_dim
+    }
+}
+
 /// Dropout probabilities the model applies in training (0 where a family has none).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Dropout {
@@ -146,6 +190,12 @@ pub struct ModelSpec {
     /// Multi-head latent attention's dimensions (DeepSeek-V2/V3), None for every other layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mla: Option<Mla>,
+    /// Llama 4's chunked, NoPE and L2-normalized attention, None for every other layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama4: Option<Llama4>,
+    /// Qwen3-Next's gated DeltaNet layers, None for every other layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttention>,
     /// Why the layout is approximate, when it is: a `model_type` the core does not model
     /// (estimated as the closest known layout) or a model given only by its size. Shown as a
     /// warning; the estimate's parameter count is then not exact.
@@ -181,6 +231,12 @@ impl ModelSpec {
     /// a clamped SwiGLU.
     pub fn is_gpt_oss(&self) -> bool {
         self.model_type == "gpt_oss"
+    }
+
+    /// Qwen3-Next's gated attention: q_proj gives the query and a sigmoid gate on the
+    /// attention output (twice the q width).
+    pub fn gated_attention(&self) -> bool {
+        self.model_type == "qwen3_next"
     }
 
     /// Width of all value heads together, the attention output projection's input: the q/k

@@ -41,6 +41,7 @@ pub(super) fn layer_count(inv: &ParamInventory, scope: Scope) -> f64 {
         Scope::Layer => (inv.dense_layers + inv.sparse_layers) as f64,
         Scope::DenseLayer => inv.dense_layers as f64,
         Scope::SparseLayer => inv.sparse_layers as f64,
+        Scope::AttentionLayer | Scope::LinearAttentionLayer => inv.multiplicity(scope) as f64,
     }
 }
 
