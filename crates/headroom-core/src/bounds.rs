@@ -28,6 +28,9 @@ pub const MAX_HEAD_DIM: u64 = 4096;
 pub const MAX_INTERMEDIATE: u64 = 1 << 20;
 /// Routed experts per MoE layer: released models have at most 384 (Kimi K2).
 pub const MAX_EXPERTS: u64 = 4096;
+/// `linear_conv_kernel_dim`: the gated DeltaNet's causal convolution spans 4 tokens in every
+/// released model (Qwen3-Next).
+pub const MAX_CONV_KERNEL: u64 = 256;
 /// `max_position_embeddings`, a learned position table's rows and a sliding window: the
 /// longest released context is 10M tokens (Llama 4 Scout).
 pub const MAX_POSITIONS: u64 = 1 << 27;
@@ -69,7 +72,18 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
         ("num_attention_heads", s.heads, 1, MAX_HEADS),
         ("num_key_value_heads", s.kv_heads, 1, MAX_HEADS),
         ("head_dim", s.head_dim, 1, MAX_HEAD_DIM),
-        ("intermediate_size", s.intermediate, 1, MAX_INTERMEDIATE),
+        (
+            // Llama 4's dense layers read intermediate_size_mlp (its intermediate_size is the
+            // experts').
+            if s.llama4.is_some() {
+                "intermediate_size_mlp"
+            } else {
+                "intermediate_size"
+            },
+            s.intermediate,
+            1,
+            MAX_INTERMEDIATE,
+        ),
         ("word_embed_proj_dim", s.embed_proj_dim, 0, MAX_HIDDEN),
         ("n_positions", s.position_embeddings, 0, MAX_POSITIONS),
         ("max_position_embeddings", s.max_positions, 0, MAX_POSITIONS),
@@ -84,7 +98,11 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
         dims.extend([
             ("num_experts", m.experts, 1, MAX_EXPERTS),
             (
-                "moe_intermediate_size",
+                if s.llama4.is_some() {
+                    "intermediate_size"
+                } else {
+                    "moe_intermediate_size"
+                },
                 m.expert_intermediate,
                 1,
                 MAX_INTERMEDIATE,
@@ -96,6 +114,31 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
                 MAX_INTERMEDIATE,
             ),
             ("mlp_only_layers", m.sparse_layers, 0, s.layers),
+        ]);
+    }
+    if let Some(l) = &s.llama4 {
+        // Llama 4 Scout and Maverick attend in chunks of 8,192 tokens, one layer in four
+        // without RoPE.
+        dims.extend([
+            ("no_rope_layers", l.nope_layers, 0, s.layers),
+            (
+                "attention_chunk_size",
+                l.chunk.unwrap_or(1),
+                1,
+                MAX_POSITIONS,
+            ),
+        ]);
+    }
+    if let Some(la) = &s.linear_attention {
+        // Qwen3-Next: 16 key heads and 32 value heads of 128, a kernel of 4, three layers in
+        // four linear.
+        dims.extend([
+            ("layer_types", la.layers, 0, s.layers),
+            ("linear_num_key_heads", la.key_heads, 1, MAX_HEADS),
+            ("linear_num_value_heads", la.value_heads, 1, MAX_HEADS),
+            ("linear_key_head_dim", la.key_head_dim, 1, MAX_HEAD_DIM),
+            ("linear_value_head_dim", la.value_head_dim, 1, MAX_HEAD_DIM),
+            ("linear_conv_kernel_dim", la.conv_kernel, 1, MAX_CONV_KERNEL),
         ]);
     }
     if let Some(m) = &s.mla {

@@ -1074,6 +1074,19 @@ fn validate(s: &ModelSpec) -> Result<(), ConfigError> {
             ),
         });
     }
+    if let Some(la) = &s.linear_attention
+        && !la.value_heads.is_multiple_of(la.key_heads)
+    {
+        // Qwen3NextGatedDeltaNet views each key head's q/k/v/z block with value_heads /
+        // key_heads value heads in it.
+        return Err(ConfigError::Inconsistent {
+            field: "linear_num_value_heads".into(),
+            message: format!(
+                "must be a multiple of linear_num_key_heads ({}), found {}",
+                la.key_heads, la.value_heads
+            ),
+        });
+    }
     for (field, p) in [
         ("attention_dropout", s.dropout.attention),
         ("resid_pdrop", s.dropout.residual),
