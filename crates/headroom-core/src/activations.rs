@@ -201,6 +201,9 @@ struct Layout {
     o: u64,
     /// Attention scores of the micro-batch: b x heads x s x s.
     scores: u64,
+    /// Whether the layer has the model's other kind of attention
+    /// (`ModelSpec::is_other_attention`: Llama 4's NoPE layers, Qwen3-Next's full attention).
+    other: bool,
 }
 
 impl Layout {
@@ -229,6 +232,7 @@ impl Layout {
             },
             o: spec.v_dim() / spec.heads * heads,
             scores: sh.b * heads * sh.s * sh.s,
+            other: false,
         }
     }
 }
@@ -266,8 +270,17 @@ impl Inventory {
 
 /// Saved tensors of one decoder layer (a dense one; MoE layers use `moe_layer`).
 pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
+    layer_of(spec, sh, false)
+}
+
+/// [`layer`], or a dense layer with the model's other kind of attention when `other`
+/// (`ModelSpec::is_other_attention`).
+pub fn layer_of(spec: &ModelSpec, sh: &Shape, other: bool) -> Vec<Saved> {
     let mut inv = Inventory::default();
-    let l = Layout::new(spec, sh);
+    let l = Layout {
+        other,
+        ..Layout::new(spec, sh)
+    };
     match spec.family {
         Family::Cohere2 => {
             // Attention and the MLP both read the one norm's output (parallel block).
@@ -302,8 +315,16 @@ fn layer_norm(inv: &mut Inventory, name: &str, sh: &Shape, l: &Layout) {
 
 /// Saved tensors of one MoE layer (tokens spread evenly over experts: an assumption).
 pub fn moe_layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
+    moe_layer_of(spec, sh, false)
+}
+
+/// [`moe_layer`], with the model's other kind of attention when `other`.
+pub fn moe_layer_of(spec: &ModelSpec, sh: &Shape, other: bool) -> Vec<Saved> {
     let mut inv = Inventory::default();
-    let l = Layout::new(spec, sh);
+    let l = Layout {
+        other,
+        ..Layout::new(spec, sh)
+    };
     llama_attention(&mut inv, spec, sh, &l);
     llama_mlp_side(&mut inv, spec, sh, &l, |inv| moe_mlp(inv, spec, sh));
     inv.items
@@ -507,6 +528,9 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
         }
     }
+    if let Some(l4) = &spec.llama4 {
+        llama4_qk(inv, (l4, spec.head_dim), sh, l);
+    }
     if spec.family == Family::Glm4 {
         // GLM-4's apply_rotary_pos_emb interleaves cos and sin afresh in every layer
         // (`repeat_interleave`), and its multiplies save those copies, not the shared tables.
@@ -568,12 +592,23 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                 "k after RoPE (saved by matmul q k^T)"
             };
             inv.add(k_what, t * kv * l.groups, c);
+            // Llama 4's softmax runs in the scores' dtype: the residual stream's (its mask,
+            // in the stream's dtype, promotes the 16-bit scores under autocast).
+            let probs = if spec.llama4.is_some() {
+                sh.stream()
+            } else {
+                DType::F32
+            };
             inv.at(Part::AttentionScores).add(
-                "softmax output, fp32 (saved by softmax)",
+                if probs == DType::F32 {
+                    "softmax output, fp32 (saved by softmax)"
+                } else {
+                    "softmax output (saved by softmax)"
+                },
                 l.scores,
-                DType::F32,
+                probs,
             );
-            if !eager_dropout(inv, sh, l, sh.compute()) && c != DType::F32 {
+            if !eager_dropout(inv, sh, l, sh.compute()) && c != probs {
                 inv.add(
                     "probabilities cast to the compute dtype (saved by matmul probs v)",
                     l.scores,
@@ -610,6 +645,37 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         );
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
+}
+
+/// Llama 4's RoPE layers L2-normalize q and k after RoPE (`Llama4TextL2Norm`, no weight:
+/// `x.float()` saved by pow and mul, and the rsqrt per head), where `use_qk_norm`; its NoPE
+/// layers scale q by a per-position temperature (`attn_temperature_tuning`), an fp32 vector of
+/// the sequence's length that the multiply saves. RoPE itself (a complex multiply by the
+/// shared `freqs_cis`) saves nothing of its own.
+fn llama4_qk(
+    inv: &mut Inventory,
+    (l4, head_dim): (&crate::model::Llama4, u64),
+    sh: &Shape,
+    l: &Layout,
+) {
+    if !l.other && l4.qk_l2_norm {
+        inv.at(Part::QkNorm).add(
+            "q/k L2 norm: fp32 q and k (saved by pow, mul)",
+            l.t * (l.q + l.kv),
+            DType::F32,
+        );
+        inv.add(
+            "q/k L2 norm: rsqrt per head (saved by mul)",
+            l.t * (l.q + l.kv) / head_dim,
+            DType::F32,
+        );
+    } else if l.other && l4.temperature_tuning {
+        inv.at(Part::AttentionInputs).add(
+            "attention temperature per position, fp32 (saved by mul with q)",
+            sh.s,
+            DType::F32,
+        );
+    }
 }
 
 /// Multi-head latent attention's projections before the attention core
@@ -870,6 +936,9 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     if spec.is_gpt_oss() {
         return gpt_oss_moe(inv, spec, sh, m);
     }
+    if spec.llama4.is_some() {
+        return llama4_moe(inv, spec, sh, m);
+    }
     let t = sh.tokens();
     let c = sh.compute();
     linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
@@ -955,6 +1024,94 @@ fn gpt_oss_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         r * h,
         x,
     );
+}
+
+/// Llama 4's MoE (`Llama4TextMoe`): the router's top-k scores through a sigmoid, then every
+/// token through every expert (`hidden_states.repeat(experts, 1)` times its score, zero for
+/// the experts not chosen) by one bmm per projection, so the routed rows are experts x tokens
+/// whatever the routing; and the shared expert, which reads the router's input. Under
+/// autocast the router and the shared expert's gate/up each cast that input, and the bmm casts
+/// the fp32 scored rows.
+fn llama4_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
+    let (t, c, x) = (sh.tokens(), sh.compute(), sh.stream());
+    let (h, f, si) = (
+        spec.hidden,
+        m.expert_intermediate / sh.tp,
+        m.shared_intermediate / sh.tp,
+    );
+    let rows = m.experts * t;
+    if sh.base_trainable {
+        linear_inputs(
+            inv,
+            "router and shared expert gate/up_proj input",
+            t * h,
+            3,
+            sh,
+        );
+    } else {
+        // The frozen router saves nothing; the shared expert's gate and up adapters do.
+        lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
+    }
+    inv.add(
+        "router's top-k indices, int64 (saved by topk and scatter)",
+        t * m.top_k,
+        DType::I64,
+    );
+    inv.add(
+        "router scores, fp32 (saved by sigmoid)",
+        t * m.experts,
+        DType::F32,
+    );
+    inv.add("scores, one per expert and token (saved by mul)", rows, c);
+    inv.add(
+        "tokens repeated for every expert (saved by mul with the scores)",
+        rows * h,
+        x,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "scored rows, in the compute dtype (saved by the gate_up bmm)",
+            rows * h,
+            c,
+        );
+    }
+    inv.add(
+        "experts' gate_up output (saved by the activation and the product)",
+        2 * rows * f,
+        c,
+    );
+    inv.add(
+        "experts' activation output (saved by the product)",
+        rows * f,
+        c,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "experts' product act(gate) * up (saved by the down bmm)",
+            rows * f,
+            c,
+        );
+    }
+    inv.add(
+        "shared expert gate output (saved by the activation)",
+        t * si,
+        c,
+    );
+    inv.add("shared expert up output (saved by the product)", t * si, c);
+    inv.add(
+        "shared expert activation output (saved by the product)",
+        t * si,
+        c,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "shared expert product act(gate) * up (saved by down_proj)",
+            t * si,
+            c,
+        );
+    } else {
+        lora_inputs(inv, "shared expert down_proj input", t * si, 1, sh);
+    }
 }
 
 /// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
@@ -1082,7 +1239,15 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let t = sh.tokens();
     let h = spec.hidden;
-    if spec.is_rotary() && spec.family != Family::Glm4 {
+    if spec.llama4.is_some() {
+        // Llama 4's `freqs_cis`: (1, s, head_dim / 2) complex64 whatever the precision, saved
+        // by every RoPE layer's complex multiply.
+        inv.at(Part::Rope).add(
+            "RoPE freqs_cis, complex64 (saved by every RoPE layer's multiply)",
+            sh.s * spec.head_dim,
+            DType::F32,
+        );
+    } else if spec.is_rotary() && spec.family != Family::Glm4 {
         // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
         let rope = if sh.amp() { DType::F32 } else { sh.stream() };
         inv.at(Part::Rope).add(

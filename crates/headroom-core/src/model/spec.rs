@@ -221,9 +221,32 @@ impl ModelSpec {
             || matches!(self.model_type.as_str(), "glm4_moe" | "gpt_oss")
         {
             self.head_dim / 2
+        } else if self.gated_attention() {
+            // Qwen3NextConfig's `partial_rotary_factor` defaults to 0.25 (every release's).
+            self.head_dim / 4
         } else {
             self.head_dim
         }
+    }
+
+    /// Layers with the model's other kind of attention: Llama 4's NoPE layers (the others
+    /// have RoPE, chunks and the q/k L2 norm), Qwen3-Next's full-attention layers (the others
+    /// are gated DeltaNet's); 0 for every other layout, whose layers all attend alike.
+    pub fn other_attention_layers(&self) -> u64 {
+        match (&self.llama4, &self.linear_attention) {
+            (Some(l4), _) => l4.nope_layers,
+            (_, Some(la)) => self.layers - la.layers,
+            _ => 0,
+        }
+    }
+
+    /// Whether layer `i` has the other kind of attention: the other layers are spread evenly
+    /// (the last of every `layers / n`), which is where both models' defaults put them (Llama
+    /// 4's NoPE layers every fourth layer, Qwen3-Next's full attention every fourth); a config
+    /// that lists them elsewhere keeps their number, not their places.
+    pub fn is_other_attention(&self, i: u64) -> bool {
+        let n = self.other_attention_layers();
+        n > 0 && (i + 1) * n / self.layers > i * n / self.layers
     }
 
     /// gpt-oss's layout: a learned sink logit per head in every attention (`self_attn.sinks`,
@@ -249,8 +272,13 @@ impl ModelSpec {
     }
 
     /// Masks transformers builds for eager attention: one per kind of layer, so two where
-    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss).
+    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss)
+    /// or chunked layers with full ones (Llama 4's RoPE and NoPE layers).
     pub fn attention_masks(&self) -> u64 {
+        if let Some(l4) = &self.llama4 {
+            let mixed = l4.chunk.is_some() && l4.nope_layers > 0 && l4.nope_layers < self.layers;
+            return if mixed { 2 } else { 1 };
+        }
         let mixed = matches!(
             self.model_type.as_str(),
             "gemma2" | "gemma3_text" | "olmo3" | "cohere2" | "gpt_oss"
