@@ -128,11 +128,19 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     // mixed precision trains 16-bit weights: nothing to cast).
     // gpt-oss's experts run through grouped_mm, which autocast has no rule for: they compute
     // in fp32 and no copy is cached (measured on CPU, tests/reference/test_saved_bytes.py).
-    let grouped_experts = cx.spec.is_gpt_oss() && t.name.contains(".experts.");
-    // Llama 4's router is an nn.Linear (`Llama4Router`), so autocast casts its weight too.
-    let llama4_router = cx.spec.llama4.is_some() && t.name.ends_with("router.weight");
+    // Qwen3-Next's experts run through grouped_mm as well.
+    let grouped_experts =
+        (cx.spec.is_gpt_oss() || cx.spec.gated_attention()) && t.name.contains(".experts.");
+    // Llama 4's router is an nn.Linear (`Llama4Router`), Qwen3-Next's router an F.linear and its
+    // shared expert's gate an nn.Linear: autocast casts their weights too.
+    let router = (cx.spec.llama4.is_some() && t.name.ends_with("router.weight"))
+        || (cx.spec.gated_attention()
+            && matches!(
+                t.name.as_str(),
+                "mlp.gate.weight" | "mlp.shared_expert_gate.weight"
+            ));
     let used_by_linear = (t.linear.is_some() && !grouped_experts)
-        || llama4_router
+        || router
         || t.name == "lm_head.weight"
         || (cx.spec.tie_embeddings
             && t.scope == Scope::Model
