@@ -148,6 +148,15 @@ VARIANTS = [
        "none", 2, 64, False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
     *[("llama4_text-chunk32", "llama4_text", {"attention_chunk_size": 32}, prec, attn, "none", 2, 64, False)
       for prec, attn in (("bf16", "sdpa"), ("bf16", "eager"), ("amp-bf16", "eager"))],
+    # Qwen3-Next over three chunks of the delta rule (150 tokens padded to 192: per-chunk states,
+    # the decayed q once the state carries gradients), under full checkpointing, and with the
+    # middle layer dense (mlp_only_layers).
+    *[("qwen3_next-3-chunks", "qwen3_next", {}, prec, attn, "none", 2, 150, False)
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    *[("qwen3_next-ckpt", "qwen3_next", {}, prec, attn, "full", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    *[("qwen3_next-dense-middle", "qwen3_next", {"mlp_only_layers": [2]}, prec, attn, "none", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("amp-bf16", "eager"))],
     # Cohere 2's full-attention layers have no RoPE: the middle of 3 layers with a pattern of 2.
     ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
      "bf16", "sdpa", "none", 2, 64, False),

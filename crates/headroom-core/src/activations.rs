@@ -857,9 +857,10 @@ fn gated_delta_net(
             c,
             4,
         );
-    } else if c == f32 {
+    } else if c == f32 && sh.s.is_multiple_of(CHUNK) {
         // In fp32 `.to(float32, memory_format=contiguous_format)` returns the transposed view
-        // as it is, so at::matmul's folding into bmm copies k^T (twice), k * beta and q.
+        // as it is, and so does F.pad with nothing to pad, so at::matmul's folding into bmm
+        // copies k^T (twice), k * beta and q (padding makes them contiguous).
         inv.add_n(
             "k^T (twice), k * beta and q copied contiguous by matmul",
             chunk_tokens * dk,
@@ -900,11 +901,20 @@ fn gated_delta_net(
             f32,
         );
     }
-    if chunks > 1 {
+    if chunks > 1 && amp {
+        // From the second chunk on the state carries gradients: q @ state and k_cumdecay @
+        // state also save their q and k_cumdecay chunks, cast.
+        inv.add_n(
+            "the later chunks' decayed q and k_cumdecay, cast for their matmuls with the state",
+            sh.b * hv * CHUNK * dk,
+            c,
+            2 * (chunks - 1),
+        );
+    } else if chunks > 1 {
         inv.add(
             "q decayed (saved by q @ state once the state carries gradients)",
             chunk_tokens * dk,
-            mm,
+            f32,
         );
     }
     // The gated RMSNorm (`Qwen3NextRMSNormGated`) over each value head: fp32 input, rsqrt,
