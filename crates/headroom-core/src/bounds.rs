@@ -208,13 +208,27 @@ impl ModelScale {
         let s = f64::from(scen.seq);
         let tokens = b * s;
         let moe_width = spec.moe.as_ref().map_or(0.0, |m| {
-            (m.top_k * m.expert_intermediate + m.experts) as f64
+            if spec.llama4.is_some() {
+                // Llama 4 runs every token through every expert.
+                (m.experts * (m.expert_intermediate + spec.hidden + 1)) as f64
+            } else {
+                (m.top_k * m.expert_intermediate + m.experts) as f64
+            }
+        });
+        // The gated DeltaNet per token (padded to chunks of 64): chunk x chunk rows, the heads'
+        // q/k/v and a share of each chunk's recurrent state, and the conv1d's channels.
+        let linear_width = spec.linear_attention.as_ref().map_or(0.0, |la| {
+            let (dk, dv) = (la.key_head_dim as f64, la.value_head_dim as f64);
+            let per_head = 64.0 + dk + dv + dk * dv / 64.0 + 1.0;
+            let conv = (2 * la.key_dim() + la.value_dim()) as f64;
+            (la.value_heads as f64 * per_head + conv) * (s + 64.0) / s.max(1.0)
         });
         let width = [
             spec.hidden as f64,
             (spec.q_dim() + 2 * spec.kv_dim()) as f64,
             spec.intermediate as f64,
             moe_width,
+            linear_width,
             f64::from(scen.lora.rank) * 4.0,
         ]
         .into_iter()
