@@ -133,18 +133,39 @@ pub(super) fn token_flops_of(
     // (Korthikanti et al. 2022 App. A). A sliding window bounds the keys a query sees.
     let s = scen.seq as f64;
     let keys = spec.sliding_window.map_or(s, |w| s.min(w as f64));
-    let full_matrix = 4.0 * keys * spec.q_dim() as f64 * spec.layers as f64;
+    // Layers with softmax attention: Qwen3-Next's gated DeltaNet layers have none.
+    let linear_layers = spec.linear_attention.as_ref().map_or(0, |la| la.layers);
+    let softmax_layers = (spec.layers - linear_layers) as f64;
+    let full_matrix = 4.0 * keys * spec.q_dim() as f64 * softmax_layers;
     // Causal: on average a query sees half the keys (s/2 for a full window).
-    let causal = if keys < s {
+    let mut causal = if keys < s {
         full_matrix * (1.0 - keys / (2.0 * s))
     } else {
         full_matrix / 2.0
     };
+    // Llama 4's RoPE layers attend within chunks: a query sees its chunk's earlier keys, on
+    // average half a chunk.
+    if let Some(l4) = &spec.llama4
+        && let Some(c) = l4.chunk
+        && (c as f64) < s
+    {
+        let chunked = (spec.layers - l4.nope_layers) as f64;
+        causal -= 4.0 * spec.q_dim() as f64 * chunked * (s - c as f64) / 2.0;
+    }
+    // The gated DeltaNet's chunked delta rule per token and value head (chunks of 64): the
+    // chunk x chunk products (k beta k^T, q k^T, the triangular solves, the intra-chunk
+    // attention) and the state's products (k_cumdecay @ S, q @ S, k^T @ v_new).
+    let delta_rule = spec.linear_attention.as_ref().map_or(0.0, |la| {
+        let (c, dk, dv) = (64.0, la.key_head_dim as f64, la.value_head_dim as f64);
+        let per_head = 4.0 * c * dk + 3.0 * c * dv + 6.0 * dk * dv;
+        per_head * la.value_heads as f64 * linear_layers as f64
+    });
+    causal += delta_rule;
     f.attention_causal_forward = causal;
     if quadratic {
         // Eager (and SDPA's math kernel) multiplies the whole s x s matrix and masks
         // afterwards, window or not.
-        let eager = 4.0 * s * spec.q_dim() as f64 * spec.layers as f64;
+        let eager = 4.0 * s * spec.q_dim() as f64 * softmax_layers + delta_rule;
         f.attention_forward = eager;
         f.attention_backward = 2.0 * eager;
     } else {
