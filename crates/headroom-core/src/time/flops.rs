@@ -79,17 +79,25 @@ pub(super) fn token_flops_of(
     for t in &inv.tensors {
         // Matrices that multiply activations: every Linear and the MoE router; embeddings are
         // lookups (no FLOPs); vectors (norms, biases) are elementwise.
-        let is_router = t.name == "mlp.gate.weight";
+        let is_router = t.name == "mlp.gate.weight" || t.name == "feed_forward.router.weight";
         if t.linear.is_none() && !is_router {
             continue;
         }
         // Each token passes through top_k of the experts' copies (Fedus et al. 2021).
         let active = if t.copies > 1 { top_k.min(t.copies) } else { 1 } as f64;
         let n = t.d_in as f64 * t.d_out as f64 * active * layer_count(inv, t.scope);
-        let fwd = 2.0 * n;
+        // transformers' Llama4TextMoe multiplies every token by every expert (the unchosen with
+        // a zero score): the GPU executes all the experts' products, the model's FLOPs (MFU)
+        // are the top-k's.
+        let executed = if spec.llama4.is_some() && t.copies > 1 {
+            n * t.copies as f64 / active
+        } else {
+            n
+        };
+        let fwd = 2.0 * executed;
         // Input gradient always (earlier layers or adapters need it); weight gradient only
         // when the weight trains.
-        let mut bwd = if full { 4.0 * n } else { 2.0 * n };
+        let mut bwd = if full { 4.0 * executed } else { 2.0 * executed };
         let mut fwd_total = fwd;
         f.matmul_params += n;
         if full {
