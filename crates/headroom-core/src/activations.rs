@@ -486,7 +486,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     if let Some(la) = &spec.linear_attention
         && !l.other
     {
-        return gated_delta_net(inv, spec, sh, l, la);
+        return gated_delta_net(inv, sh, l, la);
     }
     // Attention projections. With sequence parallelism a column-parallel linear saves its
     // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
@@ -758,7 +758,6 @@ fn zero_centred_norm(
 /// is estimated).
 fn gated_delta_net(
     inv: &mut Inventory,
-    spec: &ModelSpec,
     sh: &Shape,
     l: &Layout,
     la: &crate::model::LinearAttention,
@@ -942,7 +941,6 @@ fn gated_delta_net(
         x,
     );
     linear_inputs(inv, "out_proj input", t * vd, 1, sh);
-    let _ = spec;
 }
 
 /// Qwen3-Next's MoE (`Qwen3NextSparseMoeBlock`): the shared expert, the router (softmax over
