@@ -108,18 +108,22 @@ def saved_forward(config, batch, seq, precision, kernel):
             # length that is no weight's dimension.
             weight_shapes = {s for p in model.parameters() if p.dim() == 2
                              for s in (tuple(p.shape), tuple(p.shape[::-1]))}
+            # Stacked experts (Llama 4's, which bmm casts under autocast) in their own shape.
+            weight_shapes |= {tuple(p.shape) for p in model.parameters() if p.dim() == 3}
             saved = {}
 
             def pack(t):
                 storage = t.untyped_storage()
                 key = storage._cdata
                 rng_state = t.dtype in (torch.int64, torch.uint64) and t.numel() <= 2
-                cast = amp and t.dim() == 2 and t.dtype == torch.bfloat16 and tuple(t.shape) in weight_shapes
+                cast = amp and t.dim() in (2, 3) and t.dtype == torch.bfloat16 and tuple(t.shape) in weight_shapes
                 if key not in params and key not in saved and not rng_state and not cast:
                     saved[key] = (current[0], storage.nbytes(), tuple(t.shape), str(t.dtype))
                 return t
 
-            ids = torch.randint(config["vocab_size"], (batch, seq), device="cuda")
+            # A multimodal wrapper (Llama 4's) keeps its text model's keys under text_config.
+            vocab = config.get("vocab_size") or config["text_config"]["vocab_size"]
+            ids = torch.randint(vocab, (batch, seq), device="cuda")
             # torch.autocast refuses to turn on without a GPU; the dispatcher's own switch
             # (what torch.autocast sets) works on fake CUDA tensors.
             torch.set_autocast_dtype("cuda", torch.bfloat16)

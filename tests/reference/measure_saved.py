@@ -37,8 +37,10 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
     layers = decoder_layers(model)
     params = list(model.parameters())
     param_ptrs = {p.untyped_storage().data_ptr() for p in params}
-    # Autocast saves a cast weight as the transposed view of shape (in, out): match both.
+    # Autocast saves a cast weight as the transposed view of shape (in, out): match both. Stacked
+    # experts (Llama 4's, which bmm casts) are saved in their own shape.
     weight_shapes = {s for p in params if p.dim() == 2 for s in (tuple(p.shape), tuple(p.shape[::-1]))}
+    weight_shapes |= {tuple(p.shape) for p in params if p.dim() == 3}
     opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
     vocab = config["vocab_size"]
     gen = torch.Generator().manual_seed(1)
@@ -58,7 +60,7 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
             st = t.untyped_storage()
             key = st.data_ptr()
             if key not in param_ptrs and key not in saved:
-                cast = amp and t.dim() == 2 and t.dtype == torch.bfloat16 and (tuple(t.shape) in weight_shapes)
+                cast = amp and t.dim() in (2, 3) and t.dtype == torch.bfloat16 and (tuple(t.shape) in weight_shapes)
                 saved[key] = (current[0], st.nbytes(), cast, t.dtype, t)
             return t
 

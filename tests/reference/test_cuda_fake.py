@@ -1,7 +1,7 @@
 """One decoder layer's saved bytes at real preset sizes, with CUDA's dispatch, against the core.
 
 The CPU suite (test_saved_bytes.py) is exact where CPU and CUDA agree, at small sizes. This one
-runs the presets' own configs (7B to 72B) on fake CUDA tensors (measure_cuda_fake.py): autocast's
+runs the presets' own configs (7B to 108B) on fake CUDA tensors (measure_cuda_fake.py): autocast's
 CUDA lists, the fused dropout's bool mask, and each SDPA kernel's saved outputs (flash,
 memory-efficient with its logsumexp padded to 32 rows, cuDNN, math), forced on both sides
 (`--sdpa`). Exact, byte for byte. Which kernel PyTorch picks for a GPU is read from its source
@@ -73,6 +73,11 @@ CASES = [
     ("gemma-3-1b-pt", "amp-bf16", "efficient", 2000, 0.0),
     ("gemma-2b", "bf16", "cudnn", 2000, 0.0),
     ("gemma-2-9b", "amp-bf16", "flash", 2000, 0.0),
+    # Llama 4 Scout's second layer: RoPE with the q/k L2 norm, every token through its 16
+    # experts by bmm. (Qwen3-Next's and gpt-oss's grouped_mm experts ask the device for its
+    # properties, which fake CUDA has not: checked on CPU only.)
+    ("llama-4-scout-17b-16e", "bf16", "flash", 4096, 0.0),
+    ("llama-4-scout-17b-16e", "amp-bf16", "cudnn", 2000, 0.0),
 ]
 
 

@@ -91,7 +91,8 @@ def best_targets(named):
 MODEL_TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
                "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox", "opt", "granite", "smollm3", "olmo2",
                "olmo3", "glm4", "cohere2", "starcoder2", "granitemoe", "glm4_moe", "gpt_oss",
-               "deepseek_v2", "deepseek_v3", "qwen2_5_vl", "qwen3_vl", "mistral3"]
+               "deepseek_v2", "deepseek_v3", "qwen2_5_vl", "qwen3_vl", "mistral3", "llama4",
+               "qwen3_next"]
 
 
 def layer_class_exists(name):

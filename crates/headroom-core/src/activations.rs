@@ -226,6 +226,9 @@ struct Layout {
     o: u64,
     /// Attention scores of the micro-batch: b x heads x s x s.
     scores: u64,
+    /// Whether the layer has the model's other kind of attention
+    /// (`ModelSpec::is_other_attention`: Llama 4's NoPE layers, Qwen3-Next's full attention).
+    other: bool,
 }
 
 impl Layout {
@@ -254,6 +257,7 @@ impl Layout {
             },
             o: spec.v_dim() / spec.heads * heads,
             scores: sh.b * heads * sh.s * sh.s,
+            other: false,
         }
     }
 }
@@ -291,8 +295,17 @@ impl Inventory {
 
 /// Saved tensors of one decoder layer (a dense one; MoE layers use `moe_layer`).
 pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
+    layer_of(spec, sh, false)
+}
+
+/// [`layer`], or a dense layer with the model's other kind of attention when `other`
+/// (`ModelSpec::is_other_attention`).
+pub fn layer_of(spec: &ModelSpec, sh: &Shape, other: bool) -> Vec<Saved> {
     let mut inv = Inventory::default();
-    let l = Layout::new(spec, sh);
+    let l = Layout {
+        other,
+        ..Layout::new(spec, sh)
+    };
     match spec.family {
         Family::Cohere2 => {
             // Attention and the MLP both read the one norm's output (parallel block).
@@ -327,8 +340,16 @@ fn layer_norm(inv: &mut Inventory, name: &str, sh: &Shape, l: &Layout) {
 
 /// Saved tensors of one MoE layer (tokens spread evenly over experts: an assumption).
 pub fn moe_layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
+    moe_layer_of(spec, sh, false)
+}
+
+/// [`moe_layer`], with the model's other kind of attention when `other`.
+pub fn moe_layer_of(spec: &ModelSpec, sh: &Shape, other: bool) -> Vec<Saved> {
     let mut inv = Inventory::default();
-    let l = Layout::new(spec, sh);
+    let l = Layout {
+        other,
+        ..Layout::new(spec, sh)
+    };
     llama_attention(&mut inv, spec, sh, &l);
     llama_mlp_side(&mut inv, spec, sh, &l, |inv| moe_mlp(inv, spec, sh));
     inv.items
@@ -515,11 +536,19 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         layer_norm(inv, "input_layernorm", sh, l);
     } else if spec.family == Family::Cohere2 {
         cohere_norm(inv, "input_layernorm", (l.norm_tokens, l.h_local), sh);
+    } else if spec.gated_attention() {
+        let (nt, h) = (l.norm_tokens, l.h_local);
+        zero_centred_norm(inv, "input_layernorm", (nt * h, nt * h, h), sh, sh.stream());
     } else if !olmo {
         let (nt, h) = (l.norm_tokens, l.h_local);
         rms_norm(inv, "input_layernorm", nt, h, sh, norm_family(spec));
     }
     inv.at(Part::AttentionInputs);
+    if let Some(la) = &spec.linear_attention
+        && !l.other
+    {
+        return gated_delta_net(inv, sh, l, la);
+    }
     // Attention projections. With sequence parallelism a column-parallel linear saves its
     // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
     // §4.2.2; Megatron's LinearWithGradAccumulationAndAsyncCommunication), so it saves `th`.
@@ -534,7 +563,16 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     }
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
     // fp32; the rotated q, k and v are what attention saves.
-    if spec.qk_norm && olmo {
+    if spec.gated_attention() {
+        // Qwen3-Next's q_norm and k_norm: zero-centred RMSNorms over each head. q is a view of
+        // q_proj's output (query and gate side by side), so in fp32, where `.float()` returns
+        // the view, pow and mul keep the whole output.
+        let q_in = if c == DType::F32 { 2 * t * q } else { t * q };
+        let d = spec.head_dim;
+        inv.at(Part::QkNorm);
+        zero_centred_norm(inv, "q_norm", (q_in, t * q, d), sh, c);
+        zero_centred_norm(inv, "k_norm", (t * kv, t * kv, d), sh, c);
+    } else if spec.qk_norm && olmo {
         // OLMo 2: RMSNorm over the whole q and k projections, the weight applied in fp32.
         inv.at(Part::QkNorm).add(
             "q_norm/k_norm: fp32 inputs (saved by pow, mul)",
@@ -586,6 +624,9 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         if c != DType::F32 {
             inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
         }
+    }
+    if let Some(l4) = &spec.llama4 {
+        llama4_qk(inv, (l4, spec.head_dim), sh, l);
     }
     if spec.family == Family::Glm4 {
         // GLM-4's apply_rotary_pos_emb interleaves cos and sin afresh in every layer
@@ -658,12 +699,23 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                 "k after RoPE (saved by matmul q k^T)"
             };
             inv.add(k_what, t * kv * l.groups, c);
+            // Llama 4's softmax runs in the scores' dtype: the residual stream's (its mask,
+            // in the stream's dtype, promotes the 16-bit scores under autocast).
+            let probs = if spec.llama4.is_some() {
+                sh.stream()
+            } else {
+                DType::F32
+            };
             inv.at(Part::AttentionScores).add(
-                "softmax output, fp32 (saved by softmax)",
+                if probs == DType::F32 {
+                    "softmax output, fp32 (saved by softmax)"
+                } else {
+                    "softmax output (saved by softmax)"
+                },
                 l.scores,
-                DType::F32,
+                probs,
             );
-            if !eager_dropout(inv, sh, l, sh.compute()) && c != DType::F32 {
+            if !eager_dropout(inv, sh, l, sh.compute()) && c != probs {
                 inv.add(
                     "probabilities cast to the compute dtype (saved by matmul probs v)",
                     l.scores,
@@ -686,7 +738,21 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // o_proj saves.
     // A q that reaches the kernel heads-first makes the transpose copy too (`q_heads_first`).
     inv.at(Part::OutputProjection);
-    if sh.quadratic() || !sh.base_trainable || q_heads_first(spec, sh) {
+    if spec.gated_attention() {
+        // Qwen3-Next multiplies the attention output by sigmoid(gate) before o_proj: the
+        // sigmoid of the gate half of q_proj's output and the contiguous attention output (a
+        // copy where the kernel wrote it heads first, else the fused kernel's own output) are
+        // saved by the product, which o_proj saves in turn.
+        inv.add("output gate sigmoid (saved by the product)", t * l.o, c);
+        if sh.quadratic() || q_heads_first(spec, sh) {
+            inv.add(
+                "contiguous attention output (saved by the gate's product)",
+                t * l.o,
+                c,
+            );
+        }
+        linear_inputs(inv, "o_proj input (gated attention output)", t * l.o, 1, sh);
+    } else if sh.quadratic() || !sh.base_trainable || q_heads_first(spec, sh) {
         linear_inputs(
             inv,
             "o_proj input (contiguous attention output)",
@@ -709,6 +775,371 @@ fn q_heads_first(spec: &ModelSpec, sh: &Shape) -> bool {
     let heads_first =
         spec.rotary_dim() < spec.head_dim || matches!(spec.family, Family::Phi3 | Family::GptNeox);
     heads_first && sh.sdpa != Backend::Efficient
+}
+
+/// Llama 4's RoPE layers L2-normalize q and k after RoPE (`Llama4TextL2Norm`, no weight:
+/// `x.float()` saved by pow and mul, and the rsqrt per head), where `use_qk_norm`; its NoPE
+/// layers scale q by a per-position temperature (`attn_temperature_tuning`), an fp32 vector of
+/// the sequence's length that the multiply saves. RoPE itself (a complex multiply by the
+/// shared `freqs_cis`) saves nothing of its own.
+fn llama4_qk(
+    inv: &mut Inventory,
+    (l4, head_dim): (&crate::model::Llama4, u64),
+    sh: &Shape,
+    l: &Layout,
+) {
+    if !l.other && l4.qk_l2_norm {
+        inv.at(Part::QkNorm).add(
+            "q/k L2 norm: fp32 q and k (saved by pow, mul)",
+            l.t * (l.q + l.kv),
+            DType::F32,
+        );
+        inv.add(
+            "q/k L2 norm: rsqrt per head (saved by mul)",
+            l.t * (l.q + l.kv) / head_dim,
+            DType::F32,
+        );
+    } else if l.other && l4.temperature_tuning {
+        inv.at(Part::AttentionInputs).add(
+            "attention temperature per position, fp32 (saved by mul with q)",
+            sh.s,
+            DType::F32,
+        );
+    }
+}
+
+/// Qwen3-Next's RMSNorm (`Qwen3NextRMSNorm`): `(x.float() * rsqrt) * (1.0 + weight.float())`,
+/// all fp32: the fp32 input (a copy unless `dtype` is fp32) saved by pow and mul, the rsqrt of
+/// each row's variance, `1 + weight` (saved by the product) and, when the weight trains, the
+/// normalized input. `(input, normalized, weight)`: the elements of the saved input (more
+/// than the normalized ones where the input is a view of a wider output), of the normalized
+/// tensor, and of the weight (one row's width).
+fn zero_centred_norm(
+    inv: &mut Inventory,
+    name: &str,
+    (input, normalized, weight): (u64, u64, u64),
+    sh: &Shape,
+    dtype: DType,
+) {
+    let what = if dtype == DType::F32 {
+        "input (saved by pow, mul)"
+    } else {
+        "fp32 copy of the input (saved by pow, mul)"
+    };
+    inv.add(format!("{name}: {what}"), input, DType::F32);
+    inv.add(
+        format!("{name}: rsqrt of the variance"),
+        normalized / weight.max(1),
+        DType::F32,
+    );
+    inv.add(
+        format!("{name}: 1 + weight, fp32 (saved by the product)"),
+        weight,
+        DType::F32,
+    );
+    if sh.base_trainable {
+        inv.add(
+            format!("{name}: normalized input, fp32 (saved by the product with 1 + weight)"),
+            normalized,
+            DType::F32,
+        );
+    }
+}
+
+/// Qwen3-Next's gated DeltaNet (`Qwen3NextGatedDeltaNet`) as transformers runs it without the
+/// fla and causal-conv1d kernels (its torch fallbacks, `torch_causal_conv1d_fn` and
+/// `torch_chunk_gated_delta_rule`, which CPU runs): the depthwise conv1d over q, k and v, beta
+/// and the decay, then the chunked delta rule in fp32 (chunks of 64, the sequence padded to
+/// them): q and k L2-normalized, the chunk-local systems solved by `solve_triangular`, a
+/// Python loop over the chunks carrying the recurrent state (each chunk's state and new values
+/// saved); then the gated RMSNorm over each value head and out_proj. On GPUs the fla Triton
+/// kernel runs instead and saves differently (assumed: not modelled; the torch path is what
+/// is estimated).
+fn gated_delta_net(
+    inv: &mut Inventory,
+    sh: &Shape,
+    l: &Layout,
+    la: &crate::model::LinearAttention,
+) {
+    const CHUNK: u64 = 64;
+    let (t, c, x) = (l.t, sh.compute(), sh.stream());
+    let f32 = DType::F32;
+    let tp = sh.tp.max(1);
+    let (hv, dk, dv) = (la.value_heads / tp, la.key_head_dim, la.value_head_dim);
+    let (kd, vd) = (la.key_dim() / tp, la.value_dim() / tp);
+    let conv = 2 * kd + vd;
+    let chunks = sh.s.div_ceil(CHUNK);
+    // Padded tokens over the micro-batch, and per value head.
+    let tp_pad = sh.b * chunks * CHUNK;
+    linear_inputs(inv, "in_proj_qkvz/in_proj_ba input", l.th, 2, sh);
+    inv.add("q, k, v joined (saved by conv1d)", t * conv, c);
+    inv.add(
+        "conv1d output with its kernel - 1 extra positions (saved by silu)",
+        sh.b * conv * (sh.s + la.conv_kernel - 1),
+        c,
+    );
+    inv.add("beta (saved by sigmoid)", t * hv, c);
+    if sh.base_trainable {
+        inv.add(
+            "exp(A_log), fp32 (saved by exp and the decay's product)",
+            2 * hv,
+            f32,
+        );
+        inv.add(
+            "softplus output, fp32 (saved by the decay's product)",
+            t * hv,
+            f32,
+        );
+    }
+    inv.add("a + dt_bias, fp32 (saved by softplus)", t * hv, f32);
+    inv.at(Part::AttentionCore);
+    inv.add_n(
+        "q and k in fp32, per value head (saved by the L2 norm)",
+        t * hv * dk,
+        f32,
+        2,
+    );
+    inv.add_n("L2 norm's rsqrt of q and of k", t * hv, f32, 2);
+    inv.add(
+        "beta in fp32, padded (saved by v * beta, k * beta)",
+        tp_pad * hv,
+        f32,
+    );
+    inv.add(
+        "v in fp32, padded (saved by v * beta)",
+        tp_pad * hv * dv,
+        f32,
+    );
+    inv.add(
+        "strictly upper mask of a chunk, bool",
+        CHUNK * CHUNK,
+        DType::Bool,
+    );
+    // Under autocast the matmuls run in the compute dtype: their fp32 operands are cast (each
+    // cast saved), and (k beta) k^T and q k^T come out 16-bit.
+    let amp = sh.amp();
+    let mm = if amp { c } else { f32 };
+    let (state, chunk_tokens) = (sh.b * hv * dk * dv, tp_pad * hv);
+    inv.add_n(
+        "pairwise decay and the triangular system (chunk x chunk)",
+        chunk_tokens * CHUNK,
+        f32,
+        2,
+    );
+    inv.add_n(
+        "(k beta) k^T and q k^T (chunk x chunk, saved by their products with the decay)",
+        chunk_tokens * CHUNK,
+        mm,
+        2,
+    );
+    inv.add(
+        "intra-chunk attention (chunk x chunk, saved by its matmul with v_new)",
+        chunk_tokens * CHUNK,
+        mm,
+    );
+    inv.add_n(
+        "k normalized and padded, k * beta, q scaled, the solved k cumulative decay",
+        chunk_tokens * dk,
+        f32,
+        4,
+    );
+    inv.add(
+        "k decayed to the chunk's end (saved by k^T @ v_new)",
+        chunk_tokens * dk,
+        mm,
+    );
+    if amp {
+        inv.add_n(
+            "k^T (twice), k * beta and q scaled cast for their matmuls",
+            chunk_tokens * dk,
+            c,
+            4,
+        );
+    } else if c == f32 && sh.s.is_multiple_of(CHUNK) {
+        // In fp32 `.to(float32, memory_format=contiguous_format)` returns the transposed view
+        // as it is, and so does F.pad with nothing to pad, so at::matmul's folding into bmm
+        // copies k^T (twice), k * beta and q (padding makes them contiguous).
+        inv.add_n(
+            "k^T (twice), k * beta and q copied contiguous by matmul",
+            chunk_tokens * dk,
+            f32,
+            4,
+        );
+    }
+    inv.add(
+        "new values (solved by solve_triangular)",
+        chunk_tokens * dv,
+        f32,
+    );
+    inv.add_n("exp of the cumulative decays", chunk_tokens, f32, 3);
+    inv.add("exp of each chunk's total decay", sh.b * hv * chunks, f32);
+    inv.add_n(
+        "recurrent state entering each chunk (saved by the decay's product)",
+        state,
+        f32,
+        chunks,
+    );
+    if amp {
+        inv.add_n(
+            "each chunk's state cast for k_cumdecay @ state and q @ state",
+            state,
+            c,
+            2 * chunks,
+        );
+        inv.add_n(
+            "each chunk's v_new cast for its two matmuls",
+            chunk_tokens * dv,
+            c,
+            2,
+        );
+    } else {
+        inv.add(
+            "each chunk's v_new (saved by its matmuls)",
+            chunk_tokens * dv,
+            f32,
+        );
+    }
+    if chunks > 1 && amp {
+        // From the second chunk on the state carries gradients: q @ state and k_cumdecay @
+        // state also save their q and k_cumdecay chunks, cast.
+        inv.add_n(
+            "the later chunks' decayed q and k_cumdecay, cast for their matmuls with the state",
+            sh.b * hv * CHUNK * dk,
+            c,
+            2 * (chunks - 1),
+        );
+    } else if chunks > 1 {
+        inv.add(
+            "q decayed (saved by q @ state once the state carries gradients)",
+            chunk_tokens * dk,
+            f32,
+        );
+    }
+    // The gated RMSNorm (`Qwen3NextRMSNormGated`) over each value head: fp32 input, rsqrt,
+    // the normalized input cast back (saved by the weight's product, when the weight trains),
+    // the fp32 gate z and its silu, and the weight's product (in the weight's dtype).
+    inv.at(Part::OutputProjection);
+    inv.add(
+        "gated norm: fp32 copy of the input (saved by pow, mul)",
+        t * vd,
+        f32,
+    );
+    inv.add("gated norm: rsqrt of the variance", t * hv, f32);
+    if sh.base_trainable {
+        inv.add(
+            "gated norm: normalized input (saved by the weight's product)",
+            t * vd,
+            c,
+        );
+    }
+    inv.add("gated norm: z in fp32 (saved by silu)", t * vd, f32);
+    inv.add("gated norm: silu(z) (saved by the product)", t * vd, f32);
+    inv.add(
+        "gated norm: weight * normalized (saved by the product)",
+        t * vd,
+        x,
+    );
+    linear_inputs(inv, "out_proj input", t * vd, 1, sh);
+}
+
+/// Qwen3-Next's MoE (`Qwen3NextSparseMoeBlock`): the shared expert, the router (softmax over
+/// all experts in fp32, top-k renormalized by a division) and the grouped_mm experts as
+/// gpt-oss's run (tokens x top-k rows whatever the routing, in the weights' dtype, which
+/// autocast leaves alone), and the shared expert's sigmoid gate. Under autocast the shared
+/// expert's gate/up, the router and the shared gate each cast the input.
+fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
+    let (t, c, x) = (sh.tokens(), sh.compute(), sh.stream());
+    let (h, f, si) = (
+        spec.hidden,
+        m.expert_intermediate / sh.tp,
+        m.shared_intermediate / sh.tp,
+    );
+    let r = t * m.top_k;
+    if sh.base_trainable {
+        linear_inputs(
+            inv,
+            "shared expert gate/up, router and shared gate input",
+            t * h,
+            4,
+            sh,
+        );
+    } else {
+        lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
+    }
+    inv.add(
+        "shared expert gate output (saved by the activation)",
+        t * si,
+        c,
+    );
+    inv.add("shared expert up output (saved by the product)", t * si, c);
+    inv.add(
+        "shared expert activation output (saved by the product)",
+        t * si,
+        c,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "shared expert product act(gate) * up (saved by down_proj)",
+            t * si,
+            c,
+        );
+    } else {
+        lora_inputs(inv, "shared expert down_proj input", t * si, 1, sh);
+    }
+    inv.add(
+        "router probabilities, fp32 (saved by softmax)",
+        t * m.experts,
+        DType::F32,
+    );
+    inv.add(
+        "router's top-k indices, int64 (saved by topk)",
+        r,
+        DType::I64,
+    );
+    inv.add(
+        "top-k probabilities and their sum, fp32 (saved by the division)",
+        r + t,
+        DType::F32,
+    );
+    inv.add_n(
+        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
+        r,
+        DType::I64,
+        3,
+    );
+    inv.add(
+        "rows per expert, int32 (saved by grouped_mm)",
+        m.experts,
+        DType::I32,
+    );
+    if sh.base_trainable {
+        inv.add("routed tokens, gathered (saved by grouped_mm)", r * h, x);
+    }
+    inv.add(
+        "gate_up output (saved by the activation and the product)",
+        2 * r * f,
+        x,
+    );
+    inv.add("activation output (saved by the product)", r * f, x);
+    if sh.base_trainable {
+        inv.add(
+            "product act(gate) * up (saved by the down grouped_mm)",
+            r * f,
+            x,
+        );
+    }
+    inv.add("routing weights in expert order (saved by mul)", r, c);
+    inv.add(
+        "down output (saved by mul with the routing weights)",
+        r * h,
+        x,
+    );
+    inv.add("shared gate's sigmoid (saved by the product)", t, c);
+    inv.add(
+        "shared expert output (saved by the product with its gate)",
+        t * h,
+        c,
+    );
 }
 
 /// Multi-head latent attention's projections before the attention core
@@ -838,7 +1269,11 @@ fn llama_mlp_side(
     } else {
         "post_attention_layernorm"
     };
-    rms_norm(inv, second, nt, h, sh, norm_family(spec));
+    if spec.gated_attention() {
+        zero_centred_norm(inv, second, (nt * h, nt * h, h), sh, sh.stream());
+    } else {
+        rms_norm(inv, second, nt, h, sh, norm_family(spec));
+    }
     inv.at(Part::Mlp);
     mlp(inv);
     if four_norms {
@@ -969,6 +1404,12 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     if spec.is_gpt_oss() {
         return gpt_oss_moe(inv, spec, sh, m);
     }
+    if spec.llama4.is_some() {
+        return llama4_moe(inv, spec, sh, m);
+    }
+    if spec.gated_attention() {
+        return qwen3_next_moe(inv, spec, sh, m);
+    }
     let t = sh.tokens();
     let c = sh.compute();
     linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
@@ -1054,6 +1495,94 @@ fn gpt_oss_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         r * h,
         x,
     );
+}
+
+/// Llama 4's MoE (`Llama4TextMoe`): the router's top-k scores through a sigmoid, then every
+/// token through every expert (`hidden_states.repeat(experts, 1)` times its score, zero for
+/// the experts not chosen) by one bmm per projection, so the routed rows are experts x tokens
+/// whatever the routing; and the shared expert, which reads the router's input. Under
+/// autocast the router and the shared expert's gate/up each cast that input, and the bmm casts
+/// the fp32 scored rows.
+fn llama4_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
+    let (t, c, x) = (sh.tokens(), sh.compute(), sh.stream());
+    let (h, f, si) = (
+        spec.hidden,
+        m.expert_intermediate / sh.tp,
+        m.shared_intermediate / sh.tp,
+    );
+    let rows = m.experts * t;
+    if sh.base_trainable {
+        linear_inputs(
+            inv,
+            "router and shared expert gate/up_proj input",
+            t * h,
+            3,
+            sh,
+        );
+    } else {
+        // The frozen router saves nothing; the shared expert's gate and up adapters do.
+        lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
+    }
+    inv.add(
+        "router's top-k indices, int64 (saved by topk and scatter)",
+        t * m.top_k,
+        DType::I64,
+    );
+    inv.add(
+        "router scores, fp32 (saved by sigmoid)",
+        t * m.experts,
+        DType::F32,
+    );
+    inv.add("scores, one per expert and token (saved by mul)", rows, c);
+    inv.add(
+        "tokens repeated for every expert (saved by mul with the scores)",
+        rows * h,
+        x,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "scored rows, in the compute dtype (saved by the gate_up bmm)",
+            rows * h,
+            c,
+        );
+    }
+    inv.add(
+        "experts' gate_up output (saved by the activation and the product)",
+        2 * rows * f,
+        c,
+    );
+    inv.add(
+        "experts' activation output (saved by the product)",
+        rows * f,
+        c,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "experts' product act(gate) * up (saved by the down bmm)",
+            rows * f,
+            c,
+        );
+    }
+    inv.add(
+        "shared expert gate output (saved by the activation)",
+        t * si,
+        c,
+    );
+    inv.add("shared expert up output (saved by the product)", t * si, c);
+    inv.add(
+        "shared expert activation output (saved by the product)",
+        t * si,
+        c,
+    );
+    if sh.base_trainable {
+        inv.add(
+            "shared expert product act(gate) * up (saved by down_proj)",
+            t * si,
+            c,
+        );
+    } else {
+        lora_inputs(inv, "shared expert down_proj input", t * si, 1, sh);
+    }
 }
 
 /// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
@@ -1228,7 +1757,15 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     let mut inv = Inventory::default();
     let t = sh.tokens();
     let h = spec.hidden;
-    if spec.is_rotary() && spec.family != Family::Glm4 {
+    if spec.llama4.is_some() {
+        // Llama 4's `freqs_cis`: (1, s, head_dim / 2) complex64 whatever the precision, saved
+        // by every RoPE layer's complex multiply.
+        inv.at(Part::Rope).add(
+            "RoPE freqs_cis, complex64 (saved by every RoPE layer's multiply)",
+            sh.s * spec.head_dim,
+            DType::F32,
+        );
+    } else if spec.is_rotary() && spec.family != Family::Glm4 {
         // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
         let rope = if sh.amp() { DType::F32 } else { sh.stream() };
         inv.at(Part::Rope).add(
@@ -1241,6 +1778,10 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         NormKind::RmsNorm if spec.family == Family::Cohere2 => {
             inv.at(Part::FinalNorm);
             cohere_norm(&mut inv, "final norm", (t, h), sh);
+        }
+        NormKind::RmsNorm if spec.gated_attention() => {
+            inv.at(Part::FinalNorm);
+            zero_centred_norm(&mut inv, "final norm", (t * h, t * h, h), sh, sh.stream());
         }
         NormKind::RmsNorm => {
             if spec.final_norm {

@@ -28,6 +28,9 @@ pub const MAX_HEAD_DIM: u64 = 4096;
 pub const MAX_INTERMEDIATE: u64 = 1 << 20;
 /// Routed experts per MoE layer: released models have at most 384 (Kimi K2).
 pub const MAX_EXPERTS: u64 = 4096;
+/// `linear_conv_kernel_dim`: the gated DeltaNet's causal convolution spans 4 tokens in every
+/// released model (Qwen3-Next).
+pub const MAX_CONV_KERNEL: u64 = 256;
 /// `max_position_embeddings`, a learned position table's rows and a sliding window: the
 /// longest released context is 10M tokens (Llama 4 Scout).
 pub const MAX_POSITIONS: u64 = 1 << 27;
@@ -78,7 +81,18 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
         ("num_attention_heads", s.heads, 1, MAX_HEADS),
         ("num_key_value_heads", s.kv_heads, 1, MAX_HEADS),
         ("head_dim", s.head_dim, 1, MAX_HEAD_DIM),
-        ("intermediate_size", s.intermediate, 1, MAX_INTERMEDIATE),
+        (
+            // Llama 4's dense layers read intermediate_size_mlp (its intermediate_size is the
+            // experts').
+            if s.llama4.is_some() {
+                "intermediate_size_mlp"
+            } else {
+                "intermediate_size"
+            },
+            s.intermediate,
+            1,
+            MAX_INTERMEDIATE,
+        ),
         ("word_embed_proj_dim", s.embed_proj_dim, 0, MAX_HIDDEN),
         ("n_positions", s.position_embeddings, 0, MAX_POSITIONS),
         ("max_position_embeddings", s.max_positions, 0, MAX_POSITIONS),
@@ -93,7 +107,11 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
         dims.extend([
             ("num_experts", m.experts, 1, MAX_EXPERTS),
             (
-                "moe_intermediate_size",
+                if s.llama4.is_some() {
+                    "intermediate_size"
+                } else {
+                    "moe_intermediate_size"
+                },
                 m.expert_intermediate,
                 1,
                 MAX_INTERMEDIATE,
@@ -105,6 +123,31 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
                 MAX_INTERMEDIATE,
             ),
             ("mlp_only_layers", m.sparse_layers, 0, s.layers),
+        ]);
+    }
+    if let Some(l) = &s.llama4 {
+        // Llama 4 Scout and Maverick attend in chunks of 8,192 tokens, one layer in four
+        // without RoPE.
+        dims.extend([
+            ("no_rope_layers", l.nope_layers, 0, s.layers),
+            (
+                "attention_chunk_size",
+                l.chunk.unwrap_or(1),
+                1,
+                MAX_POSITIONS,
+            ),
+        ]);
+    }
+    if let Some(la) = &s.linear_attention {
+        // Qwen3-Next: 16 key heads and 32 value heads of 128, a kernel of 4, three layers in
+        // four linear.
+        dims.extend([
+            ("layer_types", la.layers, 0, s.layers),
+            ("linear_num_key_heads", la.key_heads, 1, MAX_HEADS),
+            ("linear_num_value_heads", la.value_heads, 1, MAX_HEADS),
+            ("linear_key_head_dim", la.key_head_dim, 1, MAX_HEAD_DIM),
+            ("linear_value_head_dim", la.value_head_dim, 1, MAX_HEAD_DIM),
+            ("linear_conv_kernel_dim", la.conv_kernel, 1, MAX_CONV_KERNEL),
         ]);
     }
     if let Some(m) = &s.mla {
@@ -228,13 +271,27 @@ impl ModelScale {
         let s = f64::from(scen.seq);
         let tokens = b * s;
         let moe_width = spec.moe.as_ref().map_or(0.0, |m| {
-            (m.top_k * m.expert_intermediate + m.experts) as f64
+            if spec.llama4.is_some() {
+                // Llama 4 runs every token through every expert.
+                (m.experts * (m.expert_intermediate + spec.hidden + 1)) as f64
+            } else {
+                (m.top_k * m.expert_intermediate + m.experts) as f64
+            }
+        });
+        // The gated DeltaNet per token (padded to chunks of 64): chunk x chunk rows, the heads'
+        // q/k/v and a share of each chunk's recurrent state, and the conv1d's channels.
+        let linear_width = spec.linear_attention.as_ref().map_or(0.0, |la| {
+            let (dk, dv) = (la.key_head_dim as f64, la.value_head_dim as f64);
+            let per_head = 64.0 + dk + dv + dk * dv / 64.0 + 1.0;
+            let conv = (2 * la.key_dim() + la.value_dim()) as f64;
+            (la.value_heads as f64 * per_head + conv) * (s + 64.0) / s.max(1.0)
         });
         let width = [
             spec.hidden as f64,
             (spec.q_dim() + 2 * spec.kv_dim()) as f64,
             spec.intermediate as f64,
             moe_width,
+            linear_width,
             f64::from(scen.lora.rank) * 4.0,
         ]
         .into_iter()

@@ -593,7 +593,19 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("sliding_window", w.into());
                 put("use_sliding_window", true.into());
             }
-            if let Some(moe) = &spec.moe {
+            if let Some(l4) = &spec.llama4 {
+                llama4_keys(spec, l4, &mut put);
+            } else if let Some(la) = &spec.linear_attention {
+                put_layer_types(spec.layers, la.layers, &mut put);
+                put("linear_num_key_heads", la.key_heads.into());
+                put("linear_num_value_heads", la.value_heads.into());
+                put("linear_key_head_dim", la.key_head_dim.into());
+                put("linear_value_head_dim", la.value_head_dim.into());
+                put("linear_conv_kernel_dim", la.conv_kernel.into());
+            }
+            if spec.llama4.is_some() {
+                // Written by `llama4_keys`.
+            } else if let Some(moe) = &spec.moe {
                 if matches!(
                     spec.model_type.as_str(),
                     "mixtral" | "granitemoe" | "gpt_oss"
@@ -624,6 +636,62 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
     m
 }
 
+/// Llama 4's keys: the experts' width is its `intermediate_size` (the dense layers' is
+/// `intermediate_size_mlp`), MoE layers listed last, NoPE layers by an interval where one gives
+/// their number, else listed.
+fn llama4_keys(spec: &ModelSpec, l4: &crate::model::Llama4, put: &mut impl FnMut(&str, Value)) {
+    put("intermediate_size_mlp", spec.intermediate.into());
+    if let Some(moe) = &spec.moe {
+        put("intermediate_size", moe.expert_intermediate.into());
+        put("num_local_experts", moe.experts.into());
+        put("num_experts_per_tok", moe.top_k.into());
+        let sparse = (spec.layers - moe.sparse_layers..spec.layers).map(Value::from);
+        put("moe_layers", Value::Array(sparse.collect()));
+    }
+    match (1..=spec.layers + 1).find(|k| spec.layers / k == l4.nope_layers) {
+        Some(k) => put("no_rope_layer_interval", k.into()),
+        None => {
+            let rope = (0..spec.layers).map(|i| Value::from(u64::from(i >= l4.nope_layers)));
+            put("no_rope_layers", Value::Array(rope.collect()));
+        }
+    }
+    put(
+        "attention_chunk_size",
+        l4.chunk.map_or(Value::Null, Value::from),
+    );
+    put("use_qk_norm", l4.qk_l2_norm.into());
+    put("attn_temperature_tuning", l4.temperature_tuning.into());
+}
+
+/// Qwen3-Next's layer kinds: by `full_attention_interval` where one gives the number of linear
+/// layers, else listed (linear layers first).
+fn put_layer_types(layers: u64, linear: u64, put: &mut impl FnMut(&str, Value)) {
+    match (1..=layers + 1).find(|k| layers - layers / k == linear) {
+        Some(k) => put("full_attention_interval", k.into()),
+        None => {
+            let kinds = (0..layers).map(|i| {
+                Value::from(if i < linear {
+                    "linear_attention"
+                } else {
+                    "full_attention"
+                })
+            });
+            put("layer_types", Value::Array(kinds.collect()));
+        }
+    }
+}
+
+/// Config keys whose values are lists, written in a link as their items joined by dots
+/// (`layer_types` holds names, the others indices).
+const LIST_KEYS: [&str; 6] = [
+    "mlp_only_layers",
+    "moe_layers",
+    "no_rope_layers",
+    "layer_types",
+    "deepstack_visual_indexes",
+    "vision_feature_layer",
+];
+
 /// `key:value~key:value...` of the config keys; lists as `a.b.c`, null as `null`; a
 /// multimodal wrapper's `text_config` and `vision_config` keys as `text_config.key:value`.
 pub fn encode_spec(spec: &ModelSpec) -> String {
@@ -653,13 +721,6 @@ fn link_value(v: &Value) -> String {
     }
 }
 
-/// Config keys whose value is a list of indices (written `a.b.c` in a link).
-const LIST_KEYS: [&str; 3] = [
-    "mlp_only_layers",
-    "deepstack_visual_indexes",
-    "vision_feature_layer",
-];
-
 fn decode_spec(v: &str) -> Result<ModelSpec, ScenarioError> {
     let mut m = Map::new();
     let mut nested: [(&str, Map<String, Value>); 2] =
@@ -675,27 +736,30 @@ fn decode_spec(v: &str) -> Result<ModelSpec, ScenarioError> {
             Some((p, rest)) if nested.iter().any(|(n, _)| *n == p) => (Some(p), rest),
             _ => (None, k),
         };
-        let value =
-            if LIST_KEYS.contains(&k) && !(k == "vision_feature_layer" && raw.starts_with('-')) {
-                let items: Result<Vec<Value>, _> = raw
-                    .split('.')
-                    .filter(|x| !x.is_empty())
-                    .map(|x| x.parse::<u64>().map(Value::from))
-                    .collect();
-                Value::Array(items.map_err(|_| {
-                    ScenarioError::invalid("cfg", format!("{k} must be numbers separated by dots"))
-                })?)
-            } else if raw == "null" {
-                Value::Null
-            } else if raw == "true" || raw == "false" {
-                Value::Bool(raw == "true")
-            } else if let Ok(n) = raw.parse::<u64>() {
-                Value::from(n)
-            } else if let Ok(f) = raw.parse::<f64>() {
-                Value::from(f)
-            } else {
-                Value::from(raw.to_string())
-            };
+        let value = if k == "layer_types" {
+            // Names (checked by the config parser).
+            let items = raw.split('.').filter(|x| !x.is_empty()).map(Value::from);
+            Value::Array(items.collect())
+        } else if LIST_KEYS.contains(&k) && !(k == "vision_feature_layer" && raw.starts_with('-')) {
+            let items: Result<Vec<Value>, _> = raw
+                .split('.')
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse::<u64>().map(Value::from))
+                .collect();
+            Value::Array(items.map_err(|_| {
+                ScenarioError::invalid("cfg", format!("{k} must be numbers separated by dots"))
+            })?)
+        } else if raw == "null" {
+            Value::Null
+        } else if raw == "true" || raw == "false" {
+            Value::Bool(raw == "true")
+        } else if let Ok(n) = raw.parse::<u64>() {
+            Value::from(n)
+        } else if let Ok(f) = raw.parse::<f64>() {
+            Value::from(f)
+        } else {
+            Value::from(raw.to_string())
+        };
         match nested.iter_mut().find(|(n, _)| Some(*n) == section) {
             Some((_, inner)) => {
                 inner.insert(k.to_string(), value);

@@ -83,6 +83,16 @@ pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
     let mut x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
     x.v_head_dim = spec.v_dim() / spec.heads;
     match scen.attention {
+        Attention::Flash2 | Attention::Flash3 if spec.llama4.is_some() => {
+            // Llama4PreTrainedModel sets `_supports_flash_attn = False`: transformers refuses
+            // attn_implementation="flash_attention_2"/"_3".
+            let mut c = transformers_kernel(scen.attention, &x);
+            c.runnable = false;
+            c.why = "not what transformers runs: Llama 4 has no flash-attn implementation \
+                     (its chunked layers need sdpa, eager or flex)"
+                .into();
+            c
+        }
         Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             transformers_kernel(scen.attention, &x)
         }

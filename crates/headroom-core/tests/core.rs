@@ -508,3 +508,41 @@ fn mla_and_gpt_oss_configs_round_trip_through_their_links() {
         assert_eq!(decode(&encode(&scen)).expect("decodes"), scen, "{text}");
     }
 }
+
+/// Llama 4 (Maverick's alternating dense and MoE layers, NoPE layers listed, no chunking) and
+/// Qwen3-Next (an irregular `layer_types`, a dense layer) keep their layouts through a link:
+/// the parameter count of each config is transformers' `num_parameters()` (4,203,264 and
+/// 4,447,080, measured on the meta device with transformers 5.23) before and after.
+#[test]
+fn llama4_and_qwen3_next_configs_round_trip_through_their_links() {
+    for (text, params) in [
+        (
+            r#"{"model_type":"llama4_text","hidden_size":256,"intermediate_size":128,"intermediate_size_mlp":320,
+            "num_hidden_layers":5,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":1000,
+            "moe_layers":[0,3],"num_local_experts":4,"no_rope_layers":[1,0,0,1,1],"attention_chunk_size":null,
+            "use_qk_norm":false}"#,
+            4_203_264,
+        ),
+        (
+            r#"{"model_type":"qwen3_next","hidden_size":256,"intermediate_size":320,"num_hidden_layers":6,
+            "num_attention_heads":4,"num_key_value_heads":2,"head_dim":64,"vocab_size":1000,"linear_num_key_heads":2,
+            "linear_num_value_heads":4,"linear_key_head_dim":32,"linear_value_head_dim":48,"linear_conv_kernel_dim":3,
+            "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":64,"shared_expert_intermediate_size":96,
+            "mlp_only_layers":[1],"attention_bias":true,"layer_types":["linear_attention","full_attention",
+            "full_attention","linear_attention","linear_attention","full_attention"]}"#,
+            4_447_080,
+        ),
+    ] {
+        let spec = parse_config_json(text).expect("parses");
+        assert_eq!(
+            headroom_core::model::inventory(&spec).total(),
+            params,
+            "{text}"
+        );
+        let scen = Scenario {
+            model: ModelChoice::Custom(Box::new(spec)),
+            ..Scenario::default()
+        };
+        assert_eq!(decode(&encode(&scen)).expect("decodes"), scen, "{text}");
+    }
+}

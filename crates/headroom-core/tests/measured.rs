@@ -200,3 +200,35 @@ fn gpt_oss_bf16_eager() {
 fn deepseek_v3_dense_layer_bf16_sdpa() {
     check(DEEPSEEK_V3, Precision::Bf16, Attention::Sdpa, 1_213_440);
 }
+
+// Llama 4 (every layer MoE, 4 experts of 160 top-1, the middle layer with RoPE and the q/k L2
+// norm) and Qwen3-Next (the middle layer a gated DeltaNet layer: 2 key heads of 32, 4 value
+// heads of 24; 4 experts of 64, top-2, a shared expert of 96), batch 2, sequence 64, measured as
+// above (tests/reference/test_saved_bytes.py; transformers' torch fallback of the delta rule).
+const LLAMA4: &str = r#"{"model_type":"llama4_text","vocab_size":3000,"hidden_size":192,"intermediate_size":160,
+"intermediate_size_mlp":384,"num_hidden_layers":4,"num_attention_heads":6,"num_key_value_heads":2,"head_dim":32,
+"num_local_experts":4,"num_experts_per_tok":1}"#;
+const QWEN3_NEXT: &str = r#"{"model_type":"qwen3_next","vocab_size":3000,"hidden_size":192,"intermediate_size":384,
+"num_hidden_layers":4,"num_attention_heads":6,"num_key_value_heads":2,"head_dim":32,"linear_num_key_heads":2,
+"linear_num_value_heads":4,"linear_key_head_dim":32,"linear_value_head_dim":24,"num_experts":4,
+"num_experts_per_tok":2,"moe_intermediate_size":64,"shared_expert_intermediate_size":96}"#;
+
+#[test]
+fn llama4_bf16_sdpa_l2_norm_and_every_expert() {
+    check(LLAMA4, Precision::Bf16, Attention::Sdpa, 1_880_064);
+}
+
+#[test]
+fn llama4_amp_eager_softmax_in_the_stream_dtype() {
+    check(LLAMA4, Precision::AmpBf16, Attention::Eager, 2_728_960);
+}
+
+#[test]
+fn qwen3_next_bf16_gated_delta_net_layer() {
+    check(QWEN3_NEXT, Precision::Bf16, Attention::Sdpa, 2_630_096);
+}
+
+#[test]
+fn qwen3_next_amp_gated_delta_net_layer() {
+    check(QWEN3_NEXT, Precision::AmpBf16, Attention::Sdpa, 3_105_232);
+}

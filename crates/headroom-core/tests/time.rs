@@ -230,6 +230,56 @@ fn moe_counts_active_experts_only() {
     close(tf.matmul_params, active, 1e-12);
 }
 
+/// Qwen3-Next 80B-A3B's softmax attention runs in 12 of its 48 layers (`layer_types`: three
+/// gated DeltaNet layers, then one full-attention layer); the other 36 run the chunked delta
+/// rule (chunks of 64, 32 value heads of 128, key heads of 128), whose products per token and
+/// head are 4 x 64 x 128 + 3 x 64 x 128 + 6 x 128 x 128 FLOPs (k beta k^T, q k^T, the
+/// triangular solve; the intra-chunk attention; the three products with the state).
+#[test]
+fn qwen3_next_attention_flops_count_its_full_attention_layers_only() {
+    let scen = Scenario {
+        model: ModelChoice::Preset("qwen3-next-80b-a3b".into()),
+        seq: 4096,
+        ..Scenario::default()
+    };
+    let (_, spec) = resolve_model(&scen).expect("preset");
+    let gpu = GpuCatalog::builtin().get(&scen.gpu).expect("gpu");
+    let tf = token_flops(&spec, gpu, &scen);
+    // 16 heads x 256 (q width 4,096), causal: half of 4 x s x q width per softmax layer.
+    let softmax = 4.0 * 4096.0 * 4096.0 * 12.0 / 2.0;
+    let delta = (4.0 * 64.0 * 128.0 + 3.0 * 64.0 * 128.0 + 6.0 * 128.0 * 128.0) * 32.0 * 36.0;
+    close(tf.attention_causal_forward, softmax + delta, 1e-12);
+}
+
+/// Llama 4 Scout (config.json: hidden 5,120, 40/8 heads of 128, 16 experts of 8,192, top-1, a
+/// shared expert of 8,192, 48 MoE layers): its model FLOPs count the chosen expert (Meta's "17B
+/// active", embeddings included), but transformers' Llama4TextMoe runs every token through all
+/// 16 experts by bmm, which is what the GPU executes.
+#[test]
+fn llama4_executes_every_expert_and_counts_the_chosen_one() {
+    let scen = Scenario {
+        model: ModelChoice::Preset("llama-4-scout-17b-16e".into()),
+        ..Scenario::default()
+    };
+    let (_, spec) = resolve_model(&scen).expect("preset");
+    let gpu = GpuCatalog::builtin().get(&scen.gpu).expect("gpu");
+    let tf = token_flops(&spec, gpu, &scen);
+    let (h, q, kv, f, e, v, l) = (5120.0, 5120.0, 1024.0, 8192.0, 16.0, 202048.0, 48.0);
+    let attention = 2.0 * h * q + 2.0 * h * kv;
+    let expert = 3.0 * h * f;
+    let router = h * e;
+    close(
+        tf.matmul_params,
+        l * (attention + 2.0 * expert + router) + h * v,
+        1e-12,
+    );
+    close(
+        tf.layer_matmul_forward,
+        2.0 * l * (attention + (1.0 + e) * expert + router),
+        1e-12,
+    );
+}
+
 #[test]
 fn communication_offload_and_bubble_terms() {
     let (scen, spec) = llama8b();

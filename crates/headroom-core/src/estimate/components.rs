@@ -505,11 +505,29 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     } else {
         ""
     };
+    // Llama 4's NoPE layers and Qwen3-Next's full-attention layers save their own bytes; the
+    // gated DeltaNet layers are estimated as transformers' torch fallback runs them.
+    let kinds = match (&spec.llama4, &spec.linear_attention) {
+        (Some(_), _) if spec.other_attention_layers() > 0 => format!(
+            "; {} NoPE layers (no q/k norm) save their own",
+            spec.other_attention_layers()
+        ),
+        (_, Some(la)) => format!(
+            "; {} gated DeltaNet layers as transformers' torch fallback saves them (checked on \
+             CPU; on GPUs flash-linear-attention's Triton kernel runs and saves differently: \
+             assumed), {} full-attention layers their own",
+            la.layers,
+            spec.other_attention_layers()
+        ),
+        _ => String::new(),
+    };
     // A trained vision tower's saved tensors (outside the layers, counted in both lines) are
     // an assumed inventory.
     let vision = part_bytes_of(&s.outside, crate::activations::Part::Vision);
+    // ... and so are the gated DeltaNet layers' (transformers' torch fallback, not the fla kernel).
+    let deltanet = spec.linear_attention.is_some();
     let sure = |id: ComponentId| {
-        if vision > 0 {
+        if vision > 0 || (deltanet && matches!(id, Activations)) {
             Sure::Assumed
         } else {
             id.meta().sure
@@ -519,7 +537,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         Activations,
         totals.activations,
         format!(
-            "{} per layer x {} layers{ckpt_note}{offloaded}",
+            "{} per layer x {} layers{kinds}{ckpt_note}{offloaded}",
             bytes(s.dense_bytes),
             st.layers_local
         ),

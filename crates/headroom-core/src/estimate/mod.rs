@@ -347,6 +347,15 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
             .map(|(id, bytes)| LivePart { id, bytes })
             .collect();
     }
+    // Qwen3-Next's gated DeltaNet layers are modelled as transformers' torch fallback saves
+    // them (exact on CPU); GPUs run flash-linear-attention's kernel, which saves differently.
+    if spec.linear_attention.is_some() {
+        for c in &mut components {
+            if c.id == "activations" {
+                c.confidence = Confidence::Assumed;
+            }
+        }
+    }
     // An approximate layout's shapes are assumed, so nothing that follows from them is exact.
     let sure = if spec.approximate.is_some() {
         for c in &mut components {

@@ -86,7 +86,6 @@ fn sampled(i: u64, layers: u64) -> bool {
 
 fn forward(s: &Step, tl: &mut Timeline) -> Forward {
     let layers = s.layers;
-    let cache_layer = s.st.autocast_cache_per_layer;
     let gather = s.st.gather_transient;
     let kv = s.kv.unsaved;
     let fixed = base(s)
@@ -124,9 +123,9 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         // A checkpointed layer runs without saving its weight casts, and autocast's cache
         // is cleared when the forward's autocast region exits.
         if keeps {
-            cache += cache_layer;
+            cache += s.casts(i);
         }
-        autocast += cache_layer;
+        autocast += s.casts(i);
         if i + 1 == layers || sampled(i, layers) {
             tl.push(
                 Phase::Forward,
@@ -262,7 +261,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             kv_released += s.kv.saved;
         }
         let released_cache = if s.plan(i) == LayerPlan::Saved {
-            st.autocast_cache_per_layer
+            s.casts(i)
         } else {
             0
         };
@@ -335,7 +334,7 @@ fn layer_backward_transients(s: &Step, i: u64, live: Live) -> Live {
     let casts = if plan == LayerPlan::Saved {
         0
     } else {
-        s.st.autocast_cache_per_layer
+        s.casts(i)
     };
     // Offloaded saves come back to the GPU for this layer's backward: all of them, or only
     // the checkpointed layer's input.

@@ -36,6 +36,10 @@ pub(super) struct Step<'a> {
     pub dense_bytes: u64,
     /// One MoE layer's saved bytes (0 for dense models) and how many of the last layers are MoE.
     moe_bytes: u64,
+    /// A dense and a MoE layer's saved bytes with the model's other kind of attention
+    /// (`ModelSpec::is_other_attention`), 0 where all layers attend alike.
+    other_dense_bytes: u64,
+    other_moe_bytes: u64,
     /// One MoE layer's saved tensors (empty for a dense model).
     pub moe: Vec<Saved>,
     sparse_layers: u64,
@@ -111,6 +115,18 @@ impl<'a> Step<'a> {
             Vec::new()
         };
         let moe_bytes = activations::total(&moe);
+        let (other_dense_bytes, other_moe_bytes) = if spec.other_attention_layers() > 0 {
+            (
+                activations::total(&activations::layer_of(spec, &sh, true)),
+                if spec.moe.is_some() {
+                    activations::total(&activations::moe_layer_of(spec, &sh, true))
+                } else {
+                    0
+                },
+            )
+        } else {
+            (0, 0)
+        };
         let outside = activations::outside_layers(spec, &sh);
         let outside_bytes = activations::total(&outside);
         let lm = loss_memory(spec, scen);
@@ -159,6 +175,8 @@ impl<'a> Step<'a> {
             dense,
             dense_bytes,
             moe_bytes,
+            other_dense_bytes,
+            other_moe_bytes,
             moe,
             outside,
             outside_bytes,
@@ -179,10 +197,23 @@ impl<'a> Step<'a> {
 
     /// Everything layer `i` saves without checkpointing.
     pub fn full(&self, i: u64) -> u64 {
-        if self.is_moe(i) {
-            self.moe_bytes
+        match (self.is_moe(i), self.spec.is_other_attention(i)) {
+            (true, false) => self.moe_bytes,
+            (false, false) => self.dense_bytes,
+            (true, true) => self.other_moe_bytes,
+            (false, true) => self.other_dense_bytes,
+        }
+    }
+
+    /// Autocast's 16-bit weight copies of layer `i`: one layer's, but where a model mixes dense
+    /// and MoE layers or softmax and linear attention (Qwen3-Next), that layer's kind's.
+    pub fn casts(&self, i: u64) -> u64 {
+        let mixed_mlp = self.sparse_layers > 0 && self.sparse_layers < self.spec.layers;
+        if mixed_mlp || self.spec.linear_attention.is_some() {
+            let softmax = self.spec.linear_attention.is_none() || self.spec.is_other_attention(i);
+            self.st.autocast_cache_kinds.of(self.is_moe(i), softmax)
         } else {
-            self.dense_bytes
+            self.st.autocast_cache_per_layer
         }
     }
 

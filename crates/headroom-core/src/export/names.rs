@@ -53,6 +53,8 @@ pub fn layer_class(spec: &ModelSpec) -> &'static str {
         "gpt_oss" => "GptOssDecoderLayer",
         "deepseek_v2" => "DeepseekV2DecoderLayer",
         "deepseek_v3" => "DeepseekV3DecoderLayer",
+        "llama4_text" => "Llama4TextDecoderLayer",
+        "qwen3_next" => "Qwen3NextDecoderLayer",
         _ => "DecoderLayer",
     }
 }

@@ -5,7 +5,10 @@
 
 use serde_json::{Map, Value};
 
-use super::spec::{Dropout, Family, Mla, MlpKind, ModelSpec, Moe, NormKind, Vision, VisionKind};
+use super::spec::{
+    Dropout, Family, LinearAttention, Llama4, Mla, MlpKind, ModelSpec, Moe, NormKind, Vision,
+    VisionKind,
+};
 use crate::bounds::{MAX_HEADS, MAX_LAYERS};
 use crate::error::ConfigError;
 
@@ -41,6 +44,9 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "qwen2_5_vl",
     "qwen3_vl",
     "mistral3",
+    "llama4_text",
+    "llama4",
+    "qwen3_next",
 ];
 
 /// The largest integer any config key may hold (2^40): far above every real dimension, and
@@ -72,7 +78,10 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
     let spec = match model_type.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
         | "granite" | "granitemoe" | "smollm3" | "olmo2" | "olmo3" | "glm4" | "glm4_moe"
-        | "cohere2" | "gpt_oss" | "deepseek_v2" | "deepseek_v3" => llama_like(&cfg, &model_type)?,
+        | "cohere2" | "gpt_oss" | "deepseek_v2" | "deepseek_v3" | "llama4_text" | "qwen3_next" => {
+            llama_like(&cfg, &model_type)?
+        }
+        "llama4" => llama4_wrapper(obj)?,
         "gemma" | "gemma2" | "gemma3_text" => gemma(&cfg, &model_type)?,
         "phi3" => phi3(&cfg)?,
         "gpt2" => gpt2(&cfg)?,
@@ -252,6 +261,10 @@ const LLAMA_DEFAULTS: &[(&str, [u64; 8])] = &[
         "qwen3_vl_text",
         [151936, 4096, 22016, 32, 32, 32, 128000, 0],
     ),
+    // Llama4TextConfig's intermediate_size is the experts' (and the shared expert's); its
+    // dense layers read intermediate_size_mlp (16384).
+    ("llama4_text", [202048, 5120, 8192, 48, 40, 8, 131072, 0]),
+    ("qwen3_next", [151936, 2048, 5632, 48, 16, 2, 32768, 0]),
 ];
 
 fn llama_like(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
@@ -284,7 +297,9 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
     // Qwen3MoeAttention falls back to `getattr(config, "head_dim", hidden_size //
     // num_attention_heads)` (transformers 5.23, modeling_qwen3_moe.py), as Llama-likes do.
     let head_dim_default = match model_type {
-        "qwen3" | "glm4" => 128,
+        "qwen3" | "glm4" | "llama4_text" => 128,
+        // Qwen3NextConfig declares `head_dim: int = 256`.
+        "qwen3_next" => 256,
         // GptOssConfig declares `head_dim: int = 64`.
         "gpt_oss" => 64,
         _ => hidden / heads,
@@ -325,6 +340,7 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
     let moe = match model_type {
         // GraniteMoeConfig: every layer's MLP is 8 experts of intermediate_size, top-2.
         // GptOssConfig: every layer's MLP is 128 experts of intermediate_size, top-4.
+        "llama4_text" => llama4_moe(cfg, layers, d.intermediate)?,
         "mixtral" | "granitemoe" | "gpt_oss" => Some(Moe {
             experts: match cfg.opt_u64("num_local_experts")? {
                 Some(n) => n,
@@ -341,9 +357,18 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
             shared_gate: false,
             sparse_layers: layers,
         }),
-        "qwen2_moe" | "qwen3_moe" => {
+        "qwen2_moe" | "qwen3_moe" | "qwen3_next" => {
             let qwen2 = model_type == "qwen2_moe";
-            let experts = cfg.u64_or("num_experts", if qwen2 { 60 } else { 128 })?;
+            let next = model_type == "qwen3_next";
+            // Qwen3NextConfig: 512 experts of 512, top-10, a gated shared expert of 512.
+            let experts = cfg.u64_or(
+                "num_experts",
+                match model_type {
+                    "qwen2_moe" => 60,
+                    "qwen3_moe" => 128,
+                    _ => 512,
+                },
+            )?;
             let step = cfg.u64_or("decoder_sparse_step", 1)?;
             let dense_only = cfg.index_list("mlp_only_layers", layers)?;
             // transformers: a layer is sparse when it is not listed in `mlp_only_layers`,
@@ -355,15 +380,31 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
                 .count() as u64;
             Some(Moe {
                 experts,
-                top_k: cfg.u64_or("num_experts_per_tok", if qwen2 { 4 } else { 8 })?,
-                expert_intermediate: cfg
-                    .u64_or("moe_intermediate_size", if qwen2 { 1408 } else { 768 })?,
-                shared_intermediate: if qwen2 {
-                    cfg.u64_or("shared_expert_intermediate_size", 5632)?
+                top_k: cfg.u64_or(
+                    "num_experts_per_tok",
+                    match model_type {
+                        "qwen2_moe" => 4,
+                        "qwen3_moe" => 8,
+                        _ => 10,
+                    },
+                )?,
+                expert_intermediate: cfg.u64_or(
+                    "moe_intermediate_size",
+                    match model_type {
+                        "qwen2_moe" => 1408,
+                        "qwen3_moe" => 768,
+                        _ => 512,
+                    },
+                )?,
+                shared_intermediate: if qwen2 || next {
+                    cfg.u64_or(
+                        "shared_expert_intermediate_size",
+                        if qwen2 { 5632 } else { 512 },
+                    )?
                 } else {
                     0
                 },
-                shared_gate: qwen2,
+                shared_gate: qwen2 || next,
                 sparse_layers,
             })
         }
@@ -399,8 +440,8 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
             None => Some(if model_type == "mistral" { 4096 } else { 128 }),
             Some(_) => cfg.opt_u64("sliding_window")?,
         }
-    } else if mla.is_some() {
-        // DeepSeek-V2/V3 attend to the whole sequence; their configs read no window.
+    } else if mla.is_some() || model_type == "llama4_text" || model_type == "qwen3_next" {
+        // DeepSeek-V2/V3, Llama 4 (its chunks are `llama4`'s) and Qwen3-Next read no window.
         None
     } else {
         cfg.opt_u64("sliding_window")?
@@ -411,6 +452,8 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
         parallel_residual: false,
         mla,
         vision: None,
+        llama4: llama4(cfg, model_type, layers)?,
+        linear_attention: linear_attention(cfg, model_type, layers)?,
         family: match model_type {
             "olmo2" | "olmo3" => Family::Olmo2,
             "glm4" => Family::Glm4,
@@ -423,7 +466,11 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
         heads,
         kv_heads,
         head_dim,
-        intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
+        intermediate: if model_type == "llama4_text" {
+            cfg.u64_or("intermediate_size_mlp", 16384)?
+        } else {
+            cfg.u64_or("intermediate_size", d.intermediate)?
+        },
         mlp: MlpKind::Gated,
         activation: cfg.str_or("hidden_act", "silu")?,
         norm: NormKind::RmsNorm,
@@ -432,8 +479,11 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
             "cohere2" => 1,
             _ => 2,
         },
+        // Qwen3-Next's gated attention has per-head q/k norms (its linear layers none);
+        // Llama 4's weightless L2 norm is `llama4`'s.
         qk_norm: model_type == "qwen3"
             || model_type == "qwen3_moe"
+            || model_type == "qwen3_next"
             || olmo
             || (model_type == "glm4_moe" && cfg.bool_or("use_qk_norm", false)?),
         qkv_bias,
@@ -481,6 +531,158 @@ fn mla(cfg: &Cfg, model_type: &str) -> Result<Option<Mla>, ConfigError> {
         qk_rope_head_dim: cfg.u64_or("qk_rope_head_dim", 64)?,
         v_head_dim: cfg.u64_or("v_head_dim", 128)?,
     }))
+}
+
+/// Llama 4's MoE layers (`Llama4TextConfig`): `moe_layers`, or one in
+/// `interleave_moe_layer_step` (every layer by default, Maverick's 2 alternates dense and MoE);
+/// each has `num_local_experts` (16) experts of `intermediate_size`, top
+/// `num_experts_per_tok` (1), and a shared expert as wide. The dense layers' MLP is
+/// `intermediate_size_mlp` (the spec's `intermediate`).
+fn llama4_moe(cfg: &Cfg, layers: u64, expert: u64) -> Result<Option<Moe>, ConfigError> {
+    let sparse_layers = match cfg.present("moe_layers") {
+        Some(_) => {
+            let listed = cfg.index_list("moe_layers", layers)?;
+            (0..layers).filter(|i| listed.contains(i)).count() as u64
+        }
+        None => {
+            let step = cfg.u64_or("interleave_moe_layer_step", 1)?;
+            if step == 0 {
+                return Err(ConfigError::BadField {
+                    field: "interleave_moe_layer_step".into(),
+                    expected: "a positive integer".into(),
+                    found: "0".into(),
+                });
+            }
+            // range(step - 1, layers, step)
+            (0..layers).filter(|i| (i + 1) % step == 0).count() as u64
+        }
+    };
+    Ok(Some(Moe {
+        experts: cfg.u64_or("num_local_experts", 16)?,
+        top_k: cfg.u64_or("num_experts_per_tok", 1)?,
+        expert_intermediate: cfg.u64_or("intermediate_size", expert)?,
+        shared_intermediate: cfg.u64_or("intermediate_size", expert)?,
+        shared_gate: false,
+        sparse_layers,
+    }))
+}
+
+/// Llama 4's attention keys (`Llama4TextConfig.__post_init__`), None for the other types:
+/// `no_rope_layers` (1 = RoPE, 0 = NoPE; at least one entry per layer), or a NoPE layer every
+/// `no_rope_layer_interval` (4) layers; `attention_chunk_size` (8192, null: none).
+fn llama4(cfg: &Cfg, model_type: &str, layers: u64) -> Result<Option<Llama4>, ConfigError> {
+    if model_type != "llama4_text" {
+        return Ok(None);
+    }
+    let nope_layers = match cfg.present("no_rope_layers") {
+        // An empty list means the default (`self.no_rope_layers if self.no_rope_layers else
+        // default`).
+        Some(Value::Array(items)) if !items.is_empty() => {
+            if (items.len() as u64) < layers {
+                return Err(bad(
+                    "no_rope_layers",
+                    &format!("a list of 0 or 1 with at least {layers} entries (one per layer)"),
+                    &Value::from(items.len()),
+                ));
+            }
+            let mut nope = 0;
+            for v in items.iter().take(layers as usize) {
+                match v.as_u64() {
+                    Some(0) => nope += 1,
+                    Some(1) => {}
+                    _ => return Err(bad("no_rope_layers", "a list of 0 or 1", v)),
+                }
+            }
+            nope
+        }
+        Some(Value::Array(_)) | None => {
+            let interval = cfg.u64_or("no_rope_layer_interval", 4)?;
+            if interval == 0 {
+                return Err(ConfigError::BadField {
+                    field: "no_rope_layer_interval".into(),
+                    expected: "a positive integer".into(),
+                    found: "0".into(),
+                });
+            }
+            layers / interval
+        }
+        Some(v) => return Err(bad("no_rope_layers", "a list of 0 or 1", v)),
+    };
+    Ok(Some(Llama4 {
+        nope_layers,
+        chunk: match cfg.0.get("attention_chunk_size") {
+            Some(Value::Null) => None,
+            None => Some(8192),
+            Some(_) => cfg.opt_u64("attention_chunk_size")?,
+        },
+        qk_l2_norm: cfg.bool_or("use_qk_norm", true)?,
+        temperature_tuning: cfg.bool_or("attn_temperature_tuning", true)?,
+    }))
+}
+
+/// Qwen3-Next's gated DeltaNet layers (`Qwen3NextConfig`), None for the other types:
+/// `layer_types` ("linear_attention" or "full_attention" per layer), or three linear layers
+/// then a full one (`full_attention_interval`, 4); 16 key heads and 32 value heads of 128, a
+/// causal conv1d of kernel 4.
+fn linear_attention(
+    cfg: &Cfg,
+    model_type: &str,
+    layers: u64,
+) -> Result<Option<LinearAttention>, ConfigError> {
+    if model_type != "qwen3_next" {
+        return Ok(None);
+    }
+    const EXPECTED: &str = "a list of \"linear_attention\" or \"full_attention\", one per layer";
+    let linear = match cfg.present("layer_types") {
+        Some(Value::Array(items)) => {
+            if items.len() as u64 != layers {
+                return Err(bad("layer_types", EXPECTED, &Value::from(items.len())));
+            }
+            let mut linear = 0;
+            for v in items {
+                match v.as_str() {
+                    Some("linear_attention") => linear += 1,
+                    Some("full_attention") => {}
+                    _ => return Err(bad("layer_types", EXPECTED, v)),
+                }
+            }
+            linear
+        }
+        None => {
+            let interval = cfg.u64_or("full_attention_interval", 4)?;
+            if interval == 0 {
+                return Err(ConfigError::BadField {
+                    field: "full_attention_interval".into(),
+                    expected: "a positive integer".into(),
+                    found: "0".into(),
+                });
+            }
+            layers - layers / interval
+        }
+        Some(v) => return Err(bad("layer_types", EXPECTED, v)),
+    };
+    Ok(Some(LinearAttention {
+        layers: linear,
+        key_heads: cfg.u64_or("linear_num_key_heads", 16)?,
+        value_heads: cfg.u64_or("linear_num_value_heads", 32)?,
+        key_head_dim: cfg.u64_or("linear_key_head_dim", 128)?,
+        value_head_dim: cfg.u64_or("linear_value_head_dim", 128)?,
+        conv_kernel: cfg.u64_or("linear_conv_kernel_dim", 4)?,
+    }))
+}
+
+/// A `llama4` config (`Llama4Config`) is read as its `text_config`, a `llama4_text` model: that
+/// is what `AutoModelForCausalLM` builds from it (`Llama4ForCausalLM`, text only). The vision
+/// tower (`vision_config`, with `Llama4ForConditionalGeneration`) is not modelled: its
+/// parameters and activations are not in the estimate.
+fn llama4_wrapper(obj: &Map<String, Value>) -> Result<ModelSpec, ConfigError> {
+    let mut text = match obj.get("text_config") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(v) => return Err(bad("text_config", "an object (the text model's config)", v)),
+    };
+    text.insert("model_type".into(), Value::from("llama4_text"));
+    llama_like(&Cfg(&text), "llama4_text")
 }
 
 /// The Llama-like types whose MLP reads `mlp_bias` (the others hard-code `bias=False`).
@@ -537,6 +739,8 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         parallel_residual: false,
         mla: None,
         vision: None,
+        llama4: None,
+        linear_attention: None,
         family: Family::Gemma,
         vocab: cfg.u64_or("vocab_size", d.vocab)?,
         hidden,
@@ -582,6 +786,8 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         parallel_residual: false,
         mla: None,
         vision: None,
+        llama4: None,
+        linear_attention: None,
         family: Family::Phi3,
         vocab: cfg.u64_or("vocab_size", 32064)?,
         hidden,
@@ -623,6 +829,8 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         parallel_residual: false,
         mla: None,
         vision: None,
+        llama4: None,
+        linear_attention: None,
         family: Family::Gpt2,
         vocab: cfg.u64_or("vocab_size", 50257)?,
         hidden,
@@ -665,6 +873,8 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         parallel_residual: cfg.bool_or("use_parallel_residual", true)?,
         mla: None,
         vision: None,
+        llama4: None,
+        linear_attention: None,
         family: Family::GptNeox,
         vocab: cfg.u64_or("vocab_size", 50432)?,
         hidden,
@@ -710,6 +920,8 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         parallel_residual: false,
         mla: None,
         vision: None,
+        llama4: None,
+        linear_attention: None,
         family: Family::Opt,
         vocab: cfg.u64_or("vocab_size", 50272)?,
         hidden,
@@ -1025,6 +1237,8 @@ fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         parallel_residual: false,
         mla: None,
         vision: None,
+        llama4: None,
+        linear_attention: None,
         family: Family::Starcoder2,
         vocab: cfg.u64_or("vocab_size", 49152)?,
         hidden,
@@ -1077,6 +1291,19 @@ fn validate(s: &ModelSpec) -> Result<(), ConfigError> {
             message: format!(
                 "must divide num_attention_heads ({}), found {}",
                 s.heads, s.kv_heads
+            ),
+        });
+    }
+    if let Some(la) = &s.linear_attention
+        && !la.value_heads.is_multiple_of(la.key_heads)
+    {
+        // Qwen3NextGatedDeltaNet views each key head's q/k/v/z block with value_heads /
+        // key_heads value heads in it.
+        return Err(ConfigError::Inconsistent {
+            field: "linear_num_value_heads".into(),
+            message: format!(
+                "must be a multiple of linear_num_key_heads ({}), found {}",
+                la.key_heads, la.value_heads
             ),
         });
     }

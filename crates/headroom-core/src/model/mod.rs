@@ -7,5 +7,6 @@ pub mod spec;
 pub use hf::{SUPPORTED_MODEL_TYPES, from_config_value, parse_config_json};
 pub use params::{ParamInventory, ParamTensor, Scope, inventory};
 pub use spec::{
-    Dropout, Family, Mla, MlpKind, ModelSpec, Moe, NormKind, VISION_IMAGE_PX, Vision, VisionKind,
+    Dropout, Family, LinearAttention, Llama4, Mla, MlpKind, ModelSpec, Moe, NormKind,
+    VISION_IMAGE_PX, Vision, VisionKind,
 };

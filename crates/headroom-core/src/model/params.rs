@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::spec::{Family, Mla, MlpKind, ModelSpec, NormKind, Vision, VisionKind};
+use super::spec::{Family, LinearAttention, Mla, MlpKind, ModelSpec, NormKind, Vision, VisionKind};
 
 /// Where a parameter tensor lives, which decides how many copies exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -19,6 +19,11 @@ pub enum Scope {
     DenseLayer,
     /// Once in every layer with a sparse (MoE) MLP.
     SparseLayer,
+    /// Once in every layer with softmax attention, where some layers have linear attention
+    /// instead (Qwen3-Next); elsewhere attention tensors are `Layer`'s.
+    AttentionLayer,
+    /// Once in every layer with linear attention (Qwen3-Next's gated DeltaNet).
+    LinearAttentionLayer,
 }
 
 /// One parameter tensor (or a stack of identical ones, e.g. the experts of a layer).
@@ -60,6 +65,8 @@ pub struct ParamInventory {
     pub tensors: Vec<ParamTensor>,
     pub dense_layers: u64,
     pub sparse_layers: u64,
+    /// Layers with linear attention (Qwen3-Next), 0 elsewhere.
+    pub linear_layers: u64,
 }
 
 impl ParamInventory {
@@ -70,6 +77,8 @@ impl ParamInventory {
             Scope::Layer => self.dense_layers + self.sparse_layers,
             Scope::DenseLayer => self.dense_layers,
             Scope::SparseLayer => self.sparse_layers,
+            Scope::AttentionLayer => self.dense_layers + self.sparse_layers - self.linear_layers,
+            Scope::LinearAttentionLayer => self.linear_layers,
         }
     }
 
@@ -111,7 +120,14 @@ impl ParamInventory {
                     (all + t.numel(), kept + if keep(t) { t.numel() } else { 0 })
                 })
         };
-        let common = scoped(Scope::Layer).1;
+        // Of the two kinds of attention (Qwen3-Next), the one with more parameters.
+        let full = scoped(Scope::AttentionLayer);
+        let linear = if self.linear_layers > 0 {
+            scoped(Scope::LinearAttentionLayer)
+        } else {
+            (0, 0)
+        };
+        let common = scoped(Scope::Layer).1 + if linear.0 > full.0 { linear.1 } else { full.1 };
         let dense = if self.dense_layers > 0 {
             scoped(Scope::DenseLayer)
         } else {
@@ -249,6 +265,13 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
     let (q, kv) = (spec.q_dim(), spec.kv_dim());
     let f = spec.intermediate;
     let l = Scope::Layer;
+    // Attention's tensors: in every layer, or in the softmax-attention layers of a model whose
+    // other layers have linear attention.
+    let a = if spec.linear_attention.is_some() {
+        Scope::AttentionLayer
+    } else {
+        Scope::Layer
+    };
     match spec.family {
         Family::Llama
         | Family::Gemma
@@ -269,12 +292,17 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                     spec.qkv_bias,
                 );
             } else {
-                b.linear(l, "q_proj", "self_attn.q_proj", h, q, spec.qkv_bias);
-                b.linear(l, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
-                b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
+                // Qwen3-Next's q_proj also gives a sigmoid gate on the attention output.
+                let qw = if spec.gated_attention() { 2 * q } else { q };
+                b.linear(a, "q_proj", "self_attn.q_proj", h, qw, spec.qkv_bias);
+                b.linear(a, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
+                b.linear(a, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
+            }
+            if let Some(la) = &spec.linear_attention {
+                gated_delta_net(&mut b, h, la);
             }
             b.linear(
-                l,
+                a,
                 "o_proj",
                 "self_attn.o_proj",
                 spec.v_dim(),
@@ -293,8 +321,8 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 } else {
                     (spec.head_dim, spec.head_dim)
                 };
-                b.vector(l, "self_attn.q_norm.weight", qn);
-                b.vector(l, "self_attn.k_norm.weight", kn);
+                b.vector(a, "self_attn.q_norm.weight", qn);
+                b.vector(a, "self_attn.k_norm.weight", kn);
             }
             // Cohere 2's one norm per layer has a weight and no bias, as an RMSNorm's.
             let norm_names: &[&str] = if spec.family == Family::Cohere2 {
@@ -322,7 +350,9 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.norm(l, n, h, NormKind::RmsNorm);
             }
             let dense = Scope::DenseLayer;
-            if spec.fused_gate_up() {
+            if spec.llama4.is_some() {
+                llama4_feed_forward(&mut b, spec);
+            } else if spec.fused_gate_up() {
                 b.linear(
                     dense,
                     "gate_up_proj",
@@ -335,8 +365,12 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 b.linear(dense, "gate_proj", "mlp.gate_proj", h, f, spec.mlp_bias);
                 b.linear(dense, "up_proj", "mlp.up_proj", h, f, spec.mlp_bias);
             }
-            b.linear(dense, "down_proj", "mlp.down_proj", f, h, spec.mlp_bias);
-            if let Some(m) = &spec.moe {
+            if spec.llama4.is_none() {
+                b.linear(dense, "down_proj", "mlp.down_proj", f, h, spec.mlp_bias);
+            }
+            if spec.llama4.is_some() {
+                // Written by `llama4_feed_forward`.
+            } else if let Some(m) = &spec.moe {
                 let s = Scope::SparseLayer;
                 let oss = spec.is_gpt_oss();
                 let router = if oss { "mlp.router" } else { "mlp.gate" };
@@ -510,7 +544,89 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
         tensors: b.tensors,
         dense_layers: spec.layers - sparse,
         sparse_layers: sparse,
+        linear_layers: spec.linear_attention.as_ref().map_or(0, |la| la.layers),
     }
+}
+
+/// Llama 4's feed-forward modules (`Llama4TextDecoderLayer.feed_forward`): a dense layer's
+/// `Llama4TextMLP` of `intermediate_size_mlp`; a MoE layer's router (a Linear without bias),
+/// the experts' stacked `gate_up_proj` (experts x hidden x 2 intermediate) and `down_proj`, and
+/// the shared expert, a `Llama4TextMLP` of `intermediate_size`.
+fn llama4_feed_forward(b: &mut Builder, spec: &ModelSpec) {
+    let (h, f, dense) = (spec.hidden, spec.intermediate, Scope::DenseLayer);
+    b.linear(dense, "gate_proj", "feed_forward.gate_proj", h, f, false);
+    b.linear(dense, "up_proj", "feed_forward.up_proj", h, f, false);
+    b.linear(dense, "down_proj", "feed_forward.down_proj", f, h, false);
+    let Some(m) = &spec.moe else { return };
+    let s = Scope::SparseLayer;
+    b.push(ParamTensor {
+        name: "feed_forward.router.weight".into(),
+        d_in: h,
+        d_out: m.experts,
+        copies: 1,
+        scope: s,
+        linear: None,
+        quantizable: false,
+    });
+    b.experts("feed_forward", m.experts, h, m.expert_intermediate);
+    let si = m.shared_intermediate;
+    b.linear(
+        s,
+        "gate_proj",
+        "feed_forward.shared_expert.gate_proj",
+        h,
+        si,
+        false,
+    );
+    b.linear(
+        s,
+        "up_proj",
+        "feed_forward.shared_expert.up_proj",
+        h,
+        si,
+        false,
+    );
+    b.linear(
+        s,
+        "down_proj",
+        "feed_forward.shared_expert.down_proj",
+        si,
+        h,
+        false,
+    );
+}
+
+/// Qwen3-Next's gated DeltaNet (`Qwen3NextGatedDeltaNet`): in_proj_qkvz (q, k, v and the
+/// output gate z), in_proj_ba (beta and the decay's input per value head), a depthwise conv1d
+/// without bias over q, k and v, `dt_bias` and `A_log` per value head, the gated RMSNorm over
+/// one value head, and out_proj.
+fn gated_delta_net(b: &mut Builder, h: u64, la: &LinearAttention) {
+    let s = Scope::LinearAttentionLayer;
+    let (kd, vd) = (la.key_dim(), la.value_dim());
+    let qkvz = 2 * kd + 2 * vd;
+    b.linear(
+        s,
+        "in_proj_qkvz",
+        "linear_attn.in_proj_qkvz",
+        h,
+        qkvz,
+        false,
+    );
+    let ba = 2 * la.value_heads;
+    b.linear(s, "in_proj_ba", "linear_attn.in_proj_ba", h, ba, false);
+    b.push(ParamTensor {
+        name: "linear_attn.conv1d.weight".into(),
+        d_in: la.conv_kernel,
+        d_out: 2 * kd + vd,
+        copies: 1,
+        scope: s,
+        linear: None,
+        quantizable: false,
+    });
+    b.vector(s, "linear_attn.dt_bias", la.value_heads);
+    b.vector(s, "linear_attn.A_log", la.value_heads);
+    b.vector(s, "linear_attn.norm.weight", la.value_head_dim);
+    b.linear(s, "out_proj", "linear_attn.out_proj", vd, h, false);
 }
 
 /// Multi-head latent attention's projections (`DeepseekV3Attention`): q through q_a_proj, its

@@ -206,6 +206,50 @@ impl Vision {
 /// Pixtral): Gemma 3's fixed 896, so the models compare on the same images.
 pub const VISION_IMAGE_PX: u64 = 896;
 
+/// Llama 4's text layers (`Llama4TextConfig`): RoPE layers attend in chunks
+/// (`attention_chunk_size`) and L2-normalize q and k (`use_qk_norm`, no weight); NoPE layers
+/// (`no_rope_layers` zeros, one in four by default) attend to the whole sequence and scale q by
+/// position (`attn_temperature_tuning`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Llama4 {
+    /// Layers without RoPE.
+    pub nope_layers: u64,
+    /// `attention_chunk_size` of the RoPE layers; None where the config sets null.
+    pub chunk: Option<u64>,
+    /// `use_qk_norm`: the weightless L2 norm of q and k on the RoPE layers.
+    pub qk_l2_norm: bool,
+    /// `attn_temperature_tuning`: the NoPE layers' position-dependent scale of q.
+    pub temperature_tuning: bool,
+}
+
+/// Gated DeltaNet linear attention (Qwen3-Next's `linear_attention` layers,
+/// `Qwen3NextGatedDeltaNet`): in_proj_qkvz and in_proj_ba, a depthwise causal conv1d over q, k
+/// and v, the gated delta rule, a gated RMSNorm and out_proj. The other layers are gated
+/// softmax attention (q_proj twice as wide: the query and a sigmoid gate on the output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinearAttention {
+    /// Layers of linear attention (`layer_types` "linear_attention").
+    pub layers: u64,
+    pub key_heads: u64,
+    pub value_heads: u64,
+    pub key_head_dim: u64,
+    pub value_head_dim: u64,
+    /// `linear_conv_kernel_dim`.
+    pub conv_kernel: u64,
+}
+
+impl LinearAttention {
+    /// Width of all key heads (q's too).
+    pub fn key_dim(&self) -> u64 {
+        self.key_heads * self.key_head_dim
+    }
+
+    /// Width of all value heads.
+    pub fn value_dim(&self) -> u64 {
+        self.value_heads * self.value_head_dim
+    }
+}
+
 /// Dropout probabilities the model applies in training (0 where a family has none).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Dropout {
@@ -260,6 +304,12 @@ pub struct ModelSpec {
     /// Mistral 3); None for a text-only model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vision: Option<Vision>,
+    /// Llama 4's chunked, NoPE and L2-normalized attention, None for every other layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama4: Option<Llama4>,
+    /// Qwen3-Next's gated DeltaNet layers, None for every other layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttention>,
     /// Why the layout is approximate, when it is: a `model_type` the core does not model
     /// (estimated as the closest known layout) or a model given only by its size. Shown as a
     /// warning; the estimate's parameter count is then not exact.
@@ -290,9 +340,32 @@ impl ModelSpec {
             || matches!(self.model_type.as_str(), "glm4_moe" | "gpt_oss")
         {
             self.head_dim / 2
+        } else if self.gated_attention() {
+            // Qwen3NextConfig's `partial_rotary_factor` defaults to 0.25 (every release's).
+            self.head_dim / 4
         } else {
             self.head_dim
         }
+    }
+
+    /// Layers with the model's other kind of attention: Llama 4's NoPE layers (the others
+    /// have RoPE, chunks and the q/k L2 norm), Qwen3-Next's full-attention layers (the others
+    /// are gated DeltaNet's); 0 for every other layout, whose layers all attend alike.
+    pub fn other_attention_layers(&self) -> u64 {
+        match (&self.llama4, &self.linear_attention) {
+            (Some(l4), _) => l4.nope_layers,
+            (_, Some(la)) => self.layers - la.layers,
+            _ => 0,
+        }
+    }
+
+    /// Whether layer `i` has the other kind of attention: the other layers are spread evenly
+    /// (the last of every `layers / n`), which is where both models' defaults put them (Llama
+    /// 4's NoPE layers every fourth layer, Qwen3-Next's full attention every fourth); a config
+    /// that lists them elsewhere keeps their number, not their places.
+    pub fn is_other_attention(&self, i: u64) -> bool {
+        let n = self.other_attention_layers();
+        n > 0 && (i + 1) * n / self.layers > i * n / self.layers
     }
 
     /// gpt-oss's layout: a learned sink logit per head in every attention (`self_attn.sinks`,
@@ -300,6 +373,12 @@ impl ModelSpec {
     /// a clamped SwiGLU.
     pub fn is_gpt_oss(&self) -> bool {
         self.model_type == "gpt_oss"
+    }
+
+    /// Qwen3-Next's gated attention: q_proj gives the query and a sigmoid gate on the
+    /// attention output (twice the q width).
+    pub fn gated_attention(&self) -> bool {
+        self.model_type == "qwen3_next"
     }
 
     /// Width of all value heads together, the attention output projection's input: the q/k
@@ -312,8 +391,13 @@ impl ModelSpec {
     }
 
     /// Masks transformers builds for eager attention: one per kind of layer, so two where
-    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss).
+    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss)
+    /// or chunked layers with full ones (Llama 4's RoPE and NoPE layers).
     pub fn attention_masks(&self) -> u64 {
+        if let Some(l4) = &self.llama4 {
+            let mixed = l4.chunk.is_some() && l4.nope_layers > 0 && l4.nope_layers < self.layers;
+            return if mixed { 2 } else { 1 };
+        }
         let mixed = matches!(
             self.model_type.as_str(),
             "gemma2" | "gemma3_text" | "olmo3" | "cohere2" | "gpt_oss"

@@ -25,6 +25,33 @@ pub(super) struct Local {
     /// Autocast's 16-bit copies of trainable Linear weights: one layer's, and outside.
     pub cache_layer: u64,
     pub cache_outside: u64,
+    /// The same copies of one layer of each kind (`LayerCasts`), where layers differ.
+    pub cache_kinds: LayerCasts,
+}
+
+/// Autocast's 16-bit weight copies of one decoder layer, by the scope of their tensors: what
+/// every layer has, what a dense or a MoE layer adds, and what a layer with softmax or with
+/// linear attention adds (Qwen3-Next). A layer's copies are `LayerCasts::of`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LayerCasts {
+    pub common: u64,
+    pub dense: u64,
+    pub sparse: u64,
+    pub attention: u64,
+    pub linear_attention: u64,
+}
+
+impl LayerCasts {
+    /// A layer's copies: MoE or dense, with softmax attention (`softmax`) or linear attention.
+    pub fn of(&self, moe: bool, softmax: bool) -> u64 {
+        self.common
+            + if moe { self.sparse } else { self.dense }
+            + if softmax {
+                self.attention
+            } else {
+                self.linear_attention
+            }
+    }
 }
 
 /// What every tensor of the loop shares.
@@ -103,14 +130,25 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     // mixed precision trains 16-bit weights: nothing to cast).
     // gpt-oss's experts run through grouped_mm, which autocast has no rule for: they compute
     // in fp32 and no copy is cached (measured on CPU, tests/reference/test_saved_bytes.py).
-    let grouped_experts = cx.spec.is_gpt_oss() && t.name.contains(".experts.");
+    // Qwen3-Next's experts run through grouped_mm as well.
+    let grouped_experts =
+        (cx.spec.is_gpt_oss() || cx.spec.gated_attention()) && t.name.contains(".experts.");
     // A trained vision tower's matrices run through Linear, conv or matmul, which autocast
     // casts (its position tables are lookups; norms, listed with their layers as matrices,
     // and biases are vectors).
     let vision_matrix =
         t.is_vision() && t.d_in > 1 && !t.name.contains("norm") && !t.name.contains("pos");
+    // Llama 4's router is an nn.Linear (`Llama4Router`), Qwen3-Next's router an F.linear and its
+    // shared expert's gate an nn.Linear: autocast casts their weights too.
+    let router = (cx.spec.llama4.is_some() && t.name.ends_with("router.weight"))
+        || (cx.spec.gated_attention()
+            && matches!(
+                t.name.as_str(),
+                "mlp.gate.weight" | "mlp.shared_expert_gate.weight"
+            ));
     let used_by_linear = (t.linear.is_some() && !grouped_experts)
         || vision_matrix
+        || router
         || t.name == "lm_head.weight"
         || (cx.spec.tie_embeddings
             && t.scope == Scope::Model
@@ -120,6 +158,14 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         let bytes = n * p.half_dtype().bytes();
         if in_layer {
             l.cache_layer += bytes * per_layer;
+            let kind = match t.scope {
+                Scope::DenseLayer => &mut l.cache_kinds.dense,
+                Scope::SparseLayer => &mut l.cache_kinds.sparse,
+                Scope::AttentionLayer => &mut l.cache_kinds.attention,
+                Scope::LinearAttentionLayer => &mut l.cache_kinds.linear_attention,
+                Scope::Layer | Scope::Model => &mut l.cache_kinds.common,
+            };
+            *kind += bytes * per_layer;
         } else {
             l.cache_outside += bytes;
         }

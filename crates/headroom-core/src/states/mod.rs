@@ -42,6 +42,9 @@ pub struct ModelStates {
     /// Autocast's cached 16-bit copies of the trainable Linear weights (per layer, and lm_head).
     pub autocast_cache_per_layer: u64,
     pub autocast_cache_outside: u64,
+    /// The per-layer copies by kind of layer (dense or MoE, softmax or linear attention):
+    /// where a model mixes kinds, each layer caches its own.
+    pub autocast_cache_kinds: local::LayerCasts,
     /// Trainable parameters of one decoder layer on this GPU (for the backward timeline).
     pub layer_grad_bytes: u64,
     /// Gradient bytes outside layers (embeddings, lm_head, final norm).
@@ -156,6 +159,7 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
         gather_transient: s.gather,
         autocast_cache_per_layer: local.cache_layer,
         autocast_cache_outside: local.cache_outside,
+        autocast_cache_kinds: local.cache_kinds,
         host_bytes: s.host,
         nvme_bytes: s.nvme,
         layers_local: place.layers_local,

@@ -20,6 +20,8 @@ pub(crate) struct Placement {
     /// Of those, layers with a dense MLP and with a sparse (MoE) one.
     pub dense_local: u64,
     pub sparse_local: u64,
+    /// Of those, layers with linear attention (Qwen3-Next), in the model's proportion.
+    pub linear_local: u64,
 }
 
 impl Placement {
@@ -36,6 +38,7 @@ impl Placement {
             layers_local,
             dense_local,
             sparse_local: layers_local - dense_local.min(layers_local),
+            linear_local: (inv.linear_layers * layers_local).div_ceil(spec.layers),
         };
         for t in &inv.tensors {
             let n = p.share(t).saturating_mul(p.count(t.scope));
@@ -54,6 +57,8 @@ impl Placement {
             Scope::Layer => self.layers_local,
             Scope::DenseLayer => self.dense_local,
             Scope::SparseLayer => self.sparse_local,
+            Scope::AttentionLayer => self.layers_local - self.linear_local.min(self.layers_local),
+            Scope::LinearAttentionLayer => self.linear_local,
         }
     }
 

@@ -41,6 +41,7 @@ pub(super) fn layer_count(inv: &ParamInventory, scope: Scope) -> f64 {
         Scope::Layer => (inv.dense_layers + inv.sparse_layers) as f64,
         Scope::DenseLayer => inv.dense_layers as f64,
         Scope::SparseLayer => inv.sparse_layers as f64,
+        Scope::AttentionLayer | Scope::LinearAttentionLayer => inv.multiplicity(scope) as f64,
     }
 }
 
@@ -78,17 +79,25 @@ pub(super) fn token_flops_of(
     for t in &inv.tensors {
         // Matrices that multiply activations: every Linear and the MoE router; embeddings are
         // lookups (no FLOPs); vectors (norms, biases) are elementwise.
-        let is_router = t.name == "mlp.gate.weight";
+        let is_router = t.name == "mlp.gate.weight" || t.name == "feed_forward.router.weight";
         if t.linear.is_none() && !is_router {
             continue;
         }
         // Each token passes through top_k of the experts' copies (Fedus et al. 2021).
         let active = if t.copies > 1 { top_k.min(t.copies) } else { 1 } as f64;
         let n = t.d_in as f64 * t.d_out as f64 * active * layer_count(inv, t.scope);
-        let fwd = 2.0 * n;
+        // transformers' Llama4TextMoe multiplies every token by every expert (the unchosen with
+        // a zero score): the GPU executes all the experts' products, the model's FLOPs (MFU)
+        // are the top-k's.
+        let executed = if spec.llama4.is_some() && t.copies > 1 {
+            n * t.copies as f64 / active
+        } else {
+            n
+        };
+        let fwd = 2.0 * executed;
         // Input gradient always (earlier layers or adapters need it); weight gradient only
         // when the weight trains.
-        let mut bwd = if full { 4.0 * n } else { 2.0 * n };
+        let mut bwd = if full { 4.0 * executed } else { 2.0 * executed };
         let mut fwd_total = fwd;
         f.matmul_params += n;
         if full {
@@ -151,18 +160,39 @@ pub(super) fn token_flops_of(
     // every chunk's keys): the span stays seq, the tokens per GPU are seq/cp.
     let s = scen.attention_span() as f64;
     let keys = spec.sliding_window.map_or(s, |w| s.min(w as f64));
-    let full_matrix = 4.0 * keys * spec.q_dim() as f64 * spec.layers as f64;
+    // Layers with softmax attention: Qwen3-Next's gated DeltaNet layers have none.
+    let linear_layers = spec.linear_attention.as_ref().map_or(0, |la| la.layers);
+    let softmax_layers = (spec.layers - linear_layers) as f64;
+    let full_matrix = 4.0 * keys * spec.q_dim() as f64 * softmax_layers;
     // Causal: on average a query sees half the keys (s/2 for a full window).
-    let causal = if keys < s {
+    let mut causal = if keys < s {
         full_matrix * (1.0 - keys / (2.0 * s))
     } else {
         full_matrix / 2.0
     };
+    // Llama 4's RoPE layers attend within chunks: a query sees its chunk's earlier keys, on
+    // average half a chunk.
+    if let Some(l4) = &spec.llama4
+        && let Some(c) = l4.chunk
+        && (c as f64) < s
+    {
+        let chunked = (spec.layers - l4.nope_layers) as f64;
+        causal -= 4.0 * spec.q_dim() as f64 * chunked * (s - c as f64) / 2.0;
+    }
+    // The gated DeltaNet's chunked delta rule per token and value head (chunks of 64): the
+    // chunk x chunk products (k beta k^T, q k^T, the triangular solves, the intra-chunk
+    // attention) and the state's products (k_cumdecay @ S, q @ S, k^T @ v_new).
+    let delta_rule = spec.linear_attention.as_ref().map_or(0.0, |la| {
+        let (c, dk, dv) = (64.0, la.key_head_dim as f64, la.value_head_dim as f64);
+        let per_head = 4.0 * c * dk + 3.0 * c * dv + 6.0 * dk * dv;
+        per_head * la.value_heads as f64 * linear_layers as f64
+    });
+    causal += delta_rule;
     f.attention_causal_forward = causal;
     if quadratic {
         // Eager (and SDPA's math kernel) multiplies the whole s x s matrix and masks
         // afterwards, window or not.
-        let eager = 4.0 * s * spec.q_dim() as f64 * spec.layers as f64;
+        let eager = 4.0 * s * spec.q_dim() as f64 * softmax_layers + delta_rule;
         f.attention_forward = eager;
         f.attention_backward = 2.0 * eager;
     } else {
