@@ -401,15 +401,17 @@ def _one_preset_per_model_type():
 @pytest.mark.parametrize("preset", _one_preset_per_model_type())
 def test_each_architectures_layer_class_exists(preset):
     """The decoder-layer class an FSDP2 export wraps is transformers' own, for every model_type."""
-    # DeepSeek-V3's 671B parameters need more than 8 H100s even sharded (1.3 TB of bf16 weights).
-    gpus = "64" if preset == "deepseek-v3" else "8"
-    args = [BIN, "plan", "--model", preset, "--gpus", gpus, "--gpu", "h100-sxm-80gb", "--export", "fsdp2"]
-    run = subprocess.run(args, capture_output=True, text=True)
-    if run.returncode != 0:
-        # The fastest plan of a large or MoE model may be DeepSpeed's or tensor-parallel, which
-        # the FSDP2 script does not write (gemma-2-9b, qwen3-30b-a3b, mistral-small-3.1-24b):
-        # plan FSDP2 without tensor parallelism instead.
-        run = subprocess.run([*args, "--dp", "fsdp", "--keep", "tp,dp"], capture_output=True, text=True)
+    # The fastest plan of a large or MoE model may be DeepSpeed's, tensor- or expert-parallel,
+    # which the FSDP2 script does not write (gemma-2-9b, qwen3-30b-a3b, mistral-small-3.1-24b):
+    # then FSDP2 without tensor or expert parallelism (`--keep tp` keeps tp = ep = 1), and for
+    # the largest (DeepSeek-V3's 671B, Mixtral, GLM-4.5-Air, Llama 4 Scout) on 64 GPUs in bf16.
+    base = [BIN, "plan", "--model", preset, "--gpu", "h100-sxm-80gb", "--export", "fsdp2"]
+    attempts = [["--gpus", "8"], ["--gpus", "8", "--dp", "fsdp", "--keep", "tp,dp"],
+                ["--gpus", "64", "--precision", "bf16", "--dp", "fsdp", "--keep", "tp,dp"]]
+    for extra in attempts:
+        run = subprocess.run([*base, *extra], capture_output=True, text=True)
+        if run.returncode == 0:
+            break
     assert run.returncode == 0, run.stderr
     out = run.stdout
     m = re.search(r"\b(\w+(?:DecoderLayer|Block|Layer))\b", out)

@@ -154,7 +154,12 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
             && t.scope == Scope::Model
             && t.name.ends_with("embed_tokens.weight"));
     let p = cx.scen.precision;
-    if p.is_autocast() && !cx.ds_mixed && used_by_linear {
+    // FSDP2's mixed precision is its MixedPrecisionPolicy (what the export writes): the
+    // all-gather hands the layers 16-bit parameters, so no autocast runs and nothing is cast
+    // or cached (a torch.autocast over fp32 FSDP shards would keep every gathered layer's cast
+    // in its cache until the forward ends).
+    let fsdp_mixed = cx.scen.parallel.data == crate::scenario::DataParallel::Fsdp;
+    if p.is_autocast() && !cx.ds_mixed && !fsdp_mixed && used_by_linear {
         let bytes = n * p.half_dtype().bytes();
         if in_layer {
             l.cache_layer += bytes * per_layer;
