@@ -999,3 +999,30 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
     s.wait_ready();
     s.screenshot(&repo_root().join("target/e2e/example-0-desktop.png"));
 }
+
+/// The time model's assumptions a link sets (issue 16 §3) are the ones the speed line names,
+/// and the speed beside the verdict is the CLI's for the same link.
+#[test]
+fn the_speed_line_names_the_links_time_assumptions() {
+    let link = "v=1&model=llama-3.2-1b&gpus=16&dp=fsdp&node=4&ib=100&eff=34";
+    let site = Site::start();
+    let s = site.open(&format!("/?{link}"));
+    let cli = cli_json(&["estimate", "--link", &format!("?{link}")]);
+    let tps = cli["speed"]["tokens_per_second"]
+        .as_f64()
+        .expect("a speed")
+        .round() as u64;
+    let speed = s.js(
+        "return document.getElementById('speed').textContent",
+        json!([]),
+    );
+    let text = speed.as_str().unwrap_or_default();
+    for part in [
+        format!("{} tok/s", headroom_core::format::grouped(tps)),
+        "34% of the GPU's matmul peak".to_string(),
+        "4 GPUs per node".to_string(),
+        "100 GB/s between nodes".to_string(),
+    ] {
+        assert!(text.contains(&part), "{text:?} lacks {part:?}");
+    }
+}
