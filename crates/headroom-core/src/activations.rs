@@ -1066,26 +1066,7 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     } else {
         lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
     }
-    inv.add(
-        "shared expert gate output (saved by the activation)",
-        t * si,
-        c,
-    );
-    inv.add("shared expert up output (saved by the product)", t * si, c);
-    inv.add(
-        "shared expert activation output (saved by the product)",
-        t * si,
-        c,
-    );
-    if sh.base_trainable {
-        inv.add(
-            "shared expert product act(gate) * up (saved by down_proj)",
-            t * si,
-            c,
-        );
-    } else {
-        lora_inputs(inv, "shared expert down_proj input", t * si, 1, sh);
-    }
+    shared_expert_mlp(inv, t * si, c, sh);
     inv.add(
         "router probabilities, fp32 (saved by softmax)",
         t * m.experts,
@@ -1563,25 +1544,36 @@ fn llama4_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
             c,
         );
     }
+    shared_expert_mlp(inv, t * si, c, sh);
+}
+
+/// What a shared expert's gated MLP saves after its input (`elements` = tokens x its width):
+/// the gate and up outputs, the activation's output and, when the weights train, the product
+/// down_proj saves (LoRA's adapters save their own input instead).
+fn shared_expert_mlp(inv: &mut Inventory, elements: u64, c: DType, sh: &Shape) {
     inv.add(
         "shared expert gate output (saved by the activation)",
-        t * si,
+        elements,
         c,
     );
-    inv.add("shared expert up output (saved by the product)", t * si, c);
+    inv.add(
+        "shared expert up output (saved by the product)",
+        elements,
+        c,
+    );
     inv.add(
         "shared expert activation output (saved by the product)",
-        t * si,
+        elements,
         c,
     );
     if sh.base_trainable {
         inv.add(
             "shared expert product act(gate) * up (saved by down_proj)",
-            t * si,
+            elements,
             c,
         );
     } else {
-        lora_inputs(inv, "shared expert down_proj input", t * si, 1, sh);
+        lora_inputs(inv, "shared expert down_proj input", elements, 1, sh);
     }
 }
 
