@@ -527,6 +527,9 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             if matches!(spec.family, Family::GptNeox) {
                 put("attention_bias", spec.qkv_bias.into());
                 put("hidden_dropout", spec.dropout.residual.into());
+                // Found by the config fuzz target: without it a link turned Pythia-style
+                // sequential residuals (`use_parallel_residual: false`) into parallel ones.
+                put("use_parallel_residual", spec.parallel_residual.into());
             }
             if spec.family == Family::Starcoder2 {
                 put("use_bias", spec.qkv_bias.into());

@@ -189,6 +189,16 @@ fn every_real_config_round_trips_through_its_link() {
         ..Scenario::default()
     };
     assert_eq!(headroom_core::codec::decode(&encode(&scen)), Ok(scen));
+    // A GPT-NeoX config with sequential residuals (`use_parallel_residual: false`): its link
+    // made them parallel before (found by the config fuzz target).
+    let text = r#"{"model_type":"gpt_neox","use_parallel_residual":false,"num_hidden_layers":4}"#;
+    let spec = headroom_core::model::parse_config_json(text).expect("gpt_neox");
+    assert!(!spec.parallel_residual);
+    let scen = Scenario {
+        model: headroom_core::scenario::ModelChoice::Custom(Box::new(spec)),
+        ..Scenario::default()
+    };
+    assert_eq!(headroom_core::codec::decode(&encode(&scen)), Ok(scen));
     // A Qwen3-MoE config with attention biases (its link dropped them before).
     let text = r#"{"model_type":"qwen3_moe","attention_bias":true,"num_hidden_layers":4}"#;
     let spec = headroom_core::model::parse_config_json(text).expect("qwen3_moe");
