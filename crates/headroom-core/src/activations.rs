@@ -1082,20 +1082,7 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         r + t,
         DType::F32,
     );
-    inv.add_n(
-        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
-        r,
-        DType::I64,
-        3,
-    );
-    inv.add(
-        "rows per expert, int32 (saved by grouped_mm)",
-        m.experts,
-        DType::I32,
-    );
-    if sh.base_trainable {
-        inv.add("routed tokens, gathered (saved by grouped_mm)", r * h, x);
-    }
+    grouped_mm_dispatch(inv, (r, h, m.experts), 3, x, sh);
     inv.add(
         "gate_up output (saved by the activation and the product)",
         2 * r * f,
@@ -1442,20 +1429,7 @@ fn gpt_oss_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         DType::I64,
     );
     inv.add("routing weights (saved by softmax over the top-k)", r, c);
-    inv.add_n(
-        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
-        r,
-        DType::I64,
-        4,
-    );
-    inv.add(
-        "rows per expert, int32 (saved by grouped_mm)",
-        m.experts,
-        DType::I32,
-    );
-    if sh.base_trainable {
-        inv.add("routed tokens, gathered (saved by grouped_mm)", r * h, x);
-    }
+    grouped_mm_dispatch(inv, (r, h, m.experts), 4, x, sh);
     inv.add("gate_up output with bias (saved by clamp)", 2 * r * f, x);
     inv.add_n(
         "clamped gate, its sigmoid, up + 1 and the gated gate (saved by the clamped SwiGLU)",
@@ -1574,6 +1548,32 @@ fn shared_expert_mlp(inv: &mut Inventory, elements: u64, c: DType, sh: &Shape) {
         );
     } else {
         lora_inputs(inv, "shared expert down_proj input", elements, 1, sh);
+    }
+}
+
+/// What transformers' grouped_mm experts save to route `r` token rows of width `h` to
+/// `experts`: the rows' orders (`orders` int64 index tensors, for the gathers and the scatter
+/// back), the rows per expert, and the gathered rows when the experts' weights train.
+fn grouped_mm_dispatch(
+    inv: &mut Inventory,
+    (r, h, experts): (u64, u64, u64),
+    orders: u64,
+    x: DType,
+    sh: &Shape,
+) {
+    inv.add_n(
+        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
+        r,
+        DType::I64,
+        orders,
+    );
+    inv.add(
+        "rows per expert, int32 (saved by grouped_mm)",
+        experts,
+        DType::I32,
+    );
+    if sh.base_trainable {
+        inv.add("routed tokens, gathered (saved by grouped_mm)", r * h, x);
     }
 }
 

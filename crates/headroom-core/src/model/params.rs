@@ -179,6 +179,19 @@ struct Builder {
 }
 
 impl Builder {
+    /// A MoE layer's router: a Linear(h, experts) that is neither LoRA-targeted nor quantized.
+    fn router(&mut self, name: String, h: u64, experts: u64) {
+        self.push(ParamTensor {
+            name,
+            d_in: h,
+            d_out: experts,
+            copies: 1,
+            scope: Scope::SparseLayer,
+            linear: None,
+            quantizable: false,
+        });
+    }
+
     fn linear(
         &mut self,
         scope: Scope,
@@ -374,15 +387,7 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 let s = Scope::SparseLayer;
                 let oss = spec.is_gpt_oss();
                 let router = if oss { "mlp.router" } else { "mlp.gate" };
-                b.push(ParamTensor {
-                    name: format!("{router}.weight"),
-                    d_in: h,
-                    d_out: m.experts,
-                    copies: 1,
-                    scope: s,
-                    linear: None,
-                    quantizable: false,
-                });
+                b.router(format!("{router}.weight"), h, m.experts);
                 b.experts("mlp", m.experts, h, m.expert_intermediate);
                 if oss {
                     // GptOssTopKRouter has a bias, and every expert a bias on its fused
@@ -559,15 +564,7 @@ fn llama4_feed_forward(b: &mut Builder, spec: &ModelSpec) {
     b.linear(dense, "down_proj", "feed_forward.down_proj", f, h, false);
     let Some(m) = &spec.moe else { return };
     let s = Scope::SparseLayer;
-    b.push(ParamTensor {
-        name: "feed_forward.router.weight".into(),
-        d_in: h,
-        d_out: m.experts,
-        copies: 1,
-        scope: s,
-        linear: None,
-        quantizable: false,
-    });
+    b.router("feed_forward.router.weight".into(), h, m.experts);
     b.experts("feed_forward", m.experts, h, m.expert_intermediate);
     let si = m.shared_intermediate;
     b.linear(
