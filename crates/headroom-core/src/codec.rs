@@ -174,8 +174,6 @@ pub const FIELDS: &[Field] = &[
     number!("batch", micro_batch),
     number!("seq", seq),
     number!("accum", grad_accum),
-    switch!("packing", packing),
-    number!("doc_len", packing, doc_len),
     choice!("method", Method, method),
     number!("rank", lora, lora.rank),
     choice!("targets", lora, LoraTargets, lora.targets),
@@ -186,6 +184,10 @@ pub const FIELDS: &[Field] = &[
     number!("images", images),
     choice!("attention", Attention, attention),
     choice!("sdpa", SdpaKernel, sdpa),
+    // After the attention fields: the site applies a link's fields in this order, checking the
+    // scenario after each, and packing needs a varlen attention (flash2, flash3, flex).
+    switch!("packing", packing),
+    number!("doc_len", packing, doc_len),
     Field {
         key: "dropout",
         switch: false,
