@@ -63,14 +63,14 @@ from measure_saved import LAYER_NORM_FAMILIES, build, decoder_layers
 PHASES = ("forward", "loss", "backward", "optimizer")
 
 
-def _allocations(prof):
-    """(time_ns, signed bytes) of every CPU allocator event, in time order."""
+def _allocations(prof, device="cpu"):
+    """(time_ns, signed bytes) of every allocator event on `device`, in time order."""
     out = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
         node = stack.pop()
         stack.extend(node.children)
-        if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
+        if node.tag == _EventType.Allocation and str(node.extra_fields.device).split(":")[0] == device:
             out.append((node.start_time_ns, node.extra_fields.alloc_size))
     out.sort(key=lambda e: e[0])
     return out
@@ -93,14 +93,14 @@ def _mark(phase):
         pass
 
 
-def peak_of(prof, base):
+def peak_of(prof, base, device="cpu"):
     """Walks the events: the peak, the phase it is in, the bytes per phase, the residual."""
     bounds = _marks(prof)
     live = base
     peak, peak_phase = base, "start"
     phase_peak, segments = {}, []
     k = -1
-    for t, size in _allocations(prof):
+    for t, size in _allocations(prof, device):
         while k + 1 < len(bounds) and t >= bounds[k + 1][0]:
             k += 1
             segments.append([bounds[k][1], live, live])
@@ -134,25 +134,28 @@ def validate():
 
 
 def measure_step(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False,
-                 detail=False):
+                 detail=False, device="cpu"):
+    """The step's peak. On `device="cuda"` (a real GPU: measure_gpu.py) the events are the
+    CUDA caching allocator's (block sizes, rounded to 512 B), with no corrections, and
+    `cuda_max_allocated` cross-checks the peak with torch.cuda.max_memory_allocated."""
     # One intra-op thread: on a small shared CI machine, 2+ threads oversubscribe and run
     # several times slower; one thread also leaves out per-thread kernel scratch buffers that
     # a GPU does not have. Restored afterwards.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _measure_step(config, batch, seq, precision, attention, checkpointing, keep_logits, detail)
+        return _measure_step(config, batch, seq, precision, attention, checkpointing, keep_logits, detail, device)
     finally:
         torch.set_num_threads(threads)
 
 
-def _measure_step(config, batch, seq, precision, attention, checkpointing, keep_logits, detail):
-    model = build(config, precision, attention, checkpointing)
+def _measure_step(config, batch, seq, precision, attention, checkpointing, keep_logits, detail, device):
+    model = build(config, precision, attention, checkpointing, device)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
     vocab = config["vocab_size"]
     gen = torch.Generator().manual_seed(1)
-    ids = torch.randint(vocab, (batch, seq), generator=gen)
+    ids = torch.randint(vocab, (batch, seq), generator=gen).to(device)
     labels = ids.clone()
     amp = precision.startswith("amp")
     lm_head = model.get_output_embeddings()
@@ -167,7 +170,7 @@ def _measure_step(config, batch, seq, precision, attention, checkpointing, keep_
 
     def step():
         _mark("forward")
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
             out = model(input_ids=ids, labels=labels)
         loss = out.loss
         if not keep_logits:
@@ -187,12 +190,23 @@ def _measure_step(config, batch, seq, precision, attention, checkpointing, keep_
     states = storages(v for s in opt.state.values() for k, v in s.items() if k != "step")
     inputs = storages((ids, labels))
     base = weights + states + inputs
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
         step()
     for h in hooks:
         h.remove()
-    r = peak_of(prof, base)
+    r = peak_of(prof, base, device)
     r.update(weights=weights, optimizer_states=states, inputs=inputs, layers=len(decoder_layers(model)))
+    if cuda:
+        torch.cuda.synchronize()
+        r["cuda_max_allocated"] = base + torch.cuda.max_memory_allocated() - start
+        r["cuda_residual"] = torch.cuda.memory_allocated() - start
+        r["corrections"] = []
+        return r
     fixes = cuda_corrections(config, batch, seq, precision, attention, checkpointing, r)
     r["raw_cpu_peak"] = r["peak"]
     r["peak"] += sum(f["bytes"] for f in fixes)

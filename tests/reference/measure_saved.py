@@ -11,10 +11,11 @@ import transformers
 LAYER_NORM_FAMILIES = {"gpt2", "starcoder2"}
 
 
-def build(config, precision, attention, checkpointing):
+def build(config, precision, attention, checkpointing, device="cpu"):
     torch.manual_seed(0)
     cfg = transformers.AutoConfig.for_model(**config)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attention)
     if precision == "bf16":
         model = model.to(torch.bfloat16)
     model.train()
@@ -32,8 +33,10 @@ def decoder_layers(model):
     return model.model.layers
 
 
-def measure(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False):
-    model = build(config, precision, attention, checkpointing)
+def measure(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False, device="cpu"):
+    """The figures of one scenario. On `device="cuda"` (a real GPU: measure_gpu.py) they are
+    CUDA's own, with no corrections, and `sdpa_nodes` names the attention kernels that ran."""
+    model = build(config, precision, attention, checkpointing, device)
     layers = decoder_layers(model)
     params = list(model.parameters())
     param_ptrs = {p.untyped_storage().data_ptr() for p in params}
@@ -44,7 +47,7 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
     opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
     vocab = config["vocab_size"]
     gen = torch.Generator().manual_seed(1)
-    ids = torch.randint(vocab, (batch, seq), generator=gen)
+    ids = torch.randint(vocab, (batch, seq), generator=gen).to(device)
     amp = precision.startswith("amp")
 
     result = {}
@@ -65,7 +68,7 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
                 out = model(input_ids=ids, labels=ids)
         for h in hooks:
             h.remove()
@@ -86,6 +89,7 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
                 continue
             if where != "outside" and not cast:
                 per_layer[where] += nbytes
+        sdpa_nodes = attention_nodes(loss)
         loss.backward()
         grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
         opt.step()
@@ -102,12 +106,31 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
             "gradients": grads,
             "optimizer_states": states,
         }
+    result["sdpa_nodes"] = sdpa_nodes
+    if device != "cpu":
+        result["corrections"] = []
+        return result
     fixes = cuda_corrections(config, batch, seq, precision, attention, checkpointing, len(layers))
     result["raw_cpu"] = dict(result)
     for key in ("activations_per_layer", "retained_after_forward"):
         result[key] += fixes.get(key, 0)
     result["corrections"] = fixes["corrections"]
     return result
+
+
+def attention_nodes(loss):
+    """The distinct autograd node names of the attention kernels in the graph behind `loss`
+    (e.g. ScaledDotProductCudnnAttentionBackward0): which SDPA kernel ran."""
+    names, stack, seen = set(), [loss.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if "ScaledDotProduct" in node.name() or "Attention" in node.name():
+            names.add(node.name())
+        stack.extend(n for n, _ in node.next_functions)
+    return sorted(names)
 
 
 def closure_bytes(seen):

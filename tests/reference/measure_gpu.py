@@ -1,0 +1,410 @@
+"""Measures, on a real CUDA GPU, what the reference suite otherwise measures on CPU, and more.
+
+    python3 measure_gpu.py all OUT.json [--deadline SECONDS]
+    python3 measure_gpu.py PART[,PART...] OUT.json [--deadline SECONDS]
+                                              (sdpa, fp8gemm, presets, peak, backends, saved)
+    python3 measure_gpu.py preset '[...]'     one real-size run, printed
+
+Parts (each a key of the output JSON; a part that fails records its error and the rest go on):
+
+- `sdpa`: the kernel `torch._fused_sdp_choice` picks for the training call transformers makes
+  (q, k, v requiring grad, is_causal or a mask, GQA through enable_gqa) over dtype, head
+  width, dropout, heads, mask and sequence: compared with the core's `sdpa::choose`.
+- `saved`: every scenario of test_saved_bytes (measure_saved.measure on `cuda`): one layer's
+  saved bytes, everything alive after forward and loss, and the attention kernel that ran
+  (its autograd node), all CUDA's own, with no CPU-to-CUDA corrections.
+- `peak`: every scenario of test_step_peak (measure_peak.measure_step on `cuda`): the step's
+  peak from the CUDA caching allocator's events (block sizes, so rounded to 512 B) and from
+  torch.cuda.max_memory_allocated.
+- `fp8gemm`: fp8 GEMM throughput (torch._scaled_mm, per-tensor and per-row scales) against bf16.
+- `backends`: each SDPA kernel forced, on scenarios that can run them all: what each saves.
+- `presets`: real-size runs of catalog presets (config from content/models, random weights,
+  built on the GPU in the training dtype), one after another: peak allocated and reserved per
+  phase, the device memory in use (whole device: nothing else runs there), out-of-memory or
+  not, and the median step time of steps 3 to 5.
+
+test_gpu_measured.py compares the core with a committed output of this script.
+"""
+import json
+import os
+import pathlib
+import platform
+import sys
+import time
+import traceback
+
+HERE = pathlib.Path(__file__).parent
+MODELS = HERE.parent.parent / "content" / "models"
+
+# Real-size runs: (preset, precision, attention, checkpointing, batch, seq, method, rank, targets).
+# Chosen around the core's predictions on an H100 80GB: most between 30 and 75 GiB of device
+# memory, one at the edge (Llama 3.1 8B full bf16, 77.7 GiB predicted of 79.6) and one the core
+# says does not fit (GPT-2 XL fp32 eager, 102 GiB).
+PRESETS = [
+    ("llama-3.2-1b", "bf16", "sdpa", "none", 8, 2048, "full", 0, ""),
+    ("llama-3.2-1b", "amp-bf16", "sdpa", "full", 16, 2048, "full", 0, ""),
+    ("qwen2.5-1.5b", "bf16", "sdpa", "full", 8, 4096, "full", 0, ""),
+    ("qwen2.5-0.5b", "amp-bf16", "eager", "none", 4, 1024, "full", 0, ""),
+    ("gpt2-large", "amp-bf16", "sdpa", "none", 8, 1024, "full", 0, ""),
+    ("llama-3.1-8b", "bf16", "sdpa", "full", 4, 4096, "lora", 16, "all"),
+    ("mistral-7b-v0.3", "bf16", "sdpa", "none", 2, 2048, "lora", 16, "attn"),
+    ("llama-3.1-8b", "bf16", "sdpa", "full", 1, 2048, "full", 0, ""),
+    ("gpt2-xl", "fp32", "eager", "none", 4, 1024, "full", 0, ""),
+]
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def environment():
+    import torch
+    import transformers
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "transformers": transformers.__version__, "cudnn": torch.backends.cudnn.version()}
+    try:
+        import peft
+
+        env["peft"] = peft.__version__
+    except Exception:  # noqa: BLE001
+        env["peft"] = None
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        env.update(device=p.name, capability=f"{p.major}.{p.minor}", total_memory=p.total_memory,
+                   sms=p.multi_processor_count)
+    return env
+
+
+def part_sdpa(device):
+    """torch._fused_sdp_choice over the inputs the core's choice depends on."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    names = {int(b.value): n for n, b in SDPBackend.__members__.items()}
+    rows = []
+    dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    for dname, dtype in dtypes.items():
+        for head_dim, v_dim in ((64, 64), (80, 80), (96, 96), (128, 128), (160, 160), (192, 192), (256, 256),
+                                (192, 128), (512, 512)):
+            for dropout in (0.0, 0.1):
+                for heads, kv in ((32, 32), (32, 8)):
+                    for mask in ("causal", "bool", "float"):
+                        for seq in (128, 4096):
+                            b = 1 if seq > 1024 else 2
+                            q = torch.empty(b, heads, seq, head_dim, device=device, dtype=dtype, requires_grad=True)
+                            k = torch.empty(b, kv, seq, head_dim, device=device, dtype=dtype, requires_grad=True)
+                            v = torch.empty(b, kv, seq, v_dim, device=device, dtype=dtype, requires_grad=True)
+                            m = None
+                            if mask == "bool":
+                                m = torch.ones(b, 1, seq, seq, device=device, dtype=torch.bool).tril()
+                            elif mask == "float":
+                                m = torch.zeros(b, 1, seq, seq, device=device, dtype=dtype)
+                            try:
+                                c = torch._fused_sdp_choice(q, k, v, m, dropout, mask == "causal", scale=None,
+                                                             enable_gqa=kv != heads)
+                                pick = names.get(int(c), str(c))
+                            except Exception as e:  # noqa: BLE001
+                                pick = f"error: {type(e).__name__}: {str(e)[:120]}"
+                            rows.append({"dtype": dname, "head_dim": head_dim, "v_head_dim": v_dim,
+                                         "dropout": dropout, "heads": heads, "kv_heads": kv, "mask": mask,
+                                         "seq": seq, "backend": pick})
+    return rows
+
+
+# When the run must end (`--deadline`): scenarios after it are recorded as skipped.
+DEADLINE = [float("inf")]
+
+
+def part_fp8gemm(device):
+    """fp8 GEMM throughput (torch._scaled_mm, e4m3 x e4m3 -> bf16, per-tensor and per-row
+    scales) against bf16 torch.mm at the same sizes: the measured fp8 speed-up the time model's
+    GEMM shares stand for. Median of 5 timings of a batch of about 50 ms each."""
+    import torch
+
+    if device != "cuda" or torch.cuda.get_device_capability() < (8, 9):
+        return {"error": "fp8 GEMMs need a CUDA GPU of compute capability 8.9 or later"}
+    rows = []
+    for n in (1024, 2048, 4096, 8192, 16384):
+        a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+        b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+        a8 = a.to(torch.float8_e4m3fn)
+        b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()  # column-major, as _scaled_mm wants
+        one = torch.ones((), device=device)
+        row_a, row_b = torch.ones(n, 1, device=device), torch.ones(1, n, device=device)
+        cases = {
+            "bf16": lambda: torch.mm(a, b),
+            "fp8_tensorwise": lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16),
+            "fp8_rowwise": lambda: torch._scaled_mm(a8, b8, row_a, row_b, out_dtype=torch.bfloat16),
+        }
+        for name, fn in cases.items():
+            try:
+                rows.append({"n": n, "kind": name, "tflops": _time_tflops(fn, 2 * n ** 3)})
+            except Exception as e:  # noqa: BLE001
+                rows.append({"n": n, "kind": name, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+        del a, b, a8, b8
+    return rows
+
+
+def _time_tflops(fn, flops):
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    t = time.time()
+    fn()
+    torch.cuda.synchronize()
+    reps = max(1, int(0.05 / max(time.time() - t, 1e-6)))
+    out = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        out.append(flops * reps / (start.elapsed_time(end) / 1e3) / 1e12)
+    return sorted(out)[2]
+
+
+# Each SDPA kernel forced (torch.nn.attention.sdpa_kernel) on scenarios that run them all:
+# their saved tensors, compared with the core's `--sdpa` choices.
+BACKEND_CASES = [
+    (fam, over, prec, backend)
+    for fam, over in (("llama", {}), ("qwen2", {}), ("gpt2", {"attn_pdrop": 0.1}), ("llama", {"attention_dropout": 0.1}))
+    for prec in ("bf16", "amp-bf16", "fp32")
+    for backend in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
+]
+
+
+def part_backends(device):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from measure_saved import measure
+    from test_saved_bytes import CONFIGS
+
+    def one(fam, over, prec, backend):
+        with sdpa_kernel([SDPBackend.__members__[backend]]):
+            return measure({**CONFIGS[fam], **over}, 2, 64, prec, "sdpa", "none", False, device=device)
+
+    return _scenario_rows(BACKEND_CASES, one)
+
+
+def _scenario_rows(scenarios, fn):
+    rows = []
+    for sc in scenarios:
+        if time.time() > DEADLINE[0]:
+            rows.append({"scenario": sc, "error": "skipped: out of time"})
+            continue
+        t0 = time.time()
+        try:
+            rows.append({"scenario": sc, "result": fn(*sc), "seconds": round(time.time() - t0, 3)})
+        except Exception as e:  # noqa: BLE001
+            rows.append({"scenario": sc, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            log(f"  {sc}: {rows[-1]['error']}")
+    return rows
+
+
+def part_saved(device):
+    from measure_saved import measure
+    from test_saved_bytes import CONFIGS, SCENARIOS, VARIANTS
+
+    plain = [("", fam, {}, p, a, c, b, s, k) for fam, p, a, c, b, s, k in SCENARIOS]
+
+    def one(name, fam, over, prec, attn, ckpt, b, s, keep):
+        r = measure({**CONFIGS[fam], **over}, b, s, prec, attn, ckpt, keep, device=device)
+        r.pop("raw_cpu", None)
+        return r
+
+    return _scenario_rows([tuple(v) for v in plain + list(VARIANTS)], one)
+
+
+def part_peak(device):
+    from measure_peak import measure_step
+    from test_saved_bytes import CONFIGS
+    from test_step_peak import KEPT, SCENARIOS
+
+    def plain(fam, prec, attn, ckpt, b, s, keep):
+        r = measure_step(CONFIGS[fam], b, s, prec, attn, ckpt, keep, detail=ckpt == "none", device=device)
+        return {k: v for k, v in r.items() if k != "segments"} | {"segments": _segment_peaks(r["segments"])}
+
+    def kept(fam, vocab, prec, attn, ckpt, b, s):
+        r = measure_step({**CONFIGS[fam], "vocab_size": vocab}, b, s, prec, attn, ckpt, True, device=device)
+        return {k: v for k, v in r.items() if k != "segments"}
+
+    scen = [tuple(getattr(x, "values", x)) for x in SCENARIOS]
+    return {"scenarios": _scenario_rows(scen, plain), "kept": _scenario_rows([tuple(k) for k in KEPT], kept)}
+
+
+def _segment_peaks(segments):
+    out = {}
+    for name, _start, mx in segments:
+        out[name] = max(out.get(name, 0), mx)
+    return out
+
+
+def run_preset(sc):
+    """One real-size run in this process: two warm-up steps, then three timed ones."""
+    import torch
+    import transformers
+
+    model_id, prec, attn, ckpt, batch, seq, method, rank, targets = sc
+    config = json.loads((MODELS / f"{model_id}.json").read_text())
+    config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "dtype")}
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    total = torch.cuda.get_device_properties(0).total_memory if cuda else 0
+
+    def used():
+        if not cuda:
+            return 0
+        free, tot = torch.cuda.mem_get_info()
+        return tot - free
+
+    # Before this run's model: the context, the library workspaces of earlier runs in this
+    # process (at most what this run's first step would make) and nothing else.
+    base_used = used()
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(**config)
+    dtype = torch.bfloat16 if prec == "bf16" else torch.float32
+    t0 = time.time()
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=dtype)
+    model.train()
+    if ckpt == "full":
+        model.gradient_checkpointing_enable()
+    if method == "lora":
+        import peft
+
+        tm = ["q_proj", "k_proj", "v_proj", "o_proj"] if targets == "attn" else "all-linear"
+        lcfg = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=tm, task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, lcfg)
+        if ckpt == "full":
+            model.enable_input_require_grads()
+    build_s = time.time() - t0
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-5, foreach=True)
+    amp = prec.startswith("amp")
+    gen = torch.Generator(device=device).manual_seed(1)
+    ids = torch.randint(cfg.vocab_size, (batch, seq), device=device, generator=gen)
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    out = {"scenario": sc, "status": "ok", "build_seconds": round(build_s, 2), "total_memory": total,
+           "used_before_model": base_used, "phases": [], "step_seconds": []}
+    out["after_build"] = {"allocated": torch.cuda.memory_allocated() if cuda else 0, "device": used()}
+
+    def phase(step, name):
+        if not cuda:
+            out["phases"].append({"step": step, "phase": name})
+            return
+        torch.cuda.synchronize()
+        out["phases"].append({"step": step, "phase": name, "allocated": torch.cuda.memory_allocated(),
+                              "reserved": torch.cuda.memory_reserved(),
+                              "max_allocated": torch.cuda.max_memory_allocated(),
+                              "max_reserved": torch.cuda.max_memory_reserved(), "device": used()})
+        torch.cuda.reset_peak_memory_stats()
+
+    try:
+        for step in range(1, 6):
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            t = time.time()
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
+                loss = model(input_ids=ids, labels=ids).loss
+            phase(step, "forward+loss")
+            loss.backward()
+            del loss
+            phase(step, "backward")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            phase(step, "optimizer")
+            out["step_seconds"].append(round(time.time() - t, 4))
+    except torch.OutOfMemoryError as e:
+        out["status"] = "oom"
+        out["error"] = str(e).splitlines()[0][:400]
+    if cuda:
+        stats = torch.cuda.memory_stats()
+        out["alloc_retries"] = int(stats.get("num_alloc_retries", 0))
+        out["num_ooms"] = int(stats.get("num_ooms", 0))
+    ph = out["phases"]
+    if cuda and ph:
+        out["peak_allocated"] = max(p["max_allocated"] for p in ph)
+        out["peak_reserved"] = max(p["max_reserved"] for p in ph)
+        # Reserved memory stays cached: a phase's device peak is its end's device use plus what
+        # it reserved at its peak beyond the end.
+        out["peak_device"] = max(p["device"] + p["max_reserved"] - p["reserved"] for p in ph)
+    timed = sorted(out["step_seconds"][2:])
+    if timed:
+        out["median_step_seconds"] = timed[len(timed) // 2]
+        out["tokens_per_second"] = batch * seq / out["median_step_seconds"]
+    return out
+
+
+def part_presets(deadline):
+    """The presets one after another in this process (a python and transformers import each
+    would cost more than most runs): what one run leaves is freed (gc, empty_cache) before the
+    next, so each starts from the context, cuBLAS's and cuDNN's workspaces and its own model."""
+    import gc
+
+    import torch
+
+    rows = []
+    for sc in PRESETS:
+        if deadline - time.time() < 15:
+            rows.append({"scenario": sc, "status": "skipped", "error": "out of time"})
+            continue
+        t0 = time.time()
+        try:
+            row = run_preset(sc)
+        except Exception as e:  # noqa: BLE001 - recorded; the next preset still runs
+            row = {"scenario": sc, "status": "error", "error": f"{type(e).__name__}: {str(e)[:400]}"}
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        row["wall_seconds"] = round(time.time() - t0, 1)
+        log(f"  preset {sc[0]} {sc[1]} b{sc[4]} s{sc[5]} {sc[6]}: {row.get('status')} "
+            f"peak_device={row.get('peak_device')} t={row.get('median_step_seconds')} ({row['wall_seconds']} s)")
+        rows.append(row)
+    return rows
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "preset":
+        print(json.dumps(run_preset(tuple(json.loads(argv[2])))))
+        return 0
+    what, path = argv[1], pathlib.Path(argv[2])
+    deadline = time.time() + (float(argv[argv.index("--deadline") + 1]) if "--deadline" in argv else 600)
+    DEADLINE[0] = deadline
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    result = {"measured_on": time.strftime("%Y-%m-%d"), "device": device, "environment": environment()}
+    parts = ["sdpa", "fp8gemm", "presets", "peak", "backends", "saved"] if what == "all" else what.split(",")
+    for part in parts:
+        t0 = time.time()
+        log(f"{part} ...")
+        try:
+            if part == "sdpa":
+                result[part] = part_sdpa(device)
+            elif part == "fp8gemm":
+                result[part] = part_fp8gemm(device)
+            elif part == "backends":
+                result[part] = part_backends(device)
+            elif part == "saved":
+                result[part] = part_saved(device)
+            elif part == "peak":
+                result[part] = part_peak(device)
+            elif part == "presets":
+                result[part] = part_presets(deadline)
+        except Exception:  # noqa: BLE001 - recorded; the other parts still run
+            result[part] = {"error": traceback.format_exc()[-2000:]}
+        result[f"{part}_seconds"] = round(time.time() - t0, 1)
+        log(f"{part}: {result[f'{part}_seconds']} s")
+        path.write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
