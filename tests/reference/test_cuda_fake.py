@@ -60,6 +60,11 @@ CASES = [
     # LayerNorm the layer input. Gemma: each RMSNorm saves 1 + weight in fp32, and Gemma 3's
     # q_norm/k_norm are Gemma norms (fp32 normalized input).
     ("gpt2", "amp-bf16", "flash", 2000, 0.0),
+    # Eager attention under CUDA autocast: softmax runs in fp32 (its fp32 list) and the cast
+    # back to the compute dtype is a second saved tensor (found on an H100: GPT-2).
+    ("gpt2", "amp-bf16", "eager", 2000, 0.0),
+    ("pythia-410m", "amp-bf16", "eager", 2000, 0.0),
+    ("opt-1.3b", "amp-bf16", "eager", 2000, 0.0),
     ("gpt2-large", "amp-bf16", "cudnn", 2000, 0.0),
     ("gpt2-xl", "bf16", "efficient", 1000, 0.0),
     ("opt-1.3b", "bf16", "flash", 2000, None),  # its residual dropout (0.1): bool masks
@@ -82,7 +87,8 @@ CASES = [
 
 
 def predict(preset, precision, kernel, seq, dropout):
-    args = [BIN, "estimate", "--model", preset, "--gpu", "h100-sxm-80gb", "--sdpa", kernel,
+    kernel = ["--attention", "eager"] if kernel == "eager" else ["--sdpa", kernel]
+    args = [BIN, "estimate", "--model", preset, "--gpu", "h100-sxm-80gb", *kernel,
             "--precision", precision, "--optimizer", "adamw", "--batch", "1", "--seq", str(seq),
             "--format", "json"]
     if dropout is not None:

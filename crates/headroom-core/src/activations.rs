@@ -9,7 +9,9 @@ use serde::Serialize;
 use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::model::{Family, Mla, ModelSpec, Moe, NormKind, Vision, VisionKind};
-use crate::scenario::{Attention, Checkpointing, Method, Precision, Scenario, VisionTraining};
+use crate::scenario::{
+    Attention, Checkpointing, LoraTargets, Method, Precision, Scenario, VisionTraining,
+};
 use crate::sdpa::{self, Backend};
 
 /// One saved tensor (or a group of identical ones), with what keeps it.
@@ -121,6 +123,9 @@ pub struct Shape {
     pub base_trainable: bool,
     /// LoRA rank when adapters are present.
     pub lora_rank: Option<u64>,
+    /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
+    /// attention projections: a frozen Linear without an adapter saves nothing.
+    pub lora_mlp: bool,
     /// Whether transformers' KV cache is on in the forward (`use_cache`, the configs' default
     /// and what `model(input_ids, labels=...)` does in training; gradient checkpointing turns
     /// it off). `DynamicLayer.update` concatenates k and v into fresh tensors, which attention
@@ -160,6 +165,7 @@ impl Shape {
             embedding_dropout: p(spec.dropout.embedding, spec.family.has_embedding_dropout()),
             base_trainable: scen.method == Method::Full,
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
+            lora_mlp: scen.lora.targets == LoraTargets::AllLinear,
             kv_cache: scen.checkpointing == Checkpointing::None,
             images: if spec.vision.is_some() {
                 scen.micro_batch as u64 * scen.images as u64
@@ -480,6 +486,22 @@ fn cohere_norm(inv: &mut Inventory, name: &str, (t, h): (u64, u64), sh: &Shape) 
     }
 }
 
+/// An MLP Linear's input (routers and experts included): as [`linear_inputs`], except that
+/// under LoRA on the attention projections only the frozen Linear has no adapter and saves
+/// nothing (measured on an H100: Mistral 7B with attention-only adapters).
+fn mlp_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    if sh.base_trainable || sh.lora_mlp {
+        linear_inputs(inv, what, elements, consumers, sh);
+    }
+}
+
+/// An MLP Linear's adapter input under LoRA (nothing with attention-only adapters).
+fn mlp_lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    if sh.lora_mlp {
+        lora_inputs(inv, what, elements, consumers, sh);
+    }
+}
+
 /// A Linear's input as autograd keeps it: one tensor shared by the Linears that read it, or
 /// under autocast one cast copy per Linear (autocast caches only weight casts).
 fn linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
@@ -555,7 +577,10 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     if spec.family == Family::Phi3 {
         linear_inputs(inv, "qkv_proj input", th, 1, sh);
     } else if spec.family == Family::Cohere2 {
-        linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, 5, sh);
+        // q/k/v and the MLP's gate/up read the same norm output (parallel block); with
+        // attention-only adapters only the three projections keep an adapter copy.
+        let readers = if sh.base_trainable || sh.lora_mlp { 5 } else { 3 };
+        linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, readers, sh);
     } else if let Some(m) = &spec.mla {
         mla_projections(inv, spec, sh, l, m);
     } else {
@@ -1064,7 +1089,7 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
             sh,
         );
     } else {
-        lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
+        mlp_lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
     }
     shared_expert_mlp(inv, t * si, c, sh);
     inv.add(
@@ -1251,7 +1276,7 @@ fn llama_mlp_side(
 }
 
 /// What fused attention (SDPA's flash, memory-efficient and cuDNN kernels) saves besides q,
-/// k and v: the output, the fp32 logsumexp, and the RNG state when dropout is on.
+/// k and v: the output, the fp32 logsumexp and the kernel's RNG tensors.
 fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     inv.add("attention output (saved by SDPA)", l.t * l.o, sh.compute());
     // The memory-efficient kernel pads the logsumexp's sequence to a multiple of 32
@@ -1266,9 +1291,20 @@ fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
         (sh.s, "logsumexp (saved by SDPA)")
     };
     inv.add(what, sh.b * l.heads * rows, DType::F32);
-    if sh.attention_dropout > 0.0 {
-        // CUDA flash attention regenerates the dropout mask from the saved RNG state.
-        inv.add("dropout RNG state (saved by SDPA)", 2, DType::I64);
+    if sh.attention == Attention::Sdpa {
+        // SDPA's CUDA kernels return their philox seed and offset whether dropout is on or
+        // not, and the backward keeps them: 16 B for cuDNN and memory-efficient, 24 B for
+        // flash (`rng_state` and `unused`). Measured on an H100 (torch 2.11): each kernel
+        // forced in turn, every layer's saved bytes exact with these.
+        let (n, what) = if sh.sdpa == Backend::Flash {
+            (3, "RNG state: rng_state and unused (saved by SDPA's flash kernel)")
+        } else {
+            (2, "RNG state: philox seed and offset (saved by SDPA)")
+        };
+        inv.add(what, n, DType::I64);
+    } else if sh.attention_dropout > 0.0 {
+        // flash-attn regenerates the dropout mask from its saved RNG state (assumed).
+        inv.add("dropout RNG state (saved by flash-attn)", 2, DType::I64);
     }
 }
 
@@ -1341,11 +1377,11 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
     };
     let fused = spec.fused_gate_up();
     if fused {
-        linear_inputs(inv, "gate_up_proj input", th, 1, sh);
+        mlp_linear_inputs(inv, "gate_up_proj input", th, 1, sh);
     } else if spec.family == Family::Cohere2 {
         // Counted with the attention projections, which read the same norm output.
     } else {
-        linear_inputs(inv, "gate/up_proj input", th, 2, sh);
+        mlp_linear_inputs(inv, "gate/up_proj input", th, 2, sh);
     }
     let what = if fused {
         "gate_up output (saved by the activation and the product)"
@@ -1362,7 +1398,7 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
     if sh.base_trainable {
         inv.add("product act(gate) * up (saved by down_proj)", t * f, c);
     } else {
-        lora_inputs(inv, "down_proj input", t * f, 1, sh);
+        mlp_lora_inputs(inv, "down_proj input", t * f, 1, sh);
     }
 }
 
@@ -1380,7 +1416,7 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     }
     let t = sh.tokens();
     let c = sh.compute();
-    linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
+    mlp_linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
     inv.add(
         "router probabilities, fp32 (saved by softmax and topk)",
         t * m.experts,
@@ -1422,7 +1458,7 @@ fn gpt_oss_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     let (t, c, x) = (sh.tokens(), sh.compute(), sh.stream());
     let (h, f) = (spec.hidden, m.expert_intermediate / sh.tp);
     let r = t * m.top_k;
-    linear_inputs(inv, "router input", t * h, 1, sh);
+    mlp_linear_inputs(inv, "router input", t * h, 1, sh);
     inv.add(
         "router's top-k indices, int64 (saved by topk)",
         r,
@@ -1476,7 +1512,7 @@ fn llama4_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         );
     } else {
         // The frozen router saves nothing; the shared expert's gate and up adapters do.
-        lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
+        mlp_lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
     }
     inv.add(
         "router's top-k indices, int64 (saved by topk and scatter)",
@@ -1547,7 +1583,7 @@ fn shared_expert_mlp(inv: &mut Inventory, elements: u64, c: DType, sh: &Shape) {
             c,
         );
     } else {
-        lora_inputs(inv, "shared expert down_proj input", elements, 1, sh);
+        mlp_lora_inputs(inv, "shared expert down_proj input", elements, 1, sh);
     }
 }
 
@@ -1642,11 +1678,12 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
             sdpa_outputs(inv, sh, l);
         }
         Attention::Eager => {
-            if spec.family == Family::Gpt2 && sh.b == 1 && !sh.amp() {
+            if spec.family == Family::Gpt2 && sh.b == 1 {
                 // q is a transposed view of c_attn's output. at::matmul folds (b, heads, s, d)
                 // into (b * heads, s, d) for bmm: with b = 1 that is a view, so bmm saves the
-                // whole fused output; with b > 1 it is a copy of q alone (under autocast the
-                // cast is the copy). k (from the KV cache's concatenation) is contiguous.
+                // whole fused output; with b > 1 it is a copy of q alone. Under autocast
+                // c_attn's output is already in the compute dtype, so the same holds (fake
+                // CUDA). k (from the KV cache's concatenation) is contiguous.
                 inv.add(
                     "fused qkv output, kept by the q view (saved by matmul q k^T)",
                     3 * t * q,
@@ -1657,9 +1694,27 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
                 inv.add("q and k (saved by matmul q k^T)", 2 * t * q, c);
             }
             // GPT-2/NeoX/OPT eager attention calls softmax in the scores' own dtype (no fp32
-            // upcast, unlike Llama), then casts to v's dtype, a no-op.
-            inv.at(Part::AttentionScores)
-                .add("softmax output (saved by softmax)", l.scores, c);
+            // upcast, unlike Llama), then casts to v's dtype, a no-op. Under CUDA autocast
+            // softmax is on the fp32 list: it saves its fp32 output, and the cast back is a
+            // new tensor, which the matmul with v saves when no dropout follows (measured on
+            // an H100 and on fake CUDA: GPT-2, 4 B more per score than the 16-bit output).
+            if sh.amp() {
+                inv.at(Part::AttentionScores).add(
+                    "softmax output, fp32 by autocast (saved by softmax)",
+                    l.scores,
+                    DType::F32,
+                );
+                if sh.attention_dropout <= 0.0 {
+                    inv.add(
+                        "probabilities cast to the compute dtype (saved by matmul probs v)",
+                        l.scores,
+                        c,
+                    );
+                }
+            } else {
+                inv.at(Part::AttentionScores)
+                    .add("softmax output (saved by softmax)", l.scores, c);
+            }
             eager_dropout(inv, sh, l, sh.compute());
             inv.at(Part::AttentionCore)
                 .add("v (saved by matmul probs v)", t * q, c);
@@ -1688,7 +1743,7 @@ fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout)
         layer_norm(inv, "MLP LayerNorm", sh, l);
     }
     inv.at(Part::Mlp);
-    linear_inputs(inv, "MLP input", th, 1, sh);
+    mlp_linear_inputs(inv, "MLP input", th, 1, sh);
     match spec.activation.as_str() {
         // GPT-2's gelu_new is written out in Python: 0.5 * x * (1 + tanh(...(x + 0.044715 x^3))):
         // pow saves x, tanh saves its output, the last product saves both factors. Under
@@ -1736,7 +1791,7 @@ fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout)
             inv.add("activation output (saved by the down projection)", t * f, c);
         }
     } else {
-        lora_inputs(inv, "down projection input", t * f, 1, sh);
+        mlp_lora_inputs(inv, "down projection input", t * f, 1, sh);
     }
     if sh.residual_dropout > 0.0 {
         inv.at(Part::MlpResidualDropout)

@@ -10,6 +10,12 @@
 //! Assumed: PyTorch 2.9 or later built with CUDA 13 and cuDNN 9.15 or later (the wheels'
 //! bundle; cuDNN goes first on sm90 and sm100 there), deterministic algorithms off, and the
 //! default backends all enabled. ROCm's AOTriton rules are simplified (see `choose`).
+//!
+//! Checked on a real GPU: on an H100 with torch 2.11.0+cu130 and cuDNN 9.19,
+//! `torch._fused_sdp_choice` over dtype, head width (64 to 512, narrower values), dropout,
+//! masks and GQA (648 cases, tests/reference/gpu/gpu_presets.json) picks what `choose` says,
+//! and the kernel that ran in each of the reference suite's scenarios (its autograd node) is
+//! the one the core assumed (tests/reference/test_gpu_measured.py).
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;
@@ -57,6 +63,9 @@ pub struct Inputs {
     /// Width of a value head: `head_dim` but for multi-head latent attention.
     pub v_head_dim: u64,
     pub dropout: f64,
+    /// Fewer key/value heads than query heads, handed to SDPA as such (`enable_gqa=True`,
+    /// what transformers does without a padding mask): the memory-efficient kernel refuses it.
+    pub gqa: bool,
 }
 
 impl Inputs {
@@ -71,6 +80,7 @@ impl Inputs {
             head_dim,
             v_head_dim: head_dim,
             dropout,
+            gqa: false,
         }
     }
 }
@@ -82,6 +92,7 @@ pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
     let dropout = scen.dropout.unwrap_or(spec.dropout.attention);
     let mut x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
     x.v_head_dim = spec.v_dim() / spec.heads;
+    x.gqa = spec.kv_heads < spec.heads;
     match scen.attention {
         Attention::Flash2 | Attention::Flash3 if spec.llama4.is_some() => {
             // Llama4PreTrainedModel sets `_supports_flash_attn = False`: transformers refuses
@@ -268,6 +279,11 @@ fn refuses(b: Backend, x: &Inputs) -> Option<String> {
                 Some(format!("sm{sm} is outside sm50..sm121"))
             } else if sm < 80 && x.dtype == DType::Bf16 {
                 Some("bf16 needs sm80".into())
+            } else if x.gqa {
+                // check_grouped_query_attention_support: only flash and cuDNN take
+                // enable_gqa with fewer key/value heads (measured: fp32 Llama-like layers
+                // with GQA run the math kernel on an H100).
+                Some("grouped-query attention (enable_gqa) is flash and cuDNN only".into())
             } else if !d.is_multiple_of(align) || !x.v_head_dim.is_multiple_of(align) {
                 Some(format!("head_dim {d} not a multiple of {align}"))
             } else {
@@ -280,11 +296,11 @@ fn refuses(b: Backend, x: &Inputs) -> Option<String> {
                 Some(format!("sm{sm} is below sm80"))
             } else if !half(x.dtype) {
                 Some(format!("{} inputs (fp16/bf16 only)", x.dtype.torch_name()))
-            } else if (x.dropout * 16.0).fract() != 0.0 {
-                Some("dropout not a multiple of 1/16".into())
             } else if !d.is_multiple_of(8) || !x.v_head_dim.is_multiple_of(8) {
                 Some(format!("head_dim {d} not a multiple of 8"))
-            } else if !(d <= 128 || (sm9x && d == 256)) || x.v_head_dim > d {
+            } else if !(d <= 128 || (sm9x && d <= 256)) || x.v_head_dim > d {
+                // Measured on an H100 (cuDNN 9.19): every multiple of 8 up to 256, value
+                // heads narrower than q/k's and any dropout take cuDNN; 512 does not.
                 Some(format!("no backward for head_dim {d}"))
             } else {
                 None
@@ -319,16 +335,35 @@ mod tests {
             pick("a100-sxm4-80gb", DType::F32, 128, 0.0),
             Backend::Efficient
         );
-        // H100: cuDNN first; head_dim 256 keeps cuDNN on sm90, dropout 0.1 (not k/16) does not.
+        // H100 (measured, torch 2.11 + cuDNN 9.19): cuDNN first for every head_dim up to 256
+        // and with dropout; 512 goes to memory-efficient.
         assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 128, 0.0), Backend::Cudnn);
+        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 160, 0.0), Backend::Cudnn);
         assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 256, 0.0), Backend::Cudnn);
-        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 128, 0.1), Backend::Flash);
+        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 128, 0.1), Backend::Cudnn);
+        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 512, 0.0), Backend::Efficient);
         // RTX 4090 (sm89): flash has no backward for head_dim in (192, 224].
         assert_eq!(
             pick("rtx-4090-24gb", DType::Bf16, 200, 0.0),
             Backend::Efficient
         );
         assert_eq!(pick("rtx-4090-24gb", DType::Bf16, 256, 0.0), Backend::Flash);
+    }
+
+    // Measured on an H100: with GQA (fewer key/value heads) fp32 and head_dim 512 have no
+    // fused kernel left (memory-efficient refuses enable_gqa) and run math.
+    #[test]
+    fn grouped_query_attention_rules_out_memory_efficient() {
+        let g = GpuCatalog::builtin().get("h100-sxm-80gb").expect("catalog gpu");
+        let gqa = |dtype, d| {
+            let mut x = Inputs::new(g, dtype, d, 0.0);
+            x.gqa = true;
+            choose(SdpaKernel::Auto, &x).backend
+        };
+        assert_eq!(gqa(DType::F32, 128), Backend::Math);
+        assert_eq!(gqa(DType::Bf16, 512), Backend::Math);
+        assert_eq!(gqa(DType::Bf16, 128), Backend::Cudnn);
+        assert_eq!(pick("h100-sxm-80gb", DType::F32, 128, 0.0), Backend::Efficient);
     }
 
     #[test]

@@ -74,25 +74,26 @@ fn llama_bf16_sdpa_inventory() {
     check_inventory(
         &format!("{LLAMA}&precision=bf16"),
         expect![[r#"
-            24576 f32     =     98304  input_layernorm: fp32 copy of the input (saved by pow, mul)
-              128 f32     =       512  input_layernorm: rsqrt of the variance
-            24576 bf16    =     49152  input_layernorm: normalized input (saved by mul with weight)
-            24576 bf16    =     49152  q/k/v_proj input (saved by the Linear)
-            24576 bf16    =     49152  q after RoPE (saved by SDPA)
-             8192 bf16    =     16384  k after RoPE (saved by SDPA)
-             8192 bf16    =     16384  v (saved by SDPA)
-            24576 bf16    =     49152  attention output (saved by SDPA)
-              768 f32     =      3072  logsumexp (saved by SDPA)
-            24576 f32     =     98304  post_attention_layernorm: fp32 copy of the input (saved by pow, mul)
-              128 f32     =       512  post_attention_layernorm: rsqrt of the variance
-            24576 bf16    =     49152  post_attention_layernorm: normalized input (saved by mul with weight)
-            24576 bf16    =     49152  gate/up_proj input (saved by the Linear)
-            65536 bf16    =    131072  gate output (saved by the activation)
-            65536 bf16    =    131072  up output (saved by the product)
-            65536 bf16    =    131072  activation output (saved by the product)
-            65536 bf16    =    131072  product act(gate) * up (saved by down_proj)
-        total 1052672 B
-    "#]],
+                24576 f32     =     98304  input_layernorm: fp32 copy of the input (saved by pow, mul)
+                  128 f32     =       512  input_layernorm: rsqrt of the variance
+                24576 bf16    =     49152  input_layernorm: normalized input (saved by mul with weight)
+                24576 bf16    =     49152  q/k/v_proj input (saved by the Linear)
+                24576 bf16    =     49152  q after RoPE (saved by SDPA)
+                 8192 bf16    =     16384  k after RoPE (saved by SDPA)
+                 8192 bf16    =     16384  v (saved by SDPA)
+                24576 bf16    =     49152  attention output (saved by SDPA)
+                  768 f32     =      3072  logsumexp (saved by SDPA)
+                    2 i64     =        16  RNG state: philox seed and offset (saved by SDPA)
+                24576 f32     =     98304  post_attention_layernorm: fp32 copy of the input (saved by pow, mul)
+                  128 f32     =       512  post_attention_layernorm: rsqrt of the variance
+                24576 bf16    =     49152  post_attention_layernorm: normalized input (saved by mul with weight)
+                24576 bf16    =     49152  gate/up_proj input (saved by the Linear)
+                65536 bf16    =    131072  gate output (saved by the activation)
+                65536 bf16    =    131072  up output (saved by the product)
+                65536 bf16    =    131072  activation output (saved by the product)
+                65536 bf16    =    131072  product act(gate) * up (saved by down_proj)
+            total 1052688 B
+        "#]],
     );
 }
 
@@ -137,6 +138,7 @@ fn llama_amp_bf16_lora_inventory() {
                  8192 bf16    =     16384  v (saved by SDPA)
                 24576 bf16    =     49152  attention output (saved by SDPA)
                   768 f32     =      3072  logsumexp (saved by SDPA)
+                    2 i64     =        16  RNG state: philox seed and offset (saved by SDPA)
                 24576 f32     =     98304  o_proj input (contiguous attention output): fp32 copy for lora_A (one per adapted Linear)
                  1024 f32     =      4096  lora_A output (saved by lora_B)
                 24576 f32     =     98304  post_attention_layernorm: input (saved by pow, mul)
@@ -148,7 +150,7 @@ fn llama_amp_bf16_lora_inventory() {
                 65536 bf16    =    131072  activation output (saved by the product)
                 65536 f32     =    262144  down_proj input: fp32 copy for lora_A (one per adapted Linear)
                  1024 f32     =      4096  lora_A output (saved by lora_B)
-            total 1605632 B
+            total 1605648 B
         "#]],
     );
 }
@@ -165,13 +167,14 @@ fn gpt2_bf16_sdpa_inventory() {
                 49152 bf16    =     98304  k and v concatenated into the KV cache (use_cache; saved by SDPA)
                 24576 bf16    =     49152  attention output (saved by SDPA)
                   768 f32     =      3072  logsumexp (saved by SDPA)
+                    2 i64     =        16  RNG state: philox seed and offset (saved by SDPA)
                 24576 bf16    =     49152  MLP LayerNorm: input (saved by layer_norm)
                   256 f32     =      1024  MLP LayerNorm: mean and rstd, fp32
                 24576 bf16    =     49152  MLP input (saved by the Linear)
                 98304 bf16    =    196608  MLP up output (saved by pow)
                 98304 bf16 x3 =    589824  gelu_new: tanh output, 0.5 * x and 1 + tanh (saved by tanh, mul)
                 98304 bf16    =    196608  activation output (saved by the down projection)
-            total 1479680 B
+            total 1479696 B
         "#]],
     );
 }
@@ -208,32 +211,32 @@ fn llama_bf16_timeline() {
     check_timeline(
         &format!("{LLAMA}&precision=bf16"),
         expect![[r#"
-        step start       16361600  step start: weights, optimizer states, inputs
-        forward          17767040  layer 1 forward
-        forward          17668736  after layer 1
-        forward          18819712  layer 2 forward
-        forward          18721408  after layer 2
-        forward          19872384  layer 3 forward
-        forward          19774080  after layer 3
-        forward          20925056  layer 4 forward
-        forward          20826752  after layer 4
-        loss             24619664  logits and loss (fp32 upcast, log_softmax)
-        loss             22314632  after loss
-        backward         25386624  loss backward (fp32 logit gradients)
-        backward         22746752  lm_head backward
-        backward         22240768  layer 4 backward
-        backward         21516544  after layer 4 backward
-        backward         21975296  layer 3 backward
-        backward         21251072  after layer 3 backward
-        backward         21709824  layer 2 backward
-        backward         20985600  after layer 2 backward
-        backward         21444352  layer 1 backward
-        backward         20720128  after layer 1 backward
-        backward         21863936  embedding backward
-        backward         21814784  end of backward: all gradients
-        optimizer step   27267968  optimizer step  <- peak
-        optimizer step   16361600  after zero_grad
-    "#]],
+            step start       16361600  step start: weights, optimizer states, inputs
+            forward          17767056  layer 1 forward
+            forward          17668752  after layer 1
+            forward          18819744  layer 2 forward
+            forward          18721440  after layer 2
+            forward          19872432  layer 3 forward
+            forward          19774128  after layer 3
+            forward          20925120  layer 4 forward
+            forward          20826816  after layer 4
+            loss             24619728  logits and loss (fp32 upcast, log_softmax)
+            loss             22314696  after loss
+            backward         25386688  loss backward (fp32 logit gradients)
+            backward         22746816  lm_head backward
+            backward         22240832  layer 4 backward
+            backward         21516592  after layer 4 backward
+            backward         21975344  layer 3 backward
+            backward         21251104  after layer 3 backward
+            backward         21709856  layer 2 backward
+            backward         20985616  after layer 2 backward
+            backward         21444368  layer 1 backward
+            backward         20720128  after layer 1 backward
+            backward         21863936  embedding backward
+            backward         21814784  end of backward: all gradients
+            optimizer step   27267968  optimizer step  <- peak
+            optimizer step   16361600  after zero_grad
+        "#]],
     );
 }
 
@@ -243,25 +246,25 @@ fn llama_amp_bf16_full_checkpointing_timeline() {
         &format!("{LLAMA}&precision=amp-bf16&ckpt=full"),
         expect![[r#"
             step start       32721152  step start: weights, optimizer states, inputs
-            forward          33406720  layer 1 forward
+            forward          33406724  layer 1 forward
             forward          33868544  after layer 1
-            forward          34291456  layer 2 forward
+            forward          34291460  layer 2 forward
             forward          34753280  after layer 2
-            forward          35176192  layer 3 forward
+            forward          35176196  layer 3 forward
             forward          35638016  after layer 3
-            forward          36060928  layer 4 forward
+            forward          36060932  layer 4 forward
             forward          36522752  after layer 4
             loss             41615120  logits and loss (fp32 upcast, log_softmax)
             loss             36066056  after loss
             backward         39138048  loss backward (fp32 logit gradients)
             backward         38802176  lm_head backward
-            backward         37979136  layer 4 backward
+            backward         37979152  layer 4 backward
             backward         37009920  after layer 4 backward
-            backward         39455232  layer 3 backward
+            backward         39455248  layer 3 backward
             backward         38486016  after layer 3 backward
-            backward         40931328  layer 2 backward
+            backward         40931344  layer 2 backward
             backward         39962112  after layer 2 backward
-            backward         42407424  layer 1 backward
+            backward         42407440  layer 1 backward
             backward         41438208  after layer 1 backward
             backward         43725824  embedding backward
             backward         43627520  end of backward: all gradients
@@ -277,47 +280,47 @@ fn llama_bf16_accumulation_timeline() {
         &format!("{LLAMA}&precision=bf16&accum=2&keep_logits=1"),
         expect![[r#"
             step start       16361600  step start: weights, optimizer states, inputs
-            forward          17767040  layer 1 forward
-            forward          17668736  after layer 1
-            forward          18819712  layer 2 forward
-            forward          18721408  after layer 2
-            forward          19872384  layer 3 forward
-            forward          19774080  after layer 3
-            forward          20925056  layer 4 forward
-            forward          20826752  after layer 4
-            loss             24619664  logits and loss (fp32 upcast, log_softmax)
-            loss             23082632  after loss
-            backward         26154624  loss backward (fp32 logit gradients)
-            backward         23514752  lm_head backward
-            backward         23008768  layer 4 backward
-            backward         22317312  after layer 4 backward
-            backward         22776064  layer 3 backward
-            backward         22084608  after layer 3 backward
-            backward         22543360  layer 2 backward
-            backward         21851904  after layer 2 backward
-            backward         22310656  layer 1 backward
+            forward          17767056  layer 1 forward
+            forward          17668752  after layer 1
+            forward          18819744  layer 2 forward
+            forward          18721440  after layer 2
+            forward          19872432  layer 3 forward
+            forward          19774128  after layer 3
+            forward          20925120  layer 4 forward
+            forward          20826816  after layer 4
+            loss             24619728  logits and loss (fp32 upcast, log_softmax)
+            loss             23082696  after loss
+            backward         26154688  loss backward (fp32 logit gradients)
+            backward         23514816  lm_head backward
+            backward         23008832  layer 4 backward
+            backward         22317360  after layer 4 backward
+            backward         22776112  layer 3 backward
+            backward         22084640  after layer 3 backward
+            backward         22543392  layer 2 backward
+            backward         21851920  after layer 2 backward
+            backward         22310672  layer 1 backward
             backward         21619200  after layer 1 backward
             backward         22763008  embedding backward
             backward         22713856  end of backward: all gradients
-            forward          23220224  next micro-batches: layer 1 forward
-            forward          23121920  next micro-batches: after layer 1
-            forward          24272896  next micro-batches: layer 2 forward
-            forward          24174592  next micro-batches: after layer 2
-            forward          25325568  next micro-batches: layer 3 forward
-            forward          25227264  next micro-batches: after layer 3
-            forward          26378240  next micro-batches: layer 4 forward
-            forward          26279936  next micro-batches: after layer 4
-            loss             30072848  next micro-batches: logits and loss (fp32 upcast, log_softmax)
-            loss             28535816  next micro-batches: after loss
-            backward         31607808  next micro-batches: loss backward (fp32 logit gradients)  <- peak
-            backward         28967936  next micro-batches: lm_head backward
-            backward         27309568  next micro-batches: layer 4 backward
-            backward         25830912  next micro-batches: after layer 4 backward
-            backward         26289664  next micro-batches: layer 3 backward
-            backward         24811008  next micro-batches: after layer 3 backward
-            backward         25269760  next micro-batches: layer 2 backward
-            backward         23791104  next micro-batches: after layer 2 backward
-            backward         24249856  next micro-batches: layer 1 backward
+            forward          23220240  next micro-batches: layer 1 forward
+            forward          23121936  next micro-batches: after layer 1
+            forward          24272928  next micro-batches: layer 2 forward
+            forward          24174624  next micro-batches: after layer 2
+            forward          25325616  next micro-batches: layer 3 forward
+            forward          25227312  next micro-batches: after layer 3
+            forward          26378304  next micro-batches: layer 4 forward
+            forward          26280000  next micro-batches: after layer 4
+            loss             30072912  next micro-batches: logits and loss (fp32 upcast, log_softmax)
+            loss             28535880  next micro-batches: after loss
+            backward         31607872  next micro-batches: loss backward (fp32 logit gradients)  <- peak
+            backward         28968000  next micro-batches: lm_head backward
+            backward         27309632  next micro-batches: layer 4 backward
+            backward         25830960  next micro-batches: after layer 4 backward
+            backward         26289712  next micro-batches: layer 3 backward
+            backward         24811040  next micro-batches: after layer 3 backward
+            backward         25269792  next micro-batches: layer 2 backward
+            backward         23791120  next micro-batches: after layer 2 backward
+            backward         24249872  next micro-batches: layer 1 backward
             backward         22771200  next micro-batches: after layer 1 backward
             backward         22763008  next micro-batches: embedding backward
             backward         22713856  next micro-batches: end of backward: all gradients
