@@ -245,7 +245,12 @@ def test_variant_against_pytorch(name, fam, over, prec, attn, ckpt, b, s, keep):
         # composite as CUDA's math kernel); compared with the core's math kernel. On a GPU
         # flash, memory-efficient or cuDNN would run (RNG state saved instead).
         extra = ["--sdpa", "math"]
-    compare(f"{name} {prec} {attn}{' math' if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
+    elif attn == "sdpa" and prec == "fp32" and config.get("num_key_value_heads", 0) not in (0, config.get(
+            "num_attention_heads")):
+        # fp32 with grouped-query attention: CUDA runs math (memory-efficient refuses
+        # enable_gqa), CPU its flash kernel: compared with the core's flash kernel, as above.
+        extra = ["--sdpa", "flash"]
+    compare(f"{name} {prec} {attn}{' ' + extra[1] if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
             config, prec, attn, ckpt, b, s, keep, extra)
 
 

@@ -107,7 +107,14 @@ def check_peak(name, config, prec, attn, ckpt, b, s, keep):
     # does not order; they add identity nodes only (the step's peak is the same with them).
     detail = ckpt == "none"
     m = measure_step(config, b, s, prec, attn, ckpt, keep, detail=detail)
-    p = predict(config, b, s, prec, attn, ckpt, keep)
+    extra = []
+    if attn == "sdpa" and prec == "fp32" and config.get("num_key_value_heads", 0) not in (
+            0, config.get("num_attention_heads")):
+        # fp32 with grouped-query attention runs SDPA's math kernel on CUDA (memory-efficient
+        # refuses enable_gqa; test_gpu_measured.py has these steps on an H100), CPU its flash
+        # kernel: compared with the core's flash kernel.
+        extra = ["--sdpa", "flash"]
+    p = predict(config, b, s, prec, attn, ckpt, keep, extra)
     got, want = p["bytes"]["peak_tensors"], m["peak"]
     err = 100 * (got - want) / want
     layer_errs = layer_backward_errors(m, p) if detail else {}

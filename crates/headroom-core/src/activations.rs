@@ -579,7 +579,11 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     } else if spec.family == Family::Cohere2 {
         // q/k/v and the MLP's gate/up read the same norm output (parallel block); with
         // attention-only adapters only the three projections keep an adapter copy.
-        let readers = if sh.base_trainable || sh.lora_mlp { 5 } else { 3 };
+        let readers = if sh.base_trainable || sh.lora_mlp {
+            5
+        } else {
+            3
+        };
         linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, readers, sh);
     } else if let Some(m) = &spec.mla {
         mla_projections(inv, spec, sh, l, m);
@@ -1297,7 +1301,10 @@ fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
         // flash (`rng_state` and `unused`). Measured on an H100 (torch 2.11): each kernel
         // forced in turn, every layer's saved bytes exact with these.
         let (n, what) = if sh.sdpa == Backend::Flash {
-            (3, "RNG state: rng_state and unused (saved by SDPA's flash kernel)")
+            (
+                3,
+                "RNG state: rng_state and unused (saved by SDPA's flash kernel)",
+            )
         } else {
             (2, "RNG state: philox seed and offset (saved by SDPA)")
         };

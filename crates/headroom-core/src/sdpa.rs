@@ -341,7 +341,10 @@ mod tests {
         assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 160, 0.0), Backend::Cudnn);
         assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 256, 0.0), Backend::Cudnn);
         assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 128, 0.1), Backend::Cudnn);
-        assert_eq!(pick("h100-sxm-80gb", DType::Bf16, 512, 0.0), Backend::Efficient);
+        assert_eq!(
+            pick("h100-sxm-80gb", DType::Bf16, 512, 0.0),
+            Backend::Efficient
+        );
         // RTX 4090 (sm89): flash has no backward for head_dim in (192, 224].
         assert_eq!(
             pick("rtx-4090-24gb", DType::Bf16, 200, 0.0),
@@ -354,7 +357,9 @@ mod tests {
     // fused kernel left (memory-efficient refuses enable_gqa) and run math.
     #[test]
     fn grouped_query_attention_rules_out_memory_efficient() {
-        let g = GpuCatalog::builtin().get("h100-sxm-80gb").expect("catalog gpu");
+        let g = GpuCatalog::builtin()
+            .get("h100-sxm-80gb")
+            .expect("catalog gpu");
         let gqa = |dtype, d| {
             let mut x = Inputs::new(g, dtype, d, 0.0);
             x.gqa = true;
@@ -363,7 +368,10 @@ mod tests {
         assert_eq!(gqa(DType::F32, 128), Backend::Math);
         assert_eq!(gqa(DType::Bf16, 512), Backend::Math);
         assert_eq!(gqa(DType::Bf16, 128), Backend::Cudnn);
-        assert_eq!(pick("h100-sxm-80gb", DType::F32, 128, 0.0), Backend::Efficient);
+        assert_eq!(
+            pick("h100-sxm-80gb", DType::F32, 128, 0.0),
+            Backend::Efficient
+        );
     }
 
     #[test]

@@ -51,10 +51,18 @@ fn the_default_kernel_is_pytorchs_pick_for_the_gpu_and_dtype() {
     // (enable_gqa): math (measured on an H100 for the same rule: Llama-like fp32 layers).
     assert!(line("a100-sxm4-80gb", Precision::AmpBf16).starts_with("SDPA, flash kernel"));
     let fp32_gqa = line("a100-sxm4-80gb", Precision::Fp32);
-    assert!(fp32_gqa.starts_with("SDPA, math kernel") && fp32_gqa.contains("enable_gqa"), "{fp32_gqa}");
-    let mha = estimate(&scenario("llama-2-7b", "a100-sxm4-80gb", Precision::Fp32, 4096))
-        .expect("estimates")
-        .attention;
+    assert!(
+        fp32_gqa.starts_with("SDPA, math kernel") && fp32_gqa.contains("enable_gqa"),
+        "{fp32_gqa}"
+    );
+    let mha = estimate(&scenario(
+        "llama-2-7b",
+        "a100-sxm4-80gb",
+        Precision::Fp32,
+        4096,
+    ))
+    .expect("estimates")
+    .attention;
     assert!(mha.starts_with("SDPA, memory-efficient kernel"), "{mha}");
     // H100 (sm90) puts cuDNN first with the CUDA 13 wheels' cuDNN.
     assert!(line("h100-sxm-80gb", Precision::AmpBf16).starts_with("SDPA, cuDNN kernel"));

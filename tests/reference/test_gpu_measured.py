@@ -1,0 +1,209 @@
+"""The core against what a real GPU measured: an H100 80GB HBM3, torch 2.11.0+cu130, cuDNN 9.19,
+transformers 5.23.0 (this suite's, carried to the device as a wheel), peft 0.21.0, on 2026-11-25
+(measure_gpu.py; the raw outputs are gpu/gpu_presets.json and gpu/gpu_small.json). No GPU is
+needed to run this: the measurements are committed, the core is asked now. A first run with the
+device's own transformers 5.17.0 (gpu/*_tf5.17.json) differed only where 5.17's gradient
+checkpointing keeps less than 5.23's (transformers 5.17 on CPU gives its figures exactly).
+
+- SDPA's kernel choice: `torch._fused_sdp_choice` for the call transformers makes (causal, no
+  mask, q/k/v widths equal) against the core's pick, over dtype, head width, dropout and GQA.
+- One layer's saved bytes and everything alive after forward, on CUDA, for the reference
+  suite's scenarios: exact per layer, within 1% alive; the kernel that ran (its autograd node)
+  is the one the core assumes.
+- The step's peak of the reference suite's step scenarios: torch.cuda.max_memory_allocated
+  against `peak_tensors`, within 1% (2% with eager attention, whose CUDA backward keeps more
+  transients than the core's CPU-measured schedule).
+- Real-size presets: the allocated peak within 1%, and fits or not as the GPU said.
+
+Where the GPU disagrees for a reason the core does not model, the case is a strict xfail
+naming it; `report.md` gets a section with every figure.
+"""
+import json
+import pathlib
+import subprocess
+import tempfile
+
+import pytest
+
+from test_saved_bytes import BIN, CONFIGS, predict
+
+HERE = pathlib.Path(__file__).parent
+PRESETS = json.loads((HERE / "gpu" / "gpu_presets.json").read_text())
+SMALL = json.loads((HERE / "gpu" / "gpu_small.json").read_text())
+GPU = ["--gpu", "h100-sxm-80gb"]
+REPORT = {"presets": [], "saved": [], "peak": []}
+
+KNOWN = {
+    # (name or family, precision, attention, checkpointing): why the core differs.
+    **{("olmo3", p, "sdpa", "none"): "SDPA saves the sliding-window mask (not modelled)"
+       for p in ("fp32", "bf16", "amp-bf16")},
+    ("olmo3-ckpt", "bf16", "sdpa", "full"): "SDPA saves the sliding-window mask (not modelled)",
+    ("llama4_text-chunk32", "bf16", "sdpa", "none"): "SDPA saves the chunked mask and repeated k/v (not modelled)",
+    **{("deepseek_v3-moe", p, a, "none"): "DeepSeek's MoE layer is the generic, assumed inventory"
+       for p, a in (("bf16", "sdpa"), ("fp32", "eager"))},
+    **{("gpt2", "amp-bf16", a, "none"): "under CUDA autocast GPT-2's tied lm_head keeps a bf16 copy of the "
+       "embedding alive after forward (1.15 MB here; not modelled); its layers are exact"
+       for a in ("eager", "sdpa")},
+}
+
+
+def _kernel_label(attention):
+    for k, label in (("cuDNN", "Cudnn"), ("memory-efficient", "Efficient"), ("flash", "Flash"), ("math", "Math")):
+        if attention.startswith(f"SDPA, {k} kernel"):
+            return label
+    return None
+
+
+# --- SDPA's choice -------------------------------------------------------------------------
+
+CHOICE_ROWS = [r for r in PRESETS["sdpa"] if r["mask"] == "causal" and r["v_head_dim"] == r["head_dim"]
+               and r["seq"] == 4096]
+NAMES = {"CUDNN_ATTENTION": "Cudnn", "FLASH_ATTENTION": "Flash", "EFFICIENT_ATTENTION": "Efficient", "MATH": "Math"}
+
+
+def test_sdpa_choice_is_the_h100s():
+    wrong = []
+    for r in CHOICE_ROWS:
+        d, heads = r["head_dim"], r["heads"]
+        config = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 1024, "intermediate_size": 1024,
+                  "num_hidden_layers": 2, "num_attention_heads": heads, "num_key_value_heads": r["kv_heads"],
+                  "head_dim": d, "attention_dropout": r["dropout"]}
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(config, f)
+            f.flush()
+            out = subprocess.run([BIN, "estimate", "--model", f.name, *GPU, "--precision", r["dtype"], "--batch",
+                                  "1", "--seq", "128", "--format", "json"], capture_output=True, text=True, check=True)
+        core = _kernel_label(json.loads(out.stdout)["attention"])
+        if core != NAMES[r["backend"]]:
+            wrong.append((r["dtype"], d, r["dropout"], f"{heads}/{r['kv_heads']}", r["backend"], core))
+    assert len(CHOICE_ROWS) >= 90
+    assert not wrong, f"{len(wrong)} of {len(CHOICE_ROWS)} picks differ (dtype, head_dim, dropout, heads, H100, core): {wrong}"
+
+
+# --- One layer and what is alive after forward, on CUDA --------------------------------------
+
+def _saved_id(row):
+    name, fam, over, prec, attn, ckpt, b, s, keep = row["scenario"]
+    return f"{name or fam}/{prec}/{attn}/ckpt_{ckpt}/b{b}s{s}{'/keep' if keep else ''}"
+
+
+def _saved_params():
+    out = []
+    for row in SMALL["saved"]:
+        if "error" in row:
+            continue
+        name, fam, over, prec, attn, ckpt, b, s, keep = row["scenario"]
+        why = KNOWN.get((name or fam, prec, attn, ckpt))
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        out.append(pytest.param(row, marks=marks, id=_saved_id(row)))
+    return out
+
+
+@pytest.mark.parametrize("row", _saved_params())
+def test_layer_on_h100(row):
+    name, fam, over, prec, attn, ckpt, b, s, keep = row["scenario"]
+    m = row["result"]
+    p = predict({**CONFIGS[fam], **over}, b, s, prec, attn, ckpt, keep, GPU)
+    got_l, want_l = p["bytes"]["activations_per_layer"], m["activations_per_layer"]
+    got_r, want_r = p["bytes"]["retained_after_forward"], m["retained_after_forward"]
+    REPORT["saved"].append((_saved_id(row), got_l, want_l, got_r, want_r, m["sdpa_nodes"], p["attention"]))
+    if attn == "sdpa":
+        ran = {n.replace("ScaledDotProduct", "").split("Attention")[0] for n in m["sdpa_nodes"]} or {"Math"}
+        assert ran == {_kernel_label(p["attention"])}, f"H100 ran {m['sdpa_nodes']}, core: {p['attention']}"
+    if ckpt == "none":
+        assert got_l == want_l, f"one layer: core {got_l}, H100 {want_l} ({got_l - want_l:+d} B)"
+    assert abs(got_r - want_r) <= 0.01 * want_r, f"alive after forward: core {got_r}, H100 {want_r}"
+
+
+# --- The step's peak on CUDA ----------------------------------------------------------------
+
+def _peak_params():
+    out = []
+    for row in SMALL["peak"]["scenarios"]:
+        fam, prec, attn, ckpt, b, s, keep = row["scenario"]
+        out.append(pytest.param(CONFIGS[fam], row, id=f"{fam}/{prec}/{attn}/ckpt_{ckpt}/b{b}s{s}{'/keep' if keep else ''}"))
+    for row in SMALL["peak"]["kept"]:
+        fam, vocab, prec, attn, ckpt, b, s = row["scenario"]
+        row = {**row, "scenario": [fam, prec, attn, ckpt, b, s, True]}
+        out.append(pytest.param({**CONFIGS[fam], "vocab_size": vocab}, row,
+                                id=f"{fam}/v{vocab}/{prec}/{attn}/ckpt_{ckpt}/b{b}s{s}/keep"))
+    return out
+
+
+@pytest.mark.parametrize("config,row", _peak_params())
+def test_step_peak_on_h100(config, row):
+    fam, prec, attn, ckpt, b, s, keep = row["scenario"]
+    want = row["result"]["cuda_max_allocated"]
+    got = predict(config, b, s, prec, attn, ckpt, keep, GPU)["bytes"]["peak_tensors"]
+    err = 100 * (got - want) / want
+    REPORT["peak"].append((f"{fam} {prec} {attn} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}", want, got, err))
+    assert abs(err) <= (2.0 if attn == "eager" else 1.0), f"peak: core {got}, H100 {want} ({err:+.2f}%)"
+
+
+# --- Real-size presets ------------------------------------------------------------------------
+
+def _preset_params():
+    out = []
+    for row in PRESETS["presets"]:
+        m, prec, attn, ckpt, b, s, meth, rank, tg = row["scenario"]
+        marks = []
+        if m == "llama-3.2-1b" and prec == "amp-bf16":
+            # The fp32 logits of 16 x 2048 tokens x 128,256 are one 15.66 GiB block: with
+            # 17.29 GiB cached in smaller free blocks the allocator could not place it
+            # (fragmentation), so the run stopped at 68.3 GiB of 79.2. The core predicts
+            # 70.6 GiB and fits.
+            marks = [pytest.mark.xfail(strict=True, reason="fragmentation: one 15.66 GiB block did not fit")]
+        out.append(pytest.param(row, marks=marks, id=f"{m}/{prec}/{attn}/ckpt_{ckpt}/b{b}s{s}/{meth}"))
+    return out
+
+
+def _preset_predict(sc):
+    m, prec, attn, ckpt, b, s, meth, rank, tg = sc
+    args = [BIN, "estimate", "--model", m, *GPU, "--batch", str(b), "--seq", str(s), "--precision", prec,
+            "--attention", attn, "--checkpointing", ckpt, "--method", meth, "--optimizer", "adamw",
+            "--format", "json"]
+    if meth == "lora":
+        args += ["--rank", str(rank), "--targets", tg]
+    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+
+
+@pytest.mark.parametrize("row", _preset_params())
+def test_preset_on_h100(row):
+    p = _preset_predict(row["scenario"])
+    fits = p["verdict"]["fits"]
+    REPORT["presets"].append((row, p))
+    assert fits == (row["status"] == "ok"), f"core says fits={fits}, the H100 run: {row['status']} {row.get('error', '')}"
+    if row["status"] == "ok":
+        got, want = p["bytes"]["peak_allocated"], row["peak_allocated"]
+        assert abs(got - want) <= 0.01 * want, f"allocated peak: core {got}, H100 {want} ({100 * (got - want) / want:+.2f}%)"
+
+
+def teardown_module(module):
+    g = 2 ** 30
+    lines = ["", "## On a real GPU (H100 80GB HBM3, torch 2.11, transformers 5.23; test_gpu_measured.py)", "",
+             "Real-size presets: peaks in GiB, measured / core; step time in seconds, measured / core.", "",
+             "| run | status | allocated | reserved | device | step time | tokens/s |", "|---|---|---|---|---|---|---|"]
+    for row, p in REPORT["presets"]:
+        m, prec, attn, ckpt, b, s, meth, rank, tg = row["scenario"]
+        pb, sp = p["bytes"], p["speed"]
+        name = f"{m} {prec} {attn} ckpt={ckpt} b{b} s{s} {meth}{rank or ''}"
+        if row["status"] != "ok":
+            lines.append(f"| {name} | {row['status']} (core fits: {p['verdict']['fits']}) | - | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {name} | ok | {row['peak_allocated'] / g:.2f} / {pb['peak_allocated'] / g:.2f} | "
+            f"{row['peak_reserved'] / g:.2f} / {pb['peak_reserved'] / g:.2f} | {row['peak_device'] / g:.2f} / "
+            f"{pb['peak_device'] / g:.2f} | {row['median_step_seconds']:.3f} / {sp['step_seconds']:.3f} | "
+            f"{row['tokens_per_second']:.0f} / {sp['tokens_per_second']:.0f} |")
+    lines += ["", "Step peak (`peak_tensors` against torch.cuda.max_memory_allocated):", "",
+              "| scenario | H100 | core | error |", "|---|---|---|---|"]
+    lines += [f"| {n} | {w} | {g_} | {e:+.2f}% |" for n, w, g_, e in REPORT["peak"]]
+    lines += ["", "One layer and alive after forward on CUDA:", "",
+              "| scenario | layer H100 | layer core | alive H100 | alive core | kernel ran | core |",
+              "|---|---|---|---|---|---|---|"]
+    lines += [f"| {n} | {wl} | {gl} | {wr} | {gr} | {','.join(k) or '-'} | {a.split(':')[0]} |"
+              for n, gl, wl, gr, wr, k, a in REPORT["saved"]]
+    path = HERE / "report.md"
+    old = path.read_text() if path.exists() else ""
+    old = old.split("\n## On a real GPU")[0].rstrip("\n")
+    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
