@@ -354,7 +354,6 @@ pub fn refit(file: &CalibrationFile, now_secs: u64) -> Result<CalibrationFile, C
         let (spec, scenario) = grid::core_scenario(&r.scenario, &gpu.id)?;
         let measured = r
             .measured
-            .clone()
             .filter(|m| r.status == Status::Ok && m.allocated > 0);
         samples.push((
             r.split == "held_out",
