@@ -303,6 +303,123 @@ fn skipped(reason: &str) -> TorchPart {
     }
 }
 
+/// Fits the constants on `train` (see [`fit::fit`]), recording where each came from in
+/// `sources`; falls back to the native figures where the PyTorch part measured nothing usable.
+fn fit_constants(
+    train: &[Sample],
+    gpu: &Gpu,
+    defaults: &Calibration,
+    native: &NativeReport,
+    workspace: Option<fit::WorkspaceProbe>,
+    sources: &mut BTreeMap<String, String>,
+) -> Calibration {
+    let fitted = fit::fit(train, gpu, defaults, workspace);
+    let mut cal = fitted.calibration;
+    for (k, v) in fitted.notes {
+        sources.insert(k, v);
+    }
+    sources.insert(
+        "nccl_bytes".into(),
+        "default: one GPU measured, no NCCL communicator".into(),
+    );
+    if train.is_empty() {
+        // Nothing measured in PyTorch: fall back to the native figures.
+        cal = native_constants(defaults, native, sources);
+    } else if cal.cuda_context_bytes < 1 << 20 {
+        // A context below 1 MiB means the device readings did not include it (whole-device
+        // readings gone wrong); the native figure is the better one.
+        let native_cal = native_constants(defaults, native, &mut BTreeMap::new());
+        cal.cuda_context_bytes = native_cal.cuda_context_bytes;
+        sources.insert(
+            "cuda_context_bytes".into(),
+            "native (the fitted device-level residual was below 1 MiB): bare context plus one cuBLAS handle".into(),
+        );
+    }
+    cal
+}
+
+/// Fits a calibration file's constants again from its own measured rows, with this build's
+/// core: what to do when the core's model changed after the measurement (the measurements
+/// stay; the constants, every row's predictions and the held-out tables are recomputed, and
+/// `constants_source.refit` says when and why). Rows keep their split.
+pub fn refit(file: &CalibrationFile, now_secs: u64) -> Result<CalibrationFile, CalibrateError> {
+    let gpu = GpuCatalog::builtin()
+        .get(&file.gpu_id)
+        .map_err(|_| CalibrateError::UnknownGpu(file.gpu_id.clone()))?
+        .clone();
+    let defaults = Calibration::assumed(&gpu);
+    // Every row as the core's scenario (for its predictions), and which rows were measured.
+    let mut samples = Vec::new();
+    for r in &file.rows {
+        let (spec, scenario) = grid::core_scenario(&r.scenario, &gpu.id)?;
+        let measured = r
+            .measured
+            .filter(|m| r.status == Status::Ok && m.allocated > 0);
+        samples.push((
+            r.split == "held_out",
+            measured.is_some(),
+            Sample {
+                id: r.id.clone(),
+                spec,
+                scenario,
+                measured: measured.unwrap_or(fit::Levels {
+                    allocated: 0,
+                    reserved: 0,
+                    device: 0,
+                }),
+            },
+        ));
+    }
+    let pick = |held: bool| -> Vec<Sample> {
+        samples
+            .iter()
+            .filter(|(h, measured, _)| *h == held && *measured)
+            .map(|(_, _, s)| s.clone())
+            .collect()
+    };
+    let (train, held) = (pick(false), pick(true));
+    let workspace = file
+        .torch
+        .workspace_probe
+        .as_ref()
+        .map(|w| fit::WorkspaceProbe {
+            bytes: w.bytes,
+            count: w.count,
+        });
+    let mut sources = BTreeMap::new();
+    let cal = fit_constants(
+        &train,
+        &gpu,
+        &defaults,
+        &file.native,
+        workspace,
+        &mut sources,
+    );
+    let (date, _) = report::utc(now_secs);
+    sources.insert(
+        "refit".into(),
+        format!(
+            "refitted on {date} by calibrate {} from this file's rows measured on {}: the core's model changed since",
+            env!("CARGO_PKG_VERSION"),
+            file.measured_on
+        ),
+    );
+    let mut out = file.clone();
+    for (row, (_, _, sample)) in out.rows.iter_mut().zip(&samples) {
+        row.link = codec::encode(&sample.scenario);
+        row.predicted_before = prediction(sample, &gpu, &defaults);
+        row.predicted_after = prediction(sample, &gpu, &cal);
+    }
+    out.torch.train_rows = train.len();
+    out.torch.held_out_rows = held.len();
+    out.torch.held_out_before = (!held.is_empty()).then(|| errors(&held, &gpu, &defaults));
+    out.torch.held_out_after = (!held.is_empty()).then(|| errors(&held, &gpu, &cal));
+    out.constants = constants(&cal);
+    out.constants_source = sources;
+    out.defaults = constants(&defaults);
+    Ok(out)
+}
+
 /// Constants from native measurements alone (no PyTorch): the bare context plus what one cuBLAS
 /// handle loads; workspaces and slack stay at their documented defaults.
 fn native_constants(
@@ -393,28 +510,7 @@ fn torch_part(
         .filter(|(i, _)| ProbeScenario::held_out(*i))
         .map(|(_, s)| s.clone())
         .collect();
-    let fitted = fit::fit(&train, gpu, defaults, out.workspace);
-    let mut cal = fitted.calibration;
-    for (k, v) in fitted.notes {
-        sources.insert(k, v);
-    }
-    sources.insert(
-        "nccl_bytes".into(),
-        "default: one GPU measured, no NCCL communicator".into(),
-    );
-    if train.is_empty() {
-        // Nothing measured in PyTorch: fall back to the native figures.
-        cal = native_constants(defaults, native, sources);
-    } else if cal.cuda_context_bytes < 1 << 20 {
-        // A context below 1 MiB means the device readings did not include it (whole-device
-        // readings gone wrong); the native figure is the better one.
-        let native_cal = native_constants(defaults, native, &mut BTreeMap::new());
-        cal.cuda_context_bytes = native_cal.cuda_context_bytes;
-        sources.insert(
-            "cuda_context_bytes".into(),
-            "native (the fitted device-level residual was below 1 MiB): bare context plus one cuBLAS handle".into(),
-        );
-    }
+    let cal = fit_constants(&train, gpu, defaults, native, out.workspace, sources);
     let count = |st: Status| out.rows.iter().filter(|r| r.status == st).count();
     let rows: Vec<RowReport> = scenarios
         .iter()

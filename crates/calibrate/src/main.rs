@@ -71,6 +71,12 @@ struct Args {
     /// Use the fake H100 device and trainer (for tests and to see the output format anywhere).
     #[arg(long)]
     fake: bool,
+
+    /// Fit a calibration file's constants again from its own measured rows with this build's
+    /// core (after the core's model changed), and write it to --out under its own name. Needs
+    /// no GPU: nothing is measured.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["quick", "fake", "native_only", "gpu"])]
+    refit: Option<PathBuf>,
 }
 
 fn open_device(args: &Args) -> Result<Box<dyn Device>, DeviceError> {
@@ -152,6 +158,15 @@ fn rerun_with_python_libraries(args: &Args) -> Option<ExitCode> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(path) = &args.refit {
+        return match refit(&args, path) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("calibrate: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     #[cfg(feature = "cuda")]
     if let Some(code) = rerun_with_python_libraries(&args) {
         return code;
@@ -174,6 +189,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--refit FILE`: the file's constants fitted again with this core, written to `--out`.
+fn refit(args: &Args, path: &std::path::Path) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let old: CalibrationFile = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a calibration file", path.display()))?;
+    let now_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the system clock is before 1970")?
+        .as_secs();
+    let file = calibrate::refit(&old, now_secs)?;
+    write_checked(args, &file)
 }
 
 fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
@@ -227,7 +256,15 @@ fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
             );
         }
     }
-    let text = serde_json::to_string_pretty(&file).context("serializing the calibration")?;
+    write_checked(args, &file)
+}
+
+/// Writes `file` to `--out` once the core accepts it (a rejected result is kept beside it, under
+/// a name the build ignores), and prints its summary.
+fn write_checked(args: &Args, file: &CalibrationFile) -> anyhow::Result<()> {
+    let name = file.file_name();
+    let target = args.out.join(&name);
+    let text = serde_json::to_string_pretty(file).context("serializing the calibration")?;
     // The core must accept the result (range checks included) before it lands where the build
     // embeds it; a rejected result is kept beside it, under a name the build ignores.
     if let Err(e) = headroom_core::Calibration::parse(&name, &text) {
@@ -240,7 +277,7 @@ fn run(args: &Args, dev: &mut dyn Device) -> anyhow::Result<()> {
     }
     let path = write_atomic(&args.out, &name, &(text + "\n"))
         .with_context(|| format!("writing {}", target.display()))?;
-    print!("{}", summary(&file, &path));
+    print!("{}", summary(file, &path));
     Ok(())
 }
 

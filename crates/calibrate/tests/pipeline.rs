@@ -289,3 +289,45 @@ fn a_failing_measurement_is_recorded_and_the_run_goes_on() {
         "device_to_host_pageable"
     );
 }
+
+/// `refit` fits a file's constants again from its own rows: on a file whose constants were
+/// changed after the run, it recovers the run's own fit (same rows, same core), recomputes every
+/// row's predictions and the held-out tables, and says so in `constants_source.refit`.
+#[test]
+fn refit_recovers_the_runs_constants_from_its_rows() {
+    let gpu = GpuCatalog::builtin().get("h100-sxm-80gb").expect("catalog");
+    let mut trainer = FakeTrainer::h100(gpu);
+    let file = calibrate(
+        &mut FakeDevice::default(),
+        Some(&mut trainer),
+        &opts(false),
+        &mut Silent,
+    )
+    .expect("runs");
+    let mut stale = file.clone();
+    stale.constants.reserved_slack_fraction = 0.5;
+    stale.constants.cublas_workspace_bytes = MIB;
+    stale.constants.cuda_context_bytes = 2 * MIB;
+    for r in &mut stale.rows {
+        r.predicted_after.allocated = 1;
+        r.link.clear();
+    }
+    stale.torch.held_out_after = None;
+    let again = calibrate::refit(&stale, NOW).expect("refits");
+    assert_eq!(again.constants, file.constants);
+    assert_eq!(again.torch.held_out_after, file.torch.held_out_after);
+    assert_eq!(again.torch.held_out_before, file.torch.held_out_before);
+    for (a, b) in again.rows.iter().zip(&file.rows) {
+        assert_eq!(a.predicted_after, b.predicted_after, "{}", a.id);
+        assert_eq!(a.link, b.link, "{}", a.id);
+        assert_eq!(a.measured, b.measured, "{}", a.id);
+    }
+    let why = &again.constants_source["refit"];
+    assert!(
+        why.contains("2026-11-22") && why.contains("model changed"),
+        "{why}"
+    );
+    // The measurements themselves are untouched.
+    assert_eq!(again.native, file.native);
+    assert_eq!(again.measured_on, file.measured_on);
+}

@@ -50,6 +50,14 @@ pub struct Calibration {
     /// left out of the JSON when empty so an uncalibrated estimate reads as before.
     #[serde(default, skip_serializing_if = "MeasuredRates::is_empty")]
     pub rates: MeasuredRates,
+    /// The device memory CUDA reports (`cuDeviceTotalMem`, torch's `total_memory`), which the
+    /// file measured: what the context, the caching allocator and everything else share. The
+    /// catalog's figure is nvidia-smi's, larger by what the driver keeps (an H100 80GB HBM3,
+    /// driver 580: 81,559 MiB in nvidia-smi, 81,079 MiB to CUDA; a run there stopped with
+    /// "total capacity of 79.18 GiB"). From the file's `machine.total_bytes`; none for the
+    /// defaults, and left out of the JSON then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usable_bytes: Option<u64>,
 }
 
 /// What a calibration file measured of speed, for every dtype it measured (the time model picks
@@ -145,7 +153,15 @@ impl Calibration {
             reserved_slack_fraction_expandable: 0.01,
             nccl_bytes: 512 * MIB,
             rates: MeasuredRates::default(),
+            usable_bytes: None,
         }
+    }
+
+    /// The memory a scenario on `gpu` may use: the measured CUDA total where this calibration
+    /// has one (never above the catalog's), else the catalog's.
+    pub fn capacity(&self, gpu: &Gpu) -> u64 {
+        self.usable_bytes
+            .map_or(gpu.total_bytes, |u| u.min(gpu.total_bytes))
     }
 
     /// Parses a calibration file written by `calibrate` (only the constants and measured rates
@@ -201,6 +217,11 @@ impl Calibration {
                     .fraction("constants.reserved_slack_fraction_expandable")?,
                 nccl_bytes: f.uint("constants.nccl_bytes", 0, 16 << 30)?,
                 rates: f.measured_rates()?,
+                // Optional: a file cut down to its constants still calibrates memory.
+                usable_bytes: match f.get("machine.total_bytes") {
+                    Ok(_) => Some(f.uint("machine.total_bytes", 1 << 30, 1 << 41)?),
+                    Err(_) => None,
+                },
             },
         ))
     }

@@ -275,3 +275,31 @@ fn bad_files_name_the_field() {
     let text = edit(|v| v["native"]["backend"] = json!("cuda"));
     assert!(Calibration::check("x", &text, GpuCatalog::builtin()).is_ok());
 }
+
+/// A measured file's CUDA total (`machine.total_bytes`) is the verdict's capacity: on the H100
+/// measured 2026-11-25, CUDA reports 85,017,493,504 B (torch: "total capacity of 79.18 GiB"),
+/// 480 MiB below nvidia-smi's 81,559 MiB in the catalog. Without a file the catalog's figure
+/// stays; a file cut down to its constants calibrates without one.
+#[test]
+fn a_measured_files_cuda_total_is_the_capacity() {
+    let h100 = headroom_core::estimate(&Scenario::default()).expect("estimates");
+    assert_eq!(h100.verdict.capacity, 85_017_493_504);
+    let catalog = GpuCatalog::builtin();
+    let a100 = catalog.get("a100-sxm4-80gb").expect("catalog");
+    let (_, spec) = headroom_core::estimate::resolve_model(&Scenario::default()).expect("model");
+    let e = estimate_with(
+        &spec,
+        a100,
+        &Calibration::assumed(a100),
+        &Scenario {
+            gpu: a100.id.clone(),
+            ..Scenario::default()
+        },
+    );
+    assert_eq!(e.verdict.capacity, a100.total_bytes);
+    let cut = edit(|v| {
+        v.as_object_mut().expect("object").remove("machine");
+    });
+    let (_, cal) = Calibration::parse("cut.json", &cut).expect("parses");
+    assert_eq!(cal.usable_bytes, None);
+}

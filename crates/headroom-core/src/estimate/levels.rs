@@ -150,10 +150,16 @@ pub(super) fn peaks(points: &[TimelinePoint]) -> Peaks {
     }
 }
 
-/// Fits when the device-level peak is within the GPU's memory less the scenario's margin,
-/// and what offloading pins on the host within the node's RAM when the scenario states it.
-pub(super) fn verdict(gpu: &Gpu, peak: &Peaks, scen: &Scenario, host_per_gpu: u64) -> Verdict {
-    let capacity = gpu.total_bytes;
+/// Fits when the device-level peak is within the GPU's memory (`capacity`: the calibration's
+/// measured CUDA total, else the catalog's) less the scenario's margin, and what offloading
+/// pins on the host within the node's RAM when the scenario states it.
+pub(super) fn verdict(
+    gpu: &Gpu,
+    capacity: u64,
+    peak: &Peaks,
+    scen: &Scenario,
+    host_per_gpu: u64,
+) -> Verdict {
     let headroom = capacity as i64 - peak.device as i64;
     let margin = capacity / 100 * u64::from(scen.runtime.margin);
     let headroom_percent = (headroom as f64 / capacity as f64 * 1000.0).round() / 10.0;

@@ -325,7 +325,13 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let points = runtime.levels(timeline);
     let mut peak = levels::peaks(&points);
     let host_activations = host::offloaded_activations(&step);
-    let verdict = levels::verdict(gpu, &peak, scen, step.st.host_bytes + host_activations);
+    let verdict = levels::verdict(
+        gpu,
+        cal.capacity(gpu),
+        &peak,
+        scen,
+        step.st.host_bytes + host_activations,
+    );
     let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;
     let totals = Totals {

@@ -30,7 +30,7 @@ impl Ctx<'_> {
         self.estimates.set(self.estimates.get() + 1);
         if self.scale.check(self.spec, self.gpu, s).is_err() {
             // Past the scale bound nothing fits on any GPU (and the formulas are not run there).
-            let capacity = self.gpu.total_bytes;
+            let capacity = self.cal.capacity(self.gpu);
             return (u64::MAX, false, i64::MIN, -100.0, capacity);
         }
         let e = estimate_with(self.spec, self.gpu, self.cal, s);
