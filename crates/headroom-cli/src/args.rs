@@ -329,7 +329,7 @@ pub const FLAGS: &[Flag] = &[
         "eff",
         "efficiency",
         "eff",
-        "The time model's framework efficiency in percent (0: the fitted 68).",
+        "The time model's framework efficiency in percent (0: 68, fitted on Megatron-LM; plain transformers loops measured 36-52 on an H100).",
     ),
     flag(
         "host_ram",

@@ -52,6 +52,10 @@ pub use rates::{DEFAULT_GEMM_CEILING, DEFAULT_GEMM_HALF_N, Rates};
 /// models on A100, the rows without pipeline parallelism, whose unpublished schedule would
 /// otherwise enter the fit) and on nothing else; the other eight rows, Korthikanti et al. 2022
 /// and Llama 3 405B on H100 are held out (`tests/time.rs` redoes the fit and prints the table).
+/// Plain transformers training loops (eager, no compile, foreach AdamW) reach less: on an H100
+/// with the measured cuBLAS curve their step times imply 0.48 to 0.52 for 1B to 8B full
+/// fine-tunes, 0.36 to 0.43 with LoRA and 0.23 to 0.34 under 1B (tests/reference/gpu,
+/// 2026-11-25; `eff` sets it per scenario).
 pub const DEFAULT_FRAMEWORK_EFFICIENCY: f64 = 0.68;
 
 /// The assumptions that no scenario field carries, each with a documented default.
