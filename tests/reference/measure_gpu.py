@@ -1,7 +1,7 @@
 """Measures, on a real CUDA GPU, what the reference suite otherwise measures on CPU, and more.
 
     python3 measure_gpu.py all OUT.json [--deadline SECONDS]
-    python3 measure_gpu.py PART[,PART...] OUT.json [--deadline SECONDS]
+    python3 measure_gpu.py PART[,PART...] OUT.json [--deadline SECONDS] [--presets JSON]
                                               (sdpa, fp8gemm, presets, peak, backends, saved)
     python3 measure_gpu.py preset '[...]'     one real-size run, printed
 
@@ -377,10 +377,15 @@ def main(argv):
     what, path = argv[1], pathlib.Path(argv[2])
     deadline = time.time() + (float(argv[argv.index("--deadline") + 1]) if "--deadline" in argv else 600)
     DEADLINE[0] = deadline
+    if "--presets" in argv:
+        # A subset or other runs (JSON list of PRESETS-style rows), e.g. under another allocator
+        # setting: PYTORCH_CUDA_ALLOC_CONF is read once per process, so it is set outside.
+        PRESETS[:] = [tuple(r) for r in json.loads(argv[argv.index("--presets") + 1])]
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    result = {"measured_on": time.strftime("%Y-%m-%d"), "device": device, "environment": environment()}
+    result = {"measured_on": time.strftime("%Y-%m-%d"), "device": device, "environment": environment(),
+              "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     parts = ["sdpa", "fp8gemm", "presets", "peak", "backends", "saved"] if what == "all" else what.split(",")
     for part in parts:
         t0 = time.time()
