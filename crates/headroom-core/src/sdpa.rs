@@ -12,10 +12,11 @@
 //! default backends all enabled. ROCm's AOTriton rules are simplified (see `choose`).
 //!
 //! Checked on a real GPU: on an H100 with torch 2.11.0+cu130 and cuDNN 9.19,
-//! `torch._fused_sdp_choice` over dtype, head width (64 to 512, narrower values), dropout,
-//! masks and GQA (648 cases, tests/reference/gpu/gpu_presets.json) picks what `choose` says,
-//! and the kernel that ran in each of the reference suite's scenarios (its autograd node) is
-//! the one the core assumed (tests/reference/test_gpu_measured.py).
+//! `torch._fused_sdp_choice` for the causal call over dtype, head width (64 to 512), dropout
+//! and GQA picks what `choose` says in all 96 cases (tests/reference/gpu/gpu_presets.json,
+//! which also holds masks and narrower value heads, 648 cases in all), and the kernel that ran
+//! in each of the reference suite's scenarios (its autograd node) is the one the core assumed
+//! (tests/reference/test_gpu_measured.py).
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;
