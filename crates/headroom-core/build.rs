@@ -116,11 +116,11 @@ fn table(name: &str, dir: &Path, ext: &str) -> String {
     s
 }
 
-/// `pub const CALIBRATION_FILES: &[(stem, json)]`: each measured file, compact, with its rows'
-/// per-phase counters emptied. The phases are the probe's raw readings, read by no surface
-/// (the fit and the held-out tables use each row's peaks); the file in `content/calibration/`
-/// keeps them. Embedded as is, the H100 file (154 KB pretty-printed) would have cost the site's
-/// download 16 KB gzip.
+/// `pub const CALIBRATION_FILES: &[(stem, json)]`: each measured file, compact and without its
+/// `rows` (the per-scenario measurements): estimates read only the constants and the measured
+/// rates, and the site's calibration page fetches the whole file from `content/calibration/`
+/// next to the app (Trunk copies the folder) when it shows the rows. Embedded whole, the H100
+/// file (154 KB pretty-printed) would have cost the site's download 16 KB gzip.
 fn calibration_table(dir: &Path) -> String {
     let mut paths: Vec<PathBuf> = fs::read_dir(dir)
         .map(|rd| {
@@ -143,11 +143,7 @@ fn calibration_table(dir: &Path) -> String {
         let json = match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(mut v) => {
                 if let Some(rows) = v.get_mut("rows").and_then(|r| r.as_array_mut()) {
-                    for row in rows.iter_mut().filter_map(|r| r.as_object_mut()) {
-                        if row.contains_key("phases") {
-                            row.insert("phases".into(), serde_json::Value::Array(Vec::new()));
-                        }
-                    }
+                    rows.clear();
                 }
                 v.to_string()
             }

@@ -391,3 +391,22 @@ fn set_head(title: &str, description: Option<&str>) {
         let _ = meta.set_attribute("content", text);
     }
 }
+
+/// The text at `url` (a file next to the app), or `Err(())` when it cannot be fetched (offline,
+/// not found): the caller words the message.
+pub async fn fetch_text(url: &str) -> Result<String, ()> {
+    use wasm_bindgen::JsCast;
+    let window = window().ok_or(())?;
+    let response = wasm_bindgen_futures::JsFuture::from(window.fetch_with_str(url))
+        .await
+        .map_err(|_| ())?;
+    let response: web_sys::Response = response.dyn_into().map_err(|_| ())?;
+    if !response.ok() {
+        return Err(());
+    }
+    wasm_bindgen_futures::JsFuture::from(response.text().map_err(|_| ())?)
+        .await
+        .map_err(|_| ())?
+        .as_string()
+        .ok_or(())
+}

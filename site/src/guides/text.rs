@@ -5,7 +5,6 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use headroom_core::guide;
-use wasm_bindgen::JsCast;
 
 thread_local! {
     static CACHE: RefCell<BTreeMap<String, String>> = const { RefCell::new(BTreeMap::new()) };
@@ -32,22 +31,10 @@ pub async fn fetch(slug: &str) -> Result<String, String> {
     if let Some(text) = cached(slug) {
         return Ok(text);
     }
-    let failed =
-        || "The guide could not be loaded (offline?). Reload the page to try again.".to_string();
-    let window = web_sys::window().ok_or_else(failed)?;
     let url = format!("{}/content/guides/{slug}.md", crate::dom::base_path());
-    let response = wasm_bindgen_futures::JsFuture::from(window.fetch_with_str(&url))
-        .await
-        .map_err(|_| failed())?;
-    let response: web_sys::Response = response.dyn_into().map_err(|_| failed())?;
-    if !response.ok() {
-        return Err(failed());
-    }
-    let text = wasm_bindgen_futures::JsFuture::from(response.text().map_err(|_| failed())?)
-        .await
-        .map_err(|_| failed())?
-        .as_string()
-        .ok_or_else(failed)?;
+    let text = crate::dom::fetch_text(&url).await.map_err(|_| {
+        "The guide could not be loaded (offline?). Reload the page to try again.".to_string()
+    })?;
     CACHE.with(|c| c.borrow_mut().insert(slug.to_string(), text.clone()));
     Ok(text)
 }

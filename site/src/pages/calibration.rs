@@ -93,15 +93,53 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
     let ctx = use_context::<CalibrationContext>();
     let user = ctx.as_ref().and_then(|c| c.user.clone());
     let base = dom::base_path();
+    // A published file's rows are not in the app (the core embeds its constants and rates
+    // only): the whole file is fetched from next to the app, once per page.
+    let whole = use_state(|| None::<Result<String, ()>>);
+    {
+        let whole = whole.clone();
+        let id = props.id.clone();
+        let base = base.clone();
+        use_effect_with(id.clone(), move |_| {
+            whole.set(None);
+            if let Some(stem) =
+                id.filter(|i| CALIBRATION_FILES.iter().any(|(s, _)| s == &i.as_str()))
+            {
+                wasm_bindgen_futures::spawn_local(async move {
+                    let url = format!("{base}/content/calibration/{stem}.json");
+                    whole.set(Some(dom::fetch_text(&url).await));
+                });
+            }
+        });
+    }
     let Some(id) = props.id.as_deref() else {
         return list(user.as_deref(), &base);
     };
+    let mut rows_note = None;
     let found: Result<Rc<CalibrationView>, String> = if id == YOURS {
         user.map(|u| u.view.clone())
             .ok_or_else(|| "No calibration file of yours is loaded in this tab.".to_string())
     } else {
         match CALIBRATION_FILES.iter().find(|(stem, _)| *stem == id) {
-            Some((stem, text)) => view(stem, text).map(Rc::new),
+            Some((stem, text)) => {
+                // The whole file when it came and reads (a server that answers a missing file
+                // with the app's page sends HTML), else the embedded constants with a note.
+                let fetched = match whole.as_ref() {
+                    Some(Ok(full)) => view(stem, full).ok(),
+                    _ => None,
+                };
+                match fetched {
+                    Some(v) => Ok(Rc::new(v)),
+                    None => {
+                        rows_note = Some(if whole.is_none() {
+                            "Loading the measured training steps…"
+                        } else {
+                            "The measured training steps could not be loaded (offline?); the constants above are the ones in use."
+                        });
+                        view(stem, text).map(Rc::new)
+                    }
+                }
+            }
             None => Err(format!(
                 "There is no published calibration `{}`.",
                 headroom_core::scenario::shorten(id)
@@ -130,6 +168,9 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
                             </div>
                         }
                         { report(&v) }
+                        if let Some(note) = rows_note {
+                            <p class="notice" id="calibration-rows-note">{ note }</p>
+                        }
                     </>
                 },
                 Err(e) => html! {

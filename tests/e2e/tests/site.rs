@@ -725,6 +725,31 @@ fn calibration_fixture() -> std::path::PathBuf {
         .expect("the fixture exists")
 }
 
+/// A published calibration's page: its constants come with the app, its measured training
+/// steps (the rows, left out of the app's download) are fetched from `content/calibration/`.
+#[test]
+fn a_published_calibration_shows_its_measured_rows_fetched_next_to_the_app() {
+    let site = Site::start();
+    let s = site.desktop();
+    s.goto(&site.url("/calibration/h100-sxm-80gb-cuda13.0-torch2.11"));
+    s.wait_ready();
+    let rows = s.wait_for(
+        "const n = document.querySelectorAll('#calibration-rows tr[data-id]').length; return n >= 42 ? n : null",
+        WAIT,
+        "the 42 measured training steps",
+    );
+    assert_eq!(rows, json!(42));
+    let note = s.js(
+        "return document.getElementById('calibration-rows-note')",
+        json!([]),
+    );
+    assert_eq!(
+        note,
+        json!(null),
+        "no loading or failure note once the rows are in"
+    );
+}
+
 #[test]
 fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
     let site = Site::start();

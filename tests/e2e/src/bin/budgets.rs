@@ -1,5 +1,5 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 480 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under 475 KB (checked: exits non-zero above it).
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
 //!   search (issue 4) and the planner with its exports (issue 6) share the one app and took
 //!   it to 415.7 KB (2026-11-22), so the limit was raised on purpose, not drifted past.
@@ -21,9 +21,9 @@
 //!   which would take the calculator well under 400. The first measured calibration (an H100,
 //!   2026-11-25: constants, GEMM curve, bandwidths and 42 measured rows for /calibration) took
 //!   it to 481.6 KB embedded as written; compact and without the rows' per-phase counters (read
-//!   by no page) it costs 9 KB, 473.3 KB in all, and the limit was raised on purpose to 480
-//!   (the fourth raise). Its rows could also be fetched when /calibration opens, as the guides
-//!   are;
+//!   by no page) it cost 9 KB, 473.3 KB in all, and the limit was raised on purpose to 480
+//!   (the fourth raise); with its rows fetched when its page opens, as the guides are, the
+//!   embedded part costs 2 KB (469.7 KB, 2026-11-25), and the limit came down to 475;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -40,7 +40,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 480 * 1000;
+const SIZE_BUDGET: u64 = 475 * 1000;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
