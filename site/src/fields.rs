@@ -202,7 +202,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "gpu",
                 label: "GPU",
-                help: "Memory is the total the driver reports; the verdict subtracts the CUDA context.",
+                help: "Memory is nvidia-smi's total; where a calibration measured the GPU, the verdict uses what CUDA reports (79.18 GiB on the H100 80GB). The verdict subtracts the CUDA context.",
                 control: Control::Select(gpu_options),
                 shown: always,
             },
