@@ -21,6 +21,9 @@ pub struct LossMemory {
     pub backward_peak: u64,
     /// What the loss backward hands to lm_head's backward: the logits' gradient.
     pub grad_logits: u64,
+    /// The largest single tensor the loss allocates: the fp32 logits (the upcast, or
+    /// log_softmax's output), or one fused chunk. Usually the step's largest block.
+    pub largest_block: u64,
 }
 
 /// The loss of one micro-batch of `scen`: its tokens' logits over the vocabulary split across
@@ -54,6 +57,7 @@ pub fn loss_memory(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
                 // nll grad (fp32) + log_softmax grad (fp32) + the saved output, + kept logits.
                 backward_peak: kept + log_softmax + 2 * nv * 4 + shifted,
                 grad_logits: logits,
+                largest_block: nv * 4,
             }
         }
         LossImpl::Fused => {
@@ -69,6 +73,7 @@ pub fn loss_memory(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
                 forward_peak: held + 2 * chunk_bytes,
                 backward_peak: held,
                 grad_logits: 0,
+                largest_block: chunk_bytes,
             }
         }
     }

@@ -220,7 +220,14 @@ fn transformers_attention_implementations_are_choices() {
         let s = on("a100-sxm4-80gb", a, Precision::Bf16);
         assert_eq!(layer_bytes(&s), flash, "{a:?}");
         let e = estimate(&s).expect("estimates");
-        assert!(e.warnings.is_empty(), "{a:?}: {:?}", e.warnings);
+        // No warning about the implementation (this tight fit gets the allocator's).
+        assert!(
+            e.warnings
+                .iter()
+                .all(|w| w.contains("largest single allocation")),
+            "{a:?}: {:?}",
+            e.warnings
+        );
         assert!(e.attention.contains(a.hf_name()), "{}", e.attention);
     }
     let refused = |gpu: &str, a: Attention, p: Precision| {
