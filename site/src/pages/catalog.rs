@@ -81,11 +81,33 @@ fn tf(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{v}"))
 }
 
+/// The memory line: nvidia-smi's total, or what CUDA reports where a calibration measured it
+/// (the figure the verdict uses).
+fn memory_fact(g: &Gpu) -> String {
+    let usable = headroom_core::Calibration::for_gpu(g).capacity(g);
+    if usable < g.total_bytes {
+        format!(
+            "{} GB {} ({} usable as CUDA reports it, measured; nvidia-smi shows {})",
+            g.memory_gb,
+            g.memory_type,
+            format::bytes(usable),
+            format::bytes(g.total_bytes)
+        )
+    } else {
+        format!(
+            "{} GB {} ({} usable)",
+            g.memory_gb,
+            g.memory_type,
+            format::bytes(g.total_bytes)
+        )
+    }
+}
+
 fn gpu_facts(g: &Gpu) -> Html {
     let t = &g.dense_tflops;
     html! {
         <dl class="facts">
-            <div><dt>{ "Memory" }</dt><dd>{ format!("{} GB {} ({} usable)", g.memory_gb, g.memory_type, format::bytes(g.total_bytes)) }</dd></div>
+            <div><dt>{ "Memory" }</dt><dd>{ memory_fact(g) }</dd></div>
             <div><dt>{ "Bandwidth" }</dt><dd>{ format!("{} GB/s", g.memory_bandwidth_gbs) }</dd></div>
             <div><dt>{ "Dense bf16 / fp16 / tf32" }</dt><dd>{ format!("{} / {} / {} TFLOP/s", tf(t.bf16), tf(t.fp16), tf(t.tf32)) }</dd></div>
             <div><dt>{ "Architecture" }</dt><dd>{ format!("{} ({}), compute capability {}", g.architecture, g.vendor, g.compute_capability) }</dd></div>
