@@ -370,6 +370,11 @@ def part_presets(deadline):
     return rows
 
 
+# The parts that take the device (presets take the deadline instead).
+PARTS = {"sdpa": part_sdpa, "fp8gemm": part_fp8gemm, "backends": part_backends, "saved": part_saved,
+         "peak": part_peak}
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "preset":
         print(json.dumps(run_preset(tuple(json.loads(argv[2])))))
@@ -391,18 +396,7 @@ def main(argv):
         t0 = time.time()
         log(f"{part} ...")
         try:
-            if part == "sdpa":
-                result[part] = part_sdpa(device)
-            elif part == "fp8gemm":
-                result[part] = part_fp8gemm(device)
-            elif part == "backends":
-                result[part] = part_backends(device)
-            elif part == "saved":
-                result[part] = part_saved(device)
-            elif part == "peak":
-                result[part] = part_peak(device)
-            elif part == "presets":
-                result[part] = part_presets(deadline)
+            result[part] = part_presets(deadline) if part == "presets" else PARTS[part](device)
         except Exception:  # noqa: BLE001 - recorded; the other parts still run
             result[part] = {"error": traceback.format_exc()[-2000:]}
         result[f"{part}_seconds"] = round(time.time() - t0, 1)
