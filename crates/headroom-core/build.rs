@@ -91,7 +91,8 @@ fn toml_table(name: &str, dir: &Path) -> String {
 }
 
 /// `pub const NAME: &[(&str, &str)] = &[(stem, include_str!(path)), ...];`, sorted by stem.
-fn table(name: &str, dir: &Path, ext: &str) -> String {
+/// The files of `dir` ending in `.ext`, as (stem, path), sorted (none when `dir` is missing).
+fn files_with_ext(dir: &Path, ext: &str) -> Vec<(String, PathBuf)> {
     let mut entries: Vec<(String, PathBuf)> = fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
@@ -102,6 +103,11 @@ fn table(name: &str, dir: &Path, ext: &str) -> String {
         })
         .unwrap_or_default();
     entries.sort();
+    entries
+}
+
+fn table(name: &str, dir: &Path, ext: &str) -> String {
+    let entries = files_with_ext(dir, ext);
     let mut s = format!("pub const {name}: &[(&str, &str)] = &[\n");
     for (stem, path) in entries {
         println!("cargo:rerun-if-changed={}", path.display());
@@ -122,22 +128,9 @@ fn table(name: &str, dir: &Path, ext: &str) -> String {
 /// next to the app (Trunk copies the folder) when it shows the rows. Embedded whole, the H100
 /// file (154 KB pretty-printed) would have cost the site's download 16 KB gzip.
 fn calibration_table(dir: &Path) -> String {
-    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .collect()
-        })
-        .unwrap_or_default();
-    paths.sort();
     let mut s = String::from("pub const CALIBRATION_FILES: &[(&str, &str)] = &[\n");
-    for path in paths {
+    for (stem, path) in files_with_ext(dir, "json") {
         println!("cargo:rerun-if-changed={}", path.display());
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .expect("a calibration file's name is UTF-8");
         let text = fs::read_to_string(&path).expect("a calibration file reads");
         // A file that is not JSON is embedded as it is: the core's own check names its error.
         let json = match serde_json::from_str::<serde_json::Value>(&text) {
