@@ -257,22 +257,18 @@ impl Calibration {
 
     /// The calibration for `gpu`: the best committed file for it, the defaults otherwise.
     /// Best: fitted on PyTorch training steps before native-only, a full run before a quick
-    /// one, then the newest (`measured_on`), then the last file name.
+    /// one, then the newest (`measured_on`), then the last file name. The embedded files are
+    /// parsed once per process: every estimate asks, and the planner asks thousands of times.
     pub fn for_gpu(gpu: &Gpu) -> Self {
-        Calibration::pick(crate::catalog::embedded::CALIBRATION_FILES, gpu)
+        static EMBEDDED: std::sync::OnceLock<Vec<Candidate>> = std::sync::OnceLock::new();
+        let parsed =
+            EMBEDDED.get_or_init(|| candidates(crate::catalog::embedded::CALIBRATION_FILES));
+        best(parsed, gpu)
     }
 
     /// [`Calibration::for_gpu`] over any set of (file stem, text) pairs.
     pub fn pick(files: &[(&str, &str)], gpu: &Gpu) -> Self {
-        files
-            .iter()
-            .filter_map(|(name, text)| {
-                let (id, cal) = Calibration::parse(name, text).ok()?;
-                (id == gpu.id).then(|| (rank(text), cal))
-            })
-            .max_by(|(ra, a), (rb, b)| (ra, a.sort_key()).cmp(&(rb, b.sort_key())))
-            .map(|(_, c)| c)
-            .unwrap_or_else(|| Calibration::assumed(gpu))
+        best(&candidates(files), gpu)
     }
 
     fn sort_key(&self) -> (String, String) {
@@ -287,6 +283,30 @@ impl Calibration {
     pub fn is_measured(&self) -> bool {
         matches!(self.source, CalibrationSource::Measured { .. })
     }
+}
+
+/// A file that parsed: its GPU id, how complete it is ([`rank`]) and its constants.
+type Candidate = (String, (bool, bool), Calibration);
+
+/// Every file of `files` that parses, with its GPU id and rank.
+fn candidates(files: &[(&str, &str)]) -> Vec<Candidate> {
+    files
+        .iter()
+        .filter_map(|(name, text)| {
+            let (id, cal) = Calibration::parse(name, text).ok()?;
+            Some((id, rank(text), cal))
+        })
+        .collect()
+}
+
+/// The best candidate for `gpu` (see [`Calibration::for_gpu`]), the defaults when none is.
+fn best(candidates: &[Candidate], gpu: &Gpu) -> Calibration {
+    candidates
+        .iter()
+        .filter(|(id, _, _)| *id == gpu.id)
+        .max_by(|(_, ra, a), (_, rb, b)| (ra, a.sort_key()).cmp(&(rb, b.sort_key())))
+        .map(|(_, _, c)| c.clone())
+        .unwrap_or_else(|| Calibration::assumed(gpu))
 }
 
 /// How complete a file is: (constants fitted on PyTorch steps, full rather than quick run).
