@@ -319,31 +319,81 @@ pub enum Json {
 
 impl Json {
     pub fn render(&self, keys: &[&str]) -> String {
+        let mut out = String::new();
+        self.write(keys, &mut out);
+        out
+    }
+
+    /// How many arrays and objects the value nests (a scalar: 0).
+    pub fn depth(&self) -> usize {
         match self {
-            Json::Null => "null".into(),
-            Json::Bool(b) => b.to_string(),
-            Json::Number(n) => n.render(),
-            Json::Text(t) => serde_json::Value::String(t.clone()).to_string(),
-            Json::Word(i) => format!("\"{}\"", pick(model_types(), *i)),
+            Json::Array(xs) => 1 + xs.iter().map(Json::depth).max().unwrap_or(0),
+            Json::Object(kv) => 1 + kv.iter().map(|(_, v)| v.depth()).max().unwrap_or(0),
+            Json::Deep(depth, _) => usize::from(*depth),
+            _ => 0,
+        }
+    }
+
+    /// Writes the value into one buffer: rendering each nested value to its own string and
+    /// joining them copied every level again, which made the render, not the parser, the
+    /// fuzz targets' main cost.
+    fn write(&self, keys: &[&str], out: &mut String) {
+        match self {
+            Json::Null => out.push_str("null"),
+            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Json::Number(n) => out.push_str(&n.render()),
+            Json::Text(t) => write_string(t, out),
+            Json::Word(i) => write_string(pick(model_types(), *i), out),
             Json::Array(xs) => {
-                let items: Vec<String> = xs.iter().map(|x| x.render(keys)).collect();
-                format!("[{}]", items.join(","))
+                out.push('[');
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    x.write(keys, out);
+                }
+                out.push(']');
             }
-            Json::Object(kv) => object(kv.iter().map(|(k, v)| (pick(keys, *k), v)), keys),
+            Json::Object(kv) => {
+                write_object(kv.iter().map(|(k, v)| (pick(keys, *k), v)), keys, out)
+            }
             Json::Deep(depth, obj) => {
                 let (open, close) = if *obj { ("{\"a\":", "}") } else { ("[", "]") };
                 let d = usize::from(*depth);
-                format!("{}1{}", open.repeat(d), close.repeat(d))
+                out.push_str(&open.repeat(d));
+                out.push('1');
+                out.push_str(&close.repeat(d));
             }
         }
     }
 }
 
+/// A JSON string literal (escaped as serde_json escapes it).
+fn write_string(s: &str, out: &mut String) {
+    let _ = write!(out, "{}", serde_json::Value::from(s));
+}
+
+fn write_object<'a>(
+    kv: impl Iterator<Item = (&'a str, &'a Json)>,
+    keys: &[&str],
+    out: &mut String,
+) {
+    out.push('{');
+    for (i, (k, v)) in kv.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(k, out);
+        out.push(':');
+        v.write(keys, out);
+    }
+    out.push('}');
+}
+
 fn object<'a>(kv: impl Iterator<Item = (&'a str, &'a Json)>, keys: &[&str]) -> String {
-    let items: Vec<String> = kv
-        .map(|(k, v)| format!("{}:{}", serde_json::Value::from(k), v.render(keys)))
-        .collect();
-    format!("{{{}}}", items.join(","))
+    let mut out = String::new();
+    write_object(kv, keys, &mut out);
+    out
 }
 
 /// A `config.json`: a real one (from `content/models/`) changed in generated places, a real
@@ -465,6 +515,9 @@ fn apply(at: &mut serde_json::Value, path: &[u8], edit: &Edit) {
         }
     }
     *at = match edit {
+        // serde_json refuses text nested past 128 levels, so such a value is null without
+        // rendering (a `Deep` one is up to 330 KB of text).
+        Edit::Set(j) if j.depth() > 128 => V::Null,
         Edit::Set(j) => serde_json::from_str(&j.render(CONFIG_KEYS)).unwrap_or(V::Null),
         Edit::Delete => V::Null,
         Edit::Small(n) => V::from(*n),
