@@ -43,9 +43,6 @@ KNOWN = {
     ("llama4_text-chunk32", "bf16", "sdpa", "none"): "SDPA saves the chunked mask and repeated k/v (not modelled)",
     **{("deepseek_v3-moe", p, a, "none"): "DeepSeek's MoE layer is the generic, assumed inventory"
        for p, a in (("bf16", "sdpa"), ("fp32", "eager"))},
-    **{("gpt2", "amp-bf16", a, "none"): "under CUDA autocast GPT-2's tied lm_head keeps a bf16 copy of the "
-       "embedding alive after forward (1.15 MB here; not modelled); its layers are exact"
-       for a in ("eager", "sdpa")},
 }
 
 

@@ -150,9 +150,7 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         || vision_matrix
         || router
         || t.name == "lm_head.weight"
-        || (cx.spec.tie_embeddings
-            && t.scope == Scope::Model
-            && t.name.ends_with("embed_tokens.weight"));
+        || (cx.spec.tie_embeddings && t.scope == Scope::Model && is_token_embedding(&t.name));
     let p = cx.scen.precision;
     // FSDP2's mixed precision is its MixedPrecisionPolicy (what the export writes): the
     // all-gather hands the layers 16-bit parameters, so no autocast runs and nothing is cast
@@ -175,6 +173,15 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
             l.cache_outside += bytes;
         }
     }
+}
+
+/// The input token embedding, which a tied `lm_head` uses as its Linear weight (GPT-2's
+/// `wte`, NeoX's `embed_in`, the rest's `embed_tokens`). Its autocast copy was measured on an
+/// H100 for GPT-2 (tests/reference/test_gpu_measured.py).
+fn is_token_embedding(name: &str) -> bool {
+    ["embed_tokens.weight", "wte.weight", "embed_in.weight"]
+        .iter()
+        .any(|e| name.ends_with(e))
 }
 
 /// LoRA's A (r x d_in) and B (d_out x r) on an adapted Linear, in the adapters' dtype (fp32 by
