@@ -35,7 +35,15 @@ def _attention(module, q, k, v, mask, scaling=None, dropout=0.0, **kwargs):
     # softmax keep its fp32 upcast).
     torch.set_autocast_enabled("cuda", False)
     try:
-        out = _kernel(KERNEL["kernel"], q, k, v, scaling, dropout)
+        window = _local_window(module, kwargs)
+        if window is None or q.shape[2] < window:
+            out = _kernel(KERNEL["kernel"], q, k, v, scaling, dropout)
+        else:
+            # The boolean mask transformers would build for SDPA: (1, 1, s, s) expanded over
+            # the batch (only its shape matters to fake tensors).
+            b, s = q.shape[0], q.shape[2]
+            mask = torch.ones((1, 1, s, s), dtype=torch.bool, device=q.device).expand(b, 1, s, s)
+            out = _masked_kernel(KERNEL["kernel"], q, k, v, mask, scaling, dropout)
     finally:
         torch.set_autocast_enabled("cuda", amp)
     # sdpa_attention_forward's own `transpose(1, 2).contiguous()`.
@@ -57,6 +65,41 @@ def _kernel(kind, q, k, v, scaling, dropout):
     else:
         raise ValueError(kind)
     return out
+
+
+def _local_window(module, kwargs):
+    """The window of a sliding-window or chunked layer (None for a full-attention one): the
+    layer's `sliding_window` (Gemma 3, Cohere 2, OLMo 3) or the one passed to attention
+    (Mistral, Starcoder2), or Llama 4's chunk on its RoPE layers. From the sequence's length
+    equal to it on, transformers hands SDPA a mask there (`_ignore_causal_mask_sdpa`)."""
+    window = getattr(module, "sliding_window", None) or kwargs.get("sliding_window")
+    if window is None and getattr(module, "use_rope", False):
+        window = getattr(module.config, "attention_chunk_size", None)
+    return window
+
+
+def _masked_kernel(kind, q, k, v, mask, scaling, dropout):
+    """A layer transformers hands a mask (a sliding-window or chunked layer at a length that
+    needs one), as sdpa_attention_forward and SDPA run it on CUDA: k and v repeated to every
+    query head (`repeat_kv`: no enable_gqa with a mask), the boolean mask made a float one in
+    q's dtype (`convert_boolean_attn_mask`, materialized over the batch), padded to a multiple
+    of 16 columns for the memory-efficient kernel (`preprocess_mask`), and no `is_causal`."""
+    from transformers.integrations.sdpa_attention import repeat_kv
+
+    groups = q.shape[1] // k.shape[1]
+    k, v = repeat_kv(k, groups), repeat_kv(v, groups)
+    bias = torch.zeros_like(mask, dtype=q.dtype).masked_fill_(mask.logical_not(), float("-inf"))
+    ops = torch.ops.aten
+    if kind == "efficient":
+        cols = bias.shape[-1]
+        if cols % 16:
+            padded = bias.new_zeros((*bias.shape[:-1], cols + 16 - cols % 16))
+            padded[..., :cols] = bias
+            bias = padded[..., :cols]
+        return ops._scaled_dot_product_efficient_attention(q, k, v, bias, True, dropout, False, scale=scaling)[0]
+    if kind == "cudnn":
+        return ops._scaled_dot_product_cudnn_attention(q, k, v, bias, True, dropout, False, False, scale=scaling)[0]
+    raise ValueError(f"the {kind} kernel takes no mask (PyTorch would refuse this layer)")
 
 
 # A name without "flash" in it: transformers treats such names as kernels to download.

@@ -37,10 +37,6 @@ REPORT = {"presets": [], "saved": [], "peak": []}
 
 KNOWN = {
     # (name or family, precision, attention, checkpointing): why the core differs.
-    **{("olmo3", p, "sdpa", "none"): "SDPA saves the sliding-window mask (not modelled)"
-       for p in ("fp32", "bf16", "amp-bf16")},
-    ("olmo3-ckpt", "bf16", "sdpa", "full"): "SDPA saves the sliding-window mask (not modelled)",
-    ("llama4_text-chunk32", "bf16", "sdpa", "none"): "SDPA saves the chunked mask and repeated k/v (not modelled)",
     **{("deepseek_v3-moe", p, a, "none"): "DeepSeek's MoE layer is the generic, assumed inventory"
        for p, a in (("bf16", "sdpa"), ("fp32", "eager"))},
 }

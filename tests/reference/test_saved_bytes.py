@@ -187,12 +187,9 @@ def predict(config, batch, seq, precision, attention, checkpointing, keep_logits
 
 # OLMo 3's sliding-window layers hand SDPA an explicit mask (window 32 < 64 tokens here), which
 # SDPA converts to the query dtype and saves: b x 1 x s x s per sliding layer (traced: 32,768 B
-# in fp32, 16,384 B in bf16 per layer). The core models no mask passed to SDPA (nor that such
-# a mask rules out the flash kernel on CUDA); eager attention, which adds the mask without
-# saving it, is exact. Strict: passing means the core learned it.
-SLIDING_MASK = pytest.mark.xfail(strict=True, reason="SDPA saves the sliding-window mask (not modelled)")
-SCENARIO_PARAMS = [pytest.param(*sc, marks=SLIDING_MASK) if sc[0] == "olmo3" and sc[2] == "sdpa" else sc
-                   for sc in SCENARIOS]
+# in fp32, 16,384 B in bf16 per layer); the core models it (`activations::window_mask`). Eager
+# attention adds the mask without saving it. These cases failed (strict xfails) until it did.
+SCENARIO_PARAMS = SCENARIOS
 
 
 @pytest.mark.parametrize("fam,prec,attn,ckpt,b,s,keep", SCENARIO_PARAMS,
@@ -224,12 +221,8 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
 DEEPSEEK_MOE = pytest.mark.xfail(strict=True, reason="DeepSeek's MoE layer is the generic, assumed inventory")
 # Llama 4's chunked layers with chunks shorter than the sequence hand SDPA an explicit mask, so
 # transformers repeats k and v to every head and SDPA saves them and the mask (traced: b x 1 x s x
-# s in bf16, and k/v x heads / kv heads); the core models SDPA without a mask, as for OLMo 3's
-# windows. Eager attention, which adds the mask without saving it, is exact. Strict.
-CHUNK_MASK = pytest.mark.xfail(strict=True, reason="SDPA saves the chunked mask and repeated k/v (not modelled)")
-VARIANT_PARAMS = [pytest.param(*v, marks=SLIDING_MASK) if v[0] == "olmo3-ckpt" and v[3:5] == ("bf16", "sdpa")
-                  else pytest.param(*v, marks=CHUNK_MASK) if v[0] == "llama4_text-chunk32" and v[4] == "sdpa"
-                  else pytest.param(*v, marks=DEEPSEEK_MOE) if v[0] == "deepseek_v3-moe"
+# s in bf16, and k/v x heads / kv heads); modelled, as OLMo 3's windows are.
+VARIANT_PARAMS = [pytest.param(*v, marks=DEEPSEEK_MOE) if v[0] == "deepseek_v3-moe"
                   else v for v in VARIANTS]
 
 

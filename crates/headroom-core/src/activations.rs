@@ -114,8 +114,13 @@ pub struct Shape {
     pub sp: bool,
     pub precision: Precision,
     pub attention: Attention,
-    /// The kernel SDPA runs (read only with `Attention::Sdpa`).
+    /// The kernel SDPA runs (read only with `Attention::Sdpa`): in the layers without a mask
+    /// (in every layer when all of them are masked).
     pub sdpa: Backend,
+    /// Whether the local layers (`ModelSpec::local_attention`) get an attention mask under SDPA
+    /// (`sdpa::masked_local_layers`), and the kernel they then run (flash takes no mask).
+    pub local_mask: bool,
+    pub sdpa_local: Backend,
     pub attention_dropout: f64,
     pub residual_dropout: f64,
     pub embedding_dropout: f64,
@@ -154,6 +159,8 @@ impl Shape {
         };
         Shape {
             sdpa: sdpa::for_scenario(spec, gpu, scen).backend,
+            local_mask: sdpa::masked_local_layers(spec, scen).is_some(),
+            sdpa_local: sdpa::for_layers(spec, gpu, scen, true).backend,
             b: scen.micro_batch as u64,
             s: scen.seq_local() as u64,
             tp: scen.parallel.tensor as u64,
@@ -233,8 +240,13 @@ struct Layout {
     /// Attention scores of the micro-batch: b x heads x s x s.
     scores: u64,
     /// Whether the layer has the model's other kind of attention
-    /// (`ModelSpec::is_other_attention`: Llama 4's NoPE layers, Qwen3-Next's full attention).
+    /// (`ModelSpec::is_other_attention`: Llama 4's NoPE layers, Qwen3-Next's full attention,
+    /// the full layers among sliding-window ones).
     other: bool,
+    /// Whether SDPA gets a window mask in this layer (a local layer at a length that needs
+    /// one), and the kernel the layer runs.
+    masked: bool,
+    kernel: Backend,
 }
 
 impl Layout {
@@ -264,6 +276,24 @@ impl Layout {
             o: spec.v_dim() / spec.heads * heads,
             scores: sh.b * heads * sh.s * sh.s,
             other: false,
+            masked: false,
+            kernel: sh.sdpa,
+        }
+    }
+
+    /// [`Shape::quadratic`] for this layer's kernel.
+    fn quadratic(&self, sh: &Shape) -> bool {
+        sh.attention == Attention::Eager || self.kernel == Backend::Math
+    }
+
+    /// The layout of a layer with the model's other kind of attention (`other`) or not.
+    fn of(spec: &ModelSpec, sh: &Shape, other: bool) -> Self {
+        let masked = sh.local_mask && !other;
+        Layout {
+            other,
+            masked,
+            kernel: if masked { sh.sdpa_local } else { sh.sdpa },
+            ..Layout::new(spec, sh)
         }
     }
 }
@@ -308,10 +338,7 @@ pub fn layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
 /// (`ModelSpec::is_other_attention`).
 pub fn layer_of(spec: &ModelSpec, sh: &Shape, other: bool) -> Vec<Saved> {
     let mut inv = Inventory::default();
-    let l = Layout {
-        other,
-        ..Layout::new(spec, sh)
-    };
+    let l = Layout::of(spec, sh, other);
     match spec.family {
         Family::Cohere2 => {
             // Attention and the MLP both read the one norm's output (parallel block).
@@ -352,10 +379,7 @@ pub fn moe_layer(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
 /// [`moe_layer`], with the model's other kind of attention when `other`.
 pub fn moe_layer_of(spec: &ModelSpec, sh: &Shape, other: bool) -> Vec<Saved> {
     let mut inv = Inventory::default();
-    let l = Layout {
-        other,
-        ..Layout::new(spec, sh)
-    };
+    let l = Layout::of(spec, sh, other);
     llama_attention(&mut inv, spec, sh, &l);
     llama_mlp_side(&mut inv, spec, sh, &l, |inv| moe_mlp(inv, spec, sh));
     inv.items
@@ -670,14 +694,29 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     inv.at(Part::AttentionCore);
     match sh.attention {
         Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex
-            if sh.sdpa == Backend::Math =>
+            if l.kernel == Backend::Math =>
         {
             math_attention(inv, sh, l)
         }
         Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             // Flash/efficient kernels: q, k, v, output and the fp32 logsumexp; no s x s.
             // Under autocast SDPA casts the fp32 rotated q and k to the compute dtype.
-            if spec.family == Family::Phi3 {
+            if repeats_kv(spec, sh, l) {
+                // transformers' repeat_kv copies k and v to every query head (no enable_gqa
+                // with a mask or wide heads): SDPA saves the copies (measured on CPU for Llama
+                // 4's chunked layers).
+                inv.add("q after RoPE (saved by SDPA)", t * q, c);
+                inv.add(
+                    "k after RoPE, repeated to all heads (repeat_kv; saved by SDPA)",
+                    t * kv * l.groups,
+                    c,
+                );
+                inv.add(
+                    "v repeated to all heads (repeat_kv; saved by SDPA)",
+                    t * kv * l.groups,
+                    c,
+                );
+            } else if spec.family == Family::Phi3 {
                 // q and k rotated (new tensors); v a view of the fused output, or with the KV
                 // cache on the cache's concatenated copy (found on fake CUDA).
                 inv.add("q, k (rotated) (saved by SDPA)", t * (q + kv), c);
@@ -713,6 +752,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
                 inv.add("k after RoPE (saved by SDPA)", t * kv, c);
                 inv.add("v (saved by SDPA)", t * kv, c);
             }
+            window_mask(inv, spec, sh, l);
             sdpa_outputs(inv, sh, l);
         }
         Attention::Eager if spec.is_gpt_oss() => sink_attention(inv, sh, l),
@@ -773,7 +813,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         // copy where the kernel wrote it heads first, else the fused kernel's own output) are
         // saved by the product, which o_proj saves in turn.
         inv.add("output gate sigmoid (saved by the product)", t * l.o, c);
-        if sh.quadratic() || q_heads_first(spec, sh) {
+        if l.quadratic(sh) || q_heads_first(spec, l) {
             inv.add(
                 "contiguous attention output (saved by the gate's product)",
                 t * l.o,
@@ -781,7 +821,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             );
         }
         linear_inputs(inv, "o_proj input (gated attention output)", t * l.o, 1, sh);
-    } else if sh.quadratic() || !sh.base_trainable || q_heads_first(spec, sh) {
+    } else if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
         linear_inputs(
             inv,
             "o_proj input (contiguous attention output)",
@@ -800,10 +840,10 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
 /// kernels write their output in q's layout, so `transpose(1, 2).contiguous()` copies it
 /// before the output projection; the memory-efficient kernel always writes (batch, seq, heads,
 /// dim). Found on fake CUDA (tests/reference/test_cuda_fake.py).
-fn q_heads_first(spec: &ModelSpec, sh: &Shape) -> bool {
+fn q_heads_first(spec: &ModelSpec, l: &Layout) -> bool {
     let heads_first =
         spec.rotary_dim() < spec.head_dim || matches!(spec.family, Family::Phi3 | Family::GptNeox);
-    heads_first && sh.sdpa != Backend::Efficient
+    heads_first && l.kernel != Backend::Efficient
 }
 
 /// Llama 4's RoPE layers L2-normalize q and k after RoPE (`Llama4TextL2Norm`, no weight:
@@ -1279,6 +1319,40 @@ fn llama_mlp_side(
     residual_dropout(inv, sh, l, Part::MlpResidualDropout);
 }
 
+/// Whether transformers' SDPA path copies k and v to every query head before the call
+/// (`sdpa::sdpa_takes_gqa`): grouped-query attention in a masked layer, or with heads wider
+/// than 256. With one key/value head on the GPU `repeat_kv`'s reshape of the expanded
+/// tensor is a view, and the kernel saves the head itself (fake CUDA: Gemma 3 1B).
+fn repeats_kv(spec: &ModelSpec, sh: &Shape, l: &Layout) -> bool {
+    sh.attention == Attention::Sdpa
+        && l.groups > 1
+        && l.kv > spec.head_dim
+        && !sdpa::sdpa_takes_gqa(spec, l.masked)
+}
+
+/// A masked local layer's attention mask as SDPA saves it: transformers' boolean (batch, 1,
+/// s, s) mask becomes a float one in q's dtype (`convert_boolean_attn_mask`, materialized
+/// over the batch), which the fused kernels keep for backward as `attn_bias`; the
+/// memory-efficient kernel pads its last dimension to a multiple of 16 (`preprocess_mask`)
+/// and keeps the padded storage. The math kernel adds it in place and keeps nothing.
+/// Measured on CPU and on an H100 (cuDNN): OLMo 3's sliding layers, Llama 4's chunked ones.
+fn window_mask(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
+    if !l.masked || l.kernel == Backend::Math || sh.attention != Attention::Sdpa {
+        return;
+    }
+    let cols = if l.kernel == Backend::Efficient {
+        sh.s.div_ceil(16) * 16
+    } else {
+        sh.s
+    };
+    let what = if spec.llama4.is_some() {
+        "chunked-attention mask in q's dtype (saved by SDPA)"
+    } else {
+        "sliding-window mask in q's dtype (saved by SDPA)"
+    };
+    inv.add(what, sh.b * sh.s * cols, sh.compute());
+}
+
 /// What fused attention (SDPA's flash, memory-efficient and cuDNN kernels) saves besides q,
 /// k and v: the output, the fp32 logsumexp and the kernel's RNG tensors.
 fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
@@ -1286,7 +1360,7 @@ fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     // The memory-efficient kernel pads the logsumexp's sequence to a multiple of 32
     // (`_efficient_attention_forward`; torch/_meta_registrations.py); flash keeps
     // (b, heads, s) and cuDNN (b, heads, s, 1).
-    let (rows, what) = if sh.sdpa == Backend::Efficient {
+    let (rows, what) = if l.kernel == Backend::Efficient {
         (
             sh.s.div_ceil(32) * 32,
             "logsumexp, sequence padded to 32 (saved by SDPA)",
@@ -1300,7 +1374,7 @@ fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
         // not, and the backward keeps them: 16 B for cuDNN and memory-efficient, 24 B for
         // flash (`rng_state` and `unused`). Measured on an H100 (torch 2.11): each kernel
         // forced in turn, every layer's saved bytes exact with these.
-        let (n, what) = if sh.sdpa == Backend::Flash {
+        let (n, what) = if l.kernel == Backend::Flash {
             (
                 3,
                 "RNG state: rng_state and unused (saved by SDPA's flash kernel)",
@@ -1636,7 +1710,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     inv.at(Part::AttentionCore);
     match sh.attention {
         Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex
-            if sh.sdpa == Backend::Math =>
+            if l.kernel == Backend::Math =>
         {
             math_attention(inv, sh, l)
         }
@@ -1728,7 +1802,7 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         }
     }
     inv.at(Part::OutputProjection);
-    if sh.quadratic() || !sh.base_trainable || q_heads_first(spec, sh) {
+    if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
         linear_inputs(inv, "attention output projection input", t * q, 1, sh);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
@@ -1821,11 +1895,26 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         );
     } else if spec.is_rotary() && spec.family != Family::Glm4 {
         // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
-        let rope = if sh.amp() { DType::F32 } else { sh.stream() };
-        inv.at(Part::Rope).add(
+        // OLMo 3's rotary embedding returns them in fp32 whatever the model's dtype, one pair
+        // per kind of layer (its sliding and full layers rotate with their own tables; traced
+        // on CPU, kept by the checkpoints' closures too).
+        let olmo3 = spec.model_type == "olmo3";
+        let rope = if sh.amp() || olmo3 {
+            DType::F32
+        } else {
+            sh.stream()
+        };
+        let pairs =
+            if olmo3 && spec.local_attention().is_some() && spec.other_attention_layers() > 0 {
+                2
+            } else {
+                1
+            };
+        inv.at(Part::Rope).add_n(
             "RoPE cos and sin (saved by every layer's RoPE)",
             2 * sh.s * spec.rotary_dim(),
             rope,
+            pairs,
         );
     }
     match spec.norm {

@@ -1,7 +1,9 @@
 //! Which kernel `scaled_dot_product_attention` runs on a GPU, and why: a pure reading of
 //! PyTorch's dispatch rules (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp,
 //! `select_sdp_backend`), for the training call transformers makes (dense 4-D inputs,
-//! `is_causal=True`, no mask, q/k/v requiring grad, GQA through `enable_gqa`).
+//! `is_causal=True`, no mask, q/k/v requiring grad, GQA through `enable_gqa`; in sliding-window
+//! and chunked layers past their window, a mask instead, with k and v repeated:
+//! [`masked_local_layers`]).
 //!
 //! What each kernel saves for backward (the autograd formulas of
 //! `_scaled_dot_product_{flash,efficient,cudnn}_attention` in derivatives.yaml, shapes from
@@ -67,6 +69,9 @@ pub struct Inputs {
     /// Fewer key/value heads than query heads, handed to SDPA as such (`enable_gqa=True`,
     /// what transformers does without a padding mask): the memory-efficient kernel refuses it.
     pub gqa: bool,
+    /// An `attn_mask` is passed (a sliding-window or chunked layer at a length that needs
+    /// one): the flash kernel takes none.
+    pub mask: bool,
 }
 
 impl Inputs {
@@ -82,6 +87,7 @@ impl Inputs {
             v_head_dim: head_dim,
             dropout,
             gqa: false,
+            mask: false,
         }
     }
 }
@@ -90,10 +96,65 @@ impl Inputs {
 /// Under autocast SDPA runs in the autocast dtype; the attention dropout is the config's
 /// unless the scenario overrides it.
 pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
+    let mut c = for_layers(spec, gpu, scen, false);
+    if let Some((window, n)) = masked_local_layers(spec, scen) {
+        let local = for_layers(spec, gpu, scen, true);
+        let kind = if spec.llama4.is_some() {
+            "chunked"
+        } else {
+            "sliding-window"
+        };
+        let which = if n == spec.layers {
+            format!("every layer is {kind}")
+        } else {
+            format!("{n} of {} layers are {kind}", spec.layers)
+        };
+        if n == spec.layers {
+            c = Choice {
+                why: format!(
+                    "{}; {which} (window {window} <= seq), so transformers passes a mask, \
+                     which SDPA saves",
+                    local.why
+                ),
+                ..local
+            };
+        } else {
+            c.why = format!(
+                "{}; {which} (window {window} <= seq): transformers passes them a mask, \
+                 which SDPA saves, and they run the {} kernel",
+                c.why,
+                local.backend.label()
+            );
+        }
+    }
+    c
+}
+
+/// The layers that get an attention mask from transformers under SDPA, as (window, how
+/// many): the local layers ([`ModelSpec::local_attention`]) once the sequence reaches their
+/// window (`_ignore_causal_mask_sdpa` in transformers' masking_utils keeps `is_causal` only
+/// below it). None with transformers' own kernels (flash-attn and flex take the window as an
+/// argument) and with eager attention (which builds its masks outside the layers).
+pub fn masked_local_layers(spec: &ModelSpec, scen: &Scenario) -> Option<(u64, u64)> {
+    let (window, n) = spec.local_attention()?;
+    (scen.attention == Attention::Sdpa && u64::from(scen.seq_local()) >= window && n > 0)
+        .then_some((window, n))
+}
+
+/// Whether transformers hands SDPA the key/value heads as they are (`use_gqa_in_sdpa`:
+/// `enable_gqa=True` when no mask is passed and k and v share a head width of at most 256);
+/// otherwise `repeat_kv` copies them to every query head first.
+pub fn sdpa_takes_gqa(spec: &ModelSpec, masked: bool) -> bool {
+    !masked && spec.head_dim <= 256 && spec.v_dim() / spec.heads == spec.head_dim
+}
+
+/// The kernel of the layers with (`masked`) or without an attention mask.
+pub fn for_layers(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario, masked: bool) -> Choice {
     let dropout = scen.dropout.unwrap_or(spec.dropout.attention);
     let mut x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
     x.v_head_dim = spec.v_dim() / spec.heads;
-    x.gqa = spec.kv_heads < spec.heads;
+    x.gqa = spec.kv_heads < spec.heads && sdpa_takes_gqa(spec, masked);
+    x.mask = masked;
     match scen.attention {
         Attention::Flash2 | Attention::Flash3 if spec.llama4.is_some() => {
             // Llama4PreTrainedModel sets `_supports_flash_attn = False`: transformers refuses
@@ -249,7 +310,10 @@ fn refuses(b: Backend, x: &Inputs) -> Option<String> {
                 .or_else(|| (b == Backend::Flash && !half(x.dtype)).then(|| "fp32 inputs".into()))
         }
         Backend::Flash => {
-            if !(80..=121).contains(&sm) {
+            if x.mask {
+                // check_for_attn_mask: flash takes no attn_mask.
+                Some("an attention mask (flash takes none)".into())
+            } else if !(80..=121).contains(&sm) {
                 Some(format!("sm{sm} is below sm80"))
             } else if !half(x.dtype) {
                 Some(format!("{} inputs (fp16/bf16 only)", x.dtype.torch_name()))
@@ -373,6 +437,22 @@ mod tests {
             pick("h100-sxm-80gb", DType::F32, 128, 0.0),
             Backend::Efficient
         );
+    }
+
+    // A sliding-window or chunked layer past its window gets a mask: flash takes none. On an
+    // H100 cuDNN takes it (measured: the bool and float mask rows of gpu_presets.json pick as
+    // the causal ones do), on an A100 the memory-efficient kernel does.
+    #[test]
+    fn a_mask_rules_out_flash() {
+        let masked = |gpu: &str| {
+            let g = GpuCatalog::builtin().get(gpu).expect("catalog gpu");
+            let mut x = Inputs::new(g, DType::Bf16, 128, 0.0);
+            x.mask = true;
+            choose(SdpaKernel::Auto, &x).backend
+        };
+        assert_eq!(masked("a100-sxm4-80gb"), Backend::Efficient);
+        assert_eq!(masked("h100-sxm-80gb"), Backend::Cudnn);
+        assert_eq!(masked("t4-16gb"), Backend::Math);
     }
 
     #[test]

@@ -290,11 +290,14 @@ impl Temporaries {
         // `save_for_backward`), Llama-like layers as a keyword that transformers binds in the
         // `functools.partial` the checkpoint holds. It then lives until the first layer's
         // backward instead of ending with the forward (measured, `tests/reference`).
+        // Under SDPA the local layers' boolean mask, (1, s, s) expanded over the batch, is
+        // kept the same way (traced on CPU: OLMo 3's sliding layers).
+        let sdpa_mask = if sh.local_mask { sh.s * sh.s } else { 0 };
         let ckpt_mask = if matches!(
             scen.checkpointing,
             Checkpointing::Full | Checkpointing::Every(_)
         ) {
-            eager_mask
+            eager_mask + sdpa_mask
         } else {
             0
         };

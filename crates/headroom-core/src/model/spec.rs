@@ -350,18 +350,48 @@ impl ModelSpec {
 
     /// Layers with the model's other kind of attention: Llama 4's NoPE layers (the others
     /// have RoPE, chunks and the q/k L2 norm), Qwen3-Next's full-attention layers (the others
-    /// are gated DeltaNet's); 0 for every other layout, whose layers all attend alike.
+    /// are gated DeltaNet's), the full-attention layers where sliding-window layers alternate
+    /// with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss: SDPA gets no window mask there);
+    /// 0 for every other layout, whose layers all attend alike.
     pub fn other_attention_layers(&self) -> u64 {
         match (&self.llama4, &self.linear_attention) {
             (Some(l4), _) => l4.nope_layers,
             (_, Some(la)) => self.layers - la.layers,
-            _ => 0,
+            _ => self
+                .local_attention()
+                .map_or(0, |(_, local)| self.layers - local),
         }
+    }
+
+    /// The layers that attend within a window, as (window, how many): sliding-window layers
+    /// (`sliding_window`) or Llama 4's chunked RoPE layers (`attention_chunk_size`); None when
+    /// every layer attends to the whole sequence. How many follows each config class's default
+    /// `layer_types`: one layer in two slides for Gemma 2 and gpt-oss, five in six for Gemma 3,
+    /// three in four for OLMo 3 and Cohere 2, every layer elsewhere (Mistral, Phi-3,
+    /// Starcoder2; Qwen2's `max_window_layers` is not read: all its layers are taken as sliding).
+    /// The local layers are the ones that are not [`ModelSpec::is_other_attention`].
+    pub fn local_attention(&self) -> Option<(u64, u64)> {
+        if let Some(l4) = &self.llama4 {
+            return l4.chunk.map(|c| (c, self.layers - l4.nope_layers));
+        }
+        if self.linear_attention.is_some() {
+            return None;
+        }
+        let w = self.sliding_window?;
+        let l = self.layers;
+        let local = match self.model_type.as_str() {
+            "gemma2" | "gpt_oss" => l - l / 2,
+            "gemma3" | "gemma3_text" => l - l / 6,
+            "olmo3" | "cohere2" => l - l / 4,
+            _ => l,
+        };
+        Some((w, local))
     }
 
     /// Whether layer `i` has the other kind of attention: the other layers are spread evenly
     /// (the last of every `layers / n`), which is where both models' defaults put them (Llama
-    /// 4's NoPE layers every fourth layer, Qwen3-Next's full attention every fourth); a config
+    /// 4's NoPE layers every fourth layer, Qwen3-Next's full attention every fourth, the full
+    /// layers of the sliding-window models as their `layer_types` place them); a config
     /// that lists them elsewhere keeps their number, not their places.
     pub fn is_other_attention(&self, i: u64) -> bool {
         let n = self.other_attention_layers();
