@@ -83,15 +83,15 @@ fn options<T: Copy>(
         .collect()
 }
 
+/// Each GPU with the memory the verdict uses: CUDA's measured total where a calibration has
+/// one (the H100's 79.18 GiB, not nvidia-smi's 79.65), the catalog's otherwise.
 fn gpu_options(_: &Scenario) -> Vec<(String, String)> {
     GpuCatalog::builtin()
         .gpus
         .iter()
         .map(|g| {
-            (
-                g.id.clone(),
-                format!("{} ({})", g.name, format::bytes(g.total_bytes)),
-            )
+            let usable = headroom_core::Calibration::for_gpu(g).capacity(g);
+            (g.id.clone(), format!("{} ({})", g.name, format::bytes(usable)))
         })
         .collect()
 }
@@ -202,7 +202,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "gpu",
                 label: "GPU",
-                help: "Memory is nvidia-smi's total; where a calibration measured the GPU, the verdict uses what CUDA reports (79.18 GiB on the H100 80GB). The verdict subtracts the CUDA context.",
+                help: "Memory is what the verdict uses: CUDA's measured total where a calibration measured the GPU (79.18 GiB on the H100 80GB, where nvidia-smi shows 79.65 GiB), nvidia-smi's total otherwise. The verdict subtracts the CUDA context.",
                 control: Control::Select(gpu_options),
                 shown: always,
             },
