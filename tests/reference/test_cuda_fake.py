@@ -13,6 +13,7 @@ import pathlib
 import subprocess
 
 import pytest
+import transformers
 
 from measure_cuda_fake import saved_forward
 
@@ -154,4 +155,46 @@ def test_one_layer_without_kv_cache(preset, precision, kernel, seq):
     want = measured["activations_per_layer"]
     assert got == want, (
         f"one layer without the KV cache: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
+        f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
+
+
+# Every other preset once, as the H100 runs it by default: bf16, the cuDNN kernel (sliding-window
+# and chunked layers past their window get SDPA's mask there), 2,048 tokens. The cases above
+# cover the kernels and precisions; this covers each preset's own shapes at full size.
+COVERED = {c[0] for c in CASES} | {c[0] for c in NO_CACHE}
+# Presets fake CUDA cannot run or this comparison cannot judge, each with why (skipped).
+MOE_WHY = ("transformers' MoE experts run through grouped_mm, which asks the device for its properties "
+           "(fake CUDA has none); the MoE inventory is checked on CPU at small sizes (test_saved_bytes.py)")
+CANNOT_RUN = {
+    **{p: MOE_WHY for p in ("deepseek-v2-lite", "deepseek-v3", "glm-4.5", "glm-4.5-air", "gpt-oss-20b",
+                            "gpt-oss-120b", "granite-3.1-1b-a400m", "mixtral-8x7b", "qwen1.5-moe-a2.7b",
+                            "qwen3-30b-a3b", "qwen3-next-80b-a3b")},
+    **{p: "transformers has no causal-LM class for a Qwen-VL text model alone, and the wrapper needs its "
+          "vision inputs (its text layers are Qwen2's and Qwen3's, compared above; its 3-D RoPE tables are an "
+          "assumed part of the core's inventory)"
+       for p in ("qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct")},
+    "llama-4-maverick-17b-128e": "its layer 1 is a MoE layer (one layer in two) and the core's one-layer figure "
+                                 "is its dense layer's; Scout, whose every layer is MoE, is compared above",
+}
+# A multimodal wrapper's text layers, built from its text config (the vision tower is outside
+# the layers; its tokens are part of the sequence either way).
+WRAPPERS = {"gemma3", "mistral3"}
+EVERY = [p.stem for p in sorted(MODELS.glob("*.json")) if p.stem not in COVERED]
+
+
+@pytest.mark.parametrize("preset", EVERY)
+def test_every_preset_one_layer_on_cuda(preset):
+    if preset in CANNOT_RUN:
+        pytest.skip(CANNOT_RUN[preset])
+    config = json.loads((MODELS / f"{preset}.json").read_text())
+    if config["model_type"] in WRAPPERS:
+        config = dict(config["text_config"])
+        # The text config class's own vocabulary where the file leaves it out (Gemma 3's).
+        config.setdefault("vocab_size", transformers.AutoConfig.for_model(**config).vocab_size)
+    measured = saved_forward(config, 1, 2048, "bf16", "cudnn")
+    predicted = predict(preset, "bf16", "cudnn", 2048, None)
+    got = predicted["bytes"]["activations_per_layer"]
+    want = measured["activations_per_layer"]
+    assert got == want, (
+        f"one layer: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
         f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
