@@ -136,6 +136,10 @@ def saved_forward(config, batch, seq, precision, kernel):
     param_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     KERNEL.update(kernel=kernel, dtype=torch.bfloat16 if amp else None)
     previous = torch.get_default_dtype()
+    # transformers' MoE layers ask the device whether grouped_mm runs (sm80+): fake CUDA has no
+    # device, so it answers as the H100 the core is compared on.
+    capability = torch.cuda.get_device_capability
+    torch.cuda.get_device_capability = lambda device=None: (9, 0)
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
             torch.set_default_dtype(param_dtype)
@@ -183,6 +187,7 @@ def saved_forward(config, batch, seq, precision, kernel):
         torch.set_autocast_enabled("cuda", False)
         torch.clear_autocast_cache()
         torch.set_default_dtype(previous)
+        torch.cuda.get_device_capability = capability
     layer1 = [v for v in saved.values() if v[0] == 1]
     return {
         # The RNG tensors left out above, as the CUDA kernel keeps them whatever the dropout

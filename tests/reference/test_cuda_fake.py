@@ -85,8 +85,7 @@ CASES = [
     ("gemma-2b", "bf16", "cudnn", 2000, 0.0),
     ("gemma-2-9b", "amp-bf16", "flash", 2000, 0.0),
     # Llama 4 Scout's second layer: RoPE with the q/k L2 norm, every token through its 16
-    # experts by bmm. (Qwen3-Next's and gpt-oss's grouped_mm experts ask the device for its
-    # properties, which fake CUDA has not: checked on CPU only.)
+    # experts by bmm. (The grouped_mm MoE presets are in test_every_preset_one_layer_on_cuda.)
     ("llama-4-scout-17b-16e", "bf16", "flash", 4096, 0.0),
     ("llama-4-scout-17b-16e", "amp-bf16", "cudnn", 2000, 0.0),
 ]
@@ -163,12 +162,9 @@ def test_one_layer_without_kv_cache(preset, precision, kernel, seq):
 # cover the kernels and precisions; this covers each preset's own shapes at full size.
 COVERED = {c[0] for c in CASES} | {c[0] for c in NO_CACHE}
 # Presets fake CUDA cannot run or this comparison cannot judge, each with why (skipped).
-MOE_WHY = ("transformers' MoE experts run through grouped_mm, which asks the device for its properties "
-           "(fake CUDA has none); the MoE inventory is checked on CPU at small sizes (test_saved_bytes.py)")
 CANNOT_RUN = {
-    **{p: MOE_WHY for p in ("deepseek-v2-lite", "deepseek-v3", "glm-4.5", "glm-4.5-air", "gpt-oss-20b",
-                            "gpt-oss-120b", "granite-3.1-1b-a400m", "mixtral-8x7b", "qwen1.5-moe-a2.7b",
-                            "qwen3-30b-a3b", "qwen3-next-80b-a3b")},
+    **{p: "transformers gives gpt-oss no SDPA path (eager, flash-attn 3 or flex only), and its layer 1 is a "
+          "full-attention layer where the core's one-layer figure is a sliding one's" for p in ("gpt-oss-20b", "gpt-oss-120b")},
     **{p: "transformers has no causal-LM class for a Qwen-VL text model alone, and the wrapper needs its "
           "vision inputs (its text layers are Qwen2's and Qwen3's, compared above; its 3-D RoPE tables are an "
           "assumed part of the core's inventory)"
@@ -176,13 +172,29 @@ CANNOT_RUN = {
     "llama-4-maverick-17b-128e": "its layer 1 is a MoE layer (one layer in two) and the core's one-layer figure "
                                  "is its dense layer's; Scout, whose every layer is MoE, is compared above",
 }
+# MoE layers at full size on fake CUDA (one MoE layer, bf16, 2,048 tokens), where the core's
+# inventory is checked on CPU at small sizes. transformers runs the experts through grouped_mm on
+# both (`_can_use_grouped_mm`: sm80+ on CUDA, torch > 2.8 on CPU). The small gaps below are
+# not explained yet (routing and offset tensors are the suspects); DeepSeek-style layers are the
+# generic, assumed inventory. Strict: passing means the core learned them.
+MOE_GAPS = {
+    "mixtral-8x7b": "core -172,064 B (0.02%), not explained yet",
+    "qwen1.5-moe-a2.7b": "core -278,768 B (0.08%), not explained yet",
+    "qwen3-30b-a3b": "core -631,296 B (0.16%), not explained yet",
+    "granite-3.1-1b-a400m": "core -360,576 B (0.2%), not explained yet",
+    "qwen3-next-80b-a3b": "core -16 B in the gated DeltaNet layer, not explained yet",
+    "deepseek-v2-lite": "core -124,174,592 B (28%): DeepSeek's MoE layer is the generic, assumed inventory",
+    "glm-4.5-air": "core -322,822,656 B (41%): GLM-4.5's MoE layer (DeepSeek-style routing) is the generic, "
+                   "assumed inventory",
+}
 # A multimodal wrapper's text layers, built from its text config (the vision tower is outside
 # the layers; its tokens are part of the sequence either way).
 WRAPPERS = {"gemma3", "mistral3"}
 EVERY = [p.stem for p in sorted(MODELS.glob("*.json")) if p.stem not in COVERED]
 
 
-@pytest.mark.parametrize("preset", EVERY)
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=MOE_GAPS[p]))
+                                    if p in MOE_GAPS else p for p in EVERY])
 def test_every_preset_one_layer_on_cuda(preset):
     if preset in CANNOT_RUN:
         pytest.skip(CANNOT_RUN[preset])
