@@ -91,7 +91,10 @@ fn gpu_options(_: &Scenario) -> Vec<(String, String)> {
         .iter()
         .map(|g| {
             let usable = headroom_core::Calibration::for_gpu(g).capacity(g);
-            (g.id.clone(), format!("{} ({})", g.name, format::bytes(usable)))
+            (
+                g.id.clone(),
+                format!("{} ({})", g.name, format::bytes(usable)),
+            )
         })
         .collect()
 }

@@ -1,7 +1,9 @@
-//! The model: a preset, or a custom `config.json` pasted, uploaded or fetched from the Hub.
+//! The model: a preset, a size alone (`7b`: the typical layout of that size), or a custom
+//! `config.json` pasted, uploaded or fetched from the Hub.
 
 use std::rc::Rc;
 
+use headroom_core::catalog::PresetCatalog;
 use headroom_core::model::parse_config_json;
 use headroom_core::scenario::ModelChoice;
 use yew::prelude::*;
@@ -30,19 +32,42 @@ fn apply_config(text: &str, dispatch: &Callback<Action>) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a size such as `7b` or `500m`; the id to put in the scenario, or the message.
+fn size_id(text: &str) -> Result<String, String> {
+    let id = text.trim().to_ascii_lowercase();
+    match PresetCatalog::builtin().sized(&id) {
+        Some(Ok(_)) => Ok(id),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!(
+            "`{}` is not a size: write the parameter count as 7b, 1.5b or 500m.",
+            headroom_core::scenario::shorten(text.trim())
+        )),
+    }
+}
+
+/// The select's label for a model given by its size.
+fn size_label(id: &str) -> String {
+    format!(
+        "A {} model (typical layout of that size)",
+        id.to_ascii_uppercase()
+    )
+}
+
 #[component]
 pub fn ModelPicker(props: &PickerProps) -> Html {
     let custom_open = use_state(|| matches!(props.state.scenario.model, ModelChoice::Custom(_)));
     let message = use_state(|| None::<(bool, String)>);
     let paste_ref = use_node_ref();
     let hub_ref = use_node_ref();
+    let size_ref = use_node_ref();
     let busy = use_state(|| false);
     let p = &props.id_prefix;
-    let (select_id, paste_id, file_id, hub_id) = (
+    let (select_id, paste_id, file_id, hub_id, size_input_id) = (
         format!("{p}-model"),
         format!("{p}-config-text"),
         format!("{p}-config-file"),
         format!("{p}-hub-id"),
+        format!("{p}-model-size"),
     );
 
     let current = match &props.state.scenario.model {
@@ -108,6 +133,33 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
             });
         })
     };
+    let on_size = {
+        let (dispatch, message, size_ref) =
+            (props.dispatch.clone(), message.clone(), size_ref.clone());
+        Callback::from(move |_: MouseEvent| {
+            let text = size_ref
+                .cast::<web_sys::HtmlInputElement>()
+                .map(|i| i.value())
+                .unwrap_or_default();
+            message.set(Some(match size_id(&text) {
+                Ok(id) => {
+                    crate::dom::edit_started();
+                    dispatch.emit(Action::Edit("model".into(), id.clone()));
+                    (
+                        true,
+                        format!(
+                            "Using the typical layout of a {} model.",
+                            id.to_ascii_uppercase()
+                        ),
+                    )
+                }
+                Err(e) => {
+                    dispatch.emit(Action::Refused("model".into(), e.clone()));
+                    (false, e)
+                }
+            }));
+        })
+    };
     let on_fetch = {
         let (dispatch, message, hub_ref, busy) = (
             props.dispatch.clone(),
@@ -140,7 +192,12 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
         })
     };
 
-    let options = model_options();
+    let mut options = model_options();
+    // A link's `model=7b`: the size is the selected entry, named as such.
+    if current != CUSTOM && options.iter().all(|(v, _)| *v != current) && size_id(&current).is_ok()
+    {
+        options.insert(0, (current.clone(), size_label(&current)));
+    }
     let custom_label = if current == CUSTOM {
         match &props.state.scenario.model {
             ModelChoice::Custom(spec) => crate::components::report::custom_label(spec),
@@ -160,7 +217,7 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
                     }) }
                     <option value={CUSTOM} selected={current == CUSTOM}>{ custom_label }</option>
                 </select>
-                <p class="help">{ "A preset (Hugging Face configs; stand-ins are marked), or your own config.json." }</p>
+                <p class="help">{ "A preset (Hugging Face configs; stand-ins are marked), your own config.json, or only a size (7b)." }</p>
             </div>
             if *custom_open {
                 <div class="custom-config">
@@ -171,6 +228,12 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
                         <button type="button" onclick={on_paste_apply}>{ "Use pasted config" }</button>
                         <label class="file-label" for={file_id.clone()}>{ "or upload a file" }</label>
                         <input id={file_id} type="file" accept=".json,application/json" onchange={on_file}/>
+                    </div>
+                    <label for={size_input_id.clone()}>{ "Or give only its size (the typical layout of that size, approximate)" }</label>
+                    <div class="row">
+                        <input id={size_input_id} ref={size_ref} type="text" placeholder="7b"
+                               autocomplete="off" spellcheck="false"/>
+                        <button type="button" onclick={on_size}>{ "Use size" }</button>
                     </div>
                     <label for={hub_id.clone()}>{ "Or fetch from the Hugging Face Hub" }</label>
                     <div class="row">

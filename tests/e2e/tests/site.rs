@@ -1051,3 +1051,37 @@ fn the_speed_line_names_the_links_time_assumptions() {
         assert!(text.contains(&part), "{text:?} lacks {part:?}");
     }
 }
+
+#[test]
+fn a_model_given_by_its_size_matches_the_cli_and_names_itself() {
+    let site = Site::start();
+    let s = site.open("/?v=1");
+    s.select("f-model", "__custom");
+    let size = s.find("#f-model-size");
+    // Not a size: the message says how to write one, and the scenario stays.
+    s.type_text(&size, "seven");
+    s.click(&s.find("#f-model-size + button"));
+    let msg = model_message(&s, "a message about the size");
+    assert!(msg.as_str().is_some_and(|m| m.contains("7b")), "{msg}");
+    s.clear(&size);
+    s.type_text(&size, "7B");
+    s.click(&s.find("#f-model-size + button"));
+    s.wait_for(
+        "return location.search.includes('model=7b')",
+        WAIT,
+        "model=7b in the URL",
+    );
+    assert_numbers_match(&s, &cli_json(&["estimate", "--model", "7b"]));
+    // The link alone shows the size as the selected model, named as such.
+    let other = site.desktop();
+    other.goto(&s.url());
+    other.wait_ready();
+    let label = other.js(
+        "const s = document.getElementById('f-model'); return s.options[s.selectedIndex].textContent",
+        json!([]),
+    );
+    assert!(
+        label.as_str().is_some_and(|l| l.starts_with("A 7B model")),
+        "{label}"
+    );
+}
