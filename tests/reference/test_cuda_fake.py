@@ -172,16 +172,10 @@ CANNOT_RUN = {
     "llama-4-maverick-17b-128e": "its layer 1 is a MoE layer (one layer in two) and the core's one-layer figure "
                                  "is its dense layer's; Scout, whose every layer is MoE, is compared above",
 }
-# MoE layers at full size on fake CUDA (one MoE layer, bf16, 2,048 tokens), where the core's
-# inventory is checked on CPU at small sizes. transformers runs the experts through grouped_mm on
-# both (`_can_use_grouped_mm`: sm80+ on CUDA, torch > 2.8 on CPU). The small gaps below are
-# not explained yet (routing and offset tensors are the suspects); DeepSeek-style layers are the
-# generic, assumed inventory. Strict: passing means the core learned them.
+# MoE layers at full size on fake CUDA (one MoE layer, bf16, 2,048 tokens): Mixtral, Qwen1.5 and
+# Qwen3 MoE and Granite MoE are exact with grouped_mm's routing buffers (`activations::moe_mlp`).
+# What is left, strict (passing means the core learned it):
 MOE_GAPS = {
-    "mixtral-8x7b": "core -172,064 B (0.02%), not explained yet",
-    "qwen1.5-moe-a2.7b": "core -278,768 B (0.08%), not explained yet",
-    "qwen3-30b-a3b": "core -631,296 B (0.16%), not explained yet",
-    "granite-3.1-1b-a400m": "core -360,576 B (0.2%), not explained yet",
     "qwen3-next-80b-a3b": "core -16 B in the gated DeltaNet layer, not explained yet",
     "deepseek-v2-lite": "core -124,174,592 B (28%): DeepSeek's MoE layer is the generic, assumed inventory",
     "glm-4.5-air": "core -322,822,656 B (41%): GLM-4.5's MoE layer (DeepSeek-style routing) is the generic, "

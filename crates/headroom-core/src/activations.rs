@@ -1497,14 +1497,50 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     }
     let t = sh.tokens();
     let c = sh.compute();
+    let routed = t * m.top_k;
     mlp_linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
+    if spec.model_type == "granitemoe" {
+        // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
+        inv.add(
+            "router's top-k probabilities, fp32 (saved by softmax over the top-k logits)",
+            routed,
+            DType::F32,
+        );
+    } else {
+        inv.add(
+            "router probabilities, fp32 (saved by softmax and topk)",
+            t * m.experts,
+            DType::F32,
+        );
+    }
     inv.add(
-        "router probabilities, fp32 (saved by softmax and topk)",
-        t * m.experts,
-        DType::F32,
+        "router's top-k indices, int64 (saved by topk)",
+        routed,
+        DType::I64,
+    );
+    if m.norm_topk {
+        inv.add(
+            "top-k probabilities, fp32 (saved by their in-place division by the sum)",
+            routed,
+            DType::F32,
+        );
+        inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
+    }
+    // transformers' grouped_mm experts (`integrations/moe.py`, the default on sm80+ and on
+    // CPU): the routed rows sorted by expert, their orders and the rows per expert. Measured
+    // on fake CUDA at full size (Mixtral, Qwen1.5/Qwen3-MoE, Granite-MoE: exact).
+    inv.add_n(
+        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
+        routed,
+        DType::I64,
+        3,
+    );
+    inv.add(
+        "rows per expert, int32 (saved by grouped_mm)",
+        m.experts,
+        DType::I32,
     );
     // Each routed token carries its hidden state and the expert MLP intermediates.
-    let routed = t * m.top_k;
     inv.add(
         "tokens gathered per expert (saved by the experts' Linears)",
         routed * spec.hidden,
@@ -1521,6 +1557,18 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         "routing weights applied to expert outputs",
         routed * spec.hidden,
         c,
+    );
+    // Each routed row's weight, saved by its multiply: Mixtral's router keeps it in fp32, the
+    // others cast it to the logits' dtype.
+    let weight = if spec.model_type == "mixtral" {
+        DType::F32
+    } else {
+        c
+    };
+    inv.add(
+        "routing weight of each routed row (saved by mul)",
+        routed,
+        weight,
     );
     if m.shared_intermediate > 0 {
         gated_mlp(inv, spec, sh, m.shared_intermediate / sh.tp);

@@ -628,6 +628,9 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                         .map(Value::from)
                         .collect();
                     put("mlp_only_layers", Value::Array(dense));
+                    if moe.norm_topk {
+                        put("norm_topk_prob", true.into());
+                    }
                 }
                 put("num_experts_per_tok", moe.top_k.into());
             } else if spec.model_type == "glm4_moe" || spec.mla.is_some() {

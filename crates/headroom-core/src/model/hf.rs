@@ -356,6 +356,8 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
             shared_intermediate: 0,
             shared_gate: false,
             sparse_layers: layers,
+            // MixtralTopKRouter divides by the sum whatever the config says.
+            norm_topk: model_type == "mixtral",
         }),
         "qwen2_moe" | "qwen3_moe" | "qwen3_next" => {
             let qwen2 = model_type == "qwen2_moe";
@@ -406,6 +408,9 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
                 },
                 shared_gate: qwen2 || next,
                 sparse_layers,
+                // Qwen2MoeConfig and Qwen3MoeConfig default it to false (Qwen3-Next has its
+                // own router inventory).
+                norm_topk: !next && cfg.bool_or("norm_topk_prob", false)?,
             })
         }
         // Glm4MoeConfig: 128 routed experts of 1408, top-8, one shared, the first layer dense.
@@ -564,6 +569,7 @@ fn llama4_moe(cfg: &Cfg, layers: u64, expert: u64) -> Result<Option<Moe>, Config
         shared_intermediate: cfg.u64_or("intermediate_size", expert)?,
         shared_gate: false,
         sparse_layers,
+        norm_topk: false,
     }))
 }
 
@@ -989,6 +995,8 @@ fn routed_moe(cfg: &Cfg, layers: u64, d: [u64; 5]) -> Result<Option<Moe>, Config
         sparse_layers: (0..layers)
             .filter(|i| !dense_only.contains(i) && *i >= first_dense)
             .count() as u64,
+        // DeepSeek-style routing is the generic, assumed inventory.
+        norm_topk: false,
     }))
 }
 

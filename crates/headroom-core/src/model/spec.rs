@@ -78,6 +78,10 @@ pub struct Moe {
     pub shared_gate: bool,
     /// Number of layers whose MLP is sparse; the rest use a dense MLP of `intermediate`.
     pub sparse_layers: u64,
+    /// Whether the router divides its top-k probabilities by their sum in place (Mixtral
+    /// always; Qwen2/Qwen3-MoE with `norm_topk_prob`), which keeps both for backward.
+    #[serde(default)]
+    pub norm_topk: bool,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3's `DeepseekV3Attention`): q through a low-rank
