@@ -94,8 +94,10 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
     let user = ctx.as_ref().and_then(|c| c.user.clone());
     let base = dom::base_path();
     // A published file's rows are not in the app (the core embeds its constants and rates
-    // only): the whole file is fetched from next to the app, once per page.
-    let whole = use_state(|| None::<Result<String, ()>>);
+    // only): the whole file is fetched from next to the app and read once per page (it is
+    // 150 KB; reading it on every render cost each redraw). Err: it did not come or did not
+    // read (a server that answers a missing file with the app's page sends HTML).
+    let whole = use_state(|| None::<Result<Rc<CalibrationView>, ()>>);
     {
         let whole = whole.clone();
         let id = props.id.clone();
@@ -107,7 +109,10 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
             {
                 wasm_bindgen_futures::spawn_local(async move {
                     let url = format!("{base}/content/calibration/{stem}.json");
-                    whole.set(Some(dom::fetch_text(&url).await));
+                    let read = dom::fetch_text(&url)
+                        .await
+                        .and_then(|text| view(&stem, &text).map(Rc::new).map_err(|_| ()));
+                    whole.set(Some(read));
                 });
             }
         });
@@ -122,15 +127,10 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
     } else {
         match CALIBRATION_FILES.iter().find(|(stem, _)| *stem == id) {
             Some((stem, text)) => {
-                // The whole file when it came and reads (a server that answers a missing file
-                // with the app's page sends HTML), else the embedded constants with a note.
-                let fetched = match whole.as_ref() {
-                    Some(Ok(full)) => view(stem, full).ok(),
-                    _ => None,
-                };
-                match fetched {
-                    Some(v) => Ok(Rc::new(v)),
-                    None => {
+                // The whole file when it came and read, else the embedded constants with a note.
+                match whole.as_ref() {
+                    Some(Ok(v)) => Ok(v.clone()),
+                    _ => {
                         rows_note = Some(if whole.is_none() {
                             "Loading the measured training steps…"
                         } else {
