@@ -13,6 +13,7 @@ import tempfile
 
 import pytest
 
+from measure_cuda_fake import RNG_BYTES as KERNEL_RNG_BYTES
 from measure_saved import measure
 
 HERE = pathlib.Path(__file__).parent
@@ -201,15 +202,8 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
         # cannot stand for CUDA here: compared on fake CUDA instead (test_cuda_fake.py, the
         # gpt2 amp-bf16 cases, exact).
         pytest.xfail("gpt2 under autocast: CUDA autocast runs pow in fp32, CPU's does not")
-    extra = []
     config = CONFIGS[fam]
-    gqa = config.get("num_key_value_heads", config.get("num_attention_heads")) != config.get("num_attention_heads")
-    if prec == "fp32" and attn == "sdpa" and (fam in ("glm4", "deepseek_v3", "qwen3_next") or gqa):
-        # CPU runs its flash kernel in fp32; CUDA runs the memory-efficient one (whose output
-        # layout differs for GLM-4: o_proj's input is a copy after flash, a view after
-        # efficient; shown on fake CUDA), or with grouped-query attention the math kernel
-        # (measured on an H100; test_gpu_measured.py). Compared with the core's flash kernel.
-        extra = ["--sdpa", "flash"]
+    extra = cpu_flash(config, prec, attn, fam in ("glm4", "deepseek_v3", "qwen3_next"))
     compare(f"{fam} {prec} {attn}{' flash' if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
             CONFIGS[fam], prec, attn, ckpt, b, s, keep, extra)
 
@@ -238,13 +232,21 @@ def test_variant_against_pytorch(name, fam, over, prec, attn, ckpt, b, s, keep):
         # composite as CUDA's math kernel); compared with the core's math kernel. On a GPU
         # flash, memory-efficient or cuDNN would run (RNG state saved instead).
         extra = ["--sdpa", "math"]
-    elif attn == "sdpa" and prec == "fp32" and config.get("num_key_value_heads", 0) not in (0, config.get(
-            "num_attention_heads")):
-        # fp32 with grouped-query attention: CUDA runs math (memory-efficient refuses
-        # enable_gqa), CPU its flash kernel: compared with the core's flash kernel, as above.
-        extra = ["--sdpa", "flash"]
+    else:
+        extra = cpu_flash(config, prec, attn)
     compare(f"{name} {prec} {attn}{' ' + extra[1] if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
             config, prec, attn, ckpt, b, s, keep, extra)
+
+
+def cpu_flash(config, prec, attn, layout_differs=False):
+    """`--sdpa flash` where CPU's fp32 SDPA runs its flash kernel and CUDA would not: CUDA runs
+    the memory-efficient kernel in fp32 (whose output layout differs where `layout_differs`:
+    GLM-4's o_proj input is a copy after flash, a view after efficient; shown on fake CUDA), or
+    with grouped-query attention the math kernel (memory-efficient refuses enable_gqa; measured
+    on an H100, test_gpu_measured.py). Such cases are compared with the core's flash kernel."""
+    heads = config.get("num_attention_heads")
+    gqa = config.get("num_key_value_heads", heads) not in (None, 0, heads)
+    return ["--sdpa", "flash"] if attn == "sdpa" and prec == "fp32" and (gqa or layout_differs) else []
 
 
 # SDPA's CUDA kernels save RNG tensors whatever the dropout (philox seed and offset, 16 B;
@@ -252,7 +254,8 @@ def test_variant_against_pytorch(name, fam, over, prec, attn, ckpt, b, s, keep):
 # each kernel forced (gpu/gpu_small.json). Added to the CPU figures for the kernel the core
 # assumes, per attention layer; test_gpu_measured.py checks that kernel against the one an
 # H100 runs.
-RNG_BYTES = {"cuDNN": 16, "memory-efficient": 16, "flash": 24}
+RNG_BYTES = {label: KERNEL_RNG_BYTES[k] for label, k in
+             (("cuDNN", "cudnn"), ("memory-efficient", "efficient"), ("flash", "flash"))}
 
 
 def rng_correction(config, prediction, ckpt):

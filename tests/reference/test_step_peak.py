@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 from measure_peak import measure_step, validate
-from test_saved_bytes import CONFIGS, predict
+from test_saved_bytes import CONFIGS, cpu_flash, predict
 
 HERE = pathlib.Path(__file__).parent
 
@@ -107,13 +107,8 @@ def check_peak(name, config, prec, attn, ckpt, b, s, keep):
     # does not order; they add identity nodes only (the step's peak is the same with them).
     detail = ckpt == "none"
     m = measure_step(config, b, s, prec, attn, ckpt, keep, detail=detail)
-    extra = []
-    if attn == "sdpa" and prec == "fp32" and config.get("num_key_value_heads", 0) not in (
-            0, config.get("num_attention_heads")):
-        # fp32 with grouped-query attention runs SDPA's math kernel on CUDA (memory-efficient
-        # refuses enable_gqa; test_gpu_measured.py has these steps on an H100), CPU its flash
-        # kernel: compared with the core's flash kernel.
-        extra = ["--sdpa", "flash"]
+    # fp32 with grouped-query attention: math on CUDA, flash on CPU (`cpu_flash`).
+    extra = cpu_flash(config, prec, attn)
     p = predict(config, b, s, prec, attn, ckpt, keep, extra)
     got, want = p["bytes"]["peak_tensors"], m["peak"]
     err = 100 * (got - want) / want
