@@ -1,5 +1,6 @@
-"""Every preset's one layer on fake CUDA against the core (flash kernel, bf16 and autocast,
-batch 1, sequence 2000): the wider survey behind test_cuda_fake.py, which pins the exact ones
+"""Every preset's one layer on fake CUDA against the core (cuDNN, the H100's kernel, which
+also takes the masks of sliding-window layers past their window; bf16 and autocast, batch 1,
+sequence 2000): the wider survey behind test_cuda_fake.py, which pins the exact ones
 and the traced disagreements. Not part of the test command (a few minutes); run with
 `HEADROOM_BIN=target/debug/headroom .venv/bin/python tests/reference/sweep_cuda_fake.py` and
 it prints the table in cuda_fake_report.md."""
@@ -19,11 +20,11 @@ for path in sorted((HERE.parent.parent / "content" / "models").glob("*.json")):
     config = json.loads(path.read_text())
     for precision in ("bf16", "amp-bf16"):
         try:
-            measured = saved_forward(config, 1, 2000, precision, "flash")["activations_per_layer"]
-        except Exception as e:  # MoE routing needs data (a real device), for one
+            measured = saved_forward(config, 1, 2000, precision, "cudnn")["activations_per_layer"]
+        except Exception as e:  # a model fake CUDA cannot run
             print(f"| {preset} | {precision} | | {type(e).__name__} | not measurable |")
             continue
-        out = subprocess.run([BIN, "estimate", "--model", preset, "--gpu", "h100-sxm-80gb", "--sdpa", "flash",
+        out = subprocess.run([BIN, "estimate", "--model", preset, "--gpu", "h100-sxm-80gb", "--sdpa", "cudnn",
                               "--precision", precision, "--batch", "1", "--seq", "2000", "--format", "json"],
                              capture_output=True, text=True, check=True)
         predicted = json.loads(out.stdout)["bytes"]["activations_per_layer"]
