@@ -172,8 +172,8 @@ CANNOT_RUN = {
     "llama-4-maverick-17b-128e": "its layer 1 is a MoE layer (one layer in two) and the core's one-layer figure "
                                  "is its dense layer's; Scout, whose every layer is MoE, is compared above",
     **{p: "its layer 1 is a MoE layer (first_k_dense_replace = 1) and the core's one-layer figure is its "
-          "dense layer's; DeepSeek's MoE layer is the generic, assumed inventory (a strict expected failure "
-          "on CPU, test_saved_bytes.py)" for p in ("deepseek-v2-lite", "glm-4.5-air")},
+          "dense layer's: its MoE layer is compared in test_moe_layer_of_a_mixed_preset_on_cuda"
+       for p in ("deepseek-v2-lite", "glm-4.5-air")},
 }
 # MoE layers at full size on fake CUDA (one MoE layer, bf16, 2,048 tokens): Mixtral, Qwen1.5 and
 # Qwen3 MoE and Granite MoE are exact with grouped_mm's routing buffers (`activations::moe_mlp`);
@@ -205,3 +205,31 @@ def test_every_preset_one_layer_on_cuda(preset):
     assert got == want, (
         f"one layer: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
         f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
+
+
+# The MoE layer of the presets whose layer 1 is MoE but whose one-layer figure is dense: the
+# same config with every layer MoE (`first_k_dense_replace: 0`), given to the core as a file,
+# so that both sides describe its MoE layer. DeepSeek-style layers are the core's generic MoE
+# inventory (router and experts assumed): the measured gaps, strict.
+ALL_MOE = {
+    "deepseek-v2-lite": "core -8,937,472 B (-2.0%): DeepSeek-V2's MoE layer is the generic, assumed inventory",
+    "glm-4.5-air": "core +3,514,368 B (+0.4%): GLM-4.5's MoE layer (DeepSeek-V3 routing) is the generic, "
+                   "assumed inventory",
+}
+
+
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=why))
+                                    for p, why in ALL_MOE.items()])
+def test_moe_layer_of_a_mixed_preset_on_cuda(preset, tmp_path):
+    config = json.loads((MODELS / f"{preset}.json").read_text())
+    config["first_k_dense_replace"] = 0
+    path = tmp_path / f"{preset}-all-moe.json"
+    path.write_text(json.dumps(config))
+    measured = saved_forward(config, 1, 2048, "bf16", "cudnn")
+    predicted = predict(str(path), "bf16", "cudnn", 2048, None)
+    got = predicted["bytes"]["activations_per_layer"]
+    want = measured["activations_per_layer"]
+    assert got == want, (
+        f"one MoE layer: predicted {got}, fake CUDA {want} ({got - want:+d} B, "
+        f"{100 * (got - want) / want:+.1f}%)\nmeasured: {measured['layer1']}\n"
+        f"predicted: {predicted['layer_inventory']}")
