@@ -233,3 +233,27 @@ def test_moe_layer_of_a_mixed_preset_on_cuda(preset, tmp_path):
         f"one MoE layer: predicted {got}, fake CUDA {want} ({got - want:+d} B, "
         f"{100 * (got - want) / want:+.1f}%)\nmeasured: {measured['layer1']}\n"
         f"predicted: {predicted['layer_inventory']}")
+
+
+# MoE presets under autocast: autocast has no rule for grouped_mm, so the experts run in fp32
+# (the weights' dtype) and save fp32 rows (2,000 tokens: no weight's dimension).
+AMP_MOE = {
+    "mixtral-8x7b": None,
+    "qwen3-30b-a3b": None,
+    "qwen1.5-moe-a2.7b": "core -16,384,000 B (-2.9%): two tokens x hidden bf16 tensors around the gated shared "
+                         "expert under autocast, not explained yet",
+    "granite-3.1-1b-a400m": "core -32,000 B (tokens x top-k in bf16) in the router under autocast, not explained yet",
+}
+
+
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=[pytest.mark.xfail(strict=True, reason=why)] if why else [])
+                                    for p, why in AMP_MOE.items()])
+def test_moe_layer_under_autocast_on_cuda(preset):
+    config = json.loads((MODELS / f"{preset}.json").read_text())
+    measured = saved_forward(config, 1, 2000, "amp-bf16", "cudnn")
+    predicted = predict(preset, "amp-bf16", "cudnn", 2000, None)
+    got = predicted["bytes"]["activations_per_layer"]
+    want = measured["activations_per_layer"]
+    assert got == want, (
+        f"one layer: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
+        f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
