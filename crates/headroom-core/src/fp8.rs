@@ -147,6 +147,17 @@ pub fn gemm_factor(recipe: Fp8Recipe) -> f64 {
     }
 }
 
+/// How much of fp8's gain a GEMM of square-equivalent size `n` (the time model's
+/// `cbrt(M·K·N)`) gets: none up to n = 2,048, all from n = 4,096, linear in log2(n) between.
+/// Measured on an H100 (torch 2.11, `torch._scaled_mm` against bf16 `mm`, square shapes;
+/// tests/reference/gpu/gpu_presets_tf5.17.json): fp8 ran at 0.83-0.97x bf16 at n = 1,024 and
+/// 2,048 (tensorwise and rowwise) and at 1.41-1.77x from 4,096 to 16,384. The end-to-end
+/// factors ([`gemm_factor`]) were fitted at n = 5,160 (torchao's Llama 3 8B run), where all
+/// of the gain applies.
+pub fn size_factor(n: f64) -> f64 {
+    (libm::log2(n.max(1.0)) - 11.0).clamp(0.0, 1.0)
+}
+
 /// See [`gemm_factor`].
 pub const TENSORWISE_GEMM_FACTOR: f64 = 0.81;
 /// See [`gemm_factor`].

@@ -2,6 +2,8 @@
 //! torchao's source and its published Llama 3 8B benchmark.
 
 use headroom_core::codec::{decode, encode};
+use headroom_core::fp8;
+use headroom_core::scenario::Fp8Recipe;
 use headroom_core::{analyze, estimate};
 
 /// torchao's benchmark setup (pytorch/ao docs/source/workflows/training.md, "e2e training
@@ -37,6 +39,46 @@ fn torchao_llama3_8b_speedups() {
             (ours - theirs).abs() < 0.03,
             "{recipe}: speedup {ours:.3} against torchao's {theirs:.3}"
         );
+    }
+}
+
+/// fp8's gain depends on the GEMM's size (`fp8::size_factor`), read from the H100's measured
+/// `torch._scaled_mm` against bf16 `mm` (tests/reference/gpu/gpu_presets_tf5.17.json): where
+/// fp8 ran no faster than bf16 (n <= 2,048) the core gives it no gain, and where it ran at
+/// 1.4-1.8x (n >= 4,096) the core's ratio (the fp8 peak's 2x times the fitted GEMM share) is
+/// within 20% of the measured one for each recipe.
+#[test]
+fn fp8_gain_follows_the_h100s_gemm_sizes() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/reference/gpu/gpu_presets_tf5.17.json"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the H100 data")).expect("JSON");
+    let rows = doc["fp8gemm"].as_array().expect("fp8gemm rows");
+    let rate = |n: u64, kind: &str| {
+        rows.iter()
+            .find(|r| r["n"] == n && r["kind"] == kind)
+            .and_then(|r| r["tflops"].as_f64())
+            .expect("a measured rate")
+    };
+    for (kind, recipe) in [
+        ("fp8_tensorwise", Fp8Recipe::Tensorwise),
+        ("fp8_rowwise", Fp8Recipe::Rowwise),
+    ] {
+        for n in [1024u64, 2048, 4096, 8192, 16384] {
+            let measured = rate(n, kind) / rate(n, "bf16");
+            let full = 2.0 * fp8::gemm_factor(recipe);
+            let core = 1.0 + (full - 1.0) * fp8::size_factor(n as f64);
+            if measured <= 1.0 {
+                assert_eq!(core, 1.0, "{kind} n={n}: measured {measured:.2}x");
+            } else {
+                assert!(
+                    (core / measured - 1.0).abs() < 0.2,
+                    "{kind} n={n}: core {core:.2}x, measured {measured:.2}x"
+                );
+            }
+        }
     }
 }
 

@@ -60,6 +60,8 @@ pub(super) struct Cx<'a> {
     /// (`crate::fp8::gemm_factor` of the same efficiency).
     pub fp8_peak: f64,
     pub fp8_rate: f64,
+    /// The share of fp8's gain GEMMs of this size get (`crate::fp8::size_factor`).
+    pub fp8_gain: f64,
     pub eff_conf: Confidence,
     pub eff_text: String,
     /// HBM bandwidth, bytes per second.
@@ -170,7 +172,8 @@ impl<'a> Cx<'a> {
             eff,
             rate: peak * 1e12 * eff,
             fp8_peak,
-            fp8_rate: fp8_peak * 1e12 * eff * crate::fp8::gemm_factor(scen.fp8),
+            fp8_rate: fp8_rate(peak, fp8_peak, eff, scen.fp8, n),
+            fp8_gain: crate::fp8::size_factor(n),
             eff_conf: confidence(measured_gemm),
             eff_text,
             hbm: gpu.memory_bandwidth_gbs.max(1.0) * 1e9,
@@ -252,4 +255,13 @@ fn peak_tflops(gpu: &Gpu, dtype: DType) -> f64 {
         _ => t.fp32,
     };
     v.or(t.fp32).unwrap_or(1.0).max(1e-3)
+}
+
+/// FLOP/s of the Linears fp8 converts: the fp8 peak times the efficiency times the recipe's
+/// GEMM share (`crate::fp8::gemm_factor`) for large GEMMs, falling to the compute dtype's rate
+/// for small ones (`crate::fp8::size_factor`: no gain measured up to n = 2,048 on an H100).
+fn fp8_rate(peak: f64, fp8_peak: f64, eff: f64, recipe: crate::scenario::Fp8Recipe, n: f64) -> f64 {
+    let base = peak * 1e12 * eff;
+    let full = fp8_peak * 1e12 * eff * crate::fp8::gemm_factor(recipe);
+    base + (full - base) * crate::fp8::size_factor(n)
 }

@@ -51,11 +51,13 @@ impl<'c, 'a> Terms<'c, 'a> {
             };
         let fp8 = if fp8_flops > 0.0 {
             format!(
-                "; {fp8_flops:.3e} of them in fp8 ({}) at {} TFLOP/s x {:.3} x {:.2}",
+                "; {fp8_flops:.3e} of them in fp8 ({}) at {} TFLOP/s x {:.3} x {:.2}, with {:.2} of \
+                 fp8's gain over the compute dtype at this GEMM size",
                 cx.scen.fp8.id(),
                 cx.fp8_peak,
                 cx.eff,
-                crate::fp8::gemm_factor(cx.scen.fp8)
+                crate::fp8::gemm_factor(cx.scen.fp8),
+                cx.fp8_gain
             )
         } else {
             String::new()
