@@ -1498,7 +1498,12 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     let t = sh.tokens();
     let c = sh.compute();
     let routed = t * m.top_k;
-    mlp_linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
+    // With Qwen2-MoE's gated shared expert in full-precision training the router reads the
+    // same norm output the shared expert's Linears save (counted with them); under autocast
+    // each Linear saves its own cast copy.
+    if !(m.shared_gate && sh.base_trainable && !sh.amp()) {
+        mlp_linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
+    }
     if spec.model_type == "granitemoe" {
         // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
         inv.add(
@@ -1576,7 +1581,18 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     if m.shared_intermediate > 0 {
         gated_mlp(inv, spec, sh, m.shared_intermediate / sh.tp);
         if m.shared_gate {
+            // sigmoid(shared_expert_gate(x)) * shared_expert(x): the product saves both; the
+            // gate's Linear saves its own cast of x under autocast (fake CUDA, Qwen1.5-MoE at
+            // full size: exact in bf16 and under autocast).
+            if sh.amp() {
+                mlp_linear_inputs(inv, "shared_expert_gate input", t * spec.hidden, 1, sh);
+            }
             inv.add("shared expert gate output", t, c);
+            inv.add(
+                "shared expert output (saved by the gate's product)",
+                t * spec.hidden,
+                c,
+            );
         }
     }
 }
