@@ -119,11 +119,15 @@ pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
                 ..local
             };
         } else {
+            // A kernel forced on every layer that the masked ones cannot run makes the whole
+            // scenario one PyTorch refuses.
+            c.runnable = c.runnable && local.runnable;
             c.why = format!(
                 "{}; {which} (window {window} <= seq): transformers passes them a mask, \
-                 which SDPA saves, and they run the {} kernel",
+                 which SDPA saves, and they run the {} kernel ({})",
                 c.why,
-                local.backend.label()
+                local.backend.label(),
+                local.why
             );
         }
     }
