@@ -260,3 +260,39 @@ fn transformers_attention_implementations_are_choices() {
         headroom_core::export::export(&r.spec, &s, headroom_core::export::Target::Fsdp2).text;
     assert!(script.contains("attn_implementation=\"flash_attention_3\""));
 }
+
+/// Gemma 3 1B's sliding-window layers (22 of 26, window 512) get transformers' mask under SDPA
+/// once the sequence reaches the window: the memory-efficient kernel runs them on an A100
+/// (flash takes no mask) and saves the mask in bf16, b x s x s per layer (exact at full size on
+/// fake CUDA, test_cuda_fake.py). Below the window nothing changes.
+#[test]
+fn sliding_window_layers_save_sdpas_mask_past_their_window() {
+    let at = |seq: u32| {
+        let scen = Scenario {
+            micro_batch: 4,
+            ..scenario("gemma-3-1b-pt", "a100-sxm4-80gb", Precision::Bf16, seq)
+        };
+        estimate(&scen).expect("estimates")
+    };
+    let e = at(4096);
+    assert!(
+        e.attention.contains("22 of 26 layers are sliding-window")
+            && e.attention.contains("memory-efficient"),
+        "{}",
+        e.attention
+    );
+    let mask = e
+        .layer_inventory
+        .iter()
+        .find(|s| s.what.starts_with("sliding-window mask"))
+        .expect("the mask in a sliding layer's inventory");
+    assert_eq!(mask.bytes(), 4 * 4096 * 4096 * 2);
+    let below = at(511);
+    assert!(
+        below
+            .layer_inventory
+            .iter()
+            .all(|s| !s.what.starts_with("sliding-window mask")),
+        "no mask below the window"
+    );
+}
