@@ -25,7 +25,7 @@
 //!   (the fourth raise); with its rows fetched when its page opens, as the guides are, the
 //!   embedded part costs 2 KB (469.7 KB; 470.4 KB with the allocator warning the same day), and
 //!   the limit came down to 475. The next session's SDPA masks, MoE routing buffers and the
-//!   model picker's size field took it to 472.8 KB (2026-11-25);
+//!   model picker's size field took it to 473.2 KB (2026-11-25);
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
