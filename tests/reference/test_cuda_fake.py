@@ -102,6 +102,21 @@ def predict(preset, precision, kernel, seq, dropout):
     return json.loads(out.stdout)
 
 
+def assert_same_layer(predicted, measured, what="one layer"):
+    """The core's one-layer bytes equal fake CUDA's; the message lists both inventories."""
+    got = predicted["bytes"]["activations_per_layer"]
+    want = measured["activations_per_layer"]
+    assert got == want, (
+        f"{what}: predicted {got}, fake CUDA {want} ({got - want:+d} B, {100 * (got - want) / want:+.2f}%)\n"
+        f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
+
+
+def strict_xfails(whys):
+    """Parameters for `whys` (name: reason or None): a strict expected failure where a reason is given."""
+    return [pytest.param(p, marks=[pytest.mark.xfail(strict=True, reason=why)] if why else [])
+            for p, why in whys.items()]
+
+
 @pytest.mark.parametrize("preset,precision,kernel,seq,dropout", CASES,
                          ids=[f"{c[0]}-{c[1]}-{c[2]}-s{c[3]}{'-dropout' if c[4] else ''}"
                               for c in (getattr(c, "values", c) for c in CASES)])
@@ -115,11 +130,7 @@ def test_one_layer_at_full_size_on_cuda(preset, precision, kernel, seq, dropout)
             config[key] = dropout
     measured = saved_forward(config, 1, seq, precision, kernel)
     predicted = predict(preset, precision, kernel, seq, dropout)
-    got = predicted["bytes"]["activations_per_layer"]
-    want = measured["activations_per_layer"]
-    assert got == want, (
-        f"one layer: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
-        f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
+    assert_same_layer(predicted, measured)
 
 
 # Without transformers' KV cache (gradient checkpointing turns it off, and so does the
@@ -150,11 +161,7 @@ def test_one_layer_without_kv_cache(preset, precision, kernel, seq):
             "--precision", precision, "--optimizer", "adamw", "--batch", "1", "--seq", str(seq),
             "--checkpointing", "full", "--dropout", "0", "--format", "json"]
     predicted = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
-    got = predicted["bytes"]["activations_per_layer"]
-    want = measured["activations_per_layer"]
-    assert got == want, (
-        f"one layer without the KV cache: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
-        f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
+    assert_same_layer(predicted, measured, "one layer without the KV cache")
 
 
 # Every other preset once, as the H100 runs it by default: bf16, the cuDNN kernel (sliding-window
@@ -188,8 +195,7 @@ WRAPPERS = {"gemma3", "mistral3"}
 EVERY = [p.stem for p in sorted(MODELS.glob("*.json")) if p.stem not in COVERED]
 
 
-@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=MOE_GAPS[p]))
-                                    if p in MOE_GAPS else p for p in EVERY])
+@pytest.mark.parametrize("preset", strict_xfails({p: MOE_GAPS.get(p) for p in EVERY}))
 def test_every_preset_one_layer_on_cuda(preset):
     if preset in CANNOT_RUN:
         pytest.skip(CANNOT_RUN[preset])
@@ -200,11 +206,7 @@ def test_every_preset_one_layer_on_cuda(preset):
         config.setdefault("vocab_size", transformers.AutoConfig.for_model(**config).vocab_size)
     measured = saved_forward(config, 1, 2048, "bf16", "cudnn")
     predicted = predict(preset, "bf16", "cudnn", 2048, None)
-    got = predicted["bytes"]["activations_per_layer"]
-    want = measured["activations_per_layer"]
-    assert got == want, (
-        f"one layer: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
-        f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
+    assert_same_layer(predicted, measured)
 
 
 # The MoE layer of the presets whose layer 1 is MoE but whose one-layer figure is dense: the
@@ -218,8 +220,7 @@ ALL_MOE = {
 }
 
 
-@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=why))
-                                    for p, why in ALL_MOE.items()])
+@pytest.mark.parametrize("preset", strict_xfails(ALL_MOE))
 def test_moe_layer_of_a_mixed_preset_on_cuda(preset, tmp_path):
     config = json.loads((MODELS / f"{preset}.json").read_text())
     config["first_k_dense_replace"] = 0
@@ -227,12 +228,7 @@ def test_moe_layer_of_a_mixed_preset_on_cuda(preset, tmp_path):
     path.write_text(json.dumps(config))
     measured = saved_forward(config, 1, 2048, "bf16", "cudnn")
     predicted = predict(str(path), "bf16", "cudnn", 2048, None)
-    got = predicted["bytes"]["activations_per_layer"]
-    want = measured["activations_per_layer"]
-    assert got == want, (
-        f"one MoE layer: predicted {got}, fake CUDA {want} ({got - want:+d} B, "
-        f"{100 * (got - want) / want:+.1f}%)\nmeasured: {measured['layer1']}\n"
-        f"predicted: {predicted['layer_inventory']}")
+    assert_same_layer(predicted, measured, "one MoE layer")
 
 
 # MoE presets under autocast: autocast has no rule for grouped_mm, so the experts run in fp32
@@ -245,14 +241,9 @@ AMP_MOE = {
 }
 
 
-@pytest.mark.parametrize("preset", [pytest.param(p, marks=[pytest.mark.xfail(strict=True, reason=why)] if why else [])
-                                    for p, why in AMP_MOE.items()])
+@pytest.mark.parametrize("preset", strict_xfails(AMP_MOE))
 def test_moe_layer_under_autocast_on_cuda(preset):
     config = json.loads((MODELS / f"{preset}.json").read_text())
     measured = saved_forward(config, 1, 2000, "amp-bf16", "cudnn")
     predicted = predict(preset, "amp-bf16", "cudnn", 2000, None)
-    got = predicted["bytes"]["activations_per_layer"]
-    want = measured["activations_per_layer"]
-    assert got == want, (
-        f"one layer: predicted {got}, fake CUDA {want} ({got - want:+d} B)\n"
-        f"measured: {measured['layer1']}\npredicted: {predicted['layer_inventory']}")
+    assert_same_layer(predicted, measured)

@@ -118,7 +118,7 @@ pub struct Shape {
     /// (in every layer when all of them are masked).
     pub sdpa: Backend,
     /// Whether the local layers (`ModelSpec::local_attention`) get an attention mask under SDPA
-    /// (`sdpa::masked_local_layers`), and the kernel they then run (flash takes no mask).
+    /// (`sdpa::kernels`), and the kernel they then run (flash takes no mask).
     pub local_mask: bool,
     pub sdpa_local: Backend,
     pub attention_dropout: f64,
@@ -157,10 +157,11 @@ impl Shape {
                 cfg
             }
         };
+        let kernels = sdpa::kernels(spec, gpu, scen);
         Shape {
-            sdpa: sdpa::for_scenario(spec, gpu, scen).backend,
-            local_mask: sdpa::masked_local_layers(spec, scen).is_some(),
-            sdpa_local: sdpa::for_layers(spec, gpu, scen, true).backend,
+            sdpa: kernels.scenario.backend,
+            local_mask: kernels.local.is_some(),
+            sdpa_local: kernels.local.unwrap_or(kernels.scenario.backend),
             b: scen.micro_batch as u64,
             s: scen.seq_local() as u64,
             tp: scen.parallel.tensor as u64,
@@ -188,7 +189,7 @@ impl Shape {
     /// kernel): it materializes the s x s scores, and writes its output as (batch, heads, seq,
     /// dim), so that transformers' `transpose(1, 2).contiguous()` copies it.
     pub fn quadratic(&self) -> bool {
-        self.attention == Attention::Eager || self.sdpa == Backend::Math
+        quadratic(self.attention, self.sdpa)
     }
 
     /// Tokens in the micro-batch.
@@ -213,6 +214,11 @@ impl Shape {
     fn amp(&self) -> bool {
         self.precision.is_autocast()
     }
+}
+
+/// Eager attention, or SDPA running `kernel` = math: the s x s scores are materialized.
+fn quadratic(attention: Attention, kernel: Backend) -> bool {
+    attention == Attention::Eager || kernel == Backend::Math
 }
 
 /// One layer's dimensions on this GPU, derived once: tokens, the hidden-size tensors (split by
@@ -283,7 +289,7 @@ impl Layout {
 
     /// [`Shape::quadratic`] for this layer's kernel.
     fn quadratic(&self, sh: &Shape) -> bool {
-        sh.attention == Attention::Eager || self.kernel == Backend::Math
+        quadratic(sh.attention, self.kernel)
     }
 
     /// The layout of a layer with the model's other kind of attention (`other`) or not.

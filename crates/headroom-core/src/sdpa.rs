@@ -96,42 +96,60 @@ impl Inputs {
 /// Under autocast SDPA runs in the autocast dtype; the attention dropout is the config's
 /// unless the scenario overrides it.
 pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
+    kernels(spec, gpu, scen).scenario
+}
+
+/// A scenario's SDPA kernels: the one it reports ([`for_scenario`]: the unmasked layers', or
+/// every layer's when all are masked, with the reasons for both kinds), and the masked local
+/// layers' where transformers masks them ([`masked_local_layers`]).
+#[derive(Debug, Clone)]
+pub struct Kernels {
+    pub scenario: Choice,
+    pub local: Option<Backend>,
+}
+
+/// [`Kernels`] of a scenario, each kernel chosen once.
+pub fn kernels(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Kernels {
     let mut c = for_layers(spec, gpu, scen, false);
-    if let Some((window, n)) = masked_local_layers(spec, scen) {
-        let local = for_layers(spec, gpu, scen, true);
-        let kind = if spec.llama4.is_some() {
-            "chunked"
-        } else {
-            "sliding-window"
+    let Some((window, n)) = masked_local_layers(spec, scen) else {
+        return Kernels {
+            scenario: c,
+            local: None,
         };
-        let which = if n == spec.layers {
-            format!("every layer is {kind}")
-        } else {
-            format!("{n} of {} layers are {kind}", spec.layers)
-        };
-        if n == spec.layers {
-            c = Choice {
-                why: format!(
-                    "{}; {which} (window {window} <= seq), so transformers passes a mask, \
-                     which SDPA saves",
-                    local.why
-                ),
-                ..local
-            };
-        } else {
-            // A kernel forced on every layer that the masked ones cannot run makes the whole
-            // scenario one PyTorch refuses.
-            c.runnable = c.runnable && local.runnable;
-            c.why = format!(
-                "{}; {which} (window {window} <= seq): transformers passes them a mask, \
-                 which SDPA saves, and they run the {} kernel ({})",
-                c.why,
-                local.backend.label(),
+    };
+    let local = for_layers(spec, gpu, scen, true);
+    let local_backend = local.backend;
+    let kind = if spec.llama4.is_some() {
+        "chunked"
+    } else {
+        "sliding-window"
+    };
+    if n == spec.layers {
+        c = Choice {
+            why: format!(
+                "{}; every layer is {kind} (window {window} <= seq), so transformers passes a \
+                 mask, which SDPA saves",
                 local.why
-            );
-        }
+            ),
+            ..local
+        };
+    } else {
+        // A kernel forced on every layer that the masked ones cannot run makes the whole
+        // scenario one PyTorch refuses.
+        c.runnable = c.runnable && local.runnable;
+        c.why = format!(
+            "{}; {n} of {} layers are {kind} (window {window} <= seq): transformers passes them \
+             a mask, which SDPA saves, and they run the {} kernel ({})",
+            c.why,
+            spec.layers,
+            local.backend.label(),
+            local.why
+        );
     }
-    c
+    Kernels {
+        scenario: c,
+        local: Some(local_backend),
+    }
 }
 
 /// The layers that get an attention mask from transformers under SDPA, as (window, how
@@ -139,7 +157,7 @@ pub fn for_scenario(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Choice {
 /// window (`_ignore_causal_mask_sdpa` in transformers' masking_utils keeps `is_causal` only
 /// below it). None with transformers' own kernels (flash-attn and flex take the window as an
 /// argument) and with eager attention (which builds its masks outside the layers).
-pub fn masked_local_layers(spec: &ModelSpec, scen: &Scenario) -> Option<(u64, u64)> {
+fn masked_local_layers(spec: &ModelSpec, scen: &Scenario) -> Option<(u64, u64)> {
     let (window, n) = spec.local_attention()?;
     (scen.attention == Attention::Sdpa && u64::from(scen.seq_local()) >= window && n > 0)
         .then_some((window, n))
@@ -153,7 +171,7 @@ pub fn sdpa_takes_gqa(spec: &ModelSpec, masked: bool) -> bool {
 }
 
 /// The kernel of the layers with (`masked`) or without an attention mask.
-pub fn for_layers(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario, masked: bool) -> Choice {
+fn for_layers(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario, masked: bool) -> Choice {
     let dropout = scen.dropout.unwrap_or(spec.dropout.attention);
     let mut x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
     x.v_head_dim = spec.v_dim() / spec.heads;

@@ -32,6 +32,24 @@ fn apply_config(text: &str, dispatch: &Callback<Action>) -> Result<(), String> {
     Ok(())
 }
 
+/// Puts a model given by its size (`7b`) into the scenario, or returns the message to show,
+/// as [`apply_config`] does for a config.
+fn apply_size(text: &str, dispatch: &Callback<Action>) -> Result<String, String> {
+    let id = size_id(text).inspect_err(|e| {
+        dispatch.emit(Action::Refused("model".into(), e.clone()));
+    })?;
+    crate::dom::edit_started();
+    dispatch.emit(Action::Edit("model".into(), id.clone()));
+    Ok(id)
+}
+
+/// The value of the text input behind `r` (empty when it is not mounted).
+fn input_text(r: &NodeRef) -> String {
+    r.cast::<web_sys::HtmlInputElement>()
+        .map(|i| i.value())
+        .unwrap_or_default()
+}
+
 /// Checks a size such as `7b` or `500m`; the id to put in the scenario, or the message.
 fn size_id(text: &str) -> Result<String, String> {
     let id = text.trim().to_ascii_lowercase();
@@ -137,26 +155,15 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
         let (dispatch, message, size_ref) =
             (props.dispatch.clone(), message.clone(), size_ref.clone());
         Callback::from(move |_: MouseEvent| {
-            let text = size_ref
-                .cast::<web_sys::HtmlInputElement>()
-                .map(|i| i.value())
-                .unwrap_or_default();
-            message.set(Some(match size_id(&text) {
-                Ok(id) => {
-                    crate::dom::edit_started();
-                    dispatch.emit(Action::Edit("model".into(), id.clone()));
-                    (
-                        true,
-                        format!(
-                            "Using the typical layout of a {} model.",
-                            id.to_ascii_uppercase()
-                        ),
-                    )
-                }
-                Err(e) => {
-                    dispatch.emit(Action::Refused("model".into(), e.clone()));
-                    (false, e)
-                }
+            message.set(Some(match apply_size(&input_text(&size_ref), &dispatch) {
+                Ok(id) => (
+                    true,
+                    format!(
+                        "Using the typical layout of a {} model.",
+                        id.to_ascii_uppercase()
+                    ),
+                ),
+                Err(e) => (false, e),
             }));
         })
     };
@@ -168,10 +175,7 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
             busy.clone(),
         );
         Callback::from(move |_: MouseEvent| {
-            let id = hub_ref
-                .cast::<web_sys::HtmlInputElement>()
-                .map(|i| i.value())
-                .unwrap_or_default();
+            let id = input_text(&hub_ref);
             let (dispatch, message, busy) = (dispatch.clone(), message.clone(), busy.clone());
             busy.set(true);
             message.set(Some((true, format!("Fetching {} ...", id.trim()))));

@@ -148,6 +148,8 @@ impl<'a> Cx<'a> {
                 a.framework_efficiency
             )
         };
+        let rate = peak * 1e12 * eff;
+        let fp8_gain = crate::fp8::size_factor(n);
         Cx {
             spec,
             gpu,
@@ -170,10 +172,14 @@ impl<'a> Cx<'a> {
             act_bytes,
             peak,
             eff,
-            rate: peak * 1e12 * eff,
+            rate,
             fp8_peak,
-            fp8_rate: fp8_rate(peak, fp8_peak, eff, scen.fp8, n),
-            fp8_gain: crate::fp8::size_factor(n),
+            // Converted Linears run at the fp8 peak times the recipe's GEMM share
+            // (`crate::fp8::gemm_factor`) when large, at the compute dtype's rate when small
+            // (`crate::fp8::size_factor`: no gain measured up to n = 2,048 on an H100).
+            fp8_rate: rate
+                + (fp8_peak * 1e12 * eff * crate::fp8::gemm_factor(scen.fp8) - rate) * fp8_gain,
+            fp8_gain,
             eff_conf: confidence(measured_gemm),
             eff_text,
             hbm: gpu.memory_bandwidth_gbs.max(1.0) * 1e9,
@@ -255,13 +261,4 @@ fn peak_tflops(gpu: &Gpu, dtype: DType) -> f64 {
         _ => t.fp32,
     };
     v.or(t.fp32).unwrap_or(1.0).max(1e-3)
-}
-
-/// FLOP/s of the Linears fp8 converts: the fp8 peak times the efficiency times the recipe's
-/// GEMM share (`crate::fp8::gemm_factor`) for large GEMMs, falling to the compute dtype's rate
-/// for small ones (`crate::fp8::size_factor`: no gain measured up to n = 2,048 on an H100).
-fn fp8_rate(peak: f64, fp8_peak: f64, eff: f64, recipe: crate::scenario::Fp8Recipe, n: f64) -> f64 {
-    let base = peak * 1e12 * eff;
-    let full = fp8_peak * 1e12 * eff * crate::fp8::gemm_factor(recipe);
-    base + (full - base) * crate::fp8::size_factor(n)
 }
