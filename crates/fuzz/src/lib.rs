@@ -250,13 +250,22 @@ fn named_ids() -> &'static [String] {
 }
 
 /// The planner and the full analysis (what fits, the strategy table) on a link's scenario:
-/// no panic, every plan offered fits, every strategy row's figures are finite.
+/// no panic, every plan offered fits, every strategy row's figures are finite, and the
+/// planner's memory-only check agrees with the estimate.
 pub fn planner(input: &input::Link, allow_training_changes: bool) {
     let text = input.render();
     let Ok(scen) = decode(&text) else { return };
     if let Ok(a) = analyze_only(&scen, What::ALL, None) {
         stats::count("planner", "analyzed");
         peaks_are_ordered(&a.estimate, &text);
+        let r = headroom_core::estimate::resolve(&scen).expect("analyzed, so resolved");
+        let inv = headroom_core::model::inventory(&r.spec);
+        let m = headroom_core::estimate::memory_with(&r.spec, &inv, r.gpu, &r.calibration, &scen);
+        assert_eq!(
+            (m.peak_device, &m.verdict),
+            (a.estimate.peak.device, &a.estimate.verdict),
+            "{text:?}: memory_with differs from the estimate"
+        );
     }
     let opts = headroom_core::plan::PlanOptions {
         allow_training_changes,

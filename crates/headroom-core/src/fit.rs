@@ -5,8 +5,8 @@ use serde::Serialize;
 use crate::bounds::ModelScale;
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
-use crate::estimate::estimate_with;
-use crate::model::ModelSpec;
+use crate::estimate::memory_with;
+use crate::model::{ModelSpec, ParamInventory, inventory};
 use crate::scenario::{MAX_MICRO_BATCH, MAX_SEQ, Scenario};
 
 /// What fits: `None` when not even 1 fits.
@@ -16,16 +16,23 @@ pub struct Fit {
     pub max_seq: Option<u32>,
 }
 
-/// Whether `scen` fits. Past the scale bound nothing fits on any GPU (and the formulas are not
-/// run there); `scale` is the model's share of that bound, computed once per search.
-fn fits(
-    spec: &ModelSpec,
-    gpu: &Gpu,
-    cal: &Calibration,
-    scale: &ModelScale,
-    scen: &Scenario,
-) -> bool {
-    scale.check(spec, gpu, scen).is_ok() && estimate_with(spec, gpu, cal, scen).verdict.fits
+/// The model's share of the work, built once per search: its parameter inventory and its
+/// share of the scale bound.
+struct Model<'a> {
+    spec: &'a ModelSpec,
+    inv: ParamInventory,
+    scale: ModelScale,
+}
+
+impl Model<'_> {
+    /// Whether `scen` fits. Past the scale bound nothing fits on any GPU (and the formulas are
+    /// not run there).
+    fn fits(&self, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> bool {
+        self.scale.check(self.spec, gpu, scen).is_ok()
+            && memory_with(self.spec, &self.inv, gpu, cal, scen)
+                .verdict
+                .fits
+    }
 }
 
 /// Largest `x` in `1..=hi` with `ok(x)`, assuming `ok` is monotone (memory grows with x).
@@ -65,16 +72,18 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
     } else {
         MAX_SEQ
     };
-    let scale = ModelScale::of(spec);
+    let model = Model {
+        spec,
+        inv: inventory(spec),
+        scale: ModelScale::of(spec),
+    };
     let cp = scen.context();
     let seq_unit = if cp > 1 { 2 * cp } else { 1 };
     Fit {
         max_micro_batch: largest(MAX_MICRO_BATCH, |b| {
-            fits(
-                spec,
+            model.fits(
                 gpu,
                 cal,
-                &scale,
                 &Scenario {
                     micro_batch: b,
                     ..scen.clone()
@@ -83,11 +92,9 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
         }),
         // Under context parallelism a sequence is cut into 2·cp chunks: search in those units.
         max_seq: largest((max_seq_model / seq_unit).max(1), |k| {
-            fits(
-                spec,
+            model.fits(
                 gpu,
                 cal,
-                &scale,
                 &Scenario {
                     seq: k * seq_unit,
                     ..scen.clone()

@@ -11,13 +11,13 @@ use serde::Serialize;
 
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
-use crate::estimate::{Estimate, estimate_with};
+use crate::estimate::{Estimate, estimate_with, memory_with};
 use crate::model::ModelSpec;
 use crate::scenario::{
     Attention, Checkpointing, DataParallel, LossImpl, Method, Offload, Optimizer, Precision,
     Scenario,
 };
-use crate::time::{StepTime, step_time};
+use crate::time::{StepTime, step_time, step_time_of};
 
 /// One row: a change, the device peak after it and the speed after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -474,6 +474,7 @@ pub fn strategies_from(
 ) -> Vec<Strategy> {
     let now = now_estimate.peak.device as i64;
     let now_tps = now_time.tokens_per_second;
+    let inv = crate::model::inventory(spec);
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
         .filter(|c| {
@@ -483,14 +484,14 @@ pub fn strategies_from(
         })
         .map(|c| {
             let s = c.scenario;
-            let e = estimate_with(spec, gpu, cal, &s);
-            let t = step_time(spec, gpu, cal, &s);
+            let e = memory_with(spec, &inv, gpu, cal, &s);
+            let t = step_time_of(spec, &inv, gpu, cal, &s);
             Strategy {
                 id: c.id,
                 technique: c.technique.to_string(),
                 change: c.change,
-                peak_device: e.peak.device,
-                saved: now - e.peak.device as i64,
+                peak_device: e.peak_device,
+                saved: now - e.peak_device as i64,
                 fits: e.verdict.fits,
                 step_seconds: t.step_seconds,
                 tokens_per_step: t.tokens_per_step,

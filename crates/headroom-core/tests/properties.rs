@@ -149,6 +149,12 @@ proptest! {
                 prop_assert!(b.peak_tensors <= b.peak_allocated, "{pairs:?}");
                 prop_assert!(b.peak_allocated <= b.peak_reserved, "{pairs:?}");
                 prop_assert!(b.peak_reserved <= b.peak_device, "{pairs:?}");
+                // The planner's memory-only check gives the estimate's own peak and verdict.
+                let r = headroom_core::estimate::resolve(&scen).expect("estimated, so resolved");
+                let inv = headroom_core::model::inventory(&r.spec);
+                let m = headroom_core::estimate::memory_with(&r.spec, &inv, r.gpu, &r.calibration, &scen);
+                prop_assert_eq!(m.peak_device, e.peak.device, "{:?}", pairs);
+                prop_assert_eq!(&m.verdict, &e.verdict, "{:?}", pairs);
             }
             // Refused only past the scale bound, and then with a message naming the field.
             Err(err) => {

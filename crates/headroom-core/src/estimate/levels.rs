@@ -6,10 +6,35 @@ use crate::catalog::Gpu;
 use crate::scenario::Scenario;
 
 use super::step::Step;
-use super::timeline::Timeline;
+use super::timeline::{Label, Timeline};
 use super::types::{Peaks, Phase, TimelinePoint, Verdict};
 
 const MIB: u64 = 1 << 20;
+
+/// One timeline point at every level, its label not yet written out (see [`Point::shown`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Point {
+    pub phase: Phase,
+    pub label: Label,
+    pub tensors: u64,
+    pub allocated: u64,
+    pub reserved: u64,
+    pub device: u64,
+}
+
+impl Point {
+    /// The point as the estimate shows it, its label written out.
+    pub fn shown(&self) -> TimelinePoint {
+        TimelinePoint {
+            phase: self.phase,
+            label: self.label.to_string(),
+            tensors: self.tensors,
+            allocated: self.allocated,
+            reserved: self.reserved,
+            device: self.device,
+        }
+    }
+}
 
 /// The runtime's additions at each level, from the calibration (measured or assumed).
 pub(super) struct Runtime {
@@ -53,8 +78,8 @@ impl Runtime {
     /// Allocated adds 512-byte rounding and cuBLAS workspaces; reserved adds the allocator's
     /// slack over transient bytes and the CUDA graph pool's idle reservation; device adds the
     /// context, NCCL, paged states.
-    pub fn levels(&mut self, tl: Timeline) -> Vec<TimelinePoint> {
-        let mut points: Vec<TimelinePoint> = tl
+    pub fn levels(&mut self, tl: Timeline) -> Vec<Point> {
+        let mut points: Vec<Point> = tl
             .points
             .into_iter()
             .map(|(phase, label, tensors)| {
@@ -64,7 +89,7 @@ impl Runtime {
                     allocated + (transient as f64 * self.slack_fraction) as u64,
                     2 * MIB,
                 );
-                TimelinePoint {
+                Point {
                     phase,
                     label,
                     tensors,
@@ -99,11 +124,11 @@ impl Runtime {
     /// which still holds the gradients. The non-static inputs copied into the pool (token ids
     /// and labels, bytes per token) are left out; a warm-up or re-recording run, fragmentation
     /// inside the pool and a compiled optimizer are not modelled.
-    fn graph_pool_idle(&self, points: &[TimelinePoint]) -> Vec<u64> {
+    fn graph_pool_idle(&self, points: &[Point]) -> Vec<u64> {
         let captured =
             |phase: Phase| matches!(phase, Phase::Forward | Phase::Loss | Phase::Backward);
         let base = self.persistent + self.rounding + self.workspaces;
-        let in_pool = |p: &TimelinePoint| match p.phase {
+        let in_pool = |p: &Point| match p.phase {
             ph if captured(ph) => p.reserved.saturating_sub(base),
             Phase::Optimizer => self.gradients,
             _ => 0,
@@ -131,21 +156,19 @@ pub(super) fn slack_fraction(cal: &Calibration, scen: &Scenario) -> f64 {
 }
 
 /// The maximum of each level; the tensor peak's point (the first, on ties) names the phase.
-pub(super) fn peaks(points: &[TimelinePoint]) -> Peaks {
-    let at = points
-        .iter()
-        .fold(None::<&TimelinePoint>, |best, p| match best {
-            Some(b) if b.tensors >= p.tensors => Some(b),
-            _ => Some(p),
-        });
-    let max_of = |f: fn(&TimelinePoint) -> u64| points.iter().map(f).max().unwrap_or(0);
+pub(super) fn peaks(points: &[Point]) -> Peaks {
+    let at = points.iter().fold(None::<&Point>, |best, p| match best {
+        Some(b) if b.tensors >= p.tensors => Some(b),
+        _ => Some(p),
+    });
+    let max_of = |f: fn(&Point) -> u64| points.iter().map(f).max().unwrap_or(0);
     Peaks {
         tensors: at.map_or(0, |p| p.tensors),
         allocated: max_of(|p| p.allocated),
         reserved: max_of(|p| p.reserved),
         device: max_of(|p| p.device),
         phase: at.map_or(Phase::Start, |p| p.phase),
-        at: at.map_or(String::new(), |p| p.label.clone()),
+        at: at.map_or(String::new(), |p| p.label.to_string()),
         parts: Vec::new(),
     }
 }

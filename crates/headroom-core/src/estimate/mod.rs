@@ -21,15 +21,15 @@ mod types;
 
 pub use components::ComponentId;
 pub use types::{
-    Component, Confidence, Estimate, KeyBytes, Level, Lifetime, LivePart, ParamCounts, Peaks,
-    Phase, TIGHT_PERCENT, TimelinePoint, Verdict,
+    Component, Confidence, Estimate, KeyBytes, Level, Lifetime, LivePart, Memory, ParamCounts,
+    Peaks, Phase, TIGHT_PERCENT, TimelinePoint, Verdict,
 };
 
 use crate::activations::{Part, Saved};
 use crate::calibration::Calibration;
 use crate::catalog::{Gpu, GpuCatalog, PresetCatalog};
 use crate::error::ScenarioError;
-use crate::model::ModelSpec;
+use crate::model::{ModelSpec, ParamInventory};
 use crate::scenario::{Attention, ModelChoice, Scenario};
 use crate::sdpa;
 use crate::time::{Prepared, StepTime, step_time_prepared};
@@ -323,6 +323,29 @@ pub fn estimate_with(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scen
     finish(Step::prepare(spec, gpu, scen), gpu, cal)
 }
 
+/// The device peak and the verdict of a scenario (what [`estimate_with`] gives as
+/// `peak.device` and `verdict`), without the breakdown, the labelled timeline and the sentences
+/// an estimate carries: the planner checks many setups and needs only this. `inv` is the
+/// model's parameter inventory (`crate::model::inventory(spec)`), built once by a caller that
+/// checks many scenarios of one model.
+pub fn memory_with(
+    spec: &ModelSpec,
+    inv: &ParamInventory,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+) -> Memory {
+    let w = walk(
+        &Step::prepare_with(spec, Cow::Borrowed(inv), gpu, scen),
+        gpu,
+        cal,
+    );
+    Memory {
+        peak_device: w.peak.device,
+        verdict: w.verdict,
+    }
+}
+
 /// The estimate and the step time of one scenario, with the parameter inventory, the model
 /// states and the layer's saved bytes prepared once for both (as `analyze` needs them).
 pub fn estimate_and_time(
@@ -333,7 +356,7 @@ pub fn estimate_and_time(
 ) -> (Estimate, StepTime) {
     let step = Step::prepare(spec, gpu, scen);
     let parts = Prepared {
-        inv: Cow::Borrowed(&step.inv),
+        inv: Cow::Borrowed(&*step.inv),
         st: Cow::Borrowed(&step.st),
         layer_bytes: step.dense_bytes,
     };
@@ -341,22 +364,59 @@ pub fn estimate_and_time(
     (finish(step, gpu, cal), time)
 }
 
-/// Runs the phases over a prepared step and assembles the estimate.
-fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
-    let (spec, scen) = (step.spec, step.scen);
-    let (mut timeline, fwd, loss) = schedule::run(&step);
+/// The step walked onto its timeline and raised to every level, with the peaks and the
+/// verdict: what a full estimate and the planner's memory check both need.
+struct Walked {
+    points: Vec<levels::Point>,
+    /// Per point, what its tensor bytes are made of.
+    parts: Vec<timeline::Live>,
+    fwd: schedule::Forward,
+    loss: schedule::Loss,
+    runtime: Runtime,
+    peak: Peaks,
+    host_activations: u64,
+    verdict: Verdict,
+}
+
+fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
+    let (mut timeline, fwd, loss) = schedule::run(step);
     let parts = std::mem::take(&mut timeline.parts);
-    let mut runtime = Runtime::new(&step, cal);
+    let mut runtime = Runtime::new(step, cal);
     let points = runtime.levels(timeline);
-    let mut peak = levels::peaks(&points);
-    let host_activations = host::offloaded_activations(&step);
+    let peak = levels::peaks(&points);
+    let host_activations = host::offloaded_activations(step);
     let verdict = levels::verdict(
         gpu,
         cal.capacity(gpu),
         &peak,
-        scen,
+        step.scen,
         step.st.host_bytes + host_activations,
     );
+    Walked {
+        points,
+        parts,
+        fwd,
+        loss,
+        runtime,
+        peak,
+        host_activations,
+        verdict,
+    }
+}
+
+/// Runs the phases over a prepared step and assembles the estimate.
+fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
+    let (spec, scen) = (step.spec, step.scen);
+    let Walked {
+        points,
+        parts,
+        fwd,
+        loss,
+        runtime,
+        mut peak,
+        host_activations,
+        verdict,
+    } = walk(&step, gpu, cal);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;
     let totals = Totals {
@@ -438,7 +498,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         peak,
         verdict,
         components,
-        timeline: points,
+        timeline: points.iter().map(levels::Point::shown).collect(),
         calibrated: cal.is_measured(),
         attention: attention_line(&kernel, scen),
         fp8: crate::fp8::describe(&step.inv, scen),

@@ -5,7 +5,7 @@ use crate::scenario::LayerPlan;
 
 use super::components::ComponentId::*;
 use super::step::Step;
-use super::timeline::{Live, Timeline};
+use super::timeline::{At, Live, Timeline};
 use super::types::Phase;
 
 /// What the forward leaves alive for the later phases.
@@ -35,7 +35,7 @@ fn with_acts(live: Live, acts: u64, outside: u64) -> Live {
 }
 
 /// Alive from the step's start: weights, optimizer states, master weights, inputs, buckets.
-#[inline(never)]
+#[cfg_attr(target_arch = "wasm32", inline(never))]
 fn base(s: &Step) -> Live {
     let st = &s.st;
     let live = Live::default()
@@ -62,7 +62,10 @@ pub(super) struct Backward {
 
 /// Writes the whole step onto a timeline.
 pub(super) fn run(s: &Step) -> (Timeline, Forward, Loss) {
-    let mut tl = Timeline::default();
+    // At most two points per layer in forward and in backward, a few more around them, and
+    // all of it again for the micro-batches after the first.
+    let passes = if s.scen.grad_accum > 1 { 2 } else { 1 };
+    let mut tl = Timeline::with_capacity(passes * (4 * s.layers as usize + 12));
     tl.push(
         Phase::Start,
         "step start: weights, optimizer states, inputs",
@@ -118,7 +121,7 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
             .with(Activations, kept)
             .with(LayerTransients, inner - kept + s.tmp.layer_forward)
             .with(KvCache, kv * i);
-        tl.push(Phase::Forward, format!("layer {} forward", i + 1), during);
+        tl.push(Phase::Forward, At::LayerForward(i + 1), during);
         acts += s.on_gpu(s.kept(i));
         // A checkpointed layer runs without saving its weight casts, and autocast's cache
         // is cleared when the forward's autocast region exits.
@@ -129,7 +132,7 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         if i + 1 == layers || sampled(i, layers) {
             tl.push(
                 Phase::Forward,
-                format!("after layer {}", i + 1),
+                At::AfterLayer(i + 1),
                 saved(acts)
                     .with(AutocastCache, cache)
                     .with(LayerTransients, autocast - cache)
@@ -256,7 +259,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     for i in (0..s.layers).rev() {
         // The layer's backward gathers its weights again beside the running and prefetched.
         let during = layer_backward_transients(s, i, live).with(LayerTransients, gather / 2);
-        tl.push(Phase::Backward, format!("layer {} backward", i + 1), during);
+        tl.push(Phase::Backward, At::LayerBackward(i + 1), during);
         if s.scen.keep_logits {
             kv_released += s.kv.saved;
         }
@@ -273,11 +276,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             .less(ForwardTemporaries, if i == 0 { s.tmp.ckpt_mask } else { 0 });
         tl.grads_now += st.layer_grad_bytes;
         if i == 0 || sampled(i, s.layers) {
-            tl.push(
-                Phase::Backward,
-                format!("after layer {} backward", i + 1),
-                live,
-            );
+            tl.push(Phase::Backward, At::AfterLayerBackward(i + 1), live);
         }
     }
     tl.grads_now = st.gradients;

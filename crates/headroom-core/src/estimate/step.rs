@@ -2,6 +2,8 @@
 //! model and the scenario (model states, saved tensors per layer, the loss, temporaries, the
 //! checkpointing plan of each layer).
 
+use std::borrow::Cow;
+
 use crate::activations::{self, Saved, Shape};
 use crate::catalog::Gpu;
 use crate::dtype::DType;
@@ -18,7 +20,7 @@ pub(super) struct Step<'a> {
     pub spec: &'a ModelSpec,
     pub scen: &'a Scenario,
     /// The parameter inventory and the model states (shared with the time model).
-    pub inv: ParamInventory,
+    pub inv: Cow<'a, ParamInventory>,
     pub st: ModelStates,
     /// Tokens in the micro-batch.
     pub t: u64,
@@ -81,7 +83,16 @@ pub(super) struct Temporaries {
 
 impl<'a> Step<'a> {
     pub fn prepare(spec: &'a ModelSpec, gpu: &Gpu, scen: &'a Scenario) -> Self {
-        let inv = inventory(spec);
+        Self::prepare_with(spec, Cow::Owned(inventory(spec)), gpu, scen)
+    }
+
+    /// [`Step::prepare`] with the model's parameter inventory already built.
+    pub fn prepare_with(
+        spec: &'a ModelSpec,
+        inv: Cow<'a, ParamInventory>,
+        gpu: &Gpu,
+        scen: &'a Scenario,
+    ) -> Self {
         let st = model_states(spec, &inv, scen);
         let sh = Shape::from_scenario(spec, gpu, scen);
         let t = sh.tokens();

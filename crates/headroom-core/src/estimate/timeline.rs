@@ -2,8 +2,60 @@
 //! that holds them, with the gradients each point holds so that gradient accumulation can
 //! replay the micro-batch.
 
+use std::fmt;
+
 use super::components::ComponentId;
 use super::types::Phase;
+
+/// Where a timeline point is, kept as data while the step is walked and written out only when
+/// the timeline is shown: the planner's estimates never format their few hundred labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum At {
+    Text(&'static str),
+    /// Layer `n` (counted from 1) running its forward.
+    LayerForward(u64),
+    AfterLayer(u64),
+    LayerBackward(u64),
+    AfterLayerBackward(u64),
+}
+
+/// A point's label: where it is, and whether it is the first micro-batch's point repeated by
+/// the micro-batches after it (gradient accumulation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Label {
+    pub at: At,
+    pub repeated: bool,
+}
+
+impl From<&'static str> for Label {
+    fn from(text: &'static str) -> Self {
+        At::Text(text).into()
+    }
+}
+
+impl From<At> for Label {
+    fn from(at: At) -> Self {
+        Label {
+            at,
+            repeated: false,
+        }
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.repeated {
+            f.write_str("next micro-batches: ")?;
+        }
+        match self.at {
+            At::Text(t) => f.write_str(t),
+            At::LayerForward(n) => write!(f, "layer {n} forward"),
+            At::AfterLayer(n) => write!(f, "after layer {n}"),
+            At::LayerBackward(n) => write!(f, "layer {n} backward"),
+            At::AfterLayerBackward(n) => write!(f, "after layer {n} backward"),
+        }
+    }
+}
 
 /// Live tensor bytes at one instant, per component (indexed by `ComponentId as usize`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,12 +68,13 @@ impl Default for Live {
 }
 
 impl Live {
-    // `with` and `less` stay out of line, so that the phases' many sums stay small in the
-    // site's bundle.
+    // In the site's wasm, `with` and `less` stay out of line, so that the phases' many sums
+    // stay small in the bundle; natively they inline, so the planner's thousands of estimates
+    // do not copy the whole array through every call.
 
     /// These bytes plus `bytes` of `id`.
     #[must_use]
-    #[inline(never)]
+    #[cfg_attr(target_arch = "wasm32", inline(never))]
     pub fn with(mut self, id: ComponentId, bytes: u64) -> Self {
         self.0[id as usize] += bytes;
         self
@@ -29,7 +82,7 @@ impl Live {
 
     /// These bytes less `bytes` of `id` (which holds them).
     #[must_use]
-    #[inline(never)]
+    #[cfg_attr(target_arch = "wasm32", inline(never))]
     pub fn less(mut self, id: ComponentId, bytes: u64) -> Self {
         self.0[id as usize] -= bytes;
         self
@@ -64,7 +117,7 @@ impl Live {
 
 #[derive(Default)]
 pub(super) struct Timeline {
-    pub points: Vec<(Phase, String, u64)>,
+    pub points: Vec<(Phase, Label, u64)>,
     /// Per point, what its bytes are made of.
     pub parts: Vec<Live>,
     /// Per point, the accumulated gradients its bytes include (`grads_now` when pushed).
@@ -74,7 +127,17 @@ pub(super) struct Timeline {
 }
 
 impl Timeline {
-    pub fn push(&mut self, phase: Phase, label: impl Into<String>, live: Live) {
+    /// An empty timeline with room for `points` points (the schedule knows about how many).
+    pub fn with_capacity(points: usize) -> Self {
+        Timeline {
+            points: Vec::with_capacity(points),
+            parts: Vec::with_capacity(points),
+            held: Vec::with_capacity(points),
+            grads_now: 0,
+        }
+    }
+
+    pub fn push(&mut self, phase: Phase, label: impl Into<Label>, live: Live) {
         self.points.push((phase, label.into(), live.total()));
         self.parts.push(live);
         self.held.push(self.grads_now);
@@ -88,7 +151,7 @@ impl Timeline {
     pub fn accumulated_pass(&mut self, first: usize, gradients: u64) {
         use ComponentId::{Gradients, GradientsInFlight};
         for j in first..self.points.len() {
-            let (phase, label, _) = self.points[j].clone();
+            let (phase, label, _) = self.points[j];
             let live = self.parts[j];
             // Its gradients beyond those it held (lm_head's, just computed) are new ones, in
             // flight until AccumulateGrad adds them into the held ones.
@@ -97,8 +160,11 @@ impl Timeline {
                 .less(Gradients, fresh + self.held[j])
                 .with(Gradients, gradients)
                 .with(GradientsInFlight, fresh);
-            self.points
-                .push((phase, format!("next micro-batches: {label}"), live.total()));
+            let label = Label {
+                repeated: true,
+                ..label
+            };
+            self.points.push((phase, label, live.total()));
             self.parts.push(live);
             self.held.push(gradients);
         }

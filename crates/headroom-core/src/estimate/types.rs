@@ -155,6 +155,13 @@ pub struct LivePart {
     pub bytes: u64,
 }
 
+/// A scenario's device peak and verdict alone ([`crate::estimate::memory_with`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Memory {
+    pub peak_device: u64,
+    pub verdict: Verdict,
+}
+
 /// Fits or not on the chosen GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {

@@ -7,10 +7,10 @@ use crate::bounds::ModelScale;
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
 use crate::codec;
-use crate::estimate::estimate_with;
-use crate::model::ModelSpec;
+use crate::estimate::memory_with;
+use crate::model::{ModelSpec, ParamInventory};
 use crate::scenario::{Precision, Scenario};
-use crate::time::{StepTime, step_time};
+use crate::time::{StepTime, step_time_of};
 
 use super::{Plan, PlanOptions, TrainCost, changes_training, differences};
 
@@ -19,12 +19,26 @@ pub(super) struct Ctx<'a> {
     pub(super) spec: &'a ModelSpec,
     pub(super) gpu: &'a Gpu,
     pub(super) cal: &'a Calibration,
-    /// The model's share of the scale bound, computed once for the whole search.
+    /// The model's parameter inventory and its share of the scale bound, built once for the
+    /// whole search.
+    pub(super) inv: ParamInventory,
     pub(super) scale: ModelScale,
     pub(super) estimates: Cell<u32>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// The context of one model on one GPU, no estimates counted yet.
+    pub(super) fn new(spec: &'a ModelSpec, gpu: &'a Gpu, cal: &'a Calibration) -> Self {
+        Ctx {
+            spec,
+            gpu,
+            cal,
+            inv: crate::model::inventory(spec),
+            scale: ModelScale::of(spec),
+            estimates: Cell::new(0),
+        }
+    }
+
     /// Device peak and whether it fits.
     pub(super) fn memory(&self, s: &Scenario) -> (u64, bool, i64, f64, u64) {
         self.estimates.set(self.estimates.get() + 1);
@@ -33,9 +47,9 @@ impl Ctx<'_> {
             let capacity = self.cal.capacity(self.gpu);
             return (u64::MAX, false, i64::MIN, -100.0, capacity);
         }
-        let e = estimate_with(self.spec, self.gpu, self.cal, s);
+        let e = memory_with(self.spec, &self.inv, self.gpu, self.cal, s);
         (
-            e.peak.device,
+            e.peak_device,
             e.verdict.fits,
             e.verdict.headroom,
             e.verdict.headroom_percent,
@@ -44,7 +58,7 @@ impl Ctx<'_> {
     }
 
     pub(super) fn time(&self, s: &Scenario) -> StepTime {
-        step_time(self.spec, self.gpu, self.cal, s)
+        step_time_of(self.spec, &self.inv, self.gpu, self.cal, s)
     }
 
     /// Autocast on this GPU: bf16 where it has bf16 tensor math, fp16 otherwise (T4, V100).

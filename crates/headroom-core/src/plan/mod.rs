@@ -3,7 +3,7 @@
 //! the combinations that fit are ranked by tokens per second, and a ladder of single changes
 //! leads from the scenario as it is to the first setup that fits.
 //!
-//! Memory comes from [`estimate_with`](crate::estimate::estimate_with), speed from
+//! Memory comes from [`memory_with`](crate::estimate::memory_with), speed from
 //! [`step_time`](crate::time::step_time), the ladder's changes from the strategy table's
 //! candidates ([`crate::strategies`]), so a plan's figures are the figures the calculator shows
 //! for the plan's link.
@@ -26,8 +26,6 @@ mod search;
 mod space;
 #[cfg(test)]
 mod tests;
-
-use std::cell::Cell;
 
 use serde::Serialize;
 
@@ -151,13 +149,7 @@ pub fn plan_with(
     opts.validate()?;
     let global_batch = opts.global_batch.unwrap_or_else(|| scen.global_batch());
     let seq = opts.seq.unwrap_or(scen.seq);
-    let ctx = Ctx {
-        spec,
-        gpu,
-        cal,
-        scale: crate::bounds::ModelScale::of(spec),
-        estimates: Cell::new(0),
-    };
+    let ctx = Ctx::new(spec, gpu, cal);
     let start = retarget(scen, global_batch, seq)?;
     // Settings that only save memory and cost no speed in the time model go into every plan.
     let base = Scenario {

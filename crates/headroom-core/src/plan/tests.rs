@@ -2,8 +2,6 @@
 //! with the micro-batch without pipeline parallelism, and a combination whose lightest forms
 //! do not fit has no member that fits.
 
-use std::cell::Cell;
-
 use crate::codec;
 use crate::estimate::{Resolved, resolve};
 
@@ -15,13 +13,7 @@ use super::{DEFAULT_SPACE, Keep, retarget};
 
 /// The evaluation context of a resolved scenario, no estimates counted yet.
 fn context(r: &Resolved) -> Ctx<'_> {
-    Ctx {
-        spec: &r.spec,
-        gpu: r.gpu,
-        cal: &r.calibration,
-        scale: crate::bounds::ModelScale::of(&r.spec),
-        estimates: Cell::new(0),
-    }
+    Ctx::new(&r.spec, r.gpu, &r.calibration)
 }
 
 /// The premise of

@@ -7,7 +7,7 @@ use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::estimate::Confidence;
 use crate::model::ModelSpec;
-use crate::model::params::{ParamInventory, inventory};
+use crate::model::params::ParamInventory;
 use crate::scenario::{Method, Scenario};
 use crate::states::{ModelStates, model_states};
 
@@ -75,13 +75,13 @@ pub(super) struct Cx<'a> {
 impl<'a> Cx<'a> {
     pub fn new(
         spec: &'a ModelSpec,
+        inv: &'a ParamInventory,
         gpu: &'a Gpu,
         scen: &'a Scenario,
         rates: &Rates,
         a: &'a TimeAssumptions,
     ) -> Self {
-        let inv = inventory(spec);
-        let st = model_states(spec, &inv, scen);
+        let st = model_states(spec, inv, scen);
         // Only activation offload without checkpointing reads a layer's saved bytes.
         let checkpointed = scen.checkpointing.checkpointed_layers(spec.layers) > 0;
         let layer_bytes = if scen.offload_activations && !checkpointed {
@@ -91,7 +91,7 @@ impl<'a> Cx<'a> {
             0
         };
         let parts = Prepared {
-            inv: Cow::Owned(inv),
+            inv: Cow::Borrowed(inv),
             st: Cow::Owned(st),
             layer_bytes,
         };

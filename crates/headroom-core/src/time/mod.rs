@@ -39,7 +39,7 @@ use serde::Serialize;
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
 use crate::estimate::Confidence;
-use crate::model::ModelSpec;
+use crate::model::{ModelSpec, ParamInventory};
 use crate::scenario::{Checkpointing, Scenario};
 
 pub(crate) use cx::Prepared;
@@ -214,14 +214,22 @@ pub fn recomputed_layers(ckpt: Checkpointing, layers: u64) -> u64 {
 /// surface shows. It takes the calibration the estimate takes, so no surface can time a step
 /// with other rates than those its memory was calibrated with.
 pub fn step_time(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> StepTime {
+    step_time_of(spec, &crate::model::inventory(spec), gpu, cal, scen)
+}
+
+/// [`step_time`] with the model's parameter inventory given (`crate::model::inventory` of
+/// `spec`): the planner and the strategy table time many scenarios of one model and build it
+/// once.
+pub fn step_time_of(
+    spec: &ModelSpec,
+    inv: &ParamInventory,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+) -> StepTime {
     let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
-    step_time_with(
-        spec,
-        gpu,
-        scen,
-        &rates,
-        &TimeAssumptions::for_scenario(scen),
-    )
+    let a = TimeAssumptions::for_scenario(scen);
+    terms_of(cx::Cx::new(spec, inv, gpu, scen, &rates, &a))
 }
 
 /// The step time of `scen` on `gpu` with measured `rates` and explicit assumptions.
@@ -232,7 +240,14 @@ pub fn step_time_with(
     rates: &Rates,
     a: &TimeAssumptions,
 ) -> StepTime {
-    terms_of(cx::Cx::new(spec, gpu, scen, rates, a))
+    terms_of(cx::Cx::new(
+        spec,
+        &crate::model::inventory(spec),
+        gpu,
+        scen,
+        rates,
+        a,
+    ))
 }
 
 /// The step time from what the estimate of the same scenario prepared (`estimate::with_time`).
