@@ -155,6 +155,15 @@ proptest! {
                 let m = headroom_core::estimate::memory_with(&r.spec, &inv, r.gpu, &r.calibration, &scen);
                 prop_assert_eq!(m.peak_device, e.peak.device, "{:?}", pairs);
                 prop_assert_eq!(&m.verdict, &e.verdict, "{:?}", pairs);
+                // And its time model the figures `step_time` gives, without the terms' text.
+                let fast = headroom_core::time::step_time_of(&r.spec, &inv, r.gpu, &r.calibration, &scen);
+                let full = headroom_core::time::step_time(&r.spec, r.gpu, &r.calibration, &scen);
+                let figures = |t: &headroom_core::time::StepTime| {
+                    let terms: Vec<_> =
+                        t.terms.iter().map(|x| (x.id, x.seconds, x.exposed_seconds)).collect();
+                    (t.step_seconds, t.tokens_per_second, t.mfu, terms)
+                };
+                prop_assert_eq!(figures(&fast), figures(&full), "{:?}", pairs);
             }
             // Refused only past the scale bound, and then with a message naming the field.
             Err(err) => {

@@ -74,7 +74,7 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
             "tensor parallel all-reduces of activations",
             ring_seconds(per * count, tp, 2.0, g),
             0.0,
-            format!(
+            || format!(
                 "(4 per layer + 2 per recomputed layer) x b·s·h x 2(t−1)/t, t = {tp}, at {g:.0} GB/s; on the critical path"
             ),
             "Shoeybi et al. 2019 (Megatron-LM) §3; Korthikanti et al. 2022 §4.2",
@@ -93,7 +93,7 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
             "pipeline sends between stages",
             (moved, moved / (g * 1e9)),
             0.0,
-            format!("2 x b·s·h/t x {m} micro-batches at {g:.0} GB/s"),
+            || format!("2 x b·s·h/t x {m} micro-batches at {g:.0} GB/s"),
             "Narayanan et al. 2021 §2.2",
         );
         // 1F1B bubble: (p−1)/(v·m) of the compute of m micro-batches, i.e. the idle fraction
@@ -103,10 +103,12 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
             "pipeline_bubble",
             "pipeline bubble",
             busy.all() * (pp - 1) as f64 / (v * m),
-            format!(
-                "compute x (p−1)/(v·m) = x {}/({v}·{m}): idle fraction (p−1)/(v·m+p−1)",
-                pp - 1
-            ),
+            || {
+                format!(
+                    "compute x (p−1)/(v·m) = x {}/({v}·{m}): idle fraction (p−1)/(v·m+p−1)",
+                    pp - 1
+                )
+            },
             "Narayanan et al. 2021 (arXiv 2104.04473) §2.2",
         );
     }
@@ -140,7 +142,7 @@ fn context_parallel(cx: &Cx, terms: &mut Terms) {
         "context parallel ring (keys and values)",
         (moved, seconds),
         window,
-        format!(
+        || format!(
             "(cp−1) x b·(s/cp)·(k+v) = {} x {chunk:.3e} bytes x (1 forward + 2 backward + recomputed) x {:.1} layers x {m:.0} micro-batches at {g:.0} GB/s; overlapped with attention compute ({window:.3e} s)",
             cp - 1,
             cx.layers_local()
@@ -197,7 +199,7 @@ fn data_parallel(cx: &Cx, busy: &Busy, terms: &mut Terms) {
         &format!("data parallel ({what})"),
         (moved, seconds),
         window,
-        format!(
+        || format!(
             "{factor}·(n−1)/n x {:.3e} bytes x {reps} over n = {dp} at {g:.0} GB/s; overlapped with {}",
             bytes / factor,
             if per_micro {
@@ -230,7 +232,7 @@ fn expert_parallel(cx: &Cx, terms: &mut Terms) {
         "expert parallel all-to-alls (dispatch and combine)",
         (moved, moved / (g * 1e9)),
         0.0,
-        format!(
+        || format!(
             "(4 per MoE layer + 2 per recomputed one) x b·s·k·h x (e−1)/e, e = {ep}, k = {}, at {g:.0} GB/s; on the critical path",
             moe.top_k
         ),

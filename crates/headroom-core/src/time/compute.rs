@@ -36,7 +36,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
         "forward",
         "forward matrix multiplies",
         (fwd_layers + fwd_outside, tf.fp8_forward * tokens / mp),
-        format!(
+        || format!(
             "(2·N_linear + 2·h·V + attention {:.3e}/token) x {tokens:.0} tokens / (tp·pp = {mp})",
             tf.attention_forward
         ),
@@ -46,7 +46,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
         "backward",
         "backward matrix multiplies",
         (bwd, tf.fp8_backward * tokens / mp),
-        format!(
+        || format!(
             "input grads 2·N + weight grads 2·N_trainable + attention x{} x {tokens:.0} tokens / {mp}",
             if !cx.quadratic {
                 "2.5 (Q·Kᵀ recomputed)"
@@ -78,7 +78,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
             "recompute",
             "recompute under checkpointing",
             (recompute, recompute_fp8),
-            match cx.scen.checkpointing {
+            || match cx.scen.checkpointing {
                 Checkpointing::Selective => "0.5 x eager attention forward (Q·Kᵀ, softmax)".into(),
                 c => format!(
                     "{ck:.0} checkpointed layers ({}) x one layer forward x {tokens:.0} tokens / {mp}",

@@ -26,7 +26,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "eager_softmax",
             "eager attention's s x s softmax traffic",
             scores * passes,
-            format!("heads·s²·b·L x {passes:.0} bytes (20 forward, 40 backward)"),
+            || format!("heads·s²·b·L x {passes:.0} bytes (20 forward, 40 backward)"),
             "transformers eager_attention_forward (fp32 softmax); assumed pass count",
         );
     }
@@ -42,7 +42,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         "loss",
         "cross-entropy over the logits",
         b * s * m * spec.vocab as f64 * loss_bytes / mp,
-        format!("b·s·V x {loss_bytes} bytes per logit"),
+        || format!("b·s·V x {loss_bytes} bytes per logit"),
         "transformers ForCausalLMLoss (fp32 upcast); Liger fused linear cross-entropy",
     );
     if scen.fp8.is_on() {
@@ -54,7 +54,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "fp8_casts",
             "fp8 casts (scales and fp8 copies of matmul operands)",
             (per_token * b * s + per_micro) * again * m / mp,
-            format!(
+            || format!(
                 "({per_token:.3e} bytes/token x b·s + {per_micro:.3e} bytes of weights) x {again:.2} x {m:.0} micro-batches"
             ),
             "torchao float8_linear.py: input, weight, grad_output cast per matmul; assumed 5 bytes per cast element",
@@ -73,7 +73,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "act_int8",
             "int8 activation compression (pack and unpack)",
             per_layer * cx.layers_local() * m,
-            format!(
+            || format!(
                 "{per_layer:.3e} bytes per layer (3 x element bytes + 2 per saved element) x {:.0} layers x {m:.0} micro-batches",
                 cx.layers_local()
             ),
@@ -97,7 +97,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "dequantize_4bit",
             "QLoRA: NF4 weights dequantized for every use",
             quantized * 2.5 * uses * m / mp,
-            format!(
+            || format!(
                 "{quantized:.3e} NF4 weights x 2.5 bytes x {uses:.2} uses per micro-batch x {m:.0}"
             ),
             "bitsandbytes MatMul4Bit (dequantize_4bit in forward and backward); assumed bytes per use",
@@ -144,9 +144,11 @@ fn optimizer(cx: &Cx, terms: &mut Terms) {
         "optimizer",
         "optimizer step",
         pass * opt_traffic,
-        format!(
-            "{pass} x (2 x states + 2 x weights + gradients) = {pass} x {opt_traffic:.3e} bytes"
-        ),
+        || {
+            format!(
+                "{pass} x (2 x states + 2 x weights + gradients) = {pass} x {opt_traffic:.3e} bytes"
+            )
+        },
         "elementwise update, memory-bound (optimizer.rs state bytes)",
     );
     if cx.scen.optimizer == Optimizer::AdamWForLoop {
@@ -182,10 +184,12 @@ fn for_loop_launches(cx: &Cx, terms: &mut Terms) {
         "optimizer_launches",
         "for-loop optimizer: one launch per op per tensor",
         seconds,
-        format!(
-            "{tensors:.0} tensors x {FOR_LOOP_KERNELS_PER_TENSOR} kernels x {:.0} µs",
-            EAGER_OP_SECONDS * 1e6
-        ),
+        || {
+            format!(
+                "{tensors:.0} tensors x {FOR_LOOP_KERNELS_PER_TENSOR} kernels x {:.0} µs",
+                EAGER_OP_SECONDS * 1e6
+            )
+        },
         "torch/optim/adam.py _single_tensor_adam; assumed eager op cost",
     );
     if let Some(t) = terms.list.last_mut() {

@@ -214,12 +214,20 @@ pub fn recomputed_layers(ckpt: Checkpointing, layers: u64) -> u64 {
 /// surface shows. It takes the calibration the estimate takes, so no surface can time a step
 /// with other rates than those its memory was calibrated with.
 pub fn step_time(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> StepTime {
-    step_time_of(spec, &crate::model::inventory(spec), gpu, cal, scen)
+    let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
+    step_time_with(
+        spec,
+        gpu,
+        scen,
+        &rates,
+        &TimeAssumptions::for_scenario(scen),
+    )
 }
 
-/// [`step_time`] with the model's parameter inventory given (`crate::model::inventory` of
-/// `spec`): the planner and the strategy table time many scenarios of one model and build it
-/// once.
+/// [`step_time`]'s figures, with the model's parameter inventory given
+/// (`crate::model::inventory` of `spec`): the planner and the strategy table time many
+/// scenarios of one model, build the inventory once and read only the figures, so the terms'
+/// names, formulas and sources are left empty (every number is the same).
 pub fn step_time_of(
     spec: &ModelSpec,
     inv: &ParamInventory,
@@ -229,7 +237,7 @@ pub fn step_time_of(
 ) -> StepTime {
     let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
     let a = TimeAssumptions::for_scenario(scen);
-    terms_of(cx::Cx::new(spec, inv, gpu, scen, &rates, &a))
+    terms_of(cx::Cx::new(spec, inv, gpu, scen, &rates, &a), false)
 }
 
 /// The step time of `scen` on `gpu` with measured `rates` and explicit assumptions.
@@ -240,14 +248,10 @@ pub fn step_time_with(
     rates: &Rates,
     a: &TimeAssumptions,
 ) -> StepTime {
-    terms_of(cx::Cx::new(
-        spec,
-        &crate::model::inventory(spec),
-        gpu,
-        scen,
-        rates,
-        a,
-    ))
+    terms_of(
+        cx::Cx::new(spec, &crate::model::inventory(spec), gpu, scen, rates, a),
+        true,
+    )
 }
 
 /// The step time from what the estimate of the same scenario prepared (`estimate::with_time`).
@@ -260,12 +264,13 @@ pub(crate) fn step_time_prepared(
 ) -> StepTime {
     let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
     let a = TimeAssumptions::for_scenario(scen);
-    terms_of(cx::Cx::with(spec, gpu, scen, &rates, &a, parts))
+    terms_of(cx::Cx::with(spec, gpu, scen, &rates, &a, parts), true)
 }
 
 /// Builds the terms kind by kind over one context, then sums them.
-fn terms_of(cx: cx::Cx) -> StepTime {
-    let mut terms = terms::Terms::new(&cx);
+/// `text`: whether the terms carry their names, formulas and sources.
+fn terms_of(cx: cx::Cx, text: bool) -> StepTime {
+    let mut terms = terms::Terms::new(&cx, text);
     let mut busy = compute::terms(&cx, &mut terms);
     memory::terms(&cx, &mut terms, &mut busy);
     transfer::terms(&cx, &mut terms);

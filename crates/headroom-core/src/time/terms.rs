@@ -21,14 +21,24 @@ pub(super) enum Via {
 pub(super) struct Terms<'c, 'a> {
     cx: &'c Cx<'a>,
     pub list: Vec<TimeTerm>,
+    /// Whether the terms carry their text (name, formula, source). The planner times
+    /// thousands of setups and reads only the figures, so it leaves the text out; the
+    /// formulas are closures for that reason, run only when the text is wanted.
+    text: bool,
 }
 
 impl<'c, 'a> Terms<'c, 'a> {
-    pub fn new(cx: &'c Cx<'a>) -> Self {
+    pub fn new(cx: &'c Cx<'a>, text: bool) -> Self {
         Terms {
             cx,
             list: Vec::new(),
+            text,
         }
+    }
+
+    /// `make()` when the terms carry their text, else an empty string (no allocation).
+    fn text(&self, make: impl FnOnce() -> String) -> String {
+        if self.text { make() } else { String::new() }
     }
 
     /// Matrix multiplies at the efficiency-scaled peak, `fp8_flops` of them at the fp8 rate
@@ -38,7 +48,7 @@ impl<'c, 'a> Terms<'c, 'a> {
         id: &'static str,
         name: &str,
         (flops, fp8_flops): (f64, f64),
-        formula: String,
+        formula: impl FnOnce() -> String,
         source: &str,
     ) -> f64 {
         let cx = self.cx;
@@ -49,7 +59,10 @@ impl<'c, 'a> Terms<'c, 'a> {
             } else {
                 0.0
             };
-        let fp8 = if fp8_flops > 0.0 {
+        let fp8 = || {
+            if fp8_flops <= 0.0 {
+                return String::new();
+            }
             format!(
                 "; {fp8_flops:.3e} of them in fp8 ({}) at {} TFLOP/s x {:.3} x {:.2}, with {:.2} of \
                  fp8's gain over the compute dtype at this GEMM size",
@@ -59,22 +72,26 @@ impl<'c, 'a> Terms<'c, 'a> {
                 crate::fp8::gemm_factor(cx.scen.fp8),
                 cx.fp8_gain
             )
-        } else {
-            String::new()
         };
         self.list.push(TimeTerm {
             id,
-            name: name.to_string(),
+            name: self.text(|| name.to_string()),
             kind: TermKind::Compute,
             flops,
             bytes: 0,
             seconds,
             exposed_seconds: seconds,
-            formula: format!(
-                "{formula}; at {} TFLOP/s x {:.3} ({}){fp8}",
-                cx.peak, cx.eff, cx.eff_text
-            ),
-            source: source.to_string(),
+            formula: self.text(|| {
+                format!(
+                    "{}; at {} TFLOP/s x {:.3} ({}){}",
+                    formula(),
+                    cx.peak,
+                    cx.eff,
+                    cx.eff_text,
+                    fp8()
+                )
+            }),
+            source: self.text(|| source.to_string()),
             confidence: cx.eff_conf,
         });
         seconds
@@ -86,20 +103,26 @@ impl<'c, 'a> Terms<'c, 'a> {
         id: &'static str,
         name: &str,
         bytes: f64,
-        formula: String,
+        formula: impl FnOnce() -> String,
         source: &str,
     ) -> f64 {
         let seconds = bytes / self.cx.hbm;
         self.list.push(TimeTerm {
             id,
-            name: name.to_string(),
+            name: self.text(|| name.to_string()),
             kind: TermKind::Memory,
             flops: 0.0,
             bytes: bytes as u64,
             seconds,
             exposed_seconds: seconds,
-            formula: format!("{formula} / {} GB/s HBM", self.cx.gpu.memory_bandwidth_gbs),
-            source: source.to_string(),
+            formula: self.text(|| {
+                format!(
+                    "{} / {} GB/s HBM",
+                    formula(),
+                    self.cx.gpu.memory_bandwidth_gbs
+                )
+            }),
+            source: self.text(|| source.to_string()),
             confidence: Confidence::Assumed,
         });
         seconds
@@ -113,7 +136,7 @@ impl<'c, 'a> Terms<'c, 'a> {
         name: &str,
         bytes: f64,
         via: Via,
-        formula: String,
+        formula: impl FnOnce() -> String,
         source: &str,
     ) {
         let (gbs, confidence) = match via {
@@ -124,14 +147,14 @@ impl<'c, 'a> Terms<'c, 'a> {
         let seconds = bytes / (gbs.max(1e-3) * 1e9);
         self.list.push(TimeTerm {
             id,
-            name: name.to_string(),
+            name: self.text(|| name.to_string()),
             kind: TermKind::Transfer,
             flops: 0.0,
             bytes: bytes as u64,
             seconds,
             exposed_seconds: seconds,
-            formula: format!("{formula} at {gbs:.1} GB/s"),
-            source: source.to_string(),
+            formula: self.text(|| format!("{} at {gbs:.1} GB/s", formula())),
+            source: self.text(|| source.to_string()),
             confidence,
         });
     }
@@ -144,7 +167,7 @@ impl<'c, 'a> Terms<'c, 'a> {
         name: &str,
         (moved, seconds): (f64, f64),
         window: f64,
-        formula: String,
+        formula: impl FnOnce() -> String,
         source: &str,
     ) {
         if moved <= 0.0 {
@@ -152,14 +175,14 @@ impl<'c, 'a> Terms<'c, 'a> {
         }
         self.list.push(TimeTerm {
             id,
-            name: name.to_string(),
+            name: self.text(|| name.to_string()),
             kind: TermKind::Communication,
             flops: 0.0,
             bytes: moved as u64,
             seconds,
             exposed_seconds: (seconds - window).max(0.0),
-            formula,
-            source: source.to_string(),
+            formula: self.text(formula),
+            source: self.text(|| source.to_string()),
             confidence: Confidence::Assumed,
         });
     }
@@ -170,19 +193,19 @@ impl<'c, 'a> Terms<'c, 'a> {
         id: &'static str,
         name: &str,
         seconds: f64,
-        formula: String,
+        formula: impl FnOnce() -> String,
         source: &str,
     ) {
         self.list.push(TimeTerm {
             id,
-            name: name.to_string(),
+            name: self.text(|| name.to_string()),
             kind: TermKind::Idle,
             flops: 0.0,
             bytes: 0,
             seconds,
             exposed_seconds: seconds,
-            formula,
-            source: source.to_string(),
+            formula: self.text(formula),
+            source: self.text(|| source.to_string()),
             confidence: Confidence::Exact,
         });
     }

@@ -25,10 +25,12 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
             bytes,
             // Harmonic mean: half the bytes at each direction's bandwidth.
             Via::HostLink(2.0 / (1.0 / cx.d2h + 1.0 / cx.h2d)),
-            format!(
-                "saved bytes/layer x {} layers x {m} micro-batches, out and back",
-                spec.layers.div_ceil(pp)
-            ),
+            || {
+                format!(
+                    "saved bytes/layer x {} layers x {m} micro-batches, out and back",
+                    spec.layers.div_ceil(pp)
+                )
+            },
             "torch.autograd.graph.save_on_cpu(pin_memory=True)",
         );
     }
@@ -44,7 +46,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
                 "optimizer offload: gradients out, parameters back",
                 shard * (grad_dtype + half),
                 Via::HostLink(cx.h2d.min(cx.d2h)),
-                format!("trainable/dp x ({grad_dtype} + {half}) bytes"),
+                || format!("trainable/dp x ({grad_dtype} + {half}) bytes"),
                 "ZeRO-Offload (Ren et al. 2021) data flow",
             );
             terms.transfer(
@@ -52,7 +54,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
                 "optimizer step on the CPU",
                 shard * 28.0,
                 Via::HostMemory,
-                "trainable/dp x 28 bytes (read p, g, m, v; write p, m, v in fp32)".into(),
+                || "trainable/dp x 28 bytes (read p, g, m, v; write p, m, v in fp32)".into(),
                 "CPU Adam is memory-bound; host bandwidth per GPU assumed",
             );
             if target == Offload::Nvme {
@@ -61,7 +63,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
                     "optimizer states from and to NVMe",
                     shard * 24.0,
                     Via::Nvme,
-                    "trainable/dp x 12 bytes (p, m, v fp32) read and written".into(),
+                    || "trainable/dp x 12 bytes (p, m, v fp32) read and written".into(),
                     "ZeRO-Infinity (Rajbhandari et al. 2021)",
                 );
             }
@@ -82,7 +84,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
                 "parameter offload: fetch for forward and backward",
                 bytes,
                 via,
-                format!("params/dp x {half} bytes x 2 x {m} micro-batches over the {what}"),
+                || format!("params/dp x {half} bytes x 2 x {m} micro-batches over the {what}"),
                 "ZeRO-3 offload / ZeRO-Infinity parameter fetch",
             );
         }
