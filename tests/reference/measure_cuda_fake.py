@@ -13,6 +13,9 @@ grouped-query k and v not repeated (every CUDA kernel takes them as they are), t
 and under autocast the inputs cast to the autocast dtype (SDPA is on autocast's lower-precision
 list).
 """
+import gc
+import weakref
+
 import torch
 import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -171,7 +174,11 @@ def saved_forward(config, batch, seq, precision, kernel):
                 rng_state = t.dtype in (torch.int64, torch.uint64) and t.numel() <= 2
                 cast = amp and t.dim() in (2, 3) and t.dtype == torch.bfloat16 and tuple(t.shape) in weight_shapes
                 if key not in params and key not in saved and not rng_state and not cast:
-                    saved[key] = (current[0], storage.nbytes(), tuple(t.shape), str(t.dtype))
+                    # The tensor is held until the forward ends, so no storage freed meanwhile
+                    # hands its address (the key) to a later one.
+                    saved[key] = (current[0], storage.nbytes(), tuple(t.shape), str(t.dtype), [])
+                if key in saved:
+                    saved[key][4].append(t)
                 return t
 
             # A multimodal wrapper (Llama 4's) keeps its text model's keys under text_config.
@@ -182,7 +189,16 @@ def saved_forward(config, batch, seq, precision, kernel):
             torch.set_autocast_dtype("cuda", torch.bfloat16)
             torch.set_autocast_enabled("cuda", amp)
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                model(input_ids=ids, labels=ids)
+                out = model(input_ids=ids, labels=ids)
+            # What backward will read: a tensor saved by a node the loss does not reach (the
+            # DeepSeek-V3 router's group top-k and mask, which only choose the experts) is
+            # freed with that node when the forward ends, so only what the graph still holds
+            # counts.
+            refs = {key: [weakref.ref(t) for t in v[4]] for key, v in saved.items()}
+            saved = {key: v[:4] for key, v in saved.items()}
+            gc.collect()
+            saved = {key: v for key, v in saved.items() if any(r() is not None for r in refs[key])}
+            del out
     finally:
         torch.set_autocast_enabled("cuda", False)
         torch.clear_autocast_cache()

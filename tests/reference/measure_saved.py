@@ -4,7 +4,10 @@ Saved tensors come from `torch.autograd.graph.saved_tensors_hooks` (each storage
 parameters excluded); gradients and optimizer states are summed after the step. The figures
 are turned into their CUDA equivalents with explicit, named corrections (`cuda_corrections`).
 """
+import gc
 import json
+import weakref
+
 import torch
 import transformers
 
@@ -64,12 +67,22 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
             key = st.data_ptr()
             if key not in param_ptrs and key not in saved:
                 cast = amp and t.dim() in (2, 3) and t.dtype == torch.bfloat16 and (tuple(t.shape) in weight_shapes)
-                saved[key] = (current[0], st.nbytes(), cast, t.dtype, t)
+                saved[key] = (current[0], st.nbytes(), cast, t.dtype, [])
+            if key in saved:
+                saved[key][4].append(t)
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
                 out = model(input_ids=ids, labels=ids)
+        # Held above until the forward ends (so that no freed storage hands its address to a
+        # later tensor); now only what the graph still holds counts: a node the loss does not
+        # reach (DeepSeek-V3's group top-k and mask, which only choose the experts) is freed
+        # with what it saved when the forward ends.
+        refs = {key: [weakref.ref(t) for t in v[4]] for key, v in saved.items()}
+        saved = {key: (*v[:4], None) for key, v in saved.items()}
+        gc.collect()
+        saved = {key: v for key, v in saved.items() if any(r() is not None for r in refs[key])}
         for h in hooks:
             h.remove()
         loss = out.loss

@@ -139,8 +139,21 @@ VARIANTS = [
     # DeepSeek-V2's dense layers (its RoPE multiplies complex numbers) and DeepSeek-V3's MoE layers.
     *[("deepseek_v2-dense", "deepseek_v3", {"model_type": "deepseek_v2", "mlp_bias": True}, prec, attn, "none", 2, 64,
        False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
-    *[("deepseek_v3-moe", "deepseek_v3", {"first_k_dense_replace": 1, "n_shared_experts": 2}, prec, attn, "none", 2,
+    # Every layer MoE, so that the core's one-layer figure is a MoE layer's as the measured one
+    # is: DeepSeek-V3's router (sigmoid, group-limited), DeepSeek-V2's (softmax, greedy or
+    # group-limited with its mask) and GLM-4.5's (V3's, top-k not normalized here). Not under
+    # autocast: CPU's autocast lists are not CUDA's, which the core follows (the experts run in
+    # fp32 there); under CUDA's they are exact on fake CUDA (test_cuda_fake.py).
+    *[("deepseek_v3-moe", "deepseek_v3", {"first_k_dense_replace": 0, "n_shared_experts": 2}, prec, attn, "none", 2,
        64, False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
+    *[(f"deepseek_v2-moe-{method}", "deepseek_v3", {"model_type": "deepseek_v2", "first_k_dense_replace": 0,
+                                                    "topk_method": method, "n_group": 2, "topk_group": 1}, prec, attn,
+       "none", 2, 64, False)
+      for method in ("greedy", "group_limited_greedy")
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
+    *[("glm4_moe-moe", "glm4", {"model_type": "glm4_moe", "first_k_dense_replace": 0, "n_routed_experts": 8,
+                                "moe_intermediate_size": 64, "num_experts_per_tok": 2, "norm_topk_prob": False},
+       prec, attn, "none", 2, 64, False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
     # Llama 4 under full checkpointing; Maverick's layout (MoE every other layer, so the middle
     # layer is dense with intermediate_size_mlp; no q/k norm); chunks shorter than the sequence.
     *[("llama4_text-ckpt", "llama4_text", {}, prec, attn, "full", 2, 64, False)
@@ -208,16 +221,10 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
             CONFIGS[fam], prec, attn, ckpt, b, s, keep, extra)
 
 
-# DeepSeek-V3's MoE layers (the middle layer here) are the core's generic MoE inventory, routing
-# assumed: DeepseekV3TopkRouter's fp32 sigmoid with group-limited top-k and the grouped_mm experts
-# (gpt-oss's are modelled exactly) are not, and the one-layer figure of a model with dense layers
-# is the dense layer's. Strict: passing means the core learned them.
-DEEPSEEK_MOE = pytest.mark.xfail(strict=True, reason="DeepSeek's MoE layer is the generic, assumed inventory")
 # Llama 4's chunked layers with chunks shorter than the sequence hand SDPA an explicit mask, so
 # transformers repeats k and v to every head and SDPA saves them and the mask (traced: b x 1 x s x
 # s in bf16, and k/v x heads / kv heads); modelled, as OLMo 3's windows are.
-VARIANT_PARAMS = [pytest.param(*v, marks=DEEPSEEK_MOE) if v[0] == "deepseek_v3-moe"
-                  else v for v in VARIANTS]
+VARIANT_PARAMS = VARIANTS
 
 
 @pytest.mark.parametrize("name,fam,over,prec,attn,ckpt,b,s,keep", VARIANT_PARAMS,

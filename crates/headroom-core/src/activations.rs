@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;
-use crate::model::{Family, Mla, ModelSpec, Moe, NormKind, Vision, VisionKind};
+use crate::model::{Family, Mla, ModelSpec, Moe, NormKind, Router, Vision, VisionKind};
 use crate::scenario::{
     Attention, Checkpointing, LoraTargets, Method, Precision, Scenario, VisionTraining,
 };
@@ -1504,38 +1504,10 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     let t = sh.tokens();
     let c = sh.compute();
     let routed = t * m.top_k;
-    // With Qwen2-MoE's gated shared expert in full-precision training the router reads the
-    // same norm output the shared expert's Linears save (counted with them); under autocast
-    // each Linear saves its own cast copy.
-    if !(m.shared_gate && sh.base_trainable && !sh.amp()) {
-        mlp_linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
-    }
-    if spec.model_type == "granitemoe" {
-        // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
-        inv.add(
-            "router's top-k probabilities, fp32 (saved by softmax over the top-k logits)",
-            routed,
-            DType::F32,
-        );
+    if m.router != Router::Softmax {
+        deepseek_router(inv, spec, sh, m);
     } else {
-        inv.add(
-            "router probabilities, fp32 (saved by softmax and topk)",
-            t * m.experts,
-            DType::F32,
-        );
-    }
-    inv.add(
-        "router's top-k indices, int64 (saved by topk)",
-        routed,
-        DType::I64,
-    );
-    if m.norm_topk {
-        inv.add(
-            "top-k probabilities, fp32 (saved by their in-place division by the sum)",
-            routed,
-            DType::F32,
-        );
-        inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
+        softmax_router(inv, spec, sh, m);
     }
     // transformers' grouped_mm experts (`integrations/moe.py`, the default on sm80+ and on
     // CPU): the routed rows sorted by expert, their orders and the rows per expert. Measured
@@ -1572,12 +1544,15 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         routed * spec.hidden,
         x,
     );
-    // Each routed row's weight, saved by its multiply: Mixtral's router keeps it in fp32, the
-    // others cast it to the logits' dtype.
-    let weight = if spec.model_type == "mixtral" {
-        DType::F32
-    } else {
-        c
+    // Each routed row's weight, saved by its multiply: in the router's score dtype (Mixtral's
+    // and DeepSeek's routers: fp32 but for DeepSeek-V3's under autocast); Granite casts it to
+    // the hidden states' dtype (`type_as`: fp32 under autocast, fake CUDA at full size), the
+    // others to the logits' dtype.
+    let weight = match m.router {
+        Router::Softmax if spec.model_type == "mixtral" => DType::F32,
+        Router::Softmax if spec.model_type == "granitemoe" => sh.stream(),
+        Router::Softmax => c,
+        _ => deepseek_score_dtype(m, sh),
     };
     inv.add(
         "routing weight of each routed row (saved by mul)",
@@ -1600,6 +1575,118 @@ fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
                 c,
             );
         }
+    }
+}
+
+/// The generic router (`Router::Softmax`): a Linear in the compute dtype, a softmax, top-k.
+fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
+    let t = sh.tokens();
+    let routed = t * m.top_k;
+    // With Qwen2-MoE's gated shared expert in full-precision training the router reads the
+    // same norm output the shared expert's Linears save (counted with them); under autocast
+    // each Linear saves its own cast copy.
+    if !(m.shared_gate && sh.base_trainable && !sh.amp()) {
+        mlp_linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
+    }
+    if spec.model_type == "granitemoe" {
+        // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
+        inv.add(
+            "router's top-k probabilities, fp32 (saved by softmax over the top-k logits)",
+            routed,
+            DType::F32,
+        );
+    } else {
+        inv.add(
+            "router probabilities, fp32 (saved by softmax and topk)",
+            t * m.experts,
+            DType::F32,
+        );
+    }
+    inv.add(
+        "router's top-k indices, int64 (saved by topk)",
+        routed,
+        DType::I64,
+    );
+    if m.norm_topk {
+        inv.add(
+            "top-k probabilities, fp32 (saved by their in-place division by the sum)",
+            routed,
+            DType::F32,
+        );
+        inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
+    }
+}
+
+/// DeepSeek's routers (`Router::DeepseekV2`, `Router::DeepseekV3`): `F.linear(x.float(),
+/// weight.float())`. In 16-bit training both casts are copies: the Linear saves x's (t x h,
+/// for the weight's gradient, when the weight trains) and the weight's (experts x h, for x's).
+/// In fp32 both are the tensors themselves: x is the norm output the shared experts' Linears
+/// save too (counted with them). Under autocast the Linear runs in 16 bits and saves its own
+/// cast of x, as any Linear does. Then the scores (softmax or sigmoid, fp32, saved by it), the
+/// top-k indices and, for DeepSeek-V2's group-limited choice, the mask of the groups kept.
+/// DeepSeek-V3's group top-k and mask only choose the experts: autograd frees what they saved
+/// when the forward ends (fake CUDA at full size, GLM-4.5-Air; tests/reference).
+fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
+    let (t, h) = (sh.tokens(), spec.hidden);
+    if sh.amp() {
+        mlp_linear_inputs(inv, "router input", t * h, 1, sh);
+    } else if sh.stream() != DType::F32 {
+        if sh.base_trainable {
+            inv.add(
+                "router input's fp32 copy (saved by the fp32 Linear)",
+                t * h,
+                DType::F32,
+            );
+        }
+        inv.add(
+            "router weight's fp32 copy (saved by the fp32 Linear)",
+            m.experts * h,
+            DType::F32,
+        );
+    } else if sh.base_trainable && m.shared_intermediate == 0 {
+        inv.add("router input (saved by the Linear)", t * h, DType::F32);
+    }
+    let score = deepseek_score_dtype(m, sh);
+    let scores = match m.router {
+        Router::DeepseekV3 => "router scores (saved by sigmoid)",
+        _ => "router probabilities, fp32 (saved by softmax)",
+    };
+    inv.add(scores, t * m.experts, score);
+    if m.router
+        == (Router::DeepseekV2 {
+            group_limited: true,
+        })
+    {
+        inv.add(
+            "mask of the experts outside the chosen groups, bool (saved by masked_fill)",
+            t * m.experts,
+            DType::Bool,
+        );
+    }
+    inv.add(
+        "router's top-k indices, int64 (saved by topk and gather)",
+        t * m.top_k,
+        DType::I64,
+    );
+    if m.norm_topk {
+        inv.add(
+            "top-k scores (saved by their in-place division by the sum)",
+            t * m.top_k,
+            score,
+        );
+        // Autocast runs `sum` in fp32.
+        inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
+    }
+}
+
+/// The dtype of a DeepSeek router's scores and of the weights taken from them: fp32, but for
+/// DeepSeek-V3's sigmoid under autocast, which reads the Linear's 16-bit logits (sigmoid is on
+/// no autocast list; DeepSeek-V2's softmax asks for fp32).
+fn deepseek_score_dtype(m: &Moe, sh: &Shape) -> DType {
+    if m.router == Router::DeepseekV3 && sh.amp() {
+        sh.compute()
+    } else {
+        DType::F32
     }
 }
 

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::ScenarioError;
-use crate::model::{Family, ModelSpec, Vision, VisionKind};
+use crate::model::{Family, ModelSpec, Router, Vision, VisionKind};
 use crate::scenario::{
     Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, ModelChoice,
     Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
@@ -628,8 +628,17 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                         .map(Value::from)
                         .collect();
                     put("mlp_only_layers", Value::Array(dense));
-                    if moe.norm_topk {
-                        put("norm_topk_prob", true.into());
+                    // Written where it differs from the config class's default: true for
+                    // DeepSeek-V3 and GLM-4.5, false for the others.
+                    if moe.norm_topk != (moe.router == Router::DeepseekV3) {
+                        put("norm_topk_prob", moe.norm_topk.into());
+                    }
+                    if moe.router
+                        == (Router::DeepseekV2 {
+                            group_limited: true,
+                        })
+                    {
+                        put("topk_method", "group_limited_greedy".into());
                     }
                 }
                 put("num_experts_per_tok", moe.top_k.into());

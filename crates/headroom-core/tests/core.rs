@@ -509,6 +509,56 @@ fn mla_and_gpt_oss_configs_round_trip_through_their_links() {
     }
 }
 
+/// DeepSeek's routers keep what sets their saved tensors through a link: DeepSeek-V2's
+/// group-limited choice (whose mask is saved) and a GLM-4.5 router that does not normalize its
+/// top-k (its config class normalizes by default). A router method DeepSeek-V2 does not have is
+/// refused by name.
+#[test]
+fn deepseek_routers_round_trip_through_their_links() {
+    use headroom_core::model::Router;
+    let base = r#""hidden_size":512,"num_hidden_layers":4,"num_attention_heads":8,
+        "num_key_value_heads":8,"intermediate_size":1024,"vocab_size":1000,"n_routed_experts":8,
+        "moe_intermediate_size":64,"num_experts_per_tok":2,"first_k_dense_replace":0"#;
+    for (extra, router, norm) in [
+        (
+            r#""model_type":"deepseek_v2","topk_method":"group_limited_greedy","n_group":2,"topk_group":1"#,
+            Router::DeepseekV2 {
+                group_limited: true,
+            },
+            false,
+        ),
+        (
+            r#""model_type":"deepseek_v2""#,
+            Router::DeepseekV2 {
+                group_limited: false,
+            },
+            false,
+        ),
+        (
+            r#""model_type":"glm4_moe","norm_topk_prob":false"#,
+            Router::DeepseekV3,
+            false,
+        ),
+        (r#""model_type":"deepseek_v3""#, Router::DeepseekV3, true),
+    ] {
+        let text = format!("{{{extra},{base}}}");
+        let spec = parse_config_json(&text).expect("parses");
+        let moe = spec.moe.clone().expect("MoE");
+        assert_eq!((moe.router, moe.norm_topk), (router, norm), "{text}");
+        let scen = Scenario {
+            model: ModelChoice::Custom(Box::new(spec)),
+            ..Scenario::default()
+        };
+        assert_eq!(decode(&encode(&scen)).expect("decodes"), scen, "{text}");
+    }
+    let bad = format!(r#"{{"model_type":"deepseek_v2","topk_method":"noaux_tc",{base}}}"#);
+    let err = parse_config_json(&bad).expect_err("refused").to_string();
+    assert!(
+        err.contains("topk_method") && err.contains("group_limited_greedy"),
+        "{err}"
+    );
+}
+
 /// Llama 4 (Maverick's alternating dense and MoE layers, NoPE layers listed, no chunking) and
 /// Qwen3-Next (an irregular `layer_types`, a dense layer) keep their layouts through a link:
 /// the parameter count of each config is transformers' `num_parameters()` (4,203,264 and

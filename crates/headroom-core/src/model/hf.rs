@@ -6,8 +6,8 @@
 use serde_json::{Map, Value};
 
 use super::spec::{
-    Dropout, Family, LinearAttention, Llama4, Mla, MlpKind, ModelSpec, Moe, NormKind, Vision,
-    VisionKind,
+    Dropout, Family, LinearAttention, Llama4, Mla, MlpKind, ModelSpec, Moe, NormKind, Router,
+    Vision, VisionKind,
 };
 use crate::bounds::{MAX_HEADS, MAX_LAYERS};
 use crate::error::ConfigError;
@@ -358,6 +358,7 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
             sparse_layers: layers,
             // MixtralTopKRouter divides by the sum whatever the config says.
             norm_topk: model_type == "mixtral",
+            router: Router::Softmax,
         }),
         "qwen2_moe" | "qwen3_moe" | "qwen3_next" => {
             let qwen2 = model_type == "qwen2_moe";
@@ -411,15 +412,16 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
                 // Qwen2MoeConfig and Qwen3MoeConfig default it to false (Qwen3-Next has its
                 // own router inventory).
                 norm_topk: !next && cfg.bool_or("norm_topk_prob", false)?,
+                router: Router::Softmax,
             })
         }
         // Glm4MoeConfig: 128 routed experts of 1408, top-8, one shared, the first layer dense.
-        "glm4_moe" => routed_moe(cfg, layers, [128, 1408, 8, 1, 1])?,
+        "glm4_moe" => routed_moe(cfg, model_type, layers, [128, 1408, 8, 1, 1])?,
         // DeepseekV3Config: 256 routed experts of 2048, top-8, one shared, three dense layers
         // first; DeepseekV2Config: 64 of 1407, two shared, no dense layer (its top-k defaults
         // to None, which no forward runs with: DeepSeek-V2's 6 is taken).
-        "deepseek_v3" => routed_moe(cfg, layers, [256, 2048, 8, 3, 1])?,
-        "deepseek_v2" => routed_moe(cfg, layers, [64, 1407, 6, 0, 2])?,
+        "deepseek_v3" => routed_moe(cfg, model_type, layers, [256, 2048, 8, 3, 1])?,
+        "deepseek_v2" => routed_moe(cfg, model_type, layers, [64, 1407, 6, 0, 2])?,
         _ => None,
     };
     let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
@@ -570,6 +572,7 @@ fn llama4_moe(cfg: &Cfg, layers: u64, expert: u64) -> Result<Option<Moe>, Config
         shared_gate: false,
         sparse_layers,
         norm_topk: false,
+        router: Router::Softmax,
     }))
 }
 
@@ -966,7 +969,12 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
 /// `shared_expert_intermediate_size`), dense layers listed in `mlp_only_layers` (a link's form)
 /// or the first `first_k_dense_replace`. `d`: the defaults of experts, expert intermediate,
 /// top-k, first dense layers and shared experts. No experts: no MoE.
-fn routed_moe(cfg: &Cfg, layers: u64, d: [u64; 5]) -> Result<Option<Moe>, ConfigError> {
+fn routed_moe(
+    cfg: &Cfg,
+    model_type: &str,
+    layers: u64,
+    d: [u64; 5],
+) -> Result<Option<Moe>, ConfigError> {
     let experts = match cfg.opt_u64("num_local_experts")? {
         Some(n) => n,
         None => match cfg.opt_u64("num_experts")? {
@@ -978,6 +986,7 @@ fn routed_moe(cfg: &Cfg, layers: u64, d: [u64; 5]) -> Result<Option<Moe>, Config
         return Ok(None);
     }
     let expert_intermediate = cfg.u64_or("moe_intermediate_size", d[1])?;
+    let (router, norm_topk) = deepseek_router(cfg, model_type)?;
     let dense_only = cfg.index_list("mlp_only_layers", layers)?;
     let first_dense = match cfg.present("mlp_only_layers") {
         Some(_) => 0,
@@ -995,9 +1004,38 @@ fn routed_moe(cfg: &Cfg, layers: u64, d: [u64; 5]) -> Result<Option<Moe>, Config
         sparse_layers: (0..layers)
             .filter(|i| !dense_only.contains(i) && *i >= first_dense)
             .count() as u64,
-        // DeepSeek-style routing is the generic, assumed inventory.
-        norm_topk: false,
+        norm_topk,
+        router,
     }))
+}
+
+/// The router of a DeepSeek-style MoE and whether it divides its top-k weights by their sum:
+/// `DeepseekV2TopkRouter` never does (it has no such branch) and runs `topk_method` "greedy"
+/// (the default) or "group_limited_greedy", the only two it has; DeepSeek-V3's and GLM-4.5's
+/// router (`DeepseekV3TopkRouter`, `Glm4MoeTopkRouter`) read `norm_topk_prob`, True by default.
+/// Any other type read as routed experts (an unknown one, approximately) gets the generic
+/// router, normalized where its config says so.
+fn deepseek_router(cfg: &Cfg, model_type: &str) -> Result<(Router, bool), ConfigError> {
+    match model_type {
+        "deepseek_v2" => {}
+        "deepseek_v3" | "glm4_moe" => {
+            return Ok((Router::DeepseekV3, cfg.bool_or("norm_topk_prob", true)?));
+        }
+        _ => return Ok((Router::Softmax, cfg.bool_or("norm_topk_prob", false)?)),
+    }
+    let group_limited = match cfg.present("topk_method") {
+        None => false,
+        Some(Value::String(m)) if m == "greedy" => false,
+        Some(Value::String(m)) if m == "group_limited_greedy" => true,
+        Some(v) => {
+            return Err(bad(
+                "topk_method",
+                "\"greedy\" or \"group_limited_greedy\" (DeepSeek-V2's router has no other)",
+                v,
+            ));
+        }
+    };
+    Ok((Router::DeepseekV2 { group_limited }, false))
 }
 
 /// A multimodal wrapper (`Gemma3ForConditionalGeneration`, `Qwen2_5_VLForConditionalGeneration`,
@@ -1222,7 +1260,12 @@ fn approximate(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     if !cfg.bool_or("use_sliding_window", true)? {
         spec.sliding_window = None;
     }
-    spec.moe = routed_moe(cfg, spec.layers, [0, spec.intermediate, 2, 0, 0])?;
+    spec.moe = routed_moe(
+        cfg,
+        &model_type,
+        spec.layers,
+        [0, spec.intermediate, 2, 0, 0],
+    )?;
     spec.approximate = Some(format!(
         "model_type `{model_type}` is not one Headroom models exactly: estimated as the closest \
          known layout, Llama's (RMSNorm, separate q/k/v with RoPE, a gated MLP{}), so its \

@@ -7,6 +7,6 @@ pub mod spec;
 pub use hf::{SUPPORTED_MODEL_TYPES, from_config_value, parse_config_json};
 pub use params::{ParamInventory, ParamTensor, Scope, inventory};
 pub use spec::{
-    Dropout, Family, LinearAttention, Llama4, Mla, MlpKind, ModelSpec, Moe, NormKind,
+    Dropout, Family, LinearAttention, Llama4, Mla, MlpKind, ModelSpec, Moe, NormKind, Router,
     VISION_IMAGE_PX, Vision, VisionKind,
 };

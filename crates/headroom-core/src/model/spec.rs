@@ -65,6 +65,25 @@ pub enum MlpKind {
     Plain,
 }
 
+/// How a MoE layer's router scores the experts and picks them, which sets what it saves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Router {
+    /// A Linear in the compute dtype, a softmax over the experts, top-k (Mixtral, Qwen MoE,
+    /// Granite MoE; Granite takes the softmax over the top-k logits).
+    #[default]
+    Softmax,
+    /// DeepSeek-V2's (`DeepseekV2TopkRouter`): the Linear in fp32
+    /// (`F.linear(x.float(), weight.float())`), a softmax, top-k. With `group_limited`
+    /// (`topk_method: group_limited_greedy`) the scores outside the best groups are zeroed
+    /// first by a `masked_fill`, which keeps its mask.
+    DeepseekV2 { group_limited: bool },
+    /// DeepSeek-V3's and GLM-4.5's (`DeepseekV3TopkRouter`): the Linear in fp32, a sigmoid, and
+    /// a group-limited choice whose group top-k and mask lead to the experts' indices only, so
+    /// autograd frees what they saved when the forward ends.
+    DeepseekV3,
+}
+
 /// Mixture-of-experts layout of the MLP.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Moe {
@@ -82,6 +101,8 @@ pub struct Moe {
     /// always; Qwen2/Qwen3-MoE with `norm_topk_prob`), which keeps both for backward.
     #[serde(default)]
     pub norm_topk: bool,
+    #[serde(default)]
+    pub router: Router,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3's `DeepseekV3Attention`): q through a low-rank
