@@ -109,8 +109,12 @@ def _masked_kernel(kind, q, k, v, mask, scaling, dropout):
 AttentionInterface.register("headroom_cuda_kernel", _attention)
 
 
+VL_WRAPPERS = ("qwen2_5_vl", "qwen3_vl")
+
+
 def _decoder_layers(model):
-    for path in ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers"):
+    for path in ("model.language_model.layers", "model.layers", "transformer.h", "gpt_neox.layers",
+                 "model.decoder.layers"):
         obj = model
         try:
             for name in path.split("."):
@@ -149,7 +153,11 @@ def saved_forward(config, batch, seq, precision, kernel):
             with torch.device("cuda"):
                 cfg = transformers.AutoConfig.for_model(**config)
                 # The dtype given, not the config's own `torch_dtype`.
-                model = transformers.AutoModelForCausalLM.from_config(
+                # Qwen-VL has no causal-LM class for its text model alone: the wrapper runs a
+                # text-only forward (no pixel values), its text layers as they train.
+                auto = (transformers.AutoModelForImageTextToText if config.get("model_type") in VL_WRAPPERS
+                        else transformers.AutoModelForCausalLM)
+                model = auto.from_config(
                     cfg, attn_implementation="eager" if kernel == "eager" else "headroom_cuda_kernel",
                     dtype=param_dtype)
             model.train()

@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import subprocess
+import tempfile
 
 from measure_cuda_fake import saved_forward
 
@@ -15,16 +16,25 @@ HERE = pathlib.Path(__file__).parent
 BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
 
 print("| preset | precision | predicted | fake CUDA | error |\n|---|---|---|---|---|")
+# Presets whose layer 1 is a MoE layer while the core's one-layer figure is their dense layer's:
+# every layer made MoE (given to the core as a file), so that both sides describe a MoE layer.
+ALL_MOE = {"first_k_dense_replace": 0, "interleave_moe_layer_step": 1}
 for path in sorted((HERE.parent.parent / "content" / "models").glob("*.json")):
     preset = path.stem
     config = json.loads(path.read_text())
+    model = preset
+    text = config.get("text_config", config)
+    if text.get("first_k_dense_replace") == 1 or text.get("interleave_moe_layer_step", 1) > 1:
+        text.update({k: v for k, v in ALL_MOE.items() if k in text})
+        model = str(pathlib.Path(tempfile.gettempdir()) / f"{preset}-all-moe.json")
+        pathlib.Path(model).write_text(json.dumps(config))
     for precision in ("bf16", "amp-bf16"):
         try:
             measured = saved_forward(config, 1, 2000, precision, "cudnn")["activations_per_layer"]
         except Exception as e:  # a model fake CUDA cannot run
             print(f"| {preset} | {precision} | | {type(e).__name__} | not measurable |")
             continue
-        out = subprocess.run([BIN, "estimate", "--model", preset, "--gpu", "h100-sxm-80gb", "--sdpa", "cudnn",
+        out = subprocess.run([BIN, "estimate", "--model", model, "--gpu", "h100-sxm-80gb", "--sdpa", "cudnn",
                               "--precision", precision, "--batch", "1", "--seq", "2000", "--format", "json"],
                              capture_output=True, text=True, check=True)
         predicted = json.loads(out.stdout)["bytes"]["activations_per_layer"]

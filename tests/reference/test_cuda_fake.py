@@ -91,11 +91,11 @@ CASES = [
 ]
 
 
-def predict(preset, precision, kernel, seq, dropout):
+def predict(preset, precision, kernel, seq, dropout, extra=()):
     kernel = ["--attention", "eager"] if kernel == "eager" else ["--sdpa", kernel]
     args = [BIN, "estimate", "--model", preset, "--gpu", "h100-sxm-80gb", *kernel,
             "--precision", precision, "--optimizer", "adamw", "--batch", "1", "--seq", str(seq),
-            "--format", "json"]
+            "--format", "json", *extra]
     if dropout is not None:
         args += ["--dropout", str(dropout)]
     out = subprocess.run(args, capture_output=True, text=True, check=True)
@@ -168,19 +168,18 @@ def test_one_layer_without_kv_cache(preset, precision, kernel, seq):
 # and chunked layers past their window get SDPA's mask there), 2,048 tokens. The cases above
 # cover the kernels and precisions; this covers each preset's own shapes at full size.
 COVERED = {c[0] for c in CASES} | {c[0] for c in NO_CACHE}
-# Presets fake CUDA cannot run or this comparison cannot judge, each with why (skipped).
+# Presets judged differently: gpt-oss has no SDPA path in transformers (eager, flash-attn 3 or
+# flex only), so both sides run eager attention (its full-attention layer 1 then saves what a
+# sliding one does: the s x s scores either way); the Qwen-VL wrappers run a text-only forward
+# (no images: `--images 0`); Llama 4 Maverick's and the DeepSeek/GLM MoE presets' layer 1 is a
+# MoE layer where the core's one-layer figure is the dense layer's, so their MoE layers are
+# compared in test_moe_layer_of_a_mixed_preset_on_cuda.
+EAGER = {"gpt-oss-20b", "gpt-oss-120b"}
+NO_IMAGES = {"qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct"}
 CANNOT_RUN = {
-    **{p: "transformers gives gpt-oss no SDPA path (eager, flash-attn 3 or flex only), and its layer 1 is a "
-          "full-attention layer where the core's one-layer figure is a sliding one's" for p in ("gpt-oss-20b", "gpt-oss-120b")},
-    **{p: "transformers has no causal-LM class for a Qwen-VL text model alone, and the wrapper needs its "
-          "vision inputs (its text layers are Qwen2's and Qwen3's, compared above; its 3-D RoPE tables are an "
-          "assumed part of the core's inventory)"
-       for p in ("qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct")},
-    "llama-4-maverick-17b-128e": "its layer 1 is a MoE layer (one layer in two) and the core's one-layer figure "
-                                 "is its dense layer's; Scout, whose every layer is MoE, is compared above",
-    **{p: "its layer 1 is a MoE layer (first_k_dense_replace = 1) and the core's one-layer figure is its "
-          "dense layer's: its MoE layer is compared in test_moe_layer_of_a_mixed_preset_on_cuda"
-       for p in ("deepseek-v2-lite", "glm-4.5-air")},
+    **{p: "its layer 1 is a MoE layer and the core's one-layer figure is its dense layer's: its MoE layer "
+          "is compared in test_moe_layer_of_a_mixed_preset_on_cuda"
+       for p in ("deepseek-v2-lite", "glm-4.5-air", "llama-4-maverick-17b-128e")},
 }
 # MoE layers at full size on fake CUDA (one MoE layer, bf16, 2,048 tokens): Mixtral, Qwen1.5 and
 # Qwen3 MoE and Granite MoE are exact with grouped_mm's routing buffers (`activations::moe_mlp`);
@@ -204,8 +203,9 @@ def test_every_preset_one_layer_on_cuda(preset):
         config = dict(config["text_config"])
         # The text config class's own vocabulary where the file leaves it out (Gemma 3's).
         config.setdefault("vocab_size", transformers.AutoConfig.for_model(**config).vocab_size)
-    measured = saved_forward(config, 1, 2048, "bf16", "cudnn")
-    predicted = predict(preset, "bf16", "cudnn", 2048, None)
+    kernel = "eager" if preset in EAGER else "cudnn"
+    measured = saved_forward(config, 1, 2048, "bf16", kernel)
+    predicted = predict(preset, "bf16", kernel, 2048, None, ["--images", "0"] if preset in NO_IMAGES else [])
     assert_same_layer(predicted, measured)
 
 
@@ -215,30 +215,43 @@ def test_every_preset_one_layer_on_cuda(preset):
 # same). DeepSeek's routers (`activations::deepseek_router`): the Linear in fp32, DeepSeek-V2's
 # softmax with its group-limited mask, DeepSeek-V3's and GLM-4.5's sigmoid, whose group top-k
 # and mask autograd frees when the forward ends; under autocast V3's scores are 16-bit.
-# (preset, precision, tokens, config overrides)
+# Llama 4 Maverick's MoE layer (every token through its 128 experts by bmm) likewise, with
+# `interleave_moe_layer_step: 1`. (preset, precision, tokens, overrides of the text config)
+DENSE_FIRST = {"first_k_dense_replace": 0}
 ALL_MOE = [
-    ("deepseek-v2-lite", "bf16", 2048, {}),
-    ("deepseek-v2-lite", "amp-bf16", 2000, {}),
-    ("deepseek-v2-lite", "fp32", 1000, {}),
-    ("deepseek-v2-lite", "bf16", 2048, {"topk_method": "group_limited_greedy", "n_group": 8, "topk_group": 3}),
-    ("glm-4.5-air", "bf16", 2048, {}),
-    ("glm-4.5-air", "amp-bf16", 2000, {}),
-    ("glm-4.5-air", "fp32", 1000, {}),
-    ("glm-4.5-air", "bf16", 2048, {"norm_topk_prob": False}),
-    ("deepseek-v3", "bf16", 2048, {"num_hidden_layers": 3}),
+    ("deepseek-v2-lite", "bf16", 2048, DENSE_FIRST),
+    ("deepseek-v2-lite", "amp-bf16", 2000, DENSE_FIRST),
+    ("deepseek-v2-lite", "fp32", 1000, DENSE_FIRST),
+    ("deepseek-v2-lite", "bf16", 2048, {**DENSE_FIRST, "topk_method": "group_limited_greedy", "n_group": 8,
+                                        "topk_group": 3}),
+    ("glm-4.5-air", "bf16", 2048, DENSE_FIRST),
+    ("glm-4.5-air", "amp-bf16", 2000, DENSE_FIRST),
+    ("glm-4.5-air", "fp32", 1000, DENSE_FIRST),
+    ("glm-4.5-air", "bf16", 2048, {**DENSE_FIRST, "norm_topk_prob": False}),
+    ("deepseek-v3", "bf16", 2048, {**DENSE_FIRST, "num_hidden_layers": 3}),
+    ("llama-4-maverick-17b-128e", "bf16", 2048, {"interleave_moe_layer_step": 1}),
+    ("llama-4-maverick-17b-128e", "amp-bf16", 2000, {"interleave_moe_layer_step": 1}),
 ]
 
 
 @pytest.mark.parametrize("preset,precision,seq,overrides", ALL_MOE,
-                         ids=[f"{p}-{prec}-s{s}{'-' + '-'.join(o) if o else ''}" for p, prec, s, o in ALL_MOE])
+                         ids=[f"{p}-{prec}-s{s}-{'-'.join(o)}" for p, prec, s, o in ALL_MOE])
 def test_moe_layer_of_a_mixed_preset_on_cuda(preset, precision, seq, overrides, tmp_path):
     config = json.loads((MODELS / f"{preset}.json").read_text())
-    config.update(first_k_dense_replace=0, **overrides)
+    config.get("text_config", config).update(overrides)
     path = tmp_path / f"{preset}-all-moe.json"
     path.write_text(json.dumps(config))
     measured = saved_forward(config, 1, seq, precision, "cudnn")
     predicted = predict(str(path), precision, "cudnn", seq, None)
     assert_same_layer(predicted, measured, "one MoE layer")
+
+
+# gpt-oss under autocast, eager attention on both sides (see EAGER).
+def test_gpt_oss_under_autocast_on_cuda():
+    config = json.loads((MODELS / "gpt-oss-20b.json").read_text())
+    measured = saved_forward(config, 1, 2000, "amp-bf16", "eager")
+    predicted = predict("gpt-oss-20b", "amp-bf16", "eager", 2000, None)
+    assert_same_layer(predicted, measured)
 
 
 # MoE presets under autocast: autocast has no rule for grouped_mm, so the experts run in fp32
