@@ -180,6 +180,14 @@ VARIANTS = [
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),
     ("qwen2-vocab152k-keep", "qwen2", {"vocab_size": 151936}, "bf16", "sdpa", "none", 1, 64, True),
+    # Which layers slide where the config decides: Qwen2's from `max_window_layers` on (layers 2
+    # and 3 of 4, the measured layer 2 among them), SmolLM3's NoPE layers (layer 1 of 3). The
+    # window (32) is shorter than the sequence, so SDPA gets their mask.
+    *[("qwen2-max-window-layers", "qwen2", {"num_hidden_layers": 4, "use_sliding_window": True,
+                                            "sliding_window": 32, "max_window_layers": 2}, prec, attn, "none", 2, 64,
+       False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
+    *[("smollm3-sliding-nope", "smollm3", {"use_sliding_window": True, "sliding_window": 32}, prec, attn, "none", 2,
+       64, False) for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
 ]
 
 REPORT = []

@@ -597,6 +597,24 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             if let Some(w) = spec.sliding_window {
                 put("sliding_window", w.into());
                 put("use_sliding_window", true.into());
+                // Where the config decided how many layers slide: Qwen2/Qwen3's and Qwen2-MoE's
+                // rule by `max_window_layers`, the others by listing the layers.
+                if let Some(n) = spec.sliding_layers {
+                    match spec.model_type.as_str() {
+                        "qwen2" | "qwen3" => put("max_window_layers", (spec.layers - n).into()),
+                        "qwen2_moe" => put("max_window_layers", (2 * n).into()),
+                        _ => {
+                            let kinds = (0..spec.layers).map(|i| {
+                                Value::from(if i < n {
+                                    "sliding_attention"
+                                } else {
+                                    "full_attention"
+                                })
+                            });
+                            put("layer_types", Value::Array(kinds.collect()));
+                        }
+                    }
+                }
             }
             if let Some(l4) = &spec.llama4 {
                 llama4_keys(spec, l4, &mut put);
@@ -730,7 +748,10 @@ fn link_value(v: &Value) -> String {
     match v {
         Value::Array(items) => items
             .iter()
-            .map(|i| i.to_string())
+            .map(|i| match i {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
             .collect::<Vec<_>>()
             .join("."),
         Value::String(s) => s.clone(),

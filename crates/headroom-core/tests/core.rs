@@ -559,6 +559,47 @@ fn deepseek_routers_round_trip_through_their_links() {
     );
 }
 
+/// How many layers slide where the config decides it (transformers 5.23's `layer_types`
+/// rules): Qwen2/Qwen3 from `max_window_layers` on, Qwen2-MoE's even layers below it,
+/// SmolLM3's NoPE layers, an explicit `layer_types`; each keeps its count through a link, and
+/// a `layer_types` of the wrong length is refused by name.
+#[test]
+fn sliding_layers_follow_the_config_and_round_trip() {
+    let base = r#""hidden_size":512,"num_hidden_layers":8,"num_attention_heads":8,
+        "num_key_value_heads":2,"intermediate_size":1024,"vocab_size":1000,
+        "use_sliding_window":true,"sliding_window":256"#;
+    for (extra, local) in [
+        (r#""model_type":"qwen2","max_window_layers":5"#, Some(3)),
+        (r#""model_type":"qwen3","max_window_layers":8"#, None),
+        (r#""model_type":"qwen2""#, None),
+        (r#""model_type":"qwen2_moe","max_window_layers":5"#, Some(3)),
+        (r#""model_type":"smollm3""#, Some(2)),
+        (
+            r#""model_type":"smollm3","no_rope_layers":[1,0,1,0,1,0,1,1]"#,
+            Some(3),
+        ),
+        (
+            r#""model_type":"gpt_oss","num_local_experts":4,"num_experts_per_tok":2,
+            "layer_types":["sliding_attention","sliding_attention","sliding_attention",
+            "full_attention","full_attention","full_attention","full_attention","full_attention"]"#,
+            Some(3),
+        ),
+        (r#""model_type":"mistral""#, Some(8)),
+    ] {
+        let text = format!("{{{extra},{base}}}");
+        let spec = parse_config_json(&text).expect("parses");
+        assert_eq!(spec.local_attention().map(|(_, n)| n), local, "{text}");
+        let scen = Scenario {
+            model: ModelChoice::Custom(Box::new(spec)),
+            ..Scenario::default()
+        };
+        assert_eq!(decode(&encode(&scen)).expect("decodes"), scen, "{text}");
+    }
+    let bad = format!(r#"{{"model_type":"qwen2","layer_types":["sliding_attention"],{base}}}"#);
+    let err = parse_config_json(&bad).expect_err("refused").to_string();
+    assert!(err.contains("layer_types"), "{err}");
+}
+
 /// Llama 4 (Maverick's alternating dense and MoE layers, NoPE layers listed, no chunking) and
 /// Qwen3-Next (an irregular `layer_types`, a dense layer) keep their layouts through a link:
 /// the parameter count of each config is transformers' `num_parameters()` (4,203,264 and

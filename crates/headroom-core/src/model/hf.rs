@@ -453,6 +453,12 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
     } else {
         cfg.opt_u64("sliding_window")?
     };
+    // Kept only where it differs from the type's default layout (so that links stay short).
+    let sliding_layers = match sliding_window {
+        Some(_) => sliding_layers(cfg, model_type, layers)?
+            .filter(|&n| n != super::spec::default_sliding_layers(model_type, layers)),
+        None => None,
+    };
     Ok(ModelSpec {
         model_type: model_type.to_string(),
         approximate: None,
@@ -513,6 +519,7 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
         },
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
         sliding_window,
+        sliding_layers,
     })
 }
 
@@ -576,14 +583,11 @@ fn llama4_moe(cfg: &Cfg, layers: u64, expert: u64) -> Result<Option<Moe>, Config
     }))
 }
 
-/// Llama 4's attention keys (`Llama4TextConfig.__post_init__`), None for the other types:
-/// `no_rope_layers` (1 = RoPE, 0 = NoPE; at least one entry per layer), or a NoPE layer every
-/// `no_rope_layer_interval` (4) layers; `attention_chunk_size` (8192, null: none).
-fn llama4(cfg: &Cfg, model_type: &str, layers: u64) -> Result<Option<Llama4>, ConfigError> {
-    if model_type != "llama4_text" {
-        return Ok(None);
-    }
-    let nope_layers = match cfg.present("no_rope_layers") {
+/// NoPE layers as Llama 4's and SmolLM3's configs give them (`__post_init__`):
+/// `no_rope_layers` (1 = RoPE, 0 = NoPE; at least one entry per layer), or one NoPE layer every
+/// `no_rope_layer_interval` (4) layers.
+fn nope_layers(cfg: &Cfg, layers: u64) -> Result<u64, ConfigError> {
+    Ok(match cfg.present("no_rope_layers") {
         // An empty list means the default (`self.no_rope_layers if self.no_rope_layers else
         // default`).
         Some(Value::Array(items)) if !items.is_empty() => {
@@ -616,7 +620,17 @@ fn llama4(cfg: &Cfg, model_type: &str, layers: u64) -> Result<Option<Llama4>, Co
             layers / interval
         }
         Some(v) => return Err(bad("no_rope_layers", "a list of 0 or 1", v)),
-    };
+    })
+}
+
+/// Llama 4's attention keys (`Llama4TextConfig.__post_init__`), None for the other types:
+/// `no_rope_layers` (1 = RoPE, 0 = NoPE; at least one entry per layer), or a NoPE layer every
+/// `no_rope_layer_interval` (4) layers; `attention_chunk_size` (8192, null: none).
+fn llama4(cfg: &Cfg, model_type: &str, layers: u64) -> Result<Option<Llama4>, ConfigError> {
+    if model_type != "llama4_text" {
+        return Ok(None);
+    }
+    let nope_layers = nope_layers(cfg, layers)?;
     Ok(Some(Llama4 {
         nope_layers,
         chunk: match cfg.0.get("attention_chunk_size") {
@@ -641,22 +655,8 @@ fn linear_attention(
     if model_type != "qwen3_next" {
         return Ok(None);
     }
-    const EXPECTED: &str = "a list of \"linear_attention\" or \"full_attention\", one per layer";
-    let linear = match cfg.present("layer_types") {
-        Some(Value::Array(items)) => {
-            if items.len() as u64 != layers {
-                return Err(bad("layer_types", EXPECTED, &Value::from(items.len())));
-            }
-            let mut linear = 0;
-            for v in items {
-                match v.as_str() {
-                    Some("linear_attention") => linear += 1,
-                    Some("full_attention") => {}
-                    _ => return Err(bad("layer_types", EXPECTED, v)),
-                }
-            }
-            linear
-        }
+    let linear = match count_layer_types(cfg, layers, "linear_attention")? {
+        Some(n) => n,
         None => {
             let interval = cfg.u64_or("full_attention_interval", 4)?;
             if interval == 0 {
@@ -668,7 +668,6 @@ fn linear_attention(
             }
             layers - layers / interval
         }
-        Some(v) => return Err(bad("layer_types", EXPECTED, v)),
     };
     Ok(Some(LinearAttention {
         layers: linear,
@@ -782,6 +781,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         } else {
             cfg.opt_u64("sliding_window")?.or(Some(4096))
         },
+        sliding_layers: None,
     })
 }
 
@@ -825,6 +825,7 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         },
         max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
         sliding_window: cfg.opt_u64("sliding_window")?,
+        sliding_layers: None,
     })
 }
 
@@ -868,6 +869,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         },
         max_positions: cfg.u64_or("n_positions", 1024)?,
         sliding_window: None,
+        sliding_layers: None,
     })
 }
 
@@ -912,6 +914,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         },
         max_positions: cfg.u64_or("max_position_embeddings", 2048)?,
         sliding_window: None,
+        sliding_layers: None,
     })
 }
 
@@ -960,6 +963,50 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         },
         max_positions,
         sliding_window: None,
+        sliding_layers: None,
+    })
+}
+
+/// The layers of `kind` in an explicit `layer_types` (one entry per layer, each `kind` or
+/// "full_attention"), None when the config has none.
+fn count_layer_types(cfg: &Cfg, layers: u64, kind: &str) -> Result<Option<u64>, ConfigError> {
+    let expected = format!("a list of \"{kind}\" or \"full_attention\", one per layer");
+    let items = match cfg.present("layer_types") {
+        None => return Ok(None),
+        Some(Value::Array(items)) => items,
+        Some(v) => return Err(bad("layer_types", &expected, v)),
+    };
+    if items.len() as u64 != layers {
+        return Err(bad("layer_types", &expected, &Value::from(items.len())));
+    }
+    let mut n = 0;
+    for item in items {
+        match item.as_str() {
+            Some(k) if k == kind => n += 1,
+            Some("full_attention") => {}
+            _ => return Err(bad("layer_types", &expected, item)),
+        }
+    }
+    Ok(Some(n))
+}
+
+/// How many layers slide where the config decides it, for a model with a window: an explicit
+/// `layer_types` (one entry per layer, counted), else the config class's own rule (transformers
+/// 5.23): Qwen2's and Qwen3's layers from `max_window_layers` (28) on, Qwen2-MoE's even layers
+/// below it, SmolLM3's NoPE layers (`no_rope_layers`' zeros, else one in
+/// `no_rope_layer_interval`, 4). None: the model type's default layout.
+fn sliding_layers(cfg: &Cfg, model_type: &str, layers: u64) -> Result<Option<u64>, ConfigError> {
+    if let Some(n) = count_layer_types(cfg, layers, "sliding_attention")? {
+        return Ok(Some(n));
+    }
+    let below = |layers: u64| -> Result<u64, ConfigError> {
+        Ok(cfg.u64_or("max_window_layers", 28)?.min(layers))
+    };
+    Ok(match model_type {
+        "qwen2" | "qwen3" => Some(layers - below(layers)?),
+        "qwen2_moe" => Some(below(layers)?.div_ceil(2)),
+        "smollm3" => Some(nope_layers(cfg, layers)?),
+        _ => None,
     })
 }
 
@@ -1318,6 +1365,7 @@ fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         },
         max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
         sliding_window: cfg.opt_u64("sliding_window")?,
+        sliding_layers: None,
     })
 }
 

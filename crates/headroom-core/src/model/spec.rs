@@ -286,6 +286,18 @@ pub struct Dropout {
     pub embedding: f64,
 }
 
+/// How many of `layers` slide in a model type's default `layer_types` (when it has a window):
+/// one in two for Gemma 2 and gpt-oss, five in six for Gemma 3, three in four for OLMo 3 and
+/// Cohere 2, all of them elsewhere.
+pub fn default_sliding_layers(model_type: &str, layers: u64) -> u64 {
+    match model_type {
+        "gemma2" | "gpt_oss" => layers - layers / 2,
+        "gemma3" | "gemma3_text" => layers - layers / 6,
+        "olmo3" | "cohere2" => layers - layers / 4,
+        _ => layers,
+    }
+}
+
 /// A decoder-only transformer, normalized from its `config.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
@@ -322,6 +334,11 @@ pub struct ModelSpec {
     pub max_positions: u64,
     /// Sliding-window attention size, if the model uses one.
     pub sliding_window: Option<u64>,
+    /// How many layers slide where the config decides it (its `layer_types`, or the rule of
+    /// Qwen2/Qwen3's `max_window_layers`, Qwen2-MoE's and SmolLM3's); None where the model
+    /// type's default layout holds ([`ModelSpec::local_attention`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_layers: Option<u64>,
     /// Multi-head latent attention's dimensions (DeepSeek-V2/V3), None for every other layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mla: Option<Mla>,
@@ -393,8 +410,10 @@ impl ModelSpec {
     /// every layer attends to the whole sequence. How many follows each config class's default
     /// `layer_types`: one layer in two slides for Gemma 2 and gpt-oss, five in six for Gemma 3,
     /// three in four for OLMo 3 and Cohere 2, every layer elsewhere (Mistral, Phi-3,
-    /// Starcoder2; Qwen2's `max_window_layers` is not read: all its layers are taken as sliding).
-    /// The local layers are the ones that are not [`ModelSpec::is_other_attention`].
+    /// Starcoder2, Qwen3-MoE), unless the config decides (`sliding_layers`: an explicit
+    /// `layer_types`, Qwen2/Qwen3's layers from `max_window_layers` on, Qwen2-MoE's even layers
+    /// below it, SmolLM3's NoPE layers). The local layers are the ones that are not
+    /// [`ModelSpec::is_other_attention`].
     pub fn local_attention(&self) -> Option<(u64, u64)> {
         if let Some(l4) = &self.llama4 {
             return l4.chunk.map(|c| (c, self.layers - l4.nope_layers));
@@ -404,13 +423,11 @@ impl ModelSpec {
         }
         let w = self.sliding_window?;
         let l = self.layers;
-        let local = match self.model_type.as_str() {
-            "gemma2" | "gpt_oss" => l - l / 2,
-            "gemma3" | "gemma3_text" => l - l / 6,
-            "olmo3" | "cohere2" => l - l / 4,
-            _ => l,
+        let local = match self.sliding_layers {
+            Some(n) => n.min(l),
+            None => default_sliding_layers(&self.model_type, l),
         };
-        Some((w, local))
+        (local > 0).then_some((w, local))
     }
 
     /// Whether layer `i` has the other kind of attention: the other layers are spread evenly
@@ -446,21 +463,17 @@ impl ModelSpec {
     }
 
     /// Masks transformers builds for eager attention: one per kind of layer, so two where
-    /// sliding-window layers alternate with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss)
-    /// or chunked layers with full ones (Llama 4's RoPE and NoPE layers).
+    /// sliding-window layers mix with full ones (Gemma 2/3, OLMo 3, Cohere 2, gpt-oss, a Qwen
+    /// config with `max_window_layers`) or chunked layers with full ones (Llama 4's RoPE and
+    /// NoPE layers).
     pub fn attention_masks(&self) -> u64 {
         if let Some(l4) = &self.llama4 {
             let mixed = l4.chunk.is_some() && l4.nope_layers > 0 && l4.nope_layers < self.layers;
             return if mixed { 2 } else { 1 };
         }
-        let mixed = matches!(
-            self.model_type.as_str(),
-            "gemma2" | "gemma3_text" | "olmo3" | "cohere2" | "gpt_oss"
-        );
-        if mixed && self.sliding_window.is_some() {
-            2
-        } else {
-            1
+        match self.local_attention() {
+            Some((_, local)) if local < self.layers => 2,
+            _ => 1,
         }
     }
 
