@@ -126,6 +126,9 @@ pub struct Shape {
     pub embedding_dropout: f64,
     /// Whether the base weights train (false for LoRA and QLoRA).
     pub base_trainable: bool,
+    /// Whether the decoder layers' Linears are Transformer Engine's `te.Linear`s (`fp8=te`),
+    /// which save their input in fp8, one copy each (`crate::fp8::te_converts`).
+    pub te_fp8: bool,
     /// LoRA rank when adapters are present.
     pub lora_rank: Option<u64>,
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
@@ -172,6 +175,7 @@ impl Shape {
             residual_dropout: p(spec.dropout.residual, spec.family.has_residual_dropout()),
             embedding_dropout: p(spec.dropout.embedding, spec.family.has_embedding_dropout()),
             base_trainable: scen.method == Method::Full,
+            te_fp8: crate::fp8::te_converts(spec, scen),
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
             lora_mlp: scen.lora.targets == LoraTargets::AllLinear,
             kv_cache: scen.checkpointing == Checkpointing::None,
@@ -525,6 +529,13 @@ fn mlp_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: 
     }
 }
 
+/// A router's input: as [`mlp_linear_inputs`], never Transformer Engine's.
+fn router_inputs(inv: &mut Inventory, elements: u64, sh: &Shape) {
+    if sh.base_trainable || sh.lora_mlp {
+        plain_linear_inputs(inv, "router input", elements, 1, sh);
+    }
+}
+
 /// An MLP Linear's adapter input under LoRA (nothing with attention-only adapters).
 fn mlp_lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
     if sh.lora_mlp {
@@ -535,6 +546,39 @@ fn mlp_lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u6
 /// A Linear's input as autograd keeps it: one tensor shared by the Linears that read it, or
 /// under autocast one cast copy per Linear (autocast caches only weight casts).
 fn linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    if sh.te_fp8 {
+        return te_linear_inputs(inv, what, elements, consumers);
+    }
+    plain_linear_inputs(inv, what, elements, consumers, sh);
+}
+
+/// A `te.Linear`'s input under Transformer Engine's fp8 (`_Linear.forward`): each Linear casts
+/// it to fp8 and saves that copy (after its forward GEMM only the layout its weight-gradient
+/// GEMM reads, one byte per element) with its fp32 `scale_inv`: one per Linear, as autocast's
+/// casts are (TE `module/linear.py`, `prepare_for_saving`; read, not measured).
+fn te_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64) {
+    inv.add_n(
+        format!("{what}, fp8 copy (saved by each te.Linear)"),
+        elements,
+        DType::F8,
+        consumers,
+    );
+    inv.add_n("its fp8 scale_inv, fp32", 1, DType::F32, consumers);
+}
+
+/// The saved tensor of a Linear's output that the next Linear reads (the down projection's
+/// input): itself, or under Transformer Engine the next `te.Linear`'s fp8 copy.
+fn next_linear_input(inv: &mut Inventory, what: &str, elements: u64, dtype: DType, sh: &Shape) {
+    if sh.te_fp8 && sh.base_trainable {
+        te_linear_inputs(inv, what, elements, 1);
+    } else {
+        inv.add(what, elements, dtype);
+    }
+}
+
+/// [`linear_inputs`] of a Linear Transformer Engine leaves alone (a router: its expert count is
+/// no multiple of 16 in most models, and accelerate stops converting at such a module).
+fn plain_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
     if !sh.base_trainable {
         return lora_inputs(inv, what, elements, consumers, sh);
     }
@@ -835,6 +879,10 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             1,
             sh,
         );
+    } else if sh.te_fp8 {
+        // The kernel's output is o_proj's input, saved by the kernel; a te.Linear saves its
+        // own fp8 copy of it besides.
+        te_linear_inputs(inv, "o_proj input (the kernel's output)", t * l.o, 1);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
 }
@@ -1483,7 +1531,13 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
     }
     inv.add("activation output (saved by the product)", t * f, c);
     if sh.base_trainable {
-        inv.add("product act(gate) * up (saved by down_proj)", t * f, c);
+        next_linear_input(
+            inv,
+            "product act(gate) * up (saved by down_proj)",
+            t * f,
+            c,
+            sh,
+        );
     } else {
         mlp_lora_inputs(inv, "down_proj input", t * f, 1, sh);
     }
@@ -1586,7 +1640,7 @@ fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     // same norm output the shared expert's Linears save (counted with them); under autocast
     // each Linear saves its own cast copy.
     if !(m.shared_gate && sh.base_trainable && !sh.amp()) {
-        mlp_linear_inputs(inv, "router input", t * spec.hidden, 1, sh);
+        router_inputs(inv, t * spec.hidden, sh);
     }
     if spec.model_type == "granitemoe" {
         // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
@@ -1629,7 +1683,7 @@ fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
 fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     let (t, h) = (sh.tokens(), spec.hidden);
     if sh.amp() {
-        mlp_linear_inputs(inv, "router input", t * h, 1, sh);
+        router_inputs(inv, t * h, sh);
     } else if sh.stream() != DType::F32 {
         if sh.base_trainable {
             inv.add(
@@ -1699,7 +1753,7 @@ fn gpt_oss_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     let (t, c, x) = (sh.tokens(), sh.compute(), sh.stream());
     let (h, f) = (spec.hidden, m.expert_intermediate / sh.tp);
     let r = t * m.top_k;
-    mlp_linear_inputs(inv, "router input", t * h, 1, sh);
+    router_inputs(inv, t * h, sh);
     inv.add(
         "router's top-k indices, int64 (saved by topk)",
         r,
@@ -1818,10 +1872,12 @@ fn shared_expert_mlp(inv: &mut Inventory, elements: u64, c: DType, sh: &Shape) {
         c,
     );
     if sh.base_trainable {
-        inv.add(
+        next_linear_input(
+            inv,
             "shared expert product act(gate) * up (saved by down_proj)",
             elements,
             c,
+            sh,
         );
     } else {
         mlp_lora_inputs(inv, "shared expert down_proj input", elements, 1, sh);
@@ -2029,7 +2085,13 @@ fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout)
     }
     if sh.base_trainable {
         if spec.activation != "relu" {
-            inv.add("activation output (saved by the down projection)", t * f, c);
+            next_linear_input(
+                inv,
+                "activation output (saved by the down projection)",
+                t * f,
+                c,
+                sh,
+            );
         }
     } else {
         mlp_lora_inputs(inv, "down projection input", t * f, 1, sh);

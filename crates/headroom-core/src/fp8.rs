@@ -1,5 +1,5 @@
-//! fp8 training as torchao's float8 does it: which Linears are converted, what the casts cost
-//! in memory and in time, and what stays in 16 bits.
+//! fp8 training as torchao's float8 and Transformer Engine do it: which Linears are converted,
+//! what the casts and saved copies cost in memory and in time, and what stays in 16 bits.
 //!
 //! torchao (`torchao/float8/float8_linear.py`, `matmul_with_hp_or_float8_args`) casts a
 //! converted Linear's input and weight to fp8 just before the forward matmul, and its output
@@ -9,8 +9,32 @@
 //! training; what fp8 adds is the cast copies while a matmul runs, and what it saves is the
 //! matmuls' time and, with FSDP2's fp8 all-gather, half of the gathered Linear weights.
 
+use crate::model::ModelSpec;
 use crate::model::params::{ParamInventory, ParamTensor, Scope};
 use crate::scenario::{Fp8Recipe, Scenario};
+
+/// Bytes per weight element of the fp8 copy a `te.Linear` keeps from its forward to its
+/// backward under Transformer Engine's per-tensor recipes: both layouts (rowwise for the
+/// forward GEMM, the transpose for the input-gradient GEMM) on Hopper and Ada, where TE's
+/// `is_non_tn_fp8_gemm_supported()` is false. Blackwell keeps one (1 byte); Headroom counts 2
+/// there too. Without weight caching (`is_first_microbatch`, which accelerate never passes)
+/// the copy is made again each forward (TE `module/linear.py`; read, not measured).
+pub const TE_WEIGHT_COPY_BYTES: u64 = 2;
+
+/// Transformer Engine's `DelayedScaling` state per `te.Linear`: forward amax history
+/// `[amax_history_len = 1024, 3]` and backward `[1024, 2]` in fp32, and five fp32 scales
+/// (TE `fp8.py`, `recipe.py`: 12,288 + 8,192 + 20 bytes).
+pub const TE_DELAYED_STATE_BYTES: u64 = 1024 * 3 * 4 + 1024 * 2 * 4 + 5 * 4;
+
+/// Whether the decoder layers' Linears are `te.Linear`s: `fp8=te` on a model whose Linears are
+/// `nn.Linear` with dimensions multiples of 16, which accelerate's `convert_model` swaps (GPT-2's
+/// `Conv1D`s are no `nn.Linear`, and stay).
+pub fn te_converts(spec: &ModelSpec, scen: &Scenario) -> bool {
+    scen.fp8 == Fp8Recipe::Te
+        && spec.model_type != "gpt2"
+        && spec.hidden.is_multiple_of(16)
+        && spec.intermediate.is_multiple_of(16)
+}
 
 /// Whether torchao converts this parameter's Linear: the decoder layers' `nn.Linear`s whose
 /// both dimensions are multiples of 16 (`torch._scaled_mm`'s requirement; torchtitan's and
@@ -36,6 +60,7 @@ pub fn converted_per_layer(inv: &ParamInventory) -> u64 {
 pub fn describe(inv: &ParamInventory, scen: &Scenario) -> String {
     let grads = match scen.fp8 {
         Fp8Recipe::Off => return String::new(),
+        Fp8Recipe::Te => return describe_te(inv),
         Fp8Recipe::Tensorwise => {
             "e4m3 inputs and weights, e5m2 output gradients, one scale per tensor"
         }
@@ -68,6 +93,23 @@ pub fn describe(inv: &ParamInventory, scen: &Scenario) -> String {
     )
 }
 
+/// The Transformer Engine line: what `te.Linear` keeps, and where the figures come from.
+fn describe_te(inv: &ParamInventory) -> String {
+    let all = inv.sum_where(|t| t.linear.is_some() && t.scope != Scope::Model);
+    let converted = inv.sum_where(converts);
+    format!(
+        "Transformer Engine, delayed scaling (accelerate's TE backend: nn.Linear -> te.Linear, \
+         HYBRID e4m3/e5m2, amax history 1024): te.Linear for {:.1}% of the decoder layers' \
+         Linear weights; each saves its input in fp8 (1 byte, one copy per Linear) and keeps an \
+         fp8 copy of its weight ({TE_WEIGHT_COPY_BYTES} bytes per weight: both layouts, as on \
+         Hopper) until its backward, plus {} of scaling state; routers, stacked MoE experts and \
+         the lm_head are left in 16 bits (accelerate also converts the lm_head where its \
+         dimensions are multiples of 16: not counted). Read from TE's source, not measured",
+        100.0 * converted as f64 / all.max(1) as f64,
+        crate::format::bytes(TE_DELAYED_STATE_BYTES),
+    )
+}
+
 /// The largest converted Linear of a layer as (d_in, d_out), for the cast copies it makes.
 fn largest_linear(inv: &ParamInventory) -> Option<(u64, u64)> {
     inv.tensors
@@ -85,6 +127,11 @@ pub fn forward_cast_bytes(inv: &ParamInventory, scen: &Scenario, tokens: u64, tp
         return 0;
     };
     let d_out = d_out.div_ceil(tp.max(1));
+    if scen.fp8 == Fp8Recipe::Te {
+        // The input's rowwise copy for the forward GEMM, freed after it (its other layout is
+        // saved; the weight's copy is kept to backward: both counted elsewhere).
+        return tokens * d_in + scales(scen.fp8, 0);
+    }
     tokens * d_in + d_in * d_out + scales(scen.fp8, tokens + d_out)
 }
 
@@ -96,6 +143,10 @@ pub fn backward_cast_bytes(inv: &ParamInventory, scen: &Scenario, tokens: u64, t
         return 0;
     };
     let d_out = d_out.div_ceil(tp.max(1));
+    if scen.fp8 == Fp8Recipe::Te {
+        // The output gradient cast in both layouts; the input and the weight were saved in fp8.
+        return 2 * tokens * d_out + scales(scen.fp8, 0);
+    }
     2 * tokens * d_out + d_in * d_out + tokens * d_in + scales(scen.fp8, 3 * tokens + d_in)
 }
 
@@ -103,7 +154,7 @@ pub fn backward_cast_bytes(inv: &ParamInventory, scen: &Scenario, tokens: u64, t
 fn scales(recipe: Fp8Recipe, rows: u64) -> u64 {
     match recipe {
         Fp8Recipe::Off => 0,
-        Fp8Recipe::Tensorwise => 4 * 4,
+        Fp8Recipe::Tensorwise | Fp8Recipe::Te => 4 * 4,
         Fp8Recipe::Rowwise => 4 * rows,
     }
 }
@@ -142,7 +193,9 @@ pub fn cast_traffic(inv: &ParamInventory) -> (f64, f64) {
 pub fn gemm_factor(recipe: Fp8Recipe) -> f64 {
     match recipe {
         Fp8Recipe::Off => 1.0,
-        Fp8Recipe::Tensorwise => TENSORWISE_GEMM_FACTOR,
+        // Transformer Engine's per-tensor GEMMs are cuBLAS's fp8 GEMMs, as torchao's
+        // tensorwise ones are: the same share is assumed.
+        Fp8Recipe::Tensorwise | Fp8Recipe::Te => TENSORWISE_GEMM_FACTOR,
         Fp8Recipe::Rowwise => ROWWISE_GEMM_FACTOR,
     }
 }

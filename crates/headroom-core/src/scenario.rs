@@ -165,15 +165,19 @@ impl Default for SdpaKernel {
 }
 
 named_enum!(
-    /// fp8 matrix multiplies in the decoder layers' Linears (torchao's float8 training,
-    /// `convert_to_float8_training` with `Float8LinearConfig.from_recipe_name`). The inputs,
-    /// weights and output gradients of each matmul are cast to fp8 just before it (e4m3; the
+    /// fp8 matrix multiplies in the decoder layers' Linears. torchao's float8 training
+    /// (`convert_to_float8_training` with `Float8LinearConfig.from_recipe_name`) casts the
+    /// inputs, weights and output gradients of each matmul to fp8 just before it (e4m3; the
     /// tensorwise recipe casts gradients to e5m2); what autograd saves stays in 16 bits, and so
     /// do the weights, gradients and optimizer states (torchao/float8/float8_linear.py).
+    /// Transformer Engine (`te`: accelerate's TE backend, which swaps `nn.Linear` for
+    /// `te.Linear` under `DelayedScaling`) saves each Linear's input in fp8 and keeps an fp8
+    /// copy of its weight until its backward (`crate::fp8`).
     Fp8Recipe, "fp8 recipe" {
         Off => "off", "off (matmuls in the compute dtype)";
         Tensorwise => "tensorwise", "fp8 tensorwise (torchao: one scale per tensor, fp8 all-gather under FSDP2)";
         Rowwise => "rowwise", "fp8 rowwise (torchao: one scale per row, more accurate, slower)";
+        Te => "te", "fp8 Transformer Engine (delayed scaling, accelerate's TE backend: fp8 inputs saved, fp8 weight copies)";
     }
 );
 
@@ -767,7 +771,8 @@ impl Scenario {
         if self.fp8.is_on() && self.method != Method::Full {
             return Err(ScenarioError::invalid(
                 "fp8",
-                "fp8 training (torchao) converts the Linear layers that train: choose method full",
+                "fp8 training (torchao, Transformer Engine) converts the Linear layers that \
+                 train: choose method full",
             ));
         }
         if self.method == Method::Qlora && self.precision == Precision::Fp32 {

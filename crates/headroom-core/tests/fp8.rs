@@ -164,3 +164,47 @@ fn fp8_round_trips_through_links() {
     assert!(encode(&s).contains("fp8=rowwise"));
     assert!(!encode(&decode("").expect("default")).contains("fp8"));
 }
+
+/// Transformer Engine (`fp8=te`, accelerate's TE backend) as its source reads (TE 2.20,
+/// `module/linear.py` `_Linear.forward`; not measured): each `te.Linear` saves its own fp8 copy
+/// of its input (1 byte per element, one layout) with a 4-byte `scale_inv`, instead of the
+/// 16-bit input the Linears share; it keeps an fp8 copy of its weight in both layouts (2 bytes
+/// per weight on Hopper) to its backward; and each holds `DelayedScaling`'s amax histories
+/// (20,500 B). Llama 3.1 8B in bf16 on an H100, 2,048 tokens: the q/k/v, o_proj, gate/up and
+/// down_proj inputs change, nothing else.
+#[test]
+fn transformer_engine_saves_fp8_inputs_and_weight_copies() {
+    let link = "model=llama-3.1-8b&gpu=h100-sxm-80gb&precision=bf16&batch=1&seq=2048";
+    let at = |fp8: &str| {
+        estimate(&decode(&format!("{link}&fp8={fp8}")).expect("decodes")).expect("estimates")
+    };
+    let (off, te) = (at("off"), at("te"));
+    let (t, h, q, f) = (2048u64, 4096u64, 4096u64, 14336u64);
+    // bf16: the two norm outputs (read by q/k/v and by gate/up) and the down_proj input, 2 B
+    // each, saved once. TE: an fp8 copy per Linear (q, k, v, gate, up on the norm outputs;
+    // o_proj beside the kernel's output; down_proj), 1 B each, and 7 scales.
+    let bf16_inputs = 2 * (2 * t * h) + 2 * t * f;
+    let te_inputs = 5 * t * h + t * q + t * f + 7 * 4;
+    assert_eq!(
+        te.bytes.activations_per_layer + bf16_inputs,
+        off.bytes.activations_per_layer + te_inputs
+    );
+    // Weight copies: 2 B per decoder-layer Linear weight (bf16 has no autocast copies).
+    let linears_per_layer = 2 * h * q + 2 * h * 1024 + 3 * h * f;
+    let copies = te
+        .components
+        .iter()
+        .find(|c| c.id == "autocast_cache")
+        .expect("copies");
+    assert_eq!(copies.bytes, 2 * 32 * linears_per_layer);
+    // Delayed scaling's state: 7 te.Linears in each of 32 layers.
+    assert_eq!(te.bytes.weights - off.bytes.weights, 32 * 7 * 20_500);
+    assert_eq!(fp8::TE_DELAYED_STATE_BYTES, 20_500);
+    assert!(te.fp8.contains("Transformer Engine"), "{}", te.fp8);
+    // Round trip, and what TE cannot do here: LoRA (it converts the Linears that train).
+    let scen = decode(&format!("{link}&fp8=te")).expect("decodes");
+    assert_eq!(scen.fp8, Fp8Recipe::Te);
+    assert_eq!(decode(&encode(&scen)), Ok(scen));
+    let lora = decode(&format!("{link}&fp8=te&method=lora"));
+    assert!(lora.is_err_and(|e| e.to_string().contains("method full")));
+}

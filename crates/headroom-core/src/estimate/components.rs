@@ -561,7 +561,13 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.add_nonzero(
         AutocastCache,
         totals.autocast_cache,
-        "2 B x trainable Linear weights: cached on first use, saved for backward",
+        if crate::fp8::te_converts(s.spec, s.scen) {
+            "Transformer Engine's fp8 weight copies (2 B x each te.Linear's weight, both \
+             layouts, kept to its layer's backward) and autocast's 2 B copies of the other \
+             trainable Linear weights"
+        } else {
+            "2 B x trainable Linear weights: cached on first use, saved for backward"
+        },
     );
     p.add(
         Logits,

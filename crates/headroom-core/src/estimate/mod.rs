@@ -440,9 +440,11 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     }
     // Qwen3-Next's gated DeltaNet layers are modelled as transformers' torch fallback saves
     // them (exact on CPU); GPUs run flash-linear-attention's kernel, which saves differently.
-    if spec.linear_attention.is_some() {
+    // Transformer Engine's saved fp8 copies are read from its source, not measured.
+    let te = crate::fp8::te_converts(spec, scen);
+    if spec.linear_attention.is_some() || te {
         for c in &mut components {
-            if c.id == "activations" {
+            if c.id == "activations" || (te && c.id == "autocast_cache") {
                 c.confidence = Confidence::Assumed;
             }
         }

@@ -125,8 +125,11 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         acts += s.on_gpu(s.kept(i));
         // A checkpointed layer runs without saving its weight casts, and autocast's cache
         // is cleared when the forward's autocast region exits.
+        // Transformer Engine's fp8 weight copies are saved by a layer that keeps its tensors
+        // and are not kept at all by a checkpointed one (no cache holds them).
         if keeps {
-            cache += s.casts(i);
+            cache += s.casts(i) + s.fp8_copies(i);
+            autocast += s.fp8_copies(i);
         }
         autocast += s.casts(i);
         if i + 1 == layers || sampled(i, layers) {
@@ -264,7 +267,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             kv_released += s.kv.saved;
         }
         let released_cache = if s.plan(i) == LayerPlan::Saved {
-            s.casts(i)
+            s.casts(i) + s.fp8_copies(i)
         } else {
             0
         };
@@ -333,7 +336,7 @@ fn layer_backward_transients(s: &Step, i: u64, live: Live) -> Live {
     let casts = if plan == LayerPlan::Saved {
         0
     } else {
-        s.casts(i)
+        s.casts(i) + s.fp8_copies(i)
     };
     // Offloaded saves come back to the GPU for this layer's backward: all of them, or only
     // the checkpointed layer's input.

@@ -228,6 +228,14 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// Transformer Engine's fp8 weight copies of layer `i` (`fp8=te`, else 0): kept to the
+    /// layer's backward where the layer saves its tensors, made again by a checkpointed layer's
+    /// recompute.
+    pub fn fp8_copies(&self, i: u64) -> u64 {
+        let softmax = self.spec.linear_attention.is_none() || self.spec.is_other_attention(i);
+        self.st.fp8_weight_copies_kinds.of(self.is_moe(i), softmax)
+    }
+
     /// What checkpointing does with layer `i`. Selective recompute drops eager attention's
     /// s x s tensors; with fused attention there are none, so the layer is saved as is.
     pub fn plan(&self, i: u64) -> LayerPlan {

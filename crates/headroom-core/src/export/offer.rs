@@ -85,6 +85,13 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
         (p.offload_params != Offload::None || p.offload_optimizer != Offload::None)
             .then(|| "DDP has no offload; the plan's offload needs DeepSpeed ZeRO".into())
     };
+    if scen.fp8 == crate::scenario::Fp8Recipe::Te {
+        return Some(
+            "fp8 te (Transformer Engine through accelerate) is not written by the exports yet: \
+             set mixed_precision: fp8 with fp8_config: {backend: TE} in accelerate's config"
+                .into(),
+        );
+    }
     if scen.fp8.is_on() && target != Target::Fsdp2 {
         return Some(format!(
             "fp8 ({}) is written only by the FSDP2 script (torchao's convert_to_float8_training): \

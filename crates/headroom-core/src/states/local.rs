@@ -27,6 +27,9 @@ pub(super) struct Local {
     pub cache_outside: u64,
     /// The same copies of one layer of each kind (`LayerCasts`), where layers differ.
     pub cache_kinds: LayerCasts,
+    /// Transformer Engine's fp8 weight copies (`fp8=te`), one layer's of each kind: kept from
+    /// each `te.Linear`'s forward to its backward (`crate::fp8::TE_WEIGHT_COPY_BYTES`).
+    pub fp8_copy_kinds: LayerCasts,
 }
 
 /// Autocast's 16-bit weight copies of one decoder layer, by the scope of their tensors: what
@@ -98,6 +101,11 @@ pub(super) fn local_tensors(
         };
         l.weights += bytes_one * count;
         l.rounding += (round512(bytes_one) - bytes_one) * count;
+        // Each te.Linear's delayed-scaling state (amax histories and scales) sits beside its
+        // weight for the whole run.
+        if te_linear(&cx, t) {
+            l.weights += crate::fp8::TE_DELAYED_STATE_BYTES * count;
+        }
         // A frozen vision tower and projector keep their weights only, whatever the method.
         let frozen = t.is_vision() && scen.vision == VisionTraining::Frozen;
         if full && !frozen {
@@ -151,6 +159,15 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         || router
         || t.name == "lm_head.weight"
         || (cx.spec.tie_embeddings && t.scope == Scope::Model && is_token_embedding(&t.name));
+    if te_linear(cx, t) {
+        // A te.Linear casts its weight to fp8 itself (no autocast copy) and keeps that copy
+        // to its backward, as autocast's saved casts are kept.
+        if in_layer {
+            *kind_of(&mut l.fp8_copy_kinds, t.scope) +=
+                n * crate::fp8::TE_WEIGHT_COPY_BYTES * per_layer;
+        }
+        return;
+    }
     let p = cx.scen.precision;
     // FSDP2's mixed precision is its MixedPrecisionPolicy (what the export writes): the
     // all-gather hands the layers 16-bit parameters, so no autocast runs and nothing is cast
@@ -161,18 +178,27 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         let bytes = n * p.half_dtype().bytes();
         if in_layer {
             l.cache_layer += bytes * per_layer;
-            let kind = match t.scope {
-                Scope::DenseLayer => &mut l.cache_kinds.dense,
-                Scope::SparseLayer => &mut l.cache_kinds.sparse,
-                Scope::AttentionLayer => &mut l.cache_kinds.attention,
-                Scope::LinearAttentionLayer => &mut l.cache_kinds.linear_attention,
-                Scope::Layer | Scope::Model => &mut l.cache_kinds.common,
-            };
-            *kind += bytes * per_layer;
+            *kind_of(&mut l.cache_kinds, t.scope) += bytes * per_layer;
         } else {
             l.cache_outside += bytes;
         }
     }
+}
+
+/// The entry of a layer's copies that a tensor of `scope` adds to.
+fn kind_of(kinds: &mut LayerCasts, scope: Scope) -> &mut u64 {
+    match scope {
+        Scope::DenseLayer => &mut kinds.dense,
+        Scope::SparseLayer => &mut kinds.sparse,
+        Scope::AttentionLayer => &mut kinds.attention,
+        Scope::LinearAttentionLayer => &mut kinds.linear_attention,
+        Scope::Layer | Scope::Model => &mut kinds.common,
+    }
+}
+
+/// Whether `t` is a `te.Linear`'s weight (`fp8=te`, a decoder-layer Linear accelerate converts).
+fn te_linear(cx: &Cx, t: &ParamTensor) -> bool {
+    crate::fp8::te_converts(cx.spec, cx.scen) && crate::fp8::converts(t)
 }
 
 /// The input token embedding, which a tied `lm_head` uses as its Linear weight (GPT-2's

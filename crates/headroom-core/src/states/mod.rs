@@ -45,6 +45,9 @@ pub struct ModelStates {
     /// The per-layer copies by kind of layer (dense or MoE, softmax or linear attention):
     /// where a model mixes kinds, each layer caches its own.
     pub autocast_cache_kinds: local::LayerCasts,
+    /// Transformer Engine's fp8 weight copies of one layer, by kind of layer (`fp8=te`; all
+    /// zero otherwise): kept from each `te.Linear`'s forward to its backward.
+    pub fp8_weight_copies_kinds: local::LayerCasts,
     /// Trainable parameters of one decoder layer on this GPU (for the backward timeline).
     pub layer_grad_bytes: u64,
     /// Gradient bytes outside layers (embeddings, lm_head, final norm).
@@ -160,6 +163,7 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
         autocast_cache_per_layer: local.cache_layer,
         autocast_cache_outside: local.cache_outside,
         autocast_cache_kinds: local.cache_kinds,
+        fp8_weight_copies_kinds: local.fp8_copy_kinds,
         host_bytes: s.host,
         nvme_bytes: s.nvme,
         layers_local: place.layers_local,
