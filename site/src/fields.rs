@@ -282,7 +282,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "fp8",
                 label: "fp8 matmuls",
-                help: "torchao float8 training (Ada, Hopper, Blackwell): faster matmuls; saved activations and states stay bf16.",
+                help: "fp8 matmuls (Ada, Hopper, Blackwell). torchao: faster, saved activations and states stay bf16. Transformer Engine: fp8 inputs saved, plus fp8 weight copies until backward.",
                 control: Control::Select(fp8_options),
                 shown: is_full,
             },

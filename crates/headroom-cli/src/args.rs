@@ -212,7 +212,8 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "fp8",
         "fp8",
-        "fp8 matmuls (torchao float8 training): off | tensorwise | rowwise",
+        "fp8 matmuls: off | tensorwise | rowwise (torchao float8 training) | te (Transformer \
+         Engine, delayed scaling)",
     ),
     flag(
         "optimizer",
