@@ -22,6 +22,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from transformers import AttentionInterface
 
 KERNEL = {"kernel": "flash", "dtype": None}
+# The decoder layer running now (set by saved_forward's hooks) and the layers that called SDPA:
+# a layer without softmax attention (Qwen3-Next's gated DeltaNet layers) saves no RNG state.
+LAYER = {"now": "outside", "sdpa": set()}
 
 # Bytes of the RNG tensors a CUDA SDPA kernel saves for backward, with or without dropout:
 # flash's rng_state (uint64[2]) and `unused` (a uint64), the memory-efficient and cuDNN
@@ -31,6 +34,7 @@ RNG_BYTES = {"flash": 24, "efficient": 16, "cudnn": 16}
 
 def _attention(module, q, k, v, mask, scaling=None, dropout=0.0, **kwargs):
     """transformers' attention call routed to one CUDA SDPA kernel (`KERNEL`)."""
+    LAYER["sdpa"].add(LAYER["now"])
     amp = KERNEL["dtype"] is not None
     if amp:
         q, k, v = (t.to(KERNEL["dtype"]) for t in (q, k, v))
@@ -163,9 +167,14 @@ def saved_forward(config, batch, seq, precision, kernel):
             model.train()
             layers = _decoder_layers(model)
             current = ["outside"]
+            LAYER["sdpa"] = set()
+
+            def enter(i):
+                current[0] = LAYER["now"] = i
+
             for i, layer in enumerate(layers):
-                layer.register_forward_pre_hook(lambda m, a, i=i: current.__setitem__(0, i))
-                layer.register_forward_hook(lambda m, a, o: current.__setitem__(0, "outside"))
+                layer.register_forward_pre_hook(lambda m, a, i=i: enter(i))
+                layer.register_forward_hook(lambda m, a, o: enter("outside"))
             params = {p.untyped_storage()._cdata for p in model.parameters()}
             # Autocast's 16-bit weight copies (saved as the weight or its transpose) are the
             # weights' cost, not activations: matched by shape, so a caller picks a sequence
@@ -216,7 +225,7 @@ def saved_forward(config, batch, seq, precision, kernel):
     return {
         # The RNG tensors left out above, as the CUDA kernel keeps them whatever the dropout
         # (measured on an H100: tests/reference/gpu/gpu_small.json, each kernel forced).
-        "activations_per_layer": sum(v[1] for v in layer1) + RNG_BYTES.get(kernel, 0),
+        "activations_per_layer": sum(v[1] for v in layer1) + (RNG_BYTES.get(kernel, 0) if 1 in LAYER["sdpa"] else 0),
         "saved_total": sum(v[1] for v in saved.values()),
         "layer1": [(v[2], v[3], v[1]) for v in layer1],
         "outside": [(v[2], v[3], v[1]) for v in saved.values() if v[0] == "outside"],

@@ -28,14 +28,20 @@ for path in sorted((HERE.parent.parent / "content" / "models").glob("*.json")):
         text.update({k: v for k, v in ALL_MOE.items() if k in text})
         model = str(pathlib.Path(tempfile.gettempdir()) / f"{preset}-all-moe.json")
         pathlib.Path(model).write_text(json.dumps(config))
+    # gpt-oss has no SDPA path in transformers: eager on both sides. The Qwen-VL wrappers run
+    # a text-only forward: no images on the core's side either.
+    kernel = "eager" if config.get("model_type") == "gpt_oss" else "cudnn"
+    images = ["--images", "0"] if config.get("model_type") in ("qwen2_5_vl", "qwen3_vl") else []
     for precision in ("bf16", "amp-bf16"):
         try:
-            measured = saved_forward(config, 1, 2000, precision, "cudnn")["activations_per_layer"]
+            measured = saved_forward(config, 1, 2000, precision, kernel)["activations_per_layer"]
         except Exception as e:  # a model fake CUDA cannot run
             print(f"| {preset} | {precision} | | {type(e).__name__} | not measurable |")
             continue
-        out = subprocess.run([BIN, "estimate", "--model", model, "--gpu", "h100-sxm-80gb", "--sdpa", "cudnn",
-                              "--precision", precision, "--batch", "1", "--seq", "2000", "--format", "json"],
+        attention = ["--attention", "eager"] if kernel == "eager" else ["--sdpa", "cudnn"]
+        out = subprocess.run([BIN, "estimate", "--model", model, "--gpu", "h100-sxm-80gb", *attention,
+                              "--precision", precision, "--batch", "1", "--seq", "2000", "--format", "json",
+                              *images],
                              capture_output=True, text=True, check=True)
         predicted = json.loads(out.stdout)["bytes"]["activations_per_layer"]
         diff = predicted - measured
