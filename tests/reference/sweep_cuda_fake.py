@@ -3,12 +3,15 @@ also takes the masks of sliding-window layers past their window; bf16 and autoca
 sequence 2000): the wider survey behind test_cuda_fake.py, which pins the exact ones
 and the traced disagreements. Not part of the test command (a few minutes); run with
 `HEADROOM_BIN=target/debug/headroom .venv/bin/python tests/reference/sweep_cuda_fake.py` and
-it prints the table in cuda_fake_report.md."""
+it prints the table in cuda_fake_report.md (presets named as arguments: only their rows)."""
 import json
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
+
+import transformers
 
 from measure_cuda_fake import saved_forward
 
@@ -19,9 +22,17 @@ print("| preset | precision | predicted | fake CUDA | error |\n|---|---|---|---|
 # Presets whose layer 1 is a MoE layer while the core's one-layer figure is their dense layer's:
 # every layer made MoE (given to the core as a file), so that both sides describe a MoE layer.
 ALL_MOE = {"first_k_dense_replace": 0, "interleave_moe_layer_step": 1}
+# Gemma 3's and Mistral 3's wrappers need image inputs: their text model is built from the text
+# config (as test_cuda_fake.py does; the vision tower is outside the layers).
+WRAPPERS = {"gemma3", "mistral3"}
 for path in sorted((HERE.parent.parent / "content" / "models").glob("*.json")):
     preset = path.stem
+    if sys.argv[1:] and preset not in sys.argv[1:]:
+        continue
     config = json.loads(path.read_text())
+    if config["model_type"] in WRAPPERS:
+        config = dict(config["text_config"])
+        config.setdefault("vocab_size", transformers.AutoConfig.for_model(**config).vocab_size)
     model = preset
     text = config.get("text_config", config)
     if text.get("first_k_dense_replace") == 1 or text.get("interleave_moe_layer_step", 1) > 1:

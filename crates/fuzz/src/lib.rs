@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 /// properties checked.
 pub fn link(input: &input::Link) {
     let text = input.render();
+    stats::show("link", &text);
     match decode(&text) {
         Ok(scen) => {
             stats::count("link", "decoded");
@@ -129,6 +130,7 @@ fn peaks_are_ordered(e: &Estimate, what: &str) {
 /// estimates (or is refused by name), and its `cfg=` link round-trips.
 pub fn config(input: &input::Config) {
     let text = input.render();
+    stats::show("config", &text);
     config_text(&text);
 }
 
@@ -187,6 +189,7 @@ fn calibration_fixture() -> &'static serde_json::Value {
 /// scenario properties. The same text as a claims file is read or refused too.
 pub fn scenario_file(input: &input::ScenarioFile) {
     let text = input.render();
+    stats::show("scenario_file", &text);
     scenario_file_text(&text);
 }
 
@@ -254,6 +257,7 @@ fn named_ids() -> &'static [String] {
 /// planner's memory-only check agrees with the estimate.
 pub fn planner(input: &input::Link, allow_training_changes: bool) {
     let text = input.render();
+    stats::show("planner", &text);
     let Ok(scen) = decode(&text) else { return };
     if let Ok(a) = analyze_only(&scen, What::ALL, None) {
         stats::count("planner", "analyzed");

@@ -26,3 +26,11 @@ pub fn report(cases: &str) -> String {
     }
     out
 }
+
+/// Prints the text a target hands the core when `FUZZ_SHOW` is set, so that a failure found
+/// with `BOLERO_RANDOM_SEED` can be read as the link or file it was.
+pub fn show(target: &str, text: &str) {
+    if std::env::var_os("FUZZ_SHOW").is_some() {
+        eprintln!("{target} input: {text:?}");
+    }
+}

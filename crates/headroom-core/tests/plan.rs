@@ -425,3 +425,28 @@ fn kept_settings_stay_as_given() {
         Err(ScenarioError::Invalid { field, .. }) if field == "keep"
     ));
 }
+
+/// Found by the planner fuzz target (10-million-case run, seed
+/// 120505784200937803397504052167424472683): an OLMo 3 config 223 wide, whose heads no fused
+/// SDPA kernel takes. Its masked sliding-window layers run the math kernel (s x s scores) and
+/// its full layers another one, so selective recompute dropped the sliding layers' scores from
+/// a full layer that has none (`Step::kept`: a u64 subtraction that overflowed). Each kind of
+/// layer now drops its own.
+#[test]
+fn selective_recompute_drops_each_layer_kinds_own_scores() {
+    let link = "cfg=model_type:olmo3~hidden_size:223~shared_expert_intermediate_size:243~\
+                query_pre_attn_scalar:77~architectures:0~hidden_dropout:0";
+    let scen = decode(link).expect("decodes");
+    let opts = PlanOptions {
+        allow_training_changes: true,
+        ..Default::default()
+    };
+    assert!(plan(&scen, &opts).is_ok());
+    let selective = decode(&format!("{link}&ckpt=selective&seq=8192")).expect("decodes");
+    let none = decode(&format!("{link}&seq=8192")).expect("decodes");
+    let (a, b) = (
+        estimate(&selective).expect("estimates"),
+        estimate(&none).expect("estimates"),
+    );
+    assert!(a.bytes.peak_tensors < b.bytes.peak_tensors);
+}

@@ -47,8 +47,10 @@ pub(super) struct Step<'a> {
     sparse_layers: u64,
     /// What a checkpointed layer keeps: its input.
     pub ckpt_input: u64,
-    /// Eager attention's s x s tensors in a dense layer (what selective recompute drops).
+    /// Eager attention's s x s tensors in a dense layer (what selective recompute drops), and
+    /// in a layer with the model's other kind of attention.
     pub attention_scores: u64,
+    other_attention_scores: u64,
     /// Saved tensors outside the layers (RoPE tables, final norm, lm_head input).
     pub outside: Vec<Saved>,
     pub outside_bytes: u64,
@@ -126,18 +128,23 @@ impl<'a> Step<'a> {
             Vec::new()
         };
         let moe_bytes = activations::total(&moe);
-        let (other_dense_bytes, other_moe_bytes) = if spec.other_attention_layers() > 0 {
-            (
-                activations::total(&activations::layer_of(spec, &sh, true)),
-                if spec.moe.is_some() {
-                    activations::total(&activations::moe_layer_of(spec, &sh, true))
-                } else {
-                    0
-                },
-            )
-        } else {
-            (0, 0)
-        };
+        // The layers with the model's other kind of attention, compressed as the others are
+        // (with their own s x s scores: their kernel may be another one).
+        let (other_dense_bytes, other_moe_bytes, other_attention_scores) =
+            if spec.other_attention_layers() > 0 {
+                let other = compress(activations::layer_of(spec, &sh, true));
+                (
+                    activations::total(&other),
+                    if spec.moe.is_some() {
+                        activations::total(&compress(activations::moe_layer_of(spec, &sh, true)))
+                    } else {
+                        0
+                    },
+                    activations::attention_scores(&other),
+                )
+            } else {
+                (0, 0, 0)
+            };
         let outside = activations::outside_layers(spec, &sh);
         let outside_bytes = activations::total(&outside);
         let lm = loss_memory(spec, scen);
@@ -175,6 +182,7 @@ impl<'a> Step<'a> {
             offload: scen.offload_activations,
             ckpt_input: activations::checkpoint_input(spec, &sh),
             attention_scores: activations::attention_scores(&dense),
+            other_attention_scores,
             sparse_layers: spec.moe.as_ref().map_or(0, |m| m.sparse_layers),
             spec,
             scen,
@@ -240,8 +248,20 @@ impl<'a> Step<'a> {
     /// s x s tensors; with fused attention there are none, so the layer is saved as is.
     pub fn plan(&self, i: u64) -> LayerPlan {
         match self.scen.checkpointing.plan(i) {
-            LayerPlan::Selective if self.attention_scores == 0 => LayerPlan::Saved,
+            LayerPlan::Selective if self.scores(i) == 0 => LayerPlan::Saved,
             plan => plan,
+        }
+    }
+
+    /// Layer `i`'s s x s attention tensors (what selective recompute drops): a layer with the
+    /// model's other kind of attention has its own, as its kernel may differ (found by the
+    /// planner fuzz target: OLMo 3 with heads no fused kernel takes, whose masked sliding layers
+    /// ran the math kernel and whose full layers did not, overflowed here).
+    fn scores(&self, i: u64) -> u64 {
+        if self.spec.is_other_attention(i) {
+            self.other_attention_scores
+        } else {
+            self.attention_scores
         }
     }
 
@@ -250,7 +270,7 @@ impl<'a> Step<'a> {
         match self.plan(i) {
             LayerPlan::Saved => self.full(i),
             LayerPlan::Checkpointed => self.ckpt_input,
-            LayerPlan::Selective => self.full(i) - self.attention_scores,
+            LayerPlan::Selective => self.full(i) - self.scores(i),
         }
     }
 
