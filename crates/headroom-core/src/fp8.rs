@@ -102,7 +102,7 @@ fn describe_te(inv: &ParamInventory) -> String {
          HYBRID e4m3/e5m2, amax history 1024): te.Linear for {:.1}% of the decoder layers' \
          Linear weights; each saves its input in fp8 (1 byte, one copy per Linear) and keeps an \
          fp8 copy of its weight ({TE_WEIGHT_COPY_BYTES} bytes per weight: both layouts, as on \
-         Hopper) until its backward, plus {} of scaling state; routers, stacked MoE experts and \
+         Hopper) until its backward, plus {} of scaling state per Linear; routers, stacked MoE experts and \
          the lm_head are left in 16 bits (accelerate also converts the lm_head where its \
          dimensions are multiples of 16: not counted). Read from TE's source, not measured",
         100.0 * converted as f64 / all.max(1) as f64,
