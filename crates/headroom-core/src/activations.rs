@@ -1662,13 +1662,20 @@ fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         DType::I64,
     );
     if m.norm_topk {
-        inv.add(
+        topk_division(
+            inv,
             "top-k probabilities, fp32 (saved by their in-place division by the sum)",
-            routed,
+            (t, m.top_k),
             DType::F32,
         );
-        inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
     }
+}
+
+/// A router's `topk_weights /= topk_weights.sum(...)`: the in-place division saves the top-k
+/// weights (`what`, in `dtype`) and their sum, fp32 (autocast runs `sum` in fp32).
+fn topk_division(inv: &mut Inventory, what: &str, (t, k): (u64, u64), dtype: DType) {
+    inv.add(what, t * k, dtype);
+    inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
 }
 
 /// DeepSeek's routers (`Router::DeepseekV2`, `Router::DeepseekV3`): `F.linear(x.float(),
@@ -1723,13 +1730,12 @@ fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         DType::I64,
     );
     if m.norm_topk {
-        inv.add(
+        topk_division(
+            inv,
             "top-k scores (saved by their in-place division by the sum)",
-            t * m.top_k,
+            (t, m.top_k),
             score,
         );
-        // Autocast runs `sum` in fp32.
-        inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
     }
 }
 
