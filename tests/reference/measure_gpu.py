@@ -2,7 +2,7 @@
 
     python3 measure_gpu.py all OUT.json [--deadline SECONDS]
     python3 measure_gpu.py PART[,PART...] OUT.json [--deadline SECONDS] [--presets JSON]
-                                              (sdpa, fp8gemm, presets, peak, backends, saved)
+                                  (sdpa, fp8gemm, presets, fp8presets, peak, backends, saved)
     python3 measure_gpu.py preset '[...]'     one real-size run, printed
 
 Parts (each a key of the output JSON; a part that fails records its error and the rest go on):
@@ -22,6 +22,8 @@ Parts (each a key of the output JSON; a part that fails records its error and th
   built on the GPU in the training dtype), one after another: peak allocated and reserved per
   phase, the device memory in use (whole device: nothing else runs there), out-of-memory or
   not, and the median step time of steps 3 to 5.
+- `fp8presets`: the same for torchao float8 training (PRESETS_FP8), each recipe after its bf16
+  run.
 
 test_gpu_measured.py compares the core with a committed output of this script.
 """
@@ -36,7 +38,9 @@ import traceback
 HERE = pathlib.Path(__file__).parent
 MODELS = HERE.parent.parent / "content" / "models"
 
-# Real-size runs: (preset, precision, attention, checkpointing, batch, seq, method, rank, targets).
+# Real-size runs: (preset, precision, attention, checkpointing, batch, seq, method, rank, targets
+# [, fp8]): the optional tenth field is a torchao float8 recipe (tensorwise, rowwise), applied to
+# the Linears `fp8_filter` takes, as the FSDP2 export does (eager, no torch.compile).
 # Chosen around the core's predictions on an H100 80GB: most between 30 and 75 GiB of device
 # memory, one at the edge (Llama 3.1 8B full bf16, 77.7 GiB predicted of 79.6) and one the core
 # says does not fit (GPT-2 XL fp32 eager, 102 GiB).
@@ -52,6 +56,24 @@ PRESETS = [
     ("gpt2-xl", "fp32", "eager", "none", 4, 1024, "full", 0, ""),
 ]
 
+# torchao float8 training against the same run in bf16, back to back in one process: memory and
+# step time, at sizes where fp8 GEMMs gain (from 4,096 tokens x 4,096 wide) and where they do not
+# (Llama 3.2 1B, 2,048 wide). Sized for a 141 GB H200 (all fit); on an 80 GB H100 the 8B rows
+# without checkpointing stop out of memory.
+PRESETS_FP8 = [
+    *[("llama-3.2-1b", "bf16", "sdpa", "none", 8, 2048, "full", 0, "", r) for r in ("off", "tensorwise", "rowwise")],
+    *[("llama-3.1-8b", "bf16", "sdpa", "full", 4, 4096, "full", 0, "", r) for r in ("off", "tensorwise", "rowwise")],
+    *[("llama-3.1-8b", "bf16", "sdpa", "none", 2, 4096, "full", 0, "", r) for r in ("off", "tensorwise")],
+    *[("qwen2.5-1.5b", "bf16", "sdpa", "full", 8, 4096, "full", 0, "", r) for r in ("off", "tensorwise")],
+]
+
+
+def fp8_filter(module, fqn):
+    """The Linears torchao converts in Headroom's estimate and export (crate::fp8::converts,
+    export/fsdp2.rs): not the lm_head, both dimensions multiples of 16 (torch._scaled_mm's rule)."""
+    return (not fqn.endswith("lm_head") and module.in_features % 16 == 0
+            and module.out_features % 16 == 0)
+
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
@@ -63,12 +85,11 @@ def environment():
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
            "transformers": transformers.__version__, "cudnn": torch.backends.cudnn.version()}
-    try:
-        import peft
-
-        env["peft"] = peft.__version__
-    except Exception:  # noqa: BLE001
-        env["peft"] = None
+    for name in ("peft", "torchao"):
+        try:
+            env[name] = __import__(name).__version__
+        except Exception:  # noqa: BLE001
+            env[name] = None
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         env.update(device=p.name, capability=f"{p.major}.{p.minor}", total_memory=p.total_memory,
@@ -248,7 +269,8 @@ def run_preset(sc):
     import torch
     import transformers
 
-    model_id, prec, attn, ckpt, batch, seq, method, rank, targets = sc
+    model_id, prec, attn, ckpt, batch, seq, method, rank, targets = sc[:9]
+    fp8 = sc[9] if len(sc) > 9 else "off"
     config = json.loads((MODELS / f"{model_id}.json").read_text())
     config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "dtype")}
     cuda = torch.cuda.is_available()
@@ -271,6 +293,11 @@ def run_preset(sc):
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=dtype)
     model.train()
+    if fp8 != "off":
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(fp8),
+                                   module_filter_fn=fp8_filter)
     if ckpt == "full":
         model.gradient_checkpointing_enable()
     if method == "lora":
@@ -342,7 +369,7 @@ def run_preset(sc):
     return out
 
 
-def part_presets(deadline):
+def part_presets(deadline, presets=PRESETS):
     """The presets one after another in this process (a python and transformers import each
     would cost more than most runs): what one run leaves is freed (gc, empty_cache) before the
     next, so each starts from the context, cuBLAS's and cuDNN's workspaces and its own model."""
@@ -351,7 +378,7 @@ def part_presets(deadline):
     import torch
 
     rows = []
-    for sc in PRESETS:
+    for sc in presets:
         if deadline - time.time() < 15:
             rows.append({"scenario": sc, "status": "skipped", "error": "out of time"})
             continue
@@ -364,7 +391,7 @@ def part_presets(deadline):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         row["wall_seconds"] = round(time.time() - t0, 1)
-        log(f"  preset {sc[0]} {sc[1]} b{sc[4]} s{sc[5]} {sc[6]}: {row.get('status')} "
+        log(f"  preset {sc[0]} {sc[1]} b{sc[4]} s{sc[5]} {sc[6]} {sc[9:]}: {row.get('status')} "
             f"peak_device={row.get('peak_device')} t={row.get('median_step_seconds')} ({row['wall_seconds']} s)")
         rows.append(row)
     return rows
@@ -396,7 +423,10 @@ def main(argv):
         t0 = time.time()
         log(f"{part} ...")
         try:
-            result[part] = part_presets(deadline) if part == "presets" else PARTS[part](device)
+            if part in ("presets", "fp8presets"):
+                result[part] = part_presets(deadline, PRESETS if part == "presets" else PRESETS_FP8)
+            else:
+                result[part] = PARTS[part](device)
         except Exception:  # noqa: BLE001 - recorded; the other parts still run
             result[part] = {"error": traceback.format_exc()[-2000:]}
         result[f"{part}_seconds"] = round(time.time() - t0, 1)

@@ -13,14 +13,12 @@ import transformers
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 from torchao.float8.float8_linear import Float8Linear
 
+# The export's filter (crates/headroom-core/src/export/fsdp2.rs) and crate::fp8::converts; the
+# H200 runs used it too.
+from measure_gpu import fp8_filter
+
 CONFIG = dict(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-
-
-def fp8_filter(module, fqn):
-    # The export's filter (crates/headroom-core/src/export/fsdp2.rs) and crate::fp8::converts.
-    return (not fqn.endswith("lm_head") and module.in_features % 16 == 0
-            and module.out_features % 16 == 0)
 
 
 def build(recipe):
