@@ -314,6 +314,11 @@ pub const FLAGS: &[Flag] = &[
         "graphs",
         "CUDA graphs on (torch.compile mode=\"reduce-overhead\").",
     ),
+    flag(
+        "compile",
+        "compile",
+        "The model compiled with torch.compile (default mode): torchao's fp8 casts fused, one pass each (memory as in eager).",
+    ),
     renamed(
         "node",
         "gpus-per-node",

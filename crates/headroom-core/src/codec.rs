@@ -225,6 +225,7 @@ pub const FIELDS: &[Field] = &[
     switch!("ds_bf16", parallel.ds_bf16_states),
     switch!("expandable", runtime.expandable_segments),
     switch!("graphs", runtime.cuda_graphs),
+    switch!("compile", runtime.compile),
     number!("margin", runtime.margin),
     number!("host_ram", runtime.host_ram),
     number!("node", runtime.gpus_per_node),

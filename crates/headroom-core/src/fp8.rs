@@ -84,10 +84,16 @@ pub fn describe(inv: &ParamInventory, scen: &Scenario) -> String {
     } else {
         ""
     };
+    let casts = if scen.runtime.compiled() {
+        "; casts fused by torch.compile"
+    } else {
+        "; casts run eagerly (no torch.compile): an H200 took 1.6-2.1x as long per step as in \
+         bf16 that way, and torch.compile fuses them"
+    };
     format!(
         "torchao {}: matmuls in fp8 for {:.1}% of the decoder layers' Linear weights \
-         ({grads}){gather}{experts}; the lm_head, saved tensors, weights and optimizer states \
-         as in bf16",
+         ({grads}){gather}{experts}{casts}; the lm_head, saved tensors, weights and optimizer \
+         states as in bf16",
         scen.fp8.id(),
         100.0 * converted as f64 / all.max(1) as f64
     )
@@ -165,15 +171,44 @@ fn scales(recipe: Fp8Recipe, rows: u64) -> u64 {
 /// in forward and again for the weight gradient, the output gradient once per backward matmul.
 pub const CAST_BYTES_PER_ELEMENT: f64 = 5.0;
 
+/// HBM bytes per cast element when torchao's casts run eagerly (no torch.compile), each as
+/// separate kernels. Counted from the kernels, a cast moves 33 bytes per element: `abs` (read
+/// 2, write 2) and `max` (read 2) for the absolute maximum, the fp32 upcast (read 2, write 4),
+/// the multiply by the scale (read 4, write 4), the saturating clamp (read 4, write 4) and the
+/// fp8 cast (read 4, write 1) (`torchao/float8/float8_scaling_utils.py`, `float8_utils.py`).
+/// Measured, it costs about twice that at the catalog's bandwidth: small elementwise kernels
+/// run below it, and each Linear launches a dozen of them through the tensor subclass. Fitted
+/// on an H200 (torch 2.11, torchao 0.18; Llama 3.2 1B, Llama 3.1 8B and Qwen2.5 1.5B, 8,192 to
+/// 32,768 tokens per step; tests/reference/gpu/h200/gpu_presets_fp8.json): eager fp8 steps
+/// took 1.57 to 2.08 times as long as the same steps in bf16, and with 64 bytes the time
+/// model's ratios are within 6.2% of those six (one constant fitted on them).
+pub const EAGER_CAST_BYTES_PER_ELEMENT: f64 = 64.0;
+
+/// HBM bytes per cast element for this scenario's recipe: one fused pass
+/// ([`CAST_BYTES_PER_ELEMENT`]) with Transformer Engine (its own cast kernels) or with the model
+/// compiled (inductor fuses torchao's casts); torchao's eager casts otherwise
+/// ([`EAGER_CAST_BYTES_PER_ELEMENT`]). 0 without fp8.
+pub fn cast_bytes_per_element(scen: &Scenario) -> f64 {
+    match scen.fp8 {
+        Fp8Recipe::Off => 0.0,
+        Fp8Recipe::Te => CAST_BYTES_PER_ELEMENT,
+        Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise if scen.runtime.compiled() => {
+            CAST_BYTES_PER_ELEMENT
+        }
+        Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise => EAGER_CAST_BYTES_PER_ELEMENT,
+    }
+}
+
 /// Cast traffic of the converted Linears per token (activations) and per micro-batch (the
-/// weights, cast in forward and again in backward), over the whole model before splitting.
-pub fn cast_traffic(inv: &ParamInventory) -> (f64, f64) {
+/// weights, cast in forward and again in backward), over the whole model before splitting, at
+/// `bytes_per_element` ([`cast_bytes_per_element`]).
+pub fn cast_traffic(inv: &ParamInventory, bytes_per_element: f64) -> (f64, f64) {
     let mut per_token = 0.0;
     let mut per_micro_batch = 0.0;
     for t in inv.tensors.iter().filter(|t| converts(t)) {
         let n = inv.multiplicity(t.scope) as f64;
-        per_token += n * CAST_BYTES_PER_ELEMENT * (2.0 * t.d_in as f64 + 2.0 * t.d_out as f64);
-        per_micro_batch += n * CAST_BYTES_PER_ELEMENT * 2.0 * (t.d_in * t.d_out) as f64;
+        per_token += n * bytes_per_element * (2.0 * t.d_in as f64 + 2.0 * t.d_out as f64);
+        per_micro_batch += n * bytes_per_element * 2.0 * (t.d_in * t.d_out) as f64;
     }
     (per_token, per_micro_batch)
 }

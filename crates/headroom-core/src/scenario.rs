@@ -426,6 +426,12 @@ pub struct Runtime {
     pub expandable_segments: bool,
     /// CUDA graphs (torch.compile "reduce-overhead"): a private pool holds its high-water mark.
     pub cuda_graphs: bool,
+    /// The model compiled with torch.compile (default mode). Modelled where it changes the time
+    /// model's figures: torchao's fp8 casts fused into one pass each
+    /// (`crate::fp8::cast_bytes_per_element`); memory is modelled as in eager. CUDA graphs
+    /// compile too ([`Runtime::compiled`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub compile: bool,
     /// Percent of the GPU's memory kept free: a setup fits only with this much to spare
     /// (the verdict, what fits and the planner all use it). 0 to [`MAX_MARGIN`].
     #[serde(default)]
@@ -449,6 +455,12 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// Whether the model runs compiled: torch.compile in its default mode or with CUDA graphs
+    /// ("reduce-overhead").
+    pub fn compiled(&self) -> bool {
+        self.compile || self.cuda_graphs
+    }
+
     /// GPUs per node: the scenario's, or [`GPUS_PER_NODE`].
     pub fn gpus_per_node(&self) -> u32 {
         if self.gpus_per_node == 0 {
@@ -579,6 +591,7 @@ impl Default for Scenario {
             runtime: Runtime {
                 expandable_segments: false,
                 cuda_graphs: false,
+                compile: false,
                 margin: 0,
                 host_ram: 0,
                 gpus_per_node: 0,

@@ -432,6 +432,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             Scenario {
                 runtime: crate::scenario::Runtime {
                     cuda_graphs: false,
+                    compile: scen.runtime.compiled(),
                     ..scen.runtime
                 },
                 ..base.clone()

@@ -100,7 +100,7 @@ fn alternatives(key: &str, current: &str) -> Vec<String> {
         "dropout" => &["0", "0.1"],
         "fp8" => &["off", "tensorwise", "rowwise"],
         "act_offload" | "act_int8" | "keep_logits" | "sp" | "bucket_view" | "ds_bf16"
-        | "expandable" | "graphs" | "packing" => &["0", "1"],
+        | "expandable" | "graphs" | "compile" | "packing" => &["0", "1"],
         _ => {
             let n: u64 = current.parse().unwrap_or(1);
             return [n * 2, (n / 2).max(1), n * 4, 8, 1]

@@ -116,7 +116,7 @@ fn links_are_written_in_the_field_tables_order() {
     let link = "v=1&model=qwen2.5-7b&gpu=a100-sxm4-80gb&gpus=8&batch=2&seq=1024&accum=4&method=lora\
                 &rank=8&targets=attn&precision=bf16&optimizer=adamw8bit&attention=eager\
                 &dropout=0.1&ckpt=every:2&act_offload=1&loss=fused&keep_logits=1&dp=zero3&tp=2\
-                &sp=1&opt_offload=cpu&param_offload=cpu&bucket_view=1&expandable=1&graphs=1";
+                &sp=1&opt_offload=cpu&param_offload=cpu&bucket_view=1&expandable=1&graphs=1&compile=1";
     let scen = headroom_core::codec::decode(link).expect("a valid link");
     assert_eq!(encode(&scen), link);
     // LoRA fields are left out of a full fine-tune's link, whatever they hold.

@@ -70,6 +70,7 @@ fn random_pairs(r: &mut Lcg, models: &[&str], gpus: &[&str]) -> Vec<(String, Str
         ("keep_logits", r.pick(&["0", "1"]).to_string()),
         ("expandable", r.pick(&["0", "1"]).to_string()),
         ("graphs", r.pick(&["0", "1"]).to_string()),
+        ("compile", r.pick(&["0", "1"]).to_string()),
         ("ds_bf16", r.pick(&["0", "1"]).to_string()),
         (
             "fp8",

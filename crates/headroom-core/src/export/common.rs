@@ -53,6 +53,8 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
     }
     if scen.runtime.cuda_graphs {
         n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());
+    } else if scen.runtime.compile {
+        n.push("torch.compile: model = torch.compile(model), after any fp8 conversion (it fuses torchao's casts)".into());
     }
     if let Some(lines) = sdpa_switches(scen) {
         n.push(format!(

@@ -158,6 +158,8 @@ pub fn plan_with(
         runtime: crate::scenario::Runtime {
             expandable_segments: true,
             cuda_graphs: false,
+            // Without CUDA graphs the model stays compiled (the default mode) if it was.
+            compile: start.runtime.compiled(),
             ..start.runtime
         },
         ..start.clone()

@@ -46,9 +46,16 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         "transformers ForCausalLMLoss (fp32 upcast); Liger fused linear cross-entropy",
     );
     if scen.fp8.is_on() {
-        // torchao's casts: an absolute maximum and a scaled copy per fp8 operand, memory-bound
-        // (`crate::fp8::cast_traffic`); checkpointed layers cast their inputs and weights again.
-        let (per_token, per_micro) = crate::fp8::cast_traffic(&cx.inv);
+        // The casts: an absolute maximum and a scaled copy per fp8 operand, memory-bound
+        // (`crate::fp8::cast_traffic`), fused or eager (`crate::fp8::cast_bytes_per_element`);
+        // checkpointed layers cast their inputs and weights again.
+        let per_element = crate::fp8::cast_bytes_per_element(scen);
+        let (per_token, per_micro) = crate::fp8::cast_traffic(&cx.inv, per_element);
+        let how = if per_element == crate::fp8::CAST_BYTES_PER_ELEMENT {
+            "fp8 casts per matmul operand (input, weight, output gradient), fused (Transformer Engine's kernels, or torchao compiled): assumed 5 bytes per cast element"
+        } else {
+            "torchao float8_linear.py: input, weight, output gradient cast per matmul, eagerly (no torch.compile): bytes per cast element fitted on an H200"
+        };
         let again = 1.0 + 0.25 * ck / layers.max(1.0);
         terms.memory(
             "fp8_casts",
@@ -57,7 +64,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             || format!(
                 "({per_token:.3e} bytes/token x b·s + {per_micro:.3e} bytes of weights) x {again:.2} x {m:.0} micro-batches"
             ),
-            "torchao float8_linear.py: input, weight, grad_output cast per matmul; assumed 5 bytes per cast element",
+            how,
         );
     }
     if scen.act_int8 {
