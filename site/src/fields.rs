@@ -128,6 +128,9 @@ fn fp8_options(_: &Scenario) -> Vec<(String, String)> {
 fn is_moe(s: &Scenario) -> bool {
     headroom_core::estimate::resolve_model(s).is_ok_and(|(_, spec)| spec.moe.is_some())
 }
+fn has_mtp(s: &Scenario) -> bool {
+    headroom_core::estimate::resolve_model(s).is_ok_and(|(_, spec)| spec.mtp_modules > 0)
+}
 fn is_packing(s: &Scenario) -> bool {
     s.packing
 }
@@ -290,6 +293,17 @@ pub static GROUPS: &[Group] = &[
                 help: "fp8 matmuls (Ada, Hopper, Blackwell). torchao: saved activations and states stay bf16; faster when compiled, slower than bf16 when its casts run eagerly. Transformer Engine: fp8 inputs saved, plus fp8 weight copies until backward.",
                 control: Control::Select(fp8_options),
                 shown: is_full,
+            },
+            Field {
+                key: "mtp",
+                label: "MTP modules trained",
+                help: "Multi-token prediction (DeepSeek-V3, GLM-4.5): each module is one more decoder layer plus a projection, with a loss of its own over the vocabulary. transformers trains none; Megatron-LM's --mtp-num-layers.",
+                control: Control::Number {
+                    min: 0.0,
+                    max: 16.0,
+                    step: 1.0,
+                },
+                shown: has_mtp,
             },
             Field {
                 key: "compile",

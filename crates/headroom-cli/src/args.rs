@@ -232,6 +232,12 @@ pub const FLAGS: &[Flag] = &[
         "Images per sample (multimodal models): their tokens count in --seq (Gemma 3: 256 \
          each; Qwen-VL and Pixtral: an 896 x 896 image assumed).",
     ),
+    flag(
+        "mtp",
+        "mtp",
+        "Multi-token prediction modules trained (DeepSeek-V3, GLM-4.5: at most the config's \
+         num_nextn_predict_layers; Megatron-LM's --mtp-num-layers). 0: none, as transformers.",
+    ),
     flag("attention", "attention", "eager | sdpa"),
     flag(
         "sdpa",

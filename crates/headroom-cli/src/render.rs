@@ -44,6 +44,9 @@ pub fn estimate_json(e: &Estimate, fit: &Fit, link: &str, t: &StepTime) -> Value
     if !e.vision.is_empty() {
         out["vision"] = json!(e.vision);
     }
+    if !e.mtp.is_empty() {
+        out["mtp"] = json!(e.mtp);
+    }
     out
 }
 
@@ -108,6 +111,9 @@ pub fn estimate_table(
     );
     if !e.vision.is_empty() {
         let _ = writeln!(s, "images: {}", e.vision);
+    }
+    if !e.mtp.is_empty() {
+        let _ = writeln!(s, "mtp: {}", e.mtp);
     }
     let _ = writeln!(s);
     let _ = writeln!(

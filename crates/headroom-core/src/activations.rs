@@ -2179,6 +2179,37 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         inv.at(Part::Vision);
         vision_tower(&mut inv, v, sh);
     }
+    // Each trained multi-token prediction module: its two input norms, the concatenation
+    // eh_proj saves, its head's norm and the lm_head's input again (its decoder layer is
+    // counted with the layers).
+    for _ in 0..spec.mtp_trained {
+        inv.at(Part::FinalNorm);
+        rms_norm(
+            &mut inv,
+            "MTP enorm (next token's embedding)",
+            t,
+            h,
+            sh,
+            norm_family(spec),
+        );
+        rms_norm(
+            &mut inv,
+            "MTP hnorm (previous depth's hidden state)",
+            t,
+            h,
+            sh,
+            norm_family(spec),
+        );
+        let cat = if sh.amp() { sh.compute() } else { sh.stream() };
+        inv.add(
+            "MTP eh_proj input (the two norms concatenated)",
+            2 * t * h,
+            cat,
+        );
+        rms_norm(&mut inv, "MTP head norm", t, h, sh, norm_family(spec));
+        inv.at(Part::LmHeadInput);
+        inv.add("MTP lm_head input", t * h, cat);
+    }
     // lm_head's input when the lm_head (or the tied embedding) trains.
     inv.at(Part::LmHeadInput);
     if sh.base_trainable || !spec.tie_embeddings {

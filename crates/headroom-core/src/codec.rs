@@ -182,6 +182,7 @@ pub const FIELDS: &[Field] = &[
     choice!("optimizer", Optimizer, optimizer),
     choice!("vision", VisionTraining, vision),
     number!("images", images),
+    number!("mtp", mtp),
     choice!("attention", Attention, attention),
     choice!("sdpa", SdpaKernel, sdpa),
     // After the attention fields: the site applies a link's fields in this order, checking the
@@ -558,6 +559,9 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                 if spec.sliding_window.is_none() {
                     put("sliding_window", Value::Null);
                 }
+            }
+            if spec.mtp_modules > 0 {
+                put("num_nextn_predict_layers", spec.mtp_modules.into());
             }
             if let Some(mla) = &spec.mla {
                 put("attention_bias", spec.qkv_bias.into());

@@ -29,6 +29,26 @@ pub struct LossMemory {
 /// The loss of one micro-batch of `scen`: its tokens' logits over the vocabulary split across
 /// the tensor-parallel GPUs (vocab-parallel), in the compute dtype.
 pub fn loss_memory(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
+    one_head(spec, scen).with_mtp_heads(spec.mtp_trained)
+}
+
+impl LossMemory {
+    /// With `n` multi-token prediction heads beside the model's: each depth's loss runs one
+    /// after another over the same tokens, so what each keeps for backward adds up while the
+    /// last one's transients come on top (assumed order: Megatron-LM computes the depths' losses
+    /// after the main one's and backward reaches them together).
+    fn with_mtp_heads(self, n: u64) -> LossMemory {
+        LossMemory {
+            retained: self.retained * (1 + n),
+            forward_peak: self.retained * n + self.forward_peak,
+            backward_peak: self.retained * n + self.backward_peak,
+            ..self
+        }
+    }
+}
+
+/// The loss of the model's own head.
+fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
     let b = scen.micro_batch as u64;
     // Context parallelism: this GPU's seq/cp tokens.
     let tokens = b * scen.seq_local() as u64;

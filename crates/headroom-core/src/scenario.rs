@@ -404,6 +404,10 @@ fn is_one(v: &u32) -> bool {
     *v == 1
 }
 
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
 fn is_false(v: &bool) -> bool {
     !*v
 }
@@ -512,6 +516,11 @@ pub struct Scenario {
     /// tokens included, as a processor's expanded prompt and TRL's `max_length` count it.
     #[serde(default = "one_image")]
     pub images: u32,
+    /// Multi-token prediction modules trained with the model (DeepSeek-V3's and GLM-4.5's,
+    /// as Megatron-LM's `--mtp-num-layers` trains them): at most the config's
+    /// `num_nextn_predict_layers`; 0 trains none, as transformers does.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mtp: u32,
     pub attention: Attention,
     /// SDPA's kernel (auto: PyTorch's choice for the GPU); read only with `Attention::Sdpa`.
     #[serde(default)]
@@ -568,6 +577,7 @@ impl Default for Scenario {
             optimizer: Optimizer::AdamW,
             vision: VisionTraining::Frozen,
             images: 1,
+            mtp: 0,
             attention: Attention::Sdpa,
             sdpa: SdpaKernel::Auto,
             dropout: None,
@@ -659,6 +669,7 @@ impl Scenario {
         range("seq", self.seq, 1, MAX_SEQ)?;
         range("accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
         range("images", self.images, 0, crate::bounds::MAX_IMAGES)?;
+        range("mtp", self.mtp, 0, crate::model::hf::MAX_MTP_MODULES as u32)?;
         range("tp", self.parallel.tensor, 1, 1024)?;
         range("margin", self.runtime.margin, 0, MAX_MARGIN)?;
         range("host_ram", self.runtime.host_ram, 0, MAX_HOST_RAM_GIB)?;

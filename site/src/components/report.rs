@@ -120,6 +120,9 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
             if !e.fp8.is_empty() {
                 <p class="verdict-line" id="fp8">{ format!("fp8: {}.", e.fp8) }</p>
             }
+            if !e.mtp.is_empty() {
+                <p class="verdict-line" id="mtp">{ format!("Multi-token prediction: {}.", e.mtp) }</p>
+            }
             if !e.context.is_empty() {
                 <p class="verdict-line" id="sequence">{ e.context.clone() }</p>
             }

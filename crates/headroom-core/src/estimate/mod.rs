@@ -168,6 +168,10 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
         crate::bounds::check_model(&spec)
             .map_err(|e| ScenarioError::invalid("cfg", e.to_string()))?;
     }
+    // The trained multi-token prediction modules join the model's layers from here on.
+    let spec = spec
+        .with_mtp(u64::from(scen.mtp))
+        .map_err(|e| ScenarioError::invalid("mtp", e))?;
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     check_fp8(gpu, scen)?;
     check_expert_parallel(&spec, scen)?;
@@ -238,6 +242,37 @@ pub fn describe_vision(
                 "trained: gradients, optimizer states and saved activations"
             }
         }
+    )
+}
+
+/// One line on the trained multi-token prediction modules: their parameters (a decoder layer
+/// and each module's projection and norms) and their losses. Empty when none train.
+pub fn describe_mtp(spec: &ModelSpec, inv: &crate::model::ParamInventory) -> String {
+    use crate::model::params::Scope;
+    let n = spec.mtp_trained;
+    if n == 0 {
+        return String::new();
+    }
+    let one = |scope: Scope| -> u64 {
+        inv.tensors
+            .iter()
+            .filter(|t| t.scope == scope)
+            .map(|t| t.numel())
+            .sum()
+    };
+    let mlp = if spec.moe.is_some() {
+        Scope::SparseLayer
+    } else {
+        Scope::DenseLayer
+    };
+    let params = inv.sum_where(|t| t.name.starts_with("mtp.")) + n * (one(Scope::Layer) + one(mlp));
+    format!(
+        "{n} multi-token prediction module{} trained, as Megatron-LM's --mtp-num-layers trains \
+         them: {} parameters beside the model's (a decoder layer, eh_proj and three norms \
+         each; the embedding and lm_head shared), and one more loss over the vocabulary each \
+         (transformers builds none)",
+        if n == 1 { "" } else { "s" },
+        crate::format::count(params),
     )
 }
 
@@ -506,6 +541,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         fp8: crate::fp8::describe(&step.inv, scen),
         context: crate::context::describe(spec, scen),
         vision: describe_vision(spec, &step.inv, scen),
+        mtp: describe_mtp(spec, &step.inv),
         warnings,
         layer_inventory: if all_sparse { step.moe } else { step.dense },
     }

@@ -254,6 +254,9 @@ pub struct Estimate {
     /// model.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub vision: String,
+    /// The trained multi-token prediction modules (`describe_mtp`), empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mtp: String,
     /// What makes the scenario questionable though it can be estimated (a sequence longer than
     /// the model's positions, say), one sentence each.
     pub warnings: Vec<String>,

@@ -56,6 +56,14 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
     } else if scen.runtime.compile {
         n.push("torch.compile: model = torch.compile(model), after any fp8 conversion (it fuses torchao's casts)".into());
     }
+    if scen.mtp > 0 {
+        n.push(format!(
+            "multi-token prediction ({} module{}): transformers builds none (it drops their weights); Megatron-LM: --mtp-num-layers {}",
+            scen.mtp,
+            if scen.mtp == 1 { "" } else { "s" },
+            scen.mtp
+        ));
+    }
     if let Some(lines) = sdpa_switches(scen) {
         n.push(format!(
             "SDPA kernel as estimated: {}",

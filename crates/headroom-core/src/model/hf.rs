@@ -463,6 +463,8 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
         model_type: model_type.to_string(),
         approximate: None,
         parallel_residual: false,
+        mtp_modules: mtp_modules(cfg, model_type)?,
+        mtp_trained: 0,
         mla,
         vision: None,
         llama4: llama4(cfg, model_type, layers)?,
@@ -745,6 +747,8 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
         model_type: model_type.to_string(),
         approximate: None,
         parallel_residual: false,
+        mtp_modules: 0,
+        mtp_trained: 0,
         mla: None,
         vision: None,
         llama4: None,
@@ -793,6 +797,8 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         model_type: "phi3".into(),
         approximate: None,
         parallel_residual: false,
+        mtp_modules: 0,
+        mtp_trained: 0,
         mla: None,
         vision: None,
         llama4: None,
@@ -837,6 +843,8 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         model_type: "gpt2".into(),
         approximate: None,
         parallel_residual: false,
+        mtp_modules: 0,
+        mtp_trained: 0,
         mla: None,
         vision: None,
         llama4: None,
@@ -882,6 +890,8 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         model_type: "gpt_neox".into(),
         approximate: None,
         parallel_residual: cfg.bool_or("use_parallel_residual", true)?,
+        mtp_modules: 0,
+        mtp_trained: 0,
         mla: None,
         vision: None,
         llama4: None,
@@ -930,6 +940,8 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         model_type: "opt".into(),
         approximate: None,
         parallel_residual: false,
+        mtp_modules: 0,
+        mtp_trained: 0,
         mla: None,
         vision: None,
         llama4: None,
@@ -995,6 +1007,27 @@ fn count_layer_types(cfg: &Cfg, layers: u64, kind: &str) -> Result<Option<u64>, 
 /// 5.23): Qwen2's and Qwen3's layers from `max_window_layers` (28) on, Qwen2-MoE's even layers
 /// below it, SmolLM3's NoPE layers (`no_rope_layers`' zeros, else one in
 /// `no_rope_layer_interval`, 4). None: the model type's default layout.
+/// The most multi-token prediction modules a config may declare (DeepSeek-V3 and GLM-4.5 ship
+/// one; the technical report trains depth 1).
+pub const MAX_MTP_MODULES: u64 = 16;
+
+/// DeepSeek-V3's and GLM-4.5's `num_nextn_predict_layers` (0 when absent); other types have no
+/// multi-token prediction modules.
+fn mtp_modules(cfg: &Cfg, model_type: &str) -> Result<u64, ConfigError> {
+    if !matches!(model_type, "deepseek_v3" | "glm4_moe") {
+        return Ok(0);
+    }
+    let n = cfg.u64_or("num_nextn_predict_layers", 0)?;
+    if n > MAX_MTP_MODULES {
+        return Err(ConfigError::BadField {
+            field: "num_nextn_predict_layers".into(),
+            expected: format!("at most {MAX_MTP_MODULES}"),
+            found: n.to_string(),
+        });
+    }
+    Ok(n)
+}
+
 fn sliding_layers(cfg: &Cfg, model_type: &str, layers: u64) -> Result<Option<u64>, ConfigError> {
     if let Some(n) = count_layer_types(cfg, layers, "sliding_attention")? {
         return Ok(Some(n));
@@ -1333,6 +1366,8 @@ fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         model_type: "starcoder2".into(),
         approximate: None,
         parallel_residual: false,
+        mtp_modules: 0,
+        mtp_trained: 0,
         mla: None,
         vision: None,
         llama4: None,

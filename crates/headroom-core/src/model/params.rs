@@ -544,12 +544,41 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
     if let Some(v) = &spec.vision {
         vision(&mut b, v);
     }
+    mtp_modules(&mut b, spec);
     let sparse = spec.moe.as_ref().map_or(0, |m| m.sparse_layers);
     ParamInventory {
         tensors: b.tensors,
         dense_layers: spec.layers - sparse,
         sparse_layers: sparse,
         linear_layers: spec.linear_attention.as_ref().map_or(0, |la| la.layers),
+    }
+}
+
+/// What each trained multi-token prediction module adds beside its decoder layer (counted with
+/// the layers): `enorm` on the next token's embedding, `hnorm` on the previous depth's hidden
+/// state, `eh_proj` (a Linear of 2h -> h without bias) on their concatenation, and its
+/// `shared_head.norm`; the embedding and the lm_head are the model's (DeepSeek-V3's
+/// README_WEIGHTS.md: 11.5B unique parameters per module; vLLM's `deepseek_mtp.py`).
+fn mtp_modules(b: &mut Builder, spec: &ModelSpec) {
+    let (h, n) = (spec.hidden, spec.mtp_trained);
+    if n == 0 {
+        return;
+    }
+    for (name, d_in) in [
+        ("mtp.enorm.weight", 1),
+        ("mtp.hnorm.weight", 1),
+        ("mtp.eh_proj.weight", 2 * h),
+        ("mtp.shared_head.norm.weight", 1),
+    ] {
+        b.push(ParamTensor {
+            name: name.into(),
+            d_in,
+            d_out: h,
+            copies: n,
+            scope: Scope::Model,
+            linear: None,
+            quantizable: false,
+        });
     }
 }
 

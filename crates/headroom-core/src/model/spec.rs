@@ -362,9 +362,45 @@ pub struct ModelSpec {
     /// LayerNorm saved (one storage).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub parallel_residual: bool,
+    /// The multi-token prediction modules of the checkpoint (DeepSeek-V3's and GLM-4.5's
+    /// `num_nextn_predict_layers`): each a decoder layer of the same layout plus two input
+    /// norms, a `2h -> h` projection and a head norm, sharing the embedding and the lm_head.
+    /// transformers builds none (it drops their weights); a scenario trains them with `mtp`.
+    /// 0 elsewhere.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mtp_modules: u64,
+    /// How many of them the resolved scenario trains ([`ModelSpec::with_mtp`]): their decoder
+    /// layers are then counted in `layers`. 0 in a spec read from a config.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mtp_trained: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl ModelSpec {
+    /// This spec with `n` of its multi-token prediction modules trained: their decoder layers
+    /// run after the model's (MoE layers where the model has experts past its dense ones, as
+    /// in DeepSeek-V3 and GLM-4.5), and `mtp_trained` adds each module's projection and norms
+    /// to the parameters and its head's logits to the loss. An error where the config has
+    /// fewer modules.
+    pub fn with_mtp(mut self, n: u64) -> Result<Self, String> {
+        if n > self.mtp_modules {
+            return Err(format!(
+                "{n} multi-token prediction modules asked for; this model's config has {} \
+                 (num_nextn_predict_layers: DeepSeek-V3 and GLM-4.5 ship one)",
+                self.mtp_modules
+            ));
+        }
+        self.layers += n;
+        if let Some(moe) = &mut self.moe {
+            moe.sparse_layers += n;
+        }
+        self.mtp_trained = n;
+        Ok(self)
+    }
+
     /// One gate_up_proj Linear whose output the MLP chunks into gate and up (Phi-3, GLM-4).
     pub fn fused_gate_up(&self) -> bool {
         matches!(self.family, Family::Phi3 | Family::Glm4)

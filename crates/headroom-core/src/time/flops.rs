@@ -144,7 +144,11 @@ pub(super) fn token_flops_of(
     } else {
         spec.hidden
     };
-    let head = head_dim as f64 * spec.vocab as f64;
+    // Each trained multi-token prediction module runs the lm_head again and its eh_proj
+    // (2h -> h) on every token (its decoder layer is among the layers).
+    let heads = 1.0 + spec.mtp_trained as f64;
+    let eh_proj = 2.0 * (spec.hidden * spec.hidden) as f64 * spec.mtp_trained as f64;
+    let head = head_dim as f64 * spec.vocab as f64 * heads + eh_proj;
     f.outside_forward += 2.0 * head;
     // The lm_head weight trains in full training (tied or not); LoRA freezes it.
     f.outside_backward += if full { 4.0 * head } else { 2.0 * head };

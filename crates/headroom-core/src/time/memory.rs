@@ -37,12 +37,20 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         // Liger's fused linear cross-entropy keeps chunks on chip mostly: ~8 bytes per logit.
         LossImpl::Fused => 8.0,
     };
-    // The loss runs on the last pipeline stage; averaged per GPU like the matmuls.
+    // The loss runs on the last pipeline stage; averaged per GPU like the matmuls. Each
+    // trained multi-token prediction module has a loss of its own over the same tokens.
+    let heads = 1.0 + spec.mtp_trained as f64;
     busy.loss = terms.memory(
         "loss",
         "cross-entropy over the logits",
-        b * s * m * spec.vocab as f64 * loss_bytes / mp,
-        || format!("b·s·V x {loss_bytes} bytes per logit"),
+        b * s * m * spec.vocab as f64 * loss_bytes * heads / mp,
+        || {
+            if spec.mtp_trained == 0 {
+                format!("b·s·V x {loss_bytes} bytes per logit")
+            } else {
+                format!("b·s·V x {loss_bytes} bytes per logit x {heads:.0} heads (MTP)")
+            }
+        },
         "transformers ForCausalLMLoss (fp32 upcast); Liger fused linear cross-entropy",
     );
     if scen.fp8.is_on() {
