@@ -673,3 +673,34 @@ def test_trainer_dry_run_and_deepspeed_start_up(case, tmp_path, monkeypatch):
     hf = TrainerDeepSpeedConfig(ds)
     hf.trainer_config_process(view)
     assert hf.mismatches == [], "\n".join(hf.mismatches)
+
+
+@pytest.mark.parametrize("dp", ["ddp", "fsdp"])
+def test_transformer_engine_goes_through_accelerates_launch(dp, tmp_path, monkeypatch):
+    """fp8=te as accelerate's config writes it: `accelerate launch` reads mixed_precision fp8
+    and the fp8_config keys onto its `--fp8_*` arguments, and hands the script the environment
+    its TERecipeKwargs reads (TE itself is not installed here, so the recipe object is not
+    built): HYBRID, 1024 amax values, most_recent, the recipe Headroom estimates."""
+    from accelerate.utils.dataclasses import AmaxComputeAlgorithm, FP8Format
+    from accelerate.utils.launch import setup_fp8_env
+
+    link = f"model=llama-3.2-1b&gpu=h100&gpus=8&precision=bf16&fp8=te&dp={dp}&ckpt=full"
+    out = subprocess.run([BIN, "plan", "--link", link, "--keep", "dp,ckpt,precision", "--export", "accelerate"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    path = tmp_path / "accelerate_config.yaml"
+    path.write_text(out.stdout)
+    assert type(load_config_from_file(str(path))) is ClusterConfig
+    monkeypatch.chdir(tmp_path)
+    args, _, _ = _validate_launch_command(launch_command_parser().parse_args(["--config_file", str(path), "train.py"]))
+    assert args.mixed_precision == "fp8"
+    env = setup_fp8_env(args, {})
+    assert env["ACCELERATE_FP8_BACKEND"] == "TE"
+    assert env["ACCELERATE_FP8_FORMAT"] in typing.get_args(FP8Format) and env["ACCELERATE_FP8_FORMAT"] == "HYBRID"
+    assert env["ACCELERATE_FP8_AMAX_COMPUTE_ALGO"] in typing.get_args(AmaxComputeAlgorithm)
+    assert env["ACCELERATE_FP8_AMAX_HISTORY_LEN"] == "1024"
+    # The other targets refuse it, naming accelerate.
+    for target in ("trainer", "fsdp2"):
+        out = subprocess.run([BIN, "plan", "--link", link, "--keep", "dp,ckpt,precision", "--export", target],
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and "accelerate" in out.stderr, out.stderr

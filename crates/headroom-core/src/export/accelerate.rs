@@ -59,6 +59,8 @@ pub(super) fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec
         }
     }
     let mixed = match scen.precision {
+        // Transformer Engine's fp8 through accelerate (`offer` writes it for DDP and FSDP).
+        _ if scen.fp8 == crate::scenario::Fp8Recipe::Te => "fp8",
         Precision::AmpBf16 | Precision::Bf16 => "bf16",
         Precision::AmpFp16 | Precision::Fp16 => "fp16",
         Precision::Fp32 => "'no'",
@@ -68,6 +70,14 @@ pub(super) fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec
         t.push_str("# mixed precision, batch sizes and accumulation come from ds_config.json\n");
     } else {
         t.push_str(&format!("mixed_precision: {mixed}\n"));
+    }
+    if scen.fp8 == crate::scenario::Fp8Recipe::Te {
+        // The recipe Headroom estimates (crate::fp8): delayed scaling, HYBRID (e4m3 forward,
+        // e5m2 backward), 1024 amax values kept per tensor; keys as `accelerate launch` reads
+        // them (`fp8_` + key: `--fp8_amax_history_len`, ...), values its TERecipeKwargs
+        // defaults.
+        t.push_str("fp8_config:\n  backend: TE\n  fp8_format: HYBRID\n");
+        t.push_str("  amax_history_len: 1024\n  amax_compute_algo: most_recent\n");
     }
     t.push_str(&format!("num_machines: {nodes}\n"));
     t.push_str(&format!("num_processes: {}\n", scen.gpus));

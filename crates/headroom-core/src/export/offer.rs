@@ -86,13 +86,19 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
             .then(|| "DDP has no offload; the plan's offload needs DeepSpeed ZeRO".into())
     };
     if scen.fp8 == crate::scenario::Fp8Recipe::Te {
-        return Some(
-            "fp8 te (Transformer Engine through accelerate) is not written by the exports yet: \
-             set mixed_precision: fp8 with fp8_config: {backend: TE} in accelerate's config"
-                .into(),
-        );
+        // accelerate's config carries Transformer Engine (mixed_precision: fp8 and its
+        // fp8_config), for DDP and FSDP; the other files have no such setting.
+        let deepspeed = !matches!(p.data, DataParallel::Ddp | DataParallel::Fsdp);
+        if target != Target::Accelerate || deepspeed {
+            return Some(
+                "fp8 te (Transformer Engine) is written only by accelerate's config (mixed_precision: \
+                 fp8, fp8_config: {backend: TE}), for DDP and FSDP plans: TrainingArguments and the \
+                 FSDP2 script have no such setting, and Headroom does not write DeepSpeed's fp8"
+                    .into(),
+            );
+        }
     }
-    if scen.fp8.is_on() && target != Target::Fsdp2 {
+    if scen.fp8.is_on() && scen.fp8 != crate::scenario::Fp8Recipe::Te && target != Target::Fsdp2 {
         return Some(format!(
             "fp8 ({}) is written only by the FSDP2 script (torchao's convert_to_float8_training): \
              TrainingArguments has no fp8 setting, and DeepSpeed's fp8 is Transformer Engine's, \
