@@ -4,7 +4,7 @@ For each `[[preset]]` in content/models/presets.toml, the preset's config.json i
 transformers on the meta device (no memory, so Llama 3.1 405B costs nothing) and its
 `num_parameters()` is compared with the recorded `parameters_total` and with what
 `headroom estimate --model <id> --format json` reports as `parameters.total`.
-Multimodal wrappers (gemma3, qwen2_5_vl, qwen3_vl, mistral3) are built as their
+Multimodal wrappers (gemma3, qwen2_5_vl, qwen3_vl, mistral3, llama4) are built as their
 ForConditionalGeneration class (vision tower, projector and text model).
 VARIANTS are small configs that exercise keys and defaults no preset uses (OPT's projections,
 MoE layer selection, bias switches, per-type head_dim defaults), compared the same way.
@@ -28,7 +28,7 @@ BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug"
 PRESETS = tomllib.loads((MODELS / "presets.toml").read_text())["preset"]
 
 
-MULTIMODAL = {"gemma3", "qwen2_5_vl", "qwen3_vl", "mistral3"}
+MULTIMODAL = {"gemma3", "qwen2_5_vl", "qwen3_vl", "mistral3", "llama4"}
 
 
 def transformers_count(config: dict) -> int:

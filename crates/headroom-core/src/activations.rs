@@ -2246,7 +2246,10 @@ fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
             l,
         );
     } else {
-        let layer_norm = matches!(v.kind, VisionKind::Siglip | VisionKind::Qwen3);
+        let layer_norm = matches!(
+            v.kind,
+            VisionKind::Siglip | VisionKind::Qwen3 | VisionKind::Llama4
+        );
         // Two norms per block: a LayerNorm keeps its input and fp32 mean and rstd; an RMSNorm
         // (transformers' upcasting one) an fp32 copy, the rsqrt and the normalized input.
         if layer_norm {
@@ -2302,6 +2305,8 @@ fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
         VisionKind::Siglip => 0,
         VisionKind::Pixtral => v.out_hidden,
         VisionKind::Qwen25 | VisionKind::Qwen3 => h * v.merge * v.merge,
+        // Llama 4's adapter: each of its two GELUs keeps its input and output.
+        VisionKind::Llama4 => v.projector_in + v.projector_out,
     };
     inv.add_n("projector: hidden activations", merged * width, c, 2);
 }

@@ -455,13 +455,19 @@ fn multimodal_config(spec: &ModelSpec, v: &Vision) -> Map<String, Value> {
                 put("deepstack_visual_indexes", indices(v.deepstack));
             }
         }
-        VisionKind::Siglip | VisionKind::Pixtral => {
+        VisionKind::Siglip | VisionKind::Pixtral | VisionKind::Llama4 => {
             put("num_hidden_layers", v.layers.into());
             put("num_attention_heads", v.heads.into());
             put("num_channels", v.channels.into());
             put("image_size", v.image_size.into());
             if v.kind == VisionKind::Siglip {
                 put("vision_use_head", v.pooling_head.into());
+            }
+            if v.kind == VisionKind::Llama4 {
+                put("pixel_shuffle_ratio", (1.0 / v.merge.max(1) as f64).into());
+                put("projector_input_dim", v.projector_in.into());
+                put("projector_output_dim", v.projector_out.into());
+                put("vision_output_dim", v.vision_out.into());
             }
         }
     }
@@ -478,7 +484,7 @@ fn multimodal_config(spec: &ModelSpec, v: &Vision) -> Map<String, Value> {
                 m.insert("vision_feature_layer".into(), indices(v.feature_layers));
             }
         }
-        VisionKind::Qwen25 | VisionKind::Qwen3 => {}
+        VisionKind::Qwen25 | VisionKind::Qwen3 | VisionKind::Llama4 => {}
     }
     m.insert("text_config".into(), Value::Object(text_config(&text)));
     m.insert("vision_config".into(), Value::Object(vc));

@@ -1,4 +1,4 @@
-//! Multimodal wrappers (Gemma 3, Qwen2.5-VL, Qwen3-VL, Mistral 3): the vision tower's
+//! Multimodal wrappers (Gemma 3, Qwen2.5-VL, Qwen3-VL, Mistral 3, Llama 4): the vision tower's
 //! parameters, frozen or trained, the image tokens in `seq`, and links of pasted configs.
 
 use headroom_core::codec::{decode, encode};
@@ -29,6 +29,9 @@ fn frozen_vision_tower_is_not_trained() {
         ("qwen2.5-vl-7b-instruct", 8_292_166_656, 676_550_144),
         // vision_tower 403,305,472 + multi_modal_projector 35,652,608.
         ("mistral-small-3.1-24b", 24_011_361_280, 438_958_080),
+        // vision_model 850,960,896 (34 layers 809,467,648, the adapter 39,845,888) +
+        // multi_modal_projector 20,971,520, as Llama4ForConditionalGeneration builds them.
+        ("llama-4-scout-17b-16e", 108_641_793_536, 871_932_416),
     ] {
         let frozen = run(&format!("model={preset}"));
         assert_eq!(frozen.parameters.total, total, "{preset}");
@@ -136,6 +139,10 @@ fn pasted_wrapper_configs_round_trip_through_links() {
             4_300_079_472u64,
         ),
         (r#"{"model_type": "qwen3_vl"}"#, 12_616_410_352),
+        (
+            include_str!("../../../content/models/llama-4-scout-17b-16e.json"),
+            108_641_793_536,
+        ),
     ] {
         let spec = parse_config_json(text).expect("parses");
         let scen = Scenario {

@@ -224,10 +224,10 @@ pub fn describe_vision(
     let px = v.image_px();
     let per = v.tokens_per_image();
     let tokens = u64::from(scen.images) * per;
-    let assumed = if v.kind == crate::model::VisionKind::Siglip {
-        "the size SigLIP takes"
-    } else {
-        "assumed"
+    let assumed = match v.kind {
+        crate::model::VisionKind::Siglip => "the size SigLIP takes",
+        crate::model::VisionKind::Llama4 => "one tile; larger images add tiles",
+        _ => "assumed",
     };
     format!(
         "{} images per sample x {per} tokens ({px} x {px} px, {assumed}) = {tokens} of the \

@@ -681,10 +681,10 @@ fn linear_attention(
     }))
 }
 
-/// A `llama4` config (`Llama4Config`) is read as its `text_config`, a `llama4_text` model: that
-/// is what `AutoModelForCausalLM` builds from it (`Llama4ForCausalLM`, text only). The vision
-/// tower (`vision_config`, with `Llama4ForConditionalGeneration`) is not modelled: its
-/// parameters and activations are not in the estimate.
+/// A `llama4` config (`Llama4Config`) is the multimodal model its checkpoints are
+/// (`Llama4ForConditionalGeneration`): the text model of its `text_config` (a `llama4_text`
+/// model) and the vision tower, adapter and projector of its `vision_config`, with
+/// Llama4VisionConfig's defaults where a key is absent.
 fn llama4_wrapper(obj: &Map<String, Value>) -> Result<ModelSpec, ConfigError> {
     let mut text = match obj.get("text_config") {
         None | Some(Value::Null) => Map::new(),
@@ -692,7 +692,50 @@ fn llama4_wrapper(obj: &Map<String, Value>) -> Result<ModelSpec, ConfigError> {
         Some(v) => return Err(bad("text_config", "an object (the text model's config)", v)),
     };
     text.insert("model_type".into(), Value::from("llama4_text"));
-    llama_like(&Cfg(&text), "llama4_text")
+    let mut spec = llama_like(&Cfg(&text), "llama4_text")?;
+    let vision_obj = match obj.get("vision_config") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(v) => return Err(bad("vision_config", "an object", v)),
+    };
+    let v = Cfg(&vision_obj);
+    // The pixel shuffle folds 1/ratio x 1/ratio patches into one: 0.5 in every release.
+    let ratio = v.f64_or("pixel_shuffle_ratio", 0.5)?;
+    let merge = match ratio {
+        0.5 => 2,
+        0.25 => 4,
+        1.0 => 1,
+        _ => {
+            return Err(bad(
+                "vision_config.pixel_shuffle_ratio",
+                "0.5 (as every Llama 4), 0.25 or 1",
+                &Value::from(ratio),
+            ));
+        }
+    };
+    spec.vision = Some(Vision {
+        kind: VisionKind::Llama4,
+        hidden: v.u64_or("hidden_size", 768)?,
+        layers: v.layers("num_hidden_layers", 34)?,
+        heads: v.heads("num_attention_heads", 16)?,
+        intermediate: v.u64_or("intermediate_size", 5632)?,
+        patch: v.u64_or("patch_size", 14)?,
+        channels: v.u64_or("num_channels", 3)?,
+        temporal_patch: 1,
+        image_size: v.u64_or("image_size", 448)?,
+        positions: 0,
+        merge,
+        tokens_per_image: 0,
+        out_hidden: spec.hidden,
+        deepstack: 0,
+        pooling_head: false,
+        feature_layers: 1,
+        projector_bias: false,
+        projector_in: v.u64_or("projector_input_dim", 4096)?,
+        projector_out: v.u64_or("projector_output_dim", 4096)?,
+        vision_out: v.u64_or("vision_output_dim", 7680)?,
+    });
+    Ok(spec)
 }
 
 /// The Llama-like types whose MLP reads `mlp_bias` (the others hard-code `bias=False`).
@@ -1203,6 +1246,9 @@ fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
             pooling_head: v.bool_or("vision_use_head", true)?,
             feature_layers: 1,
             projector_bias: false,
+            projector_in: 0,
+            projector_out: 0,
+            vision_out: 0,
         },
         // Qwen2_5_VLVisionConfig's and Qwen3VLVisionConfig's defaults.
         "qwen2_5_vl" | "qwen3_vl" => {
@@ -1244,6 +1290,9 @@ fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
                 pooling_head: false,
                 feature_layers: 1,
                 projector_bias: true,
+                projector_in: 0,
+                projector_out: 0,
+                vision_out: 0,
             }
         }
         // PixtralVisionConfig's defaults; the merge and the projector are Mistral3Config's.
@@ -1268,6 +1317,9 @@ fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigError> {
                 _ => 1,
             },
             projector_bias: cfg.bool_or("multimodal_projector_bias", false)?,
+            projector_in: 0,
+            projector_out: 0,
+            vision_out: 0,
         },
     };
     let tie_default = match wrapper {

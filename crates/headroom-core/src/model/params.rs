@@ -841,6 +841,51 @@ fn vision(b: &mut Builder, v: &Vision) {
                 put("multi_modal_projector.linear_2.bias", 1, th, 1);
             }
         }
+        VisionKind::Llama4 => {
+            // Llama4VisionModel: the unfolded patch Linear (no bias), a class token and one
+            // learned position per patch and for it, LayerNorms before and after the encoder.
+            let t = "vision_model.model.layers.*";
+            put("vision_model.patch_embedding.linear.weight", conv, h, 1);
+            put("vision_model.class_embedding", 1, h, 1);
+            put(
+                "vision_model.positional_embedding_vlm",
+                h,
+                v.patches_per_image(),
+                1,
+            );
+            put("vision_model.layernorm_pre+post.weight+bias", 4, h, 1);
+            for norm in ["input_layernorm", "post_attention_layernorm"] {
+                put(&format!("{t}.{norm}.weight+bias"), 2, h, n);
+            }
+            for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+                put(&format!("{t}.self_attn.{proj}.weight"), h, h, n);
+                put(&format!("{t}.self_attn.{proj}.bias"), 1, h, n);
+            }
+            put(&format!("{t}.mlp.fc1.weight"), h, f, n);
+            put(&format!("{t}.mlp.fc1.bias"), 1, f, n);
+            put(&format!("{t}.mlp.fc2.weight"), f, h, n);
+            put(&format!("{t}.mlp.fc2.bias"), 1, h, n);
+            // Llama4VisionPixelShuffleMLP's two Linears (its fc1 reads `intermediate_size`,
+            // the shuffled width) and Llama4MultiModalProjector's one, none with a bias.
+            put(
+                "vision_model.vision_adapter.mlp.fc1.weight",
+                f,
+                v.projector_in,
+                1,
+            );
+            put(
+                "vision_model.vision_adapter.mlp.fc2.weight",
+                v.projector_out,
+                v.projector_out,
+                1,
+            );
+            put(
+                "multi_modal_projector.linear_1.weight",
+                v.vision_out,
+                v.out_hidden,
+                1,
+            );
+        }
     }
 }
 

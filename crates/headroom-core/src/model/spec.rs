@@ -137,6 +137,11 @@ pub enum VisionKind {
     /// Mistral 3 (`mistral3`, Mistral Small 3.1): Pixtral's ViT (RMSNorms, no biases, a gated
     /// MLP), then a projector with a learned 2 x 2 patch merger.
     Pixtral,
+    /// Llama 4 (`llama4`): a ViT over 336 x 336 tiles (an unfolded patch Linear, a class token,
+    /// learned positions, LayerNorms, q/k/v/o and a GELU MLP with biases, 2-D RoPE), a pixel
+    /// shuffle (2 x 2 patches -> one) into a two-Linear adapter, and one projection to the text
+    /// model's width.
+    Llama4,
 }
 
 /// A multimodal wrapper's vision tower and projector (`vision_config` and the wrapper's own
@@ -174,6 +179,14 @@ pub struct Vision {
     /// `multimodal_projector_bias`.
     pub feature_layers: u64,
     pub projector_bias: bool,
+    /// Llama 4's adapter and projector widths (`projector_input_dim`, `projector_output_dim`,
+    /// `vision_output_dim`); 0 elsewhere.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub projector_in: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub projector_out: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vision_out: u64,
 }
 
 impl Vision {
@@ -182,15 +195,16 @@ impl Vision {
     /// and the same 896 x 896 is assumed for them (a documented default, `VISION_IMAGE_PX`).
     pub fn image_px(&self) -> u64 {
         match self.kind {
-            VisionKind::Siglip => self.image_size,
+            VisionKind::Siglip | VisionKind::Llama4 => self.image_size,
             _ => VISION_IMAGE_PX,
         }
     }
 
-    /// Patches one image gives the vision tower (its sequence length).
+    /// Patches one image gives the vision tower (its sequence length): Llama 4's tile adds
+    /// its class token.
     pub fn patches_per_image(&self) -> u64 {
         let side = self.image_px() / self.patch.max(1);
-        side * side
+        side * side + u64::from(self.kind == VisionKind::Llama4)
     }
 
     /// Tokens one image adds to the text model's sequence: Gemma 3's `mm_tokens_per_image`;
@@ -203,6 +217,9 @@ impl Vision {
             VisionKind::Siglip => self.tokens_per_image,
             VisionKind::Qwen25 | VisionKind::Qwen3 => side * side,
             VisionKind::Pixtral => side * (side + 1),
+            // One tile (an image up to 336 x 336): `<|image_start|>`, `<|image|>`, its shuffled
+            // patches as `<|patch|>` and `<|image_end|>` (Llama4Processor._prompt_split_image).
+            VisionKind::Llama4 => side * side + 3,
         }
     }
 
@@ -213,6 +230,7 @@ impl Vision {
             VisionKind::Qwen25 => "Qwen2.5-VL ViT",
             VisionKind::Qwen3 => "Qwen3-VL ViT",
             VisionKind::Pixtral => "Pixtral",
+            VisionKind::Llama4 => "Llama 4 ViT",
         }
     }
 
@@ -223,6 +241,7 @@ impl Vision {
             VisionKind::Qwen25 => "qwen2_5_vl",
             VisionKind::Qwen3 => "qwen3_vl",
             VisionKind::Pixtral => "mistral3",
+            VisionKind::Llama4 => "llama4",
         }
     }
 }
