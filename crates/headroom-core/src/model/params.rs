@@ -727,17 +727,7 @@ fn vision(b: &mut Builder, v: &Vision) {
                 side * side,
                 1,
             );
-            for norm in ["layer_norm1", "layer_norm2"] {
-                put(&format!("{t}.{norm}.weight+bias"), 2, h, n);
-            }
-            for proj in ["q_proj", "k_proj", "v_proj", "out_proj"] {
-                put(&format!("{t}.self_attn.{proj}.weight"), h, h, n);
-                put(&format!("{t}.self_attn.{proj}.bias"), 1, h, n);
-            }
-            put(&format!("{t}.mlp.fc1.weight"), h, f, n);
-            put(&format!("{t}.mlp.fc1.bias"), 1, f, n);
-            put(&format!("{t}.mlp.fc2.weight"), f, h, n);
-            put(&format!("{t}.mlp.fc2.bias"), 1, h, n);
+            vit_blocks(&mut put, v, t, ["layer_norm1", "layer_norm2"], "out_proj");
             put("vision_tower.post_layernorm.weight+bias", 2, h, 1);
             if v.pooling_head {
                 // SiglipMultiheadAttentionPoolingHead: a probe, nn.MultiheadAttention (packed
@@ -854,17 +844,8 @@ fn vision(b: &mut Builder, v: &Vision) {
                 1,
             );
             put("vision_model.layernorm_pre+post.weight+bias", 4, h, 1);
-            for norm in ["input_layernorm", "post_attention_layernorm"] {
-                put(&format!("{t}.{norm}.weight+bias"), 2, h, n);
-            }
-            for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
-                put(&format!("{t}.self_attn.{proj}.weight"), h, h, n);
-                put(&format!("{t}.self_attn.{proj}.bias"), 1, h, n);
-            }
-            put(&format!("{t}.mlp.fc1.weight"), h, f, n);
-            put(&format!("{t}.mlp.fc1.bias"), 1, f, n);
-            put(&format!("{t}.mlp.fc2.weight"), f, h, n);
-            put(&format!("{t}.mlp.fc2.bias"), 1, h, n);
+            let norms = ["input_layernorm", "post_attention_layernorm"];
+            vit_blocks(&mut put, v, t, norms, "o_proj");
             // Llama4VisionPixelShuffleMLP's two Linears (its fc1 reads `intermediate_size`,
             // the shuffled width) and Llama4MultiModalProjector's one, none with a bias.
             put(
@@ -887,6 +868,29 @@ fn vision(b: &mut Builder, v: &Vision) {
             );
         }
     }
+}
+
+/// The blocks of a ViT with biases everywhere (SigLIP's, Llama 4's): two LayerNorms, q, k, v
+/// and an output projection, and a two-Linear GELU MLP, under `t` (`...layers.*`).
+fn vit_blocks(
+    put: &mut impl FnMut(&str, u64, u64, u64),
+    v: &Vision,
+    t: &str,
+    norms: [&str; 2],
+    out: &str,
+) {
+    let (h, f, n) = (v.hidden, v.intermediate, v.layers);
+    for norm in norms {
+        put(&format!("{t}.{norm}.weight+bias"), 2, h, n);
+    }
+    for proj in ["q_proj", "k_proj", "v_proj", out] {
+        put(&format!("{t}.self_attn.{proj}.weight"), h, h, n);
+        put(&format!("{t}.self_attn.{proj}.bias"), 1, h, n);
+    }
+    put(&format!("{t}.mlp.fc1.weight"), h, f, n);
+    put(&format!("{t}.mlp.fc1.bias"), 1, f, n);
+    put(&format!("{t}.mlp.fc2.weight"), f, h, n);
+    put(&format!("{t}.mlp.fc2.bias"), 1, h, n);
 }
 
 /// The MLP kind check used by the activation formulas (kept here so both read one place).
