@@ -9,17 +9,27 @@
 //! training; what fp8 adds is the cast copies while a matmul runs, and what it saves is the
 //! matmuls' time and, with FSDP2's fp8 all-gather, half of the gathered Linear weights.
 
+use crate::catalog::Gpu;
 use crate::model::ModelSpec;
 use crate::model::params::{ParamInventory, ParamTensor, Scope};
 use crate::scenario::{Fp8Recipe, Scenario};
 
 /// Bytes per weight element of the fp8 copy a `te.Linear` keeps from its forward to its
 /// backward under Transformer Engine's per-tensor recipes: both layouts (rowwise for the
-/// forward GEMM, the transpose for the input-gradient GEMM) on Hopper and Ada, where TE's
-/// `is_non_tn_fp8_gemm_supported()` is false. Blackwell keeps one (1 byte); Headroom counts 2
-/// there too. Without weight caching (`is_first_microbatch`, which accelerate never passes)
-/// the copy is made again each forward (TE `module/linear.py`; read, not measured).
-pub const TE_WEIGHT_COPY_BYTES: u64 = 2;
+/// forward GEMM, the transpose for the input-gradient GEMM) on Ada and Hopper, one on
+/// Blackwell, whose GEMMs take fp8 operands in any layout (TE's `non_tn_fp8_gemm_supported()`:
+/// compute capability major 10 or more; `pytorch/csrc/extensions/util.cpp`). Without weight
+/// caching (`is_first_microbatch`, which accelerate never passes) the copy is made again each
+/// forward (TE `module/linear.py`; read, not measured).
+pub fn te_weight_copy_bytes(gpu: &Gpu) -> u64 {
+    let major = gpu
+        .compute_capability
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(0);
+    if major >= 10 { 1 } else { 2 }
+}
 
 /// Transformer Engine's `DelayedScaling` state per `te.Linear`: forward amax history
 /// `[amax_history_len = 1024, 3]` and backward `[1024, 2]` in fp32, and five fp32 scales
@@ -56,11 +66,11 @@ pub fn converted_per_layer(inv: &ParamInventory) -> u64 {
     inv.per_layer_where(converts)
 }
 
-/// What fp8 does to this scenario, one line for the report ("" without fp8).
-pub fn describe(inv: &ParamInventory, scen: &Scenario) -> String {
+/// What fp8 does to this scenario on `gpu`, one line for the report ("" without fp8).
+pub fn describe(inv: &ParamInventory, scen: &Scenario, gpu: &Gpu) -> String {
     let grads = match scen.fp8 {
         Fp8Recipe::Off => return String::new(),
-        Fp8Recipe::Te => return describe_te(inv),
+        Fp8Recipe::Te => return describe_te(inv, gpu),
         Fp8Recipe::Tensorwise => {
             "e4m3 inputs and weights, e5m2 output gradients, one scale per tensor"
         }
@@ -100,15 +110,18 @@ pub fn describe(inv: &ParamInventory, scen: &Scenario) -> String {
 }
 
 /// The Transformer Engine line: what `te.Linear` keeps, and where the figures come from.
-fn describe_te(inv: &ParamInventory) -> String {
+fn describe_te(inv: &ParamInventory, gpu: &Gpu) -> String {
     let all = inv.sum_where(|t| t.linear.is_some() && t.scope != Scope::Model);
     let converted = inv.sum_where(converts);
+    let copy = match te_weight_copy_bytes(gpu) {
+        1 => "1 byte per weight: one layout, as on Blackwell",
+        _ => "2 bytes per weight: both layouts, as on Ada and Hopper",
+    };
     format!(
         "Transformer Engine, delayed scaling (accelerate's TE backend: nn.Linear -> te.Linear, \
          HYBRID e4m3/e5m2, amax history 1024): te.Linear for {:.1}% of the decoder layers' \
          Linear weights; each saves its input in fp8 (1 byte, one copy per Linear) and keeps an \
-         fp8 copy of its weight ({TE_WEIGHT_COPY_BYTES} bytes per weight: both layouts, as on \
-         Hopper) until its backward, plus {} of scaling state per Linear; routers, stacked MoE experts and \
+         fp8 copy of its weight ({copy}) until its backward, plus {} of scaling state per Linear; routers, stacked MoE experts and \
          the lm_head are left in 16 bits (accelerate also converts the lm_head where its \
          dimensions are multiples of 16: not counted). Read from TE's source, not measured",
         100.0 * converted as f64 / all.max(1) as f64,

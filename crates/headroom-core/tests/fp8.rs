@@ -197,6 +197,14 @@ fn transformer_engine_saves_fp8_inputs_and_weight_copies() {
         .find(|c| c.id == "autocast_cache")
         .expect("copies");
     assert_eq!(copies.bytes, 2 * 32 * linears_per_layer);
+    // On Blackwell one layout serves both GEMMs (TE's `non_tn_fp8_gemm_supported()`, compute
+    // capability 10 and up): 1 B per weight.
+    let blackwell = link.replace("h100-sxm-80gb", "b200-180gb");
+    let b200 =
+        estimate(&decode(&format!("{blackwell}&fp8=te")).expect("decodes")).expect("estimates");
+    let b200_copies = b200.components.iter().find(|c| c.id == "autocast_cache");
+    assert_eq!(b200_copies.expect("copies").bytes, 32 * linears_per_layer);
+    assert!(b200.fp8.contains("one layout"), "{}", b200.fp8);
     // Delayed scaling's state: 7 te.Linears in each of 32 layers.
     assert_eq!(te.bytes.weights - off.bytes.weights, 32 * 7 * 20_500);
     assert_eq!(fp8::TE_DELAYED_STATE_BYTES, 20_500);

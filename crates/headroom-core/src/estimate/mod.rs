@@ -538,7 +538,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         timeline: points.iter().map(levels::Point::shown).collect(),
         calibrated: cal.is_measured(),
         attention: attention_line(&kernel, scen),
-        fp8: crate::fp8::describe(&step.inv, scen),
+        fp8: crate::fp8::describe(&step.inv, scen, gpu),
         context: crate::context::describe(spec, scen),
         vision: describe_vision(spec, &step.inv, scen),
         mtp: describe_mtp(spec, &step.inv),

@@ -95,7 +95,7 @@ impl<'a> Step<'a> {
         gpu: &Gpu,
         scen: &'a Scenario,
     ) -> Self {
-        let st = model_states(spec, &inv, scen);
+        let st = model_states(spec, &inv, gpu, scen);
         let sh = Shape::from_scenario(spec, gpu, scen);
         let t = sh.tokens();
         let stream = sh.stream();

@@ -28,7 +28,7 @@ pub(super) struct Local {
     /// The same copies of one layer of each kind (`LayerCasts`), where layers differ.
     pub cache_kinds: LayerCasts,
     /// Transformer Engine's fp8 weight copies (`fp8=te`), one layer's of each kind: kept from
-    /// each `te.Linear`'s forward to its backward (`crate::fp8::TE_WEIGHT_COPY_BYTES`).
+    /// each `te.Linear`'s forward to its backward (`crate::fp8::te_weight_copy_bytes`).
     pub fp8_copy_kinds: LayerCasts,
 }
 
@@ -66,16 +66,18 @@ struct Cx<'a> {
     dtype: DType,
     /// DeepSpeed's mixed precision: 16-bit weights, fp32 masters in the optimizer.
     ds_mixed: bool,
+    /// Bytes per weight of a `te.Linear`'s kept fp8 copy on this GPU.
+    te_copy_bytes: u64,
 }
 
-/// Collects the local tensors of `inv` with weights in `base_dtype`.
+/// Collects the local tensors of `inv` with weights in `base_dtype`; a `te.Linear`'s kept fp8
+/// weight copy is `te_copy_bytes` per weight (`crate::fp8::te_weight_copy_bytes`).
 pub(super) fn local_tensors(
     spec: &ModelSpec,
     inv: &ParamInventory,
     scen: &Scenario,
     place: &Placement,
-    base_dtype: DType,
-    ds_mixed: bool,
+    (base_dtype, ds_mixed, te_copy_bytes): (DType, bool, u64),
 ) -> Local {
     let cx = Cx {
         spec,
@@ -83,6 +85,7 @@ pub(super) fn local_tensors(
         place,
         dtype: base_dtype,
         ds_mixed,
+        te_copy_bytes,
     };
     let full = scen.method == Method::Full;
     let mut l = Local::default();
@@ -163,8 +166,7 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         // A te.Linear casts its weight to fp8 itself (no autocast copy) and keeps that copy
         // to its backward, as autocast's saved casts are kept.
         if in_layer {
-            *kind_of(&mut l.fp8_copy_kinds, t.scope) +=
-                n * crate::fp8::TE_WEIGHT_COPY_BYTES * per_layer;
+            *kind_of(&mut l.fp8_copy_kinds, t.scope) += n * cx.te_copy_bytes * per_layer;
         }
         return;
     }

@@ -81,7 +81,12 @@ const ATTENTION_PROJECTIONS: &[&str] = &[
 ];
 
 /// Computes the model states of `scen` for `spec`.
-pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> ModelStates {
+pub fn model_states(
+    spec: &ModelSpec,
+    inv: &ParamInventory,
+    gpu: &crate::catalog::Gpu,
+    scen: &Scenario,
+) -> ModelStates {
     let place = Placement::new(spec, inv, scen);
     let p = scen.precision;
     let full = scen.method == Method::Full;
@@ -100,7 +105,8 @@ pub fn model_states(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> 
         DType::F32
     };
     let base_dtype = weight_dtype(scen, ds_mixed);
-    let local = local_tensors(spec, inv, scen, &place, base_dtype, ds_mixed);
+    let te_copy = crate::fp8::te_weight_copy_bytes(gpu);
+    let local = local_tensors(spec, inv, scen, &place, (base_dtype, ds_mixed, te_copy));
     let trainable: u64 = local.train.iter().map(|t| t.rows * t.cols * t.count).sum();
     let grad_dtype = if full {
         base_dtype

@@ -81,7 +81,7 @@ impl<'a> Cx<'a> {
         rates: &Rates,
         a: &'a TimeAssumptions,
     ) -> Self {
-        let st = model_states(spec, inv, scen);
+        let st = model_states(spec, inv, gpu, scen);
         // Only activation offload without checkpointing reads a layer's saved bytes.
         let checkpointed = scen.checkpointing.checkpointed_layers(spec.layers) > 0;
         let layer_bytes = if scen.offload_activations && !checkpointed {
