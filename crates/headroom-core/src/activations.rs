@@ -129,6 +129,8 @@ pub struct Shape {
     /// Whether the decoder layers' Linears are Transformer Engine's `te.Linear`s (`fp8=te`),
     /// which save their input in fp8, one copy each (`crate::fp8::te_converts`).
     pub te_fp8: bool,
+    /// Whether the lm_head is a `te.Linear` too (`crate::fp8::te_converts_lm_head`).
+    pub te_lm_head: bool,
     /// LoRA rank when adapters are present.
     pub lora_rank: Option<u64>,
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
@@ -176,6 +178,7 @@ impl Shape {
             embedding_dropout: p(spec.dropout.embedding, spec.family.has_embedding_dropout()),
             base_trainable: scen.method == Method::Full,
             te_fp8: crate::fp8::te_converts(spec, scen),
+            te_lm_head: crate::fp8::te_converts_lm_head(spec, scen),
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
             lora_mlp: scen.lora.targets == LoraTargets::AllLinear,
             kv_cache: scen.checkpointing == Checkpointing::None,
@@ -2212,7 +2215,9 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     }
     // lm_head's input when the lm_head (or the tied embedding) trains.
     inv.at(Part::LmHeadInput);
-    if sh.base_trainable || !spec.tie_embeddings {
+    if sh.te_lm_head {
+        te_linear_inputs(&mut inv, "lm_head input", t * h, 1);
+    } else if sh.base_trainable || !spec.tie_embeddings {
         if sh.amp() {
             inv.add("lm_head input, cast by autocast", t * h, sh.compute());
         } else if sh.base_trainable {

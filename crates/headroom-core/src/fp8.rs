@@ -46,6 +46,26 @@ pub fn te_converts(spec: &ModelSpec, scen: &Scenario) -> bool {
         && spec.intermediate.is_multiple_of(16)
 }
 
+/// Whether accelerate makes the lm_head a `te.Linear` too (`fp8=te`): `convert_model` swaps
+/// every `nn.Linear` whose dimensions are multiples of 16, the lm_head included (the model's
+/// last child). A tied lm_head is left out here: the swap gives it a weight of its own
+/// (untying it), which Headroom does not model.
+pub fn te_converts_lm_head(spec: &ModelSpec, scen: &Scenario) -> bool {
+    te_converts(spec, scen)
+        && !spec.tie_embeddings
+        && spec.vocab.is_multiple_of(16)
+        && lm_head_width(spec).is_multiple_of(16)
+}
+
+/// The lm_head's input width: OPT's `word_embed_proj_dim`, the hidden size elsewhere.
+pub fn lm_head_width(spec: &ModelSpec) -> u64 {
+    if spec.family == crate::model::Family::Opt {
+        spec.embed_proj_dim
+    } else {
+        spec.hidden
+    }
+}
+
 /// Whether torchao converts this parameter's Linear: the decoder layers' `nn.Linear`s whose
 /// both dimensions are multiples of 16 (`torch._scaled_mm`'s requirement; torchtitan's and
 /// torchao's own module filters skip the others). The lm_head stays in bf16 (torchtitan
@@ -121,9 +141,10 @@ fn describe_te(inv: &ParamInventory, gpu: &Gpu) -> String {
         "Transformer Engine, delayed scaling (accelerate's TE backend: nn.Linear -> te.Linear, \
          HYBRID e4m3/e5m2, amax history 1024): te.Linear for {:.1}% of the decoder layers' \
          Linear weights; each saves its input in fp8 (1 byte, one copy per Linear) and keeps an \
-         fp8 copy of its weight ({copy}) until its backward, plus {} of scaling state per Linear; routers, stacked MoE experts and \
-         the lm_head are left in 16 bits (accelerate also converts the lm_head where its \
-         dimensions are multiples of 16: not counted). Read from TE's source, not measured",
+         fp8 copy of its weight ({copy}) until its backward, plus {} of scaling state per Linear; \
+         the untied lm_head is one too where its dimensions are multiples of 16 (a tied one, \
+         which the swap unties, is not modelled); routers and stacked MoE experts stay in 16 \
+         bits. Read from TE's source, not measured",
         100.0 * converted as f64 / all.max(1) as f64,
         crate::format::bytes(TE_DELAYED_STATE_BYTES),
     )

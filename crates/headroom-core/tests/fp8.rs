@@ -189,24 +189,39 @@ fn transformer_engine_saves_fp8_inputs_and_weight_copies() {
         te.bytes.activations_per_layer + bf16_inputs,
         off.bytes.activations_per_layer + te_inputs
     );
-    // Weight copies: 2 B per decoder-layer Linear weight (bf16 has no autocast copies).
+    // Weight copies: 2 B per decoder-layer Linear weight (bf16 has no autocast copies), and
+    // per weight of the untied lm_head (128,256 x 4,096: multiples of 16, so accelerate swaps
+    // it too), kept to its backward.
     let linears_per_layer = 2 * h * q + 2 * h * 1024 + 3 * h * f;
+    let lm_head = 128_256 * h;
     let copies = te
         .components
         .iter()
         .find(|c| c.id == "autocast_cache")
         .expect("copies");
-    assert_eq!(copies.bytes, 2 * 32 * linears_per_layer);
+    assert_eq!(copies.bytes, 2 * (32 * linears_per_layer + lm_head));
     // On Blackwell one layout serves both GEMMs (TE's `non_tn_fp8_gemm_supported()`, compute
     // capability 10 and up): 1 B per weight.
     let blackwell = link.replace("h100-sxm-80gb", "b200-180gb");
     let b200 =
         estimate(&decode(&format!("{blackwell}&fp8=te")).expect("decodes")).expect("estimates");
     let b200_copies = b200.components.iter().find(|c| c.id == "autocast_cache");
-    assert_eq!(b200_copies.expect("copies").bytes, 32 * linears_per_layer);
+    assert_eq!(
+        b200_copies.expect("copies").bytes,
+        32 * linears_per_layer + lm_head
+    );
     assert!(b200.fp8.contains("one layout"), "{}", b200.fp8);
-    // Delayed scaling's state: 7 te.Linears in each of 32 layers.
-    assert_eq!(te.bytes.weights - off.bytes.weights, 32 * 7 * 20_500);
+    // Delayed scaling's state: 7 te.Linears in each of 32 layers, and the lm_head's.
+    assert_eq!(te.bytes.weights - off.bytes.weights, (32 * 7 + 1) * 20_500);
+    // The lm_head saves its input in fp8 (1 B and a scale) in place of the bf16 one (2 B).
+    let outside = |e: &headroom_core::Estimate| {
+        e.components
+            .iter()
+            .find(|c| c.id == "outside_layers")
+            .expect("outside the layers")
+            .bytes
+    };
+    assert_eq!(outside(&te) + t * h, outside(&off) + 4);
     assert_eq!(fp8::TE_DELAYED_STATE_BYTES, 20_500);
     assert!(te.fp8.contains("Transformer Engine"), "{}", te.fp8);
     // Round trip, and what TE cannot do here: LoRA (it converts the Linears that train).

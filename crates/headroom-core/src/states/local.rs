@@ -167,6 +167,9 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         // to its backward, as autocast's saved casts are kept.
         if in_layer {
             *kind_of(&mut l.fp8_copy_kinds, t.scope) += n * cx.te_copy_bytes * per_layer;
+        } else {
+            // The lm_head's copy lives, like autocast's, until the lm_head's backward.
+            l.cache_outside += n * cx.te_copy_bytes;
         }
         return;
     }
@@ -198,9 +201,11 @@ fn kind_of(kinds: &mut LayerCasts, scope: Scope) -> &mut u64 {
     }
 }
 
-/// Whether `t` is a `te.Linear`'s weight (`fp8=te`, a decoder-layer Linear accelerate converts).
+/// Whether `t` is a `te.Linear`'s weight (`fp8=te`: a decoder-layer Linear accelerate converts,
+/// or the lm_head where it converts that too).
 fn te_linear(cx: &Cx, t: &ParamTensor) -> bool {
     crate::fp8::te_converts(cx.spec, cx.scen) && crate::fp8::converts(t)
+        || t.name == "lm_head.weight" && crate::fp8::te_converts_lm_head(cx.spec, cx.scen)
 }
 
 /// The input token embedding, which a tied `lm_head` uses as its Linear weight (GPT-2's
