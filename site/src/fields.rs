@@ -308,7 +308,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "compile",
                 label: "torch.compile",
-                help: "The model compiled: torchao's fp8 casts fused into one pass each. Eager, they took 1.6-2.1x as long per step as bf16 on an H200. Memory is estimated as in eager.",
+                help: "The model compiled: torchao's fp8 casts fused into one pass each. Eager, they took 1.6-2.1x as long per step as bf16 on an H200. Memory stays eager training's: compiled runs allocate less (22% less on an H200).",
                 control: Control::Check,
                 shown: torchao_fp8,
             },

@@ -2,7 +2,7 @@
 
     python3 measure_gpu.py all OUT.json [--deadline SECONDS]
     python3 measure_gpu.py PART[,PART...] OUT.json [--deadline SECONDS] [--presets JSON]
-                                  (sdpa, fp8gemm, presets, fp8presets, peak, backends, saved)
+                        (sdpa, fp8gemm, presets, fp8presets, compiled, peak, backends, saved)
     python3 measure_gpu.py preset '[...]'     one real-size run, printed
 
 Parts (each a key of the output JSON; a part that fails records its error and the rest go on):
@@ -23,7 +23,8 @@ Parts (each a key of the output JSON; a part that fails records its error and th
   phase, the device memory in use (whole device: nothing else runs there), out-of-memory or
   not, and the median step time of steps 3 to 5.
 - `fp8presets`: the same for torchao float8 training (PRESETS_FP8), each recipe after its bf16
-  run.
+  run; `compiled`: the same compiled (PRESETS_COMPILED; the first step compiles, the median
+  is of steps 3 to 5).
 
 test_gpu_measured.py compares the core with a committed output of this script.
 """
@@ -39,8 +40,10 @@ HERE = pathlib.Path(__file__).parent
 MODELS = HERE.parent.parent / "content" / "models"
 
 # Real-size runs: (preset, precision, attention, checkpointing, batch, seq, method, rank, targets
-# [, fp8]): the optional tenth field is a torchao float8 recipe (tensorwise, rowwise), applied to
-# the Linears `fp8_filter` takes, as the FSDP2 export does (eager, no torch.compile).
+# [, fp8 [, compile [, overrides]]]): the optional tenth field is a torchao float8 recipe
+# (tensorwise, rowwise), applied to the Linears `fp8_filter` takes, as the FSDP2 export does;
+# the eleventh compiles the model (torch.compile, default mode) after the conversion; the
+# twelfth overrides keys of the preset's config (fewer layers, so that compiling takes less).
 # Chosen around the core's predictions on an H100 80GB: most between 30 and 75 GiB of device
 # memory, one at the edge (Llama 3.1 8B full bf16, 77.7 GiB predicted of 79.6) and one the core
 # says does not fit (GPT-2 XL fp32 eager, 102 GiB).
@@ -65,6 +68,13 @@ PRESETS_FP8 = [
     *[("llama-3.1-8b", "bf16", "sdpa", "full", 4, 4096, "full", 0, "", r) for r in ("off", "tensorwise", "rowwise")],
     *[("llama-3.1-8b", "bf16", "sdpa", "none", 2, 4096, "full", 0, "", r) for r in ("off", "tensorwise")],
     *[("qwen2.5-1.5b", "bf16", "sdpa", "full", 8, 4096, "full", 0, "", r) for r in ("off", "tensorwise")],
+]
+
+# The same compiled (torch.compile's default mode fuses torchao's casts): Llama 3.1 8B's shapes
+# cut to 8 layers, so that each compile takes well under a minute.
+PRESETS_COMPILED = [
+    ("llama-3.1-8b", "bf16", "sdpa", "none", 2, 4096, "full", 0, "", r, True, {"num_hidden_layers": 8})
+    for r in ("off", "tensorwise", "rowwise")
 ]
 
 
@@ -271,8 +281,11 @@ def run_preset(sc):
 
     model_id, prec, attn, ckpt, batch, seq, method, rank, targets = sc[:9]
     fp8 = sc[9] if len(sc) > 9 else "off"
+    compiled = len(sc) > 10 and sc[10]
+    overrides = sc[11] if len(sc) > 11 else {}
     config = json.loads((MODELS / f"{model_id}.json").read_text())
     config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "dtype")}
+    config.update(overrides)
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     total = torch.cuda.get_device_properties(0).total_memory if cuda else 0
@@ -300,6 +313,8 @@ def run_preset(sc):
                                    module_filter_fn=fp8_filter)
     if ckpt == "full":
         model.gradient_checkpointing_enable()
+    if compiled:
+        model = torch.compile(model)
     if method == "lora":
         import peft
 
@@ -423,8 +438,9 @@ def main(argv):
         t0 = time.time()
         log(f"{part} ...")
         try:
-            if part in ("presets", "fp8presets"):
-                result[part] = part_presets(deadline, PRESETS if part == "presets" else PRESETS_FP8)
+            if part in ("presets", "fp8presets", "compiled"):
+                which = {"presets": PRESETS, "fp8presets": PRESETS_FP8, "compiled": PRESETS_COMPILED}
+                result[part] = part_presets(deadline, which[part])
             else:
                 result[part] = PARTS[part](device)
         except Exception:  # noqa: BLE001 - recorded; the other parts still run

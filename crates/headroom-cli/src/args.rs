@@ -323,7 +323,7 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "compile",
         "compile",
-        "The model compiled with torch.compile (default mode): torchao's fp8 casts fused, one pass each (memory as in eager).",
+        "The model compiled with torch.compile (default mode): torchao's fp8 casts fused, one pass each (memory stays eager training's, above a compiled run's).",
     ),
     renamed(
         "node",
