@@ -76,3 +76,65 @@ def test_siglip_layer_saved_bytes(precision):
     if precision == "bf16":
         measured += 2 * 2 * PATCHES * 2
     assert cli_bytes(3, precision) - cli_bytes(2, precision) == measured
+
+
+# Llama 4's tower (modeling_llama4.py's Llama4VisionModel): LayerNorms, q/k/v/o with biases, a 2-D
+# RoPE whose complex multiply saves only its constant table (the table needs no gradient, so
+# q and k are not kept), SDPA, and a GELU MLP. One layer's bytes the same way as SigLIP's, with a
+# small llama4 config around it; 2 images of one 64 x 64 tile each: 64 patches and the class
+# token apiece.
+L4_VISION = {"hidden_size": 64, "intermediate_size": 256, "num_attention_heads": 4, "image_size": 64,
+             "patch_size": 8, "projector_input_dim": 128, "projector_output_dim": 128, "vision_output_dim": 128,
+             "pixel_shuffle_ratio": 0.5}
+L4_TEXT = {"hidden_size": 128, "intermediate_size": 256, "intermediate_size_mlp": 256, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000,
+           "num_local_experts": 2, "interleave_moe_layer_step": 1}
+L4_PATCHES = IMAGES * ((64 // 8) ** 2 + 1)
+
+
+def llama4_measured(layers, precision):
+    from transformers.models.llama4.configuration_llama4 import Llama4VisionConfig
+    from transformers.models.llama4.modeling_llama4 import Llama4VisionModel
+
+    cfg = Llama4VisionConfig(**L4_VISION, num_hidden_layers=layers)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = Llama4VisionModel(cfg).to(dtype).train()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    pixels = torch.randn(IMAGES, 3, 64, 64, dtype=dtype)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp-bf16"):
+            model(pixel_values=pixels)
+    return sum(seen.values())
+
+
+def llama4_cli(layers, precision):
+    config = {"model_type": "llama4", "text_config": L4_TEXT, "vision_config": dict(L4_VISION, num_hidden_layers=layers)}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config, f)
+    try:
+        out = subprocess.run([BIN, "estimate", "--model", f.name, "--vision", "trained", "--images", str(IMAGES),
+                              "--seq", "128", "--precision", precision, "--attention", "sdpa", "--format", "json"],
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    parts = {c["id"]: c["bytes"] for c in json.loads(out)["components"]}
+    return parts["outside_layers"] + parts.get("autocast_cache", 0)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "amp-bf16"])
+def test_llama4_vision_layer_saved_bytes(precision):
+    measured = llama4_measured(3, precision) - llama4_measured(2, precision)
+    if precision == "bf16":
+        # CPU's LayerNorm keeps bf16 statistics, CUDA's (the CLI's) fp32.
+        measured += 2 * 2 * L4_PATCHES * 2
+    assert llama4_cli(3, precision) - llama4_cli(2, precision) == measured

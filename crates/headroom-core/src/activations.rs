@@ -2233,9 +2233,10 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
 /// autocast the 16-bit casts of each Linear's input are saved, the residual stream staying
 /// fp32 (the weights' casts are the autocast cache's). Written from the modeling code
 /// (`modeling_siglip.py`, `modeling_qwen2_5_vl.py`, `modeling_qwen3_vl.py`,
-/// `modeling_pixtral.py`). SigLIP's layers match `saved_tensors_hooks` on CPU in bf16 and
-/// amp-bf16 with SDPA (`tests/reference/test_vision.py`; CPU's LayerNorm keeps bf16
-/// statistics where CUDA keeps fp32); the other towers' layers and every projector are
+/// `modeling_pixtral.py`, `modeling_llama4.py`). SigLIP's and Llama 4's layers match
+/// `saved_tensors_hooks` on CPU in bf16 and amp-bf16 with SDPA (`tests/reference/
+/// test_vision.py`; CPU's LayerNorm keeps bf16 statistics where CUDA keeps fp32; Llama 4's
+/// RoPE saves only its constant table); the other towers' layers and every projector are
 /// assumed (Qwen-VL's RoPE tables and windowed attention, Pixtral's block-diagonal mask and
 /// the convolution's input are left out), so the estimate marks these bytes assumed. With
 /// checkpointing, each block keeps its input only.
