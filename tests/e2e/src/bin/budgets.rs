@@ -30,13 +30,13 @@
 //!   memory-only path (the planner 2.8x faster) took it to 476.5 KB (2026-11-26; passing the
 //!   time model's formulas as `&dyn Fn` saved 3.6 KB raw but cost 0.5 KB gzip, so they stay
 //!   generic), and the limit was raised on purpose to 480 (the fifth raise; the way back is
-//!   the one above). The H200's published calibration (a second embedded file), torch.compile
-//!   as a setting, multi-token prediction, Transformer Engine's accelerate export and Llama 4's
-//!   vision tower would have taken it to about 483.5 KB (2026-11-26); rounding the embedded calibrations'
-//!   spreads, emptying their method sentences and compacting the embedded model configs took
-//!   3 KB back (480.4 KB measured), and the limit was raised on purpose to 485 (the sixth raise; the
-//!   way back is still a second bundle for the documentation pages and configs fetched on
-//!   demand);
+//!   the one above). The H200's published calibration (a second embedded file), torch.compile as
+//!   a setting, multi-token prediction, Transformer Engine's accelerate export and Llama 4's
+//!   vision tower would have taken it to about 483.5 KB (2026-11-26); rounding the embedded
+//!   calibrations' spreads, emptying their method sentences and compacting the embedded model
+//!   configs took 3 KB back (480.4 KB; 480.6 KB with the TE lm_head and Blackwell copies), and
+//!   the limit was raised on purpose to 485 (the sixth raise; the way back is still a second
+//!   bundle for the documentation pages and configs fetched on demand);
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
