@@ -30,12 +30,12 @@ IMAGES = 2
 PATCHES = IMAGES * (64 // 8) ** 2
 
 
-def measured_bytes(layers, precision):
-    cfg = SiglipVisionConfig(**{k: v for k, v in VISION.items() if k != "model_type"}, num_hidden_layers=layers)
-    cfg._attn_implementation = "sdpa"
+def saved_bytes(model, precision):
+    """Bytes of the distinct storages `model`'s forward on IMAGES 64 x 64 images saves for
+    backward, parameters left out, in bf16 or under CPU autocast (amp-bf16)."""
     torch.manual_seed(0)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    model = SiglipVisionModel(cfg).to(dtype).train()
+    model = model.to(dtype).train()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
 
@@ -47,22 +47,19 @@ def measured_bytes(layers, precision):
 
     pixels = torch.randn(IMAGES, 3, 64, 64, dtype=dtype)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if precision == "amp-bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                model(pixel_values=pixels)
-        else:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp-bf16"):
             model(pixel_values=pixels)
     return sum(seen.values())
 
 
-def cli_bytes(layers, precision):
-    config = {"model_type": "gemma3", "mm_tokens_per_image": 16, "text_config": TEXT,
-              "vision_config": dict(VISION, num_hidden_layers=layers)}
+def cli_bytes(config, precision, seq):
+    """The CLI's bytes outside the text layers (the tower's saved tensors) plus its autocast
+    cache, for the multimodal `config` with a trained tower and IMAGES images."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(config, f)
     try:
         out = subprocess.run([BIN, "estimate", "--model", f.name, "--vision", "trained", "--images", str(IMAGES),
-                              "--seq", "64", "--precision", precision, "--attention", "sdpa", "--format", "json"],
+                              "--seq", str(seq), "--precision", precision, "--attention", "sdpa", "--format", "json"],
                              capture_output=True, text=True, check=True).stdout
     finally:
         os.unlink(f.name)
@@ -70,12 +67,25 @@ def cli_bytes(layers, precision):
     return parts["outside_layers"] + parts.get("autocast_cache", 0)
 
 
+def siglip_measured(layers, precision):
+    cfg = SiglipVisionConfig(**{k: v for k, v in VISION.items() if k != "model_type"}, num_hidden_layers=layers)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return saved_bytes(SiglipVisionModel(cfg), precision)
+
+
+def siglip_cli(layers, precision):
+    config = {"model_type": "gemma3", "mm_tokens_per_image": 16, "text_config": TEXT,
+              "vision_config": dict(VISION, num_hidden_layers=layers)}
+    return cli_bytes(config, precision, 64)
+
+
 @pytest.mark.parametrize("precision", ["bf16", "amp-bf16"])
 def test_siglip_layer_saved_bytes(precision):
-    measured = measured_bytes(3, precision) - measured_bytes(2, precision)
+    measured = siglip_measured(3, precision) - siglip_measured(2, precision)
     if precision == "bf16":
         measured += 2 * 2 * PATCHES * 2
-    assert cli_bytes(3, precision) - cli_bytes(2, precision) == measured
+    assert siglip_cli(3, precision) - siglip_cli(2, precision) == measured
 
 
 # Llama 4's tower (modeling_llama4.py's Llama4VisionModel): LayerNorms, q/k/v/o with biases, a 2-D
@@ -100,36 +110,12 @@ def llama4_measured(layers, precision):
     cfg = Llama4VisionConfig(**L4_VISION, num_hidden_layers=layers)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    model = Llama4VisionModel(cfg).to(dtype).train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen = {}
-
-    def pack(t):
-        st = t.untyped_storage()
-        if st.data_ptr() not in params:
-            seen[st.data_ptr()] = st.nbytes()
-        return t
-
-    pixels = torch.randn(IMAGES, 3, 64, 64, dtype=dtype)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp-bf16"):
-            model(pixel_values=pixels)
-    return sum(seen.values())
+    return saved_bytes(Llama4VisionModel(cfg), precision)
 
 
 def llama4_cli(layers, precision):
     config = {"model_type": "llama4", "text_config": L4_TEXT, "vision_config": dict(L4_VISION, num_hidden_layers=layers)}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(config, f)
-    try:
-        out = subprocess.run([BIN, "estimate", "--model", f.name, "--vision", "trained", "--images", str(IMAGES),
-                              "--seq", "128", "--precision", precision, "--attention", "sdpa", "--format", "json"],
-                             capture_output=True, text=True, check=True).stdout
-    finally:
-        os.unlink(f.name)
-    parts = {c["id"]: c["bytes"] for c in json.loads(out)["components"]}
-    return parts["outside_layers"] + parts.get("autocast_cache", 0)
+    return cli_bytes(config, precision, 128)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "amp-bf16"])

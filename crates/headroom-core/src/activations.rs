@@ -2187,13 +2187,14 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     // counted with the layers).
     for _ in 0..spec.mtp_trained {
         inv.at(Part::FinalNorm);
+        let family = norm_family(spec);
         rms_norm(
             &mut inv,
             "MTP enorm (next token's embedding)",
             t,
             h,
             sh,
-            norm_family(spec),
+            family,
         );
         rms_norm(
             &mut inv,
@@ -2201,7 +2202,7 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
             t,
             h,
             sh,
-            norm_family(spec),
+            family,
         );
         let cat = if sh.amp() { sh.compute() } else { sh.stream() };
         inv.add(
@@ -2209,7 +2210,7 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
             2 * t * h,
             cat,
         );
-        rms_norm(&mut inv, "MTP head norm", t, h, sh, norm_family(spec));
+        rms_norm(&mut inv, "MTP head norm", t, h, sh, family);
         inv.at(Part::LmHeadInput);
         inv.add("MTP lm_head input", t * h, cat);
     }

@@ -22,13 +22,7 @@ use crate::scenario::{Fp8Recipe, Scenario};
 /// caching (`is_first_microbatch`, which accelerate never passes) the copy is made again each
 /// forward (TE `module/linear.py`; read, not measured).
 pub fn te_weight_copy_bytes(gpu: &Gpu) -> u64 {
-    let major = gpu
-        .compute_capability
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u32>().ok())
-        .unwrap_or(0);
-    if major >= 10 { 1 } else { 2 }
+    if gpu.sm().0 >= 10 { 1 } else { 2 }
 }
 
 /// Transformer Engine's `DelayedScaling` state per `te.Linear`: forward amax history
@@ -54,16 +48,7 @@ pub fn te_converts_lm_head(spec: &ModelSpec, scen: &Scenario) -> bool {
     te_converts(spec, scen)
         && !spec.tie_embeddings
         && spec.vocab.is_multiple_of(16)
-        && lm_head_width(spec).is_multiple_of(16)
-}
-
-/// The lm_head's input width: OPT's `word_embed_proj_dim`, the hidden size elsewhere.
-pub fn lm_head_width(spec: &ModelSpec) -> u64 {
-    if spec.family == crate::model::Family::Opt {
-        spec.embed_proj_dim
-    } else {
-        spec.hidden
-    }
+        && spec.lm_head_width().is_multiple_of(16)
 }
 
 /// Whether torchao converts this parameter's Linear: the decoder layers' `nn.Linear`s whose

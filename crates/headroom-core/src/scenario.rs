@@ -404,8 +404,9 @@ fn is_one(v: &u32) -> bool {
     *v == 1
 }
 
-fn is_zero_u32(v: &u32) -> bool {
-    *v == 0
+/// Serde's test for numeric fields a link or file leaves out at 0 (here and in `ModelSpec`).
+pub(crate) fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 fn is_false(v: &bool) -> bool {
@@ -520,7 +521,7 @@ pub struct Scenario {
     /// Multi-token prediction modules trained with the model (DeepSeek-V3's and GLM-4.5's,
     /// as Megatron-LM's `--mtp-num-layers` trains them): at most the config's
     /// `num_nextn_predict_layers`; 0 trains none, as transformers does.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub mtp: u32,
     pub attention: Attention,
     /// SDPA's kernel (auto: PyTorch's choice for the GPU); read only with `Attention::Sdpa`.

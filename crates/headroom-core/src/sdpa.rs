@@ -76,11 +76,8 @@ pub struct Inputs {
 
 impl Inputs {
     pub fn new(gpu: &Gpu, dtype: DType, head_dim: u64, dropout: f64) -> Self {
-        let mut parts = gpu.compute_capability.split('.');
-        let mut num = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        let sm = (num(), num());
         Inputs {
-            sm,
+            sm: gpu.sm(),
             amd: gpu.vendor != "nvidia",
             dtype,
             head_dim,

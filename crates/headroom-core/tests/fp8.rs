@@ -6,6 +6,16 @@ use headroom_core::fp8;
 use headroom_core::scenario::Fp8Recipe;
 use headroom_core::{analyze, estimate};
 
+/// A committed GPU measurement, `tests/reference/gpu/<name>` (measure_gpu.py's output).
+fn measured_on_gpu(name: &str) -> serde_json::Value {
+    let path = format!(
+        "{}/../../tests/reference/gpu/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).expect("JSON")
+}
+
 /// torchao's benchmark setup (pytorch/ao docs/source/workflows/training.md, "e2e training
 /// benchmarks", NVIDIA H100): Llama 3 8B on 8 x H100, FSDP2, batch 1, sequence 8192,
 /// torch.compile, per-op selective checkpointing. Llama 3.1 8B has Llama 3 8B's shapes.
@@ -49,12 +59,7 @@ fn torchao_llama3_8b_speedups() {
 /// within 20% of the measured one for each recipe.
 #[test]
 fn fp8_gain_follows_the_h100s_gemm_sizes() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/reference/gpu/gpu_presets_tf5.17.json"
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("the H100 data")).expect("JSON");
+    let doc = measured_on_gpu("gpu_presets_tf5.17.json");
     let rows = doc["fp8gemm"].as_array().expect("fp8gemm rows");
     let rate = |n: u64, kind: &str| {
         rows.iter()
@@ -242,12 +247,7 @@ fn transformer_engine_saves_fp8_inputs_and_weight_copies() {
 /// the same either way.
 #[test]
 fn eager_casts_cost_what_the_h200_measured() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/reference/gpu/h200/gpu_presets_fp8.json"
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("the H200 data")).expect("JSON");
+    let doc = measured_on_gpu("h200/gpu_presets_fp8.json");
     let rows = doc["fp8presets"].as_array().expect("fp8 runs");
     let link = |sc: &serde_json::Value, fp8: &str| {
         let s = |i: usize| sc[i].to_string().trim_matches('"').to_string();
@@ -308,12 +308,7 @@ fn eager_casts_cost_what_the_h200_measured() {
 /// estimate is conservative for compiled runs.
 #[test]
 fn compiled_fp8_runs_as_fast_as_the_h200_measured() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/reference/gpu/h200/gpu_compiled.json"
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("the H200 data")).expect("JSON");
+    let doc = measured_on_gpu("h200/gpu_compiled.json");
     let measured = |i: usize| {
         let row = &doc["compiled"][i];
         let sc = row["scenario"].as_array().expect("a scenario");

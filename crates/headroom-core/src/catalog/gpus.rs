@@ -59,6 +59,14 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// The compute capability as (major, minor); (0, 0) where it is not a number (AMD's
+    /// `gfx942`).
+    pub fn sm(&self) -> (u32, u32) {
+        let mut parts = self.compute_capability.split('.');
+        let mut num = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (num(), num())
+    }
+
     /// Hopper (sm90) gets a 32 MiB cuBLAS workspace in PyTorch; others get 8 MiB + 128 KiB.
     pub fn is_sm90(&self) -> bool {
         self.vendor == "nvidia" && self.compute_capability == "9.0"

@@ -248,24 +248,12 @@ pub fn describe_vision(
 /// One line on the trained multi-token prediction modules: their parameters (a decoder layer
 /// and each module's projection and norms) and their losses. Empty when none train.
 pub fn describe_mtp(spec: &ModelSpec, inv: &crate::model::ParamInventory) -> String {
-    use crate::model::params::Scope;
     let n = spec.mtp_trained;
     if n == 0 {
         return String::new();
     }
-    let one = |scope: Scope| -> u64 {
-        inv.tensors
-            .iter()
-            .filter(|t| t.scope == scope)
-            .map(|t| t.numel())
-            .sum()
-    };
-    let mlp = if spec.moe.is_some() {
-        Scope::SparseLayer
-    } else {
-        Scope::DenseLayer
-    };
-    let params = inv.sum_where(|t| t.name.starts_with("mtp.")) + n * (one(Scope::Layer) + one(mlp));
+    // A module's layer is the model's largest kind (a MoE layer in DeepSeek-V3 and GLM-4.5).
+    let params = inv.sum_where(|t| t.name.starts_with("mtp.")) + n * inv.per_layer();
     format!(
         "{n} multi-token prediction module{} trained, as Megatron-LM's --mtp-num-layers trains \
          them: {} parameters beside the model's (a decoder layer, eh_proj and three norms \

@@ -1,7 +1,7 @@
 //! Which targets can express a plan: a target whose file would run a different plan (another
 //! sharding, no tensor parallelism, offload it cannot split) is not offered for it.
 
-use crate::scenario::{Checkpointing, DataParallel, Method, Offload, Scenario};
+use crate::scenario::{Checkpointing, DataParallel, Fp8Recipe, Method, Offload, Scenario};
 
 use super::Target;
 
@@ -85,11 +85,13 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
         (p.offload_params != Offload::None || p.offload_optimizer != Offload::None)
             .then(|| "DDP has no offload; the plan's offload needs DeepSpeed ZeRO".into())
     };
-    if scen.fp8 == crate::scenario::Fp8Recipe::Te {
+    match scen.fp8 {
         // accelerate's config carries Transformer Engine (mixed_precision: fp8 and its
         // fp8_config), for DDP and FSDP; the other files have no such setting.
-        let deepspeed = !matches!(p.data, DataParallel::Ddp | DataParallel::Fsdp);
-        if target != Target::Accelerate || deepspeed {
+        Fp8Recipe::Te
+            if target != Target::Accelerate
+                || !matches!(p.data, DataParallel::Ddp | DataParallel::Fsdp) =>
+        {
             return Some(
                 "fp8 te (Transformer Engine) is written only by accelerate's config (mixed_precision: \
                  fp8, fp8_config: {backend: TE}), for DDP and FSDP plans: TrainingArguments and the \
@@ -97,14 +99,15 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
                     .into(),
             );
         }
-    }
-    if scen.fp8.is_on() && scen.fp8 != crate::scenario::Fp8Recipe::Te && target != Target::Fsdp2 {
-        return Some(format!(
-            "fp8 ({}) is written only by the FSDP2 script (torchao's convert_to_float8_training): \
-             TrainingArguments has no fp8 setting, and DeepSpeed's fp8 is Transformer Engine's, \
-             another recipe",
-            scen.fp8.id()
-        ));
+        Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise if target != Target::Fsdp2 => {
+            return Some(format!(
+                "fp8 ({}) is written only by the FSDP2 script (torchao's convert_to_float8_training): \
+                 TrainingArguments has no fp8 setting, and DeepSpeed's fp8 is Transformer Engine's, \
+                 another recipe",
+                scen.fp8.id()
+            ));
+        }
+        _ => {}
     }
     match target {
         Target::Env => None,

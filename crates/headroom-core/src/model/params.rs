@@ -526,14 +526,9 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
         }
     }
     if !spec.tie_embeddings {
-        let dim = if spec.family == Family::Opt {
-            spec.embed_proj_dim
-        } else {
-            h
-        };
         b.push(ParamTensor {
             name: "lm_head.weight".into(),
-            d_in: dim,
+            d_in: spec.lm_head_width(),
             d_out: spec.vocab,
             copies: 1,
             scope: Scope::Model,

@@ -181,11 +181,11 @@ pub struct Vision {
     pub projector_bias: bool,
     /// Llama 4's adapter and projector widths (`projector_input_dim`, `projector_output_dim`,
     /// `vision_output_dim`); 0 elsewhere.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
     pub projector_in: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
     pub projector_out: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
     pub vision_out: u64,
 }
 
@@ -386,16 +386,12 @@ pub struct ModelSpec {
     /// norms, a `2h -> h` projection and a head norm, sharing the embedding and the lm_head.
     /// transformers builds none (it drops their weights); a scenario trains them with `mtp`.
     /// 0 elsewhere.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
     pub mtp_modules: u64,
     /// How many of them the resolved scenario trains ([`ModelSpec::with_mtp`]): their decoder
     /// layers are then counted in `layers`. 0 in a spec read from a config.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
     pub mtp_trained: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 impl ModelSpec {
@@ -418,6 +414,15 @@ impl ModelSpec {
         }
         self.mtp_trained = n;
         Ok(self)
+    }
+
+    /// The lm_head's input width: OPT's `word_embed_proj_dim`, the hidden size elsewhere.
+    pub fn lm_head_width(&self) -> u64 {
+        if self.family == Family::Opt {
+            self.embed_proj_dim
+        } else {
+            self.hidden
+        }
     }
 
     /// One gate_up_proj Linear whose output the MLP chunks into gate and up (Phi-3, GLM-4).

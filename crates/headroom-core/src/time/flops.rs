@@ -139,11 +139,7 @@ pub(super) fn token_flops_of(
         }
     }
     // lm_head: tied models have no separate tensor in the inventory, but still multiply.
-    let head_dim = if spec.family == crate::model::Family::Opt {
-        spec.embed_proj_dim
-    } else {
-        spec.hidden
-    };
+    let head_dim = spec.lm_head_width();
     // Each trained multi-token prediction module runs the lm_head again and its eh_proj
     // (2h -> h) on every token (its decoder layer is among the layers).
     let heads = 1.0 + spec.mtp_trained as f64;
