@@ -6,8 +6,8 @@
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::format;
 use headroom_core::scenario::{
-    Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, ModelChoice,
-    Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
+    Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method,
+    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
 };
 
 /// How a field is edited.
@@ -48,6 +48,10 @@ fn always(_: &Scenario) -> bool {
 
 fn adapters(s: &Scenario) -> bool {
     s.method != Method::Full
+}
+
+fn is_qlora(s: &Scenario) -> bool {
+    s.method == Method::Qlora
 }
 
 fn sharded(s: &Scenario) -> bool {
@@ -118,6 +122,9 @@ fn method_options(_: &Scenario) -> Vec<(String, String)> {
 }
 fn target_options(_: &Scenario) -> Vec<(String, String)> {
     options(LoraTargets::ALL, LoraTargets::id, LoraTargets::label)
+}
+fn base_options(_: &Scenario) -> Vec<(String, String)> {
+    options(BaseDtype::ALL, BaseDtype::id, BaseDtype::label)
 }
 fn precision_options(_: &Scenario) -> Vec<(String, String)> {
     options(Precision::ALL, Precision::id, Precision::label)
@@ -350,6 +357,20 @@ pub static GROUPS: &[Group] = &[
                 help: "Which Linear layers get adapters.",
                 control: Control::Select(target_options),
                 shown: adapters,
+            },
+            Field {
+                key: "base",
+                label: "Base model loaded in",
+                help: "The frozen base's dtype. Under amp an fp32 base keeps an fp32 residual stream and casts every Linear's weight in each forward.",
+                control: Control::Select(base_options),
+                shown: adapters,
+            },
+            Field {
+                key: "kbit",
+                label: "prepare_model_for_kbit_training",
+                help: "peft's helper upcasts embeddings, norms and lm_head to fp32 (TRL and axolotl call it for QLoRA).",
+                control: Control::Check,
+                shown: is_qlora,
             },
         ],
     },

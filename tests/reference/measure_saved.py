@@ -31,15 +31,32 @@ def build(config, precision, attention, checkpointing, device="cpu"):
 
 
 def decoder_layers(model):
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()  # a peft model
     if hasattr(model, "transformer"):
         return model.transformer.h
     return model.model.layers
 
 
-def measure(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False, device="cpu"):
+def quant_state_bytes(p):
+    """bitsandbytes' 4-bit quantization state of a Params4bit (absmax, and with double
+    quantization its 8-bit absmax's own absmax and offset): tensors beside the parameter, not
+    parameters. The shared NF4 code books are left out, as the core leaves them out."""
+    qs = getattr(p, "quant_state", None)
+    if qs is None:
+        return 0
+    total = qs.absmax.untyped_storage().nbytes()
+    if getattr(qs, "nested", False):
+        total += qs.state2.absmax.untyped_storage().nbytes() + qs.offset.untyped_storage().nbytes()
+    return total
+
+
+def measure(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False, device="cpu",
+            builder=None):
     """The figures of one scenario. On `device="cuda"` (a real GPU: measure_gpu.py) they are
-    CUDA's own, with no corrections, and `sdpa_nodes` names the attention kernels that ran."""
-    model = build(config, precision, attention, checkpointing, device)
+    CUDA's own, with no corrections, and `sdpa_nodes` names the attention kernels that ran.
+    `builder()`, when given, builds the model instead (LoRA and QLoRA: measure_peft.py)."""
+    model = builder() if builder else build(config, precision, attention, checkpointing, device)
     layers = decoder_layers(model)
     params = list(model.parameters())
     param_ptrs = {p.untyped_storage().data_ptr() for p in params}
@@ -113,7 +130,7 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
         result = {
             "parameters_total": model.num_parameters(),
             "parameters_trainable": model.num_parameters(only_trainable=True),
-            "weights": sum(p.untyped_storage().nbytes() for p in params),
+            "weights": sum(p.untyped_storage().nbytes() + quant_state_bytes(p) for p in params),
             "activations_per_layer": per_layer[len(layers) // 2],
             "retained_after_forward": retained,
             "gradients": grads,

@@ -205,6 +205,18 @@ pub const FLAGS: &[Flag] = &[
     flag("rank", "rank", "LoRA rank."),
     flag("targets", "targets", "LoRA targets: attn | all"),
     flag(
+        "base",
+        "base",
+        "LoRA/QLoRA base model's load dtype: 16bit (the precision's) | fp32 (under amp: an fp32 \
+         residual stream, and each frozen Linear's weight cast in every forward)",
+    ),
+    flag(
+        "kbit",
+        "kbit",
+        "QLoRA: peft's prepare_model_for_kbit_training was called (embeddings, norms, lm_head \
+         upcast to fp32; an fp32 residual stream). TRL's SFTTrainer and axolotl call it.",
+    ),
+    flag(
         "precision",
         "precision",
         "fp32 | bf16 | fp16 | amp-bf16 | amp-fp16",

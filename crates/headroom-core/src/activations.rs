@@ -113,6 +113,12 @@ pub struct Shape {
     /// Whether sequence parallelism also splits the hidden-size tensors.
     pub sp: bool,
     pub precision: Precision,
+    /// The residual stream's dtype (`crate::states::stream_dtype`).
+    pub stream: DType,
+    /// Whether the decoder layers' Linears are bitsandbytes 4-bit (QLoRA): `Linear4bit` casts
+    /// its input to the compute dtype and its output back to the input's dtype, and saves
+    /// nothing but its packed weight.
+    pub four_bit: bool,
     pub attention: Attention,
     /// The kernel SDPA runs (read only with `Attention::Sdpa`): in the layers without a mask
     /// (in every layer when all of them are masked).
@@ -133,6 +139,8 @@ pub struct Shape {
     pub te_lm_head: bool,
     /// LoRA rank when adapters are present.
     pub lora_rank: Option<u64>,
+    /// The adapters' dtype (peft's `autocast_adapter_dtype`: fp32 by default).
+    pub adapter: DType,
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
     /// attention projections: a frozen Linear without an adapter saves nothing.
     pub lora_mlp: bool,
@@ -171,7 +179,9 @@ impl Shape {
             s: scen.seq_local() as u64,
             tp: scen.parallel.tensor as u64,
             sp: scen.parallel.sequence,
-            precision: scen.precision,
+            precision: crate::states::activation_precision(scen),
+            stream: crate::states::stream_dtype(scen),
+            four_bit: scen.method == Method::Qlora,
             attention: scen.attention,
             attention_dropout: p(spec.dropout.attention, true),
             residual_dropout: p(spec.dropout.residual, spec.family.has_residual_dropout()),
@@ -180,6 +190,7 @@ impl Shape {
             te_fp8: crate::fp8::te_converts(spec, scen),
             te_lm_head: crate::fp8::te_converts_lm_head(spec, scen),
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
+            adapter: scen.lora.adapter_dtype,
             lora_mlp: scen.lora.targets == LoraTargets::AllLinear,
             kv_cache: scen.checkpointing == Checkpointing::None,
             images: if spec.vision.is_some() {
@@ -204,12 +215,20 @@ impl Shape {
         self.b * self.s
     }
 
-    /// dtype of the residual stream: the weights' dtype (fp32 under autocast).
+    /// dtype of the residual stream: the weights' dtype in full training (fp32 under
+    /// autocast), the base's load dtype under LoRA/QLoRA.
     pub fn stream(&self) -> DType {
-        match self.precision {
-            Precision::Fp32 | Precision::AmpBf16 | Precision::AmpFp16 => DType::F32,
-            Precision::Bf16 => DType::Bf16,
-            Precision::Fp16 => DType::F16,
+        self.stream
+    }
+
+    /// dtype of a decoder-layer Linear's output: the compute dtype, but the input's for a
+    /// QLoRA model's 4-bit Linears (bitsandbytes `Linear4bit.forward` casts its result back
+    /// to the input's dtype, autocast or not).
+    fn linear_out(&self) -> DType {
+        if self.four_bit {
+            self.stream
+        } else {
+            self.compute()
         }
     }
 
@@ -604,23 +623,59 @@ fn plain_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers
     }
 }
 
-/// Under LoRA the frozen base Linear saves nothing; each adapter saves an fp32 copy of its
-/// input (PEFT casts to the adapter dtype) and lora_B saves lora_A's output.
+/// Under LoRA the frozen base Linear saves nothing (its weight is a parameter); the adapter
+/// path `lora_B(lora_A(x))` saves lora_A's input and lora_B's (lora_A's output). peft casts x
+/// to the adapters' dtype first (`_cast_input_dtype`); under autocast lora_A then casts it to
+/// the compute dtype, one copy per adapted Linear (autocast caches weight casts only), and
+/// lora_A's output is 16-bit. Without autocast an x already in the adapters' dtype is saved
+/// as itself, one tensor for the Linears that read it.
 fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    lora_adapter_inputs(inv, what, elements, consumers, sh, false);
+}
+
+/// [`lora_inputs`] of an input that something else already saves (`saved`): lora_A's copy
+/// of it is counted, the input itself is not again.
+fn lora_adapter_inputs(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    consumers: u64,
+    sh: &Shape,
+    saved: bool,
+) {
     let Some(r) = sh.lora_rank else { return };
     let tokens = sh.tokens();
-    inv.add_n(
-        format!("{what}: fp32 copy for lora_A (one per adapted Linear)"),
-        elements,
-        DType::F32,
-        consumers,
-    );
-    inv.add_n(
-        "lora_A output (saved by lora_B)",
-        tokens * r,
-        DType::F32,
-        consumers,
-    );
+    if sh.amp() {
+        let c = sh.compute();
+        inv.add_n(
+            format!(
+                "{what}: cast to {} by autocast for lora_A (one per adapted Linear)",
+                c.torch_name()
+            ),
+            elements,
+            c,
+            consumers,
+        );
+        inv.add_n("lora_A output (saved by lora_B)", tokens * r, c, consumers);
+        return;
+    }
+    let a = sh.adapter;
+    if a == sh.stream() {
+        if !saved {
+            inv.add(format!("{what} (saved by lora_A)"), elements, a);
+        }
+    } else {
+        inv.add_n(
+            format!(
+                "{what}: {} copy for lora_A (one per adapted Linear)",
+                a.torch_name()
+            ),
+            elements,
+            a,
+            consumers,
+        );
+    }
+    inv.add_n("lora_A output (saved by lora_B)", tokens * r, a, consumers);
 }
 
 /// A Llama-like layer's first half: the input norm, the attention projections' inputs, RoPE
@@ -737,7 +792,7 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     if spec.family == Family::Glm4 {
         // GLM-4's apply_rotary_pos_emb interleaves cos and sin afresh in every layer
         // (`repeat_interleave`), and its multiplies save those copies, not the shared tables.
-        let rope = if sh.amp() { DType::F32 } else { sh.stream() };
+        let rope = sh.stream();
         inv.add(
             "RoPE cos and sin, interleaved in this layer (saved by RoPE's multiplies)",
             2 * sh.s * spec.rotary_dim(),
@@ -874,6 +929,17 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             );
         }
         linear_inputs(inv, "o_proj input (gated attention output)", t * l.o, 1, sh);
+    } else if !sh.base_trainable && !l.quadratic(sh) && !q_heads_first(spec, l) {
+        // LoRA: the fused kernel's output, which the kernel saves, is o_proj's input as it is
+        // (the transpose makes no copy): lora_A keeps only the copies it casts.
+        lora_adapter_inputs(
+            inv,
+            "o_proj input (the kernel's output)",
+            t * l.o,
+            1,
+            sh,
+            true,
+        );
     } else if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
         linear_inputs(
             inv,
@@ -1506,7 +1572,8 @@ fn residual_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout, part: Part) {
 /// output and the up output (both saved by the product) and the product (down's input).
 fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
     let t = sh.tokens();
-    let c = sh.compute();
+    // Linear outputs: the compute dtype, the stream's for QLoRA's 4-bit Linears.
+    let c = sh.linear_out();
     // The sequence-sharded input with sequence parallelism, as for the attention projections.
     let th = if sh.sp {
         t * spec.hidden / sh.tp
@@ -2130,11 +2197,9 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         // per kind of layer (its sliding and full layers rotate with their own tables; traced
         // on CPU, kept by the checkpoints' closures too).
         let olmo3 = spec.model_type == "olmo3";
-        let rope = if sh.amp() || olmo3 {
-            DType::F32
-        } else {
-            sh.stream()
-        };
+        // They are cast to the hidden states' dtype: the stream's (fp32 under autocast in full
+        // training, the base's under LoRA).
+        let rope = if olmo3 { DType::F32 } else { sh.stream() };
         let pairs =
             if olmo3 && spec.local_attention().is_some() && spec.other_attention_layers() > 0 {
                 2
@@ -2219,7 +2284,9 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     if sh.te_lm_head {
         te_linear_inputs(&mut inv, "lm_head input", t * h, 1);
     } else if sh.base_trainable || !spec.tie_embeddings {
-        if sh.amp() {
+        // A frozen lm_head (LoRA) needs no weight gradient, so its matmul keeps only the
+        // weight (or under autocast the weight's cast, `states::local::frozen_cast`).
+        if sh.amp() && sh.base_trainable {
             inv.add("lm_head input, cast by autocast", t * h, sh.compute());
         } else if sh.base_trainable {
             inv.add("lm_head input (final norm output)", t * h, sh.stream());

@@ -471,7 +471,8 @@ pub mod schema {
     use crate::error::ScenarioError;
     use crate::model::{ModelSpec, parse_config_json};
     use crate::scenario::{
-        Attention, Checkpointing, LoraTargets, Method, ModelChoice, Optimizer, Precision, Scenario,
+        Attention, BaseDtype, Checkpointing, LoraTargets, Method, ModelChoice, Optimizer,
+        Precision, Scenario,
     };
 
     /// One measured quantity: how it was measured, how often, and its median with the spread.
@@ -632,6 +633,11 @@ pub mod schema {
                 s.method = Method::Lora;
                 s.lora.rank = l.rank;
                 s.lora.targets = LoraTargets::parse("lora.targets", &l.targets)?;
+                // The probe builds the model with `from_config` (fp32) and casts it only for
+                // pure bf16/fp16: under autocast its frozen base is fp32 (probe.py).
+                if s.precision.is_autocast() {
+                    s.lora.base = BaseDtype::Fp32;
+                }
             }
             s.validate()?;
             Ok((spec, s))

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use crate::error::ScenarioError;
 use crate::model::{Family, ModelSpec, Router, Vision, VisionKind};
 use crate::scenario::{
-    Attention, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, ModelChoice,
-    Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
+    Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method,
+    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
 };
 
 /// The codec version written into every link.
@@ -101,11 +101,14 @@ macro_rules! choice {
 
 macro_rules! switch {
     ($key:literal, $($f:ident).+) => {
+        switch!($key, always, $($f).+)
+    };
+    ($key:literal, $carried:expr, $($f:ident).+) => {
         Field {
             key: $key,
             switch: true,
             get: |s| bit(s.$($f).+),
-            carried: always,
+            carried: $carried,
             set: |s, v| {
                 s.$($f).+ = flag($key, v)?;
                 Ok(())
@@ -177,6 +180,9 @@ pub const FIELDS: &[Field] = &[
     choice!("method", Method, method),
     number!("rank", lora, lora.rank),
     choice!("targets", lora, LoraTargets, lora.targets),
+    choice!("base", lora, BaseDtype, lora.base),
+    // Carried with LoRA's other settings (it changes nothing under plain LoRA).
+    switch!("kbit", lora, lora.kbit),
     choice!("precision", Precision, precision),
     choice!("fp8", Fp8Recipe, fp8),
     choice!("optimizer", Optimizer, optimizer),

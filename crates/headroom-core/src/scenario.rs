@@ -259,6 +259,23 @@ named_enum!(
 );
 
 named_enum!(
+    /// The dtype a LoRA/QLoRA base model is loaded in (`from_pretrained(dtype=...)`): its
+    /// frozen weights (a QLoRA model's unquantized ones), and so the residual stream's dtype.
+    BaseDtype, "base weights dtype" {
+        Half => "16bit", "16-bit (the precision's bf16 or fp16)";
+        Fp32 => "fp32", "fp32 (loaded in float32)";
+    }
+);
+
+// `named_enum!` declares the variants, so `#[default]` cannot be put on one.
+#[allow(clippy::derivable_impls)]
+impl Default for BaseDtype {
+    fn default() -> Self {
+        BaseDtype::Half
+    }
+}
+
+named_enum!(
     /// Which Linear layers LoRA adapts.
     LoraTargets, "LoRA targets" {
         Attention => "attn", "attention projections";
@@ -366,6 +383,16 @@ pub struct Lora {
     pub targets: LoraTargets,
     /// Adapter weights' dtype: PEFT casts 16-bit adapters to fp32 by default.
     pub adapter_dtype: DType,
+    /// The dtype the base model is loaded in. Under an amp precision a 16-bit base keeps a
+    /// 16-bit residual stream; an fp32 base keeps an fp32 one, and autocast casts each frozen
+    /// Linear's weight to 16 bits in every forward (the cast is saved for backward).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub base: BaseDtype,
+    /// QLoRA: peft's `prepare_model_for_kbit_training` was called, which casts every 16-bit
+    /// parameter that is not 4-bit (embeddings, norms, lm_head) to fp32, and so makes the
+    /// residual stream fp32 (TRL's SFTTrainer and axolotl call it for QLoRA).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kbit: bool,
 }
 
 /// Parallelism across GPUs.
@@ -573,6 +600,8 @@ impl Default for Scenario {
                 rank: 16,
                 targets: LoraTargets::AllLinear,
                 adapter_dtype: DType::F32,
+                base: BaseDtype::Half,
+                kbit: false,
             },
             precision: Precision::AmpBf16,
             fp8: Fp8Recipe::Off,
@@ -805,6 +834,16 @@ impl Scenario {
             return Err(ScenarioError::invalid(
                 "precision",
                 "QLoRA computes in 16 bits: choose bf16, fp16, amp-bf16 or amp-fp16",
+            ));
+        }
+        if self.method != Method::Full
+            && self.lora.base == BaseDtype::Fp32
+            && matches!(self.precision, Precision::Bf16 | Precision::Fp16)
+        {
+            return Err(ScenarioError::invalid(
+                "base",
+                "an fp32 base model trains under fp32 or an amp precision (amp-bf16, amp-fp16); \
+                 pure bf16 and fp16 load the base in 16 bits",
             ));
         }
         Ok(())

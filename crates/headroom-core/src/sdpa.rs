@@ -170,7 +170,8 @@ pub fn sdpa_takes_gqa(spec: &ModelSpec, masked: bool) -> bool {
 /// The kernel of the layers with (`masked`) or without an attention mask.
 fn for_layers(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario, masked: bool) -> Choice {
     let dropout = scen.dropout.unwrap_or(spec.dropout.attention);
-    let mut x = Inputs::new(gpu, scen.precision.compute_dtype(), spec.head_dim, dropout);
+    let precision = crate::states::activation_precision(scen);
+    let mut x = Inputs::new(gpu, precision.compute_dtype(), spec.head_dim, dropout);
     x.v_head_dim = spec.v_dim() / spec.heads;
     x.gqa = spec.kv_heads < spec.heads && sdpa_takes_gqa(spec, masked);
     x.mask = masked;

@@ -53,7 +53,9 @@ impl LayerBackward {
             NormKind::RmsNorm => h,
             NormKind::LayerNorm => 2 * h,
         };
-        let amp = autocast_cache_per_layer > 0;
+        // The trained weights' casts, freed as each weight's gradient is computed (a LoRA
+        // layer's cache holds only its adapters' small casts).
+        let amp = full && autocast_cache_per_layer > 0;
         let mats = crate::model::params::mlp_matrices(spec);
         let out_bias = if spec.mlp_bias { h } else { 0 };
         let n = match spec.mlp {

@@ -128,7 +128,7 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         // Transformer Engine's fp8 weight copies are saved by a layer that keeps its tensors
         // and are not kept at all by a checkpointed one (no cache holds them).
         if keeps {
-            cache += s.casts(i) + s.fp8_copies(i);
+            cache += s.kept_casts(i);
             autocast += s.fp8_copies(i);
         }
         autocast += s.casts(i);
@@ -267,7 +267,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             kv_released += s.kv.saved;
         }
         let released_cache = if s.plan(i) == LayerPlan::Saved {
-            s.casts(i) + s.fp8_copies(i)
+            s.kept_casts(i)
         } else {
             0
         };

@@ -9,7 +9,7 @@ use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::loss::{LossMemory, loss_memory};
 use crate::model::{ModelSpec, ParamInventory, inventory};
-use crate::scenario::{Attention, Checkpointing, LayerPlan, Scenario};
+use crate::scenario::{Attention, Checkpointing, LayerPlan, Method, Scenario};
 use crate::states::{ModelStates, model_states};
 
 use super::backward::LayerBackward;
@@ -47,6 +47,11 @@ pub(super) struct Step<'a> {
     sparse_layers: u64,
     /// What a checkpointed layer keeps: its input.
     pub ckpt_input: u64,
+    /// What the first layer does not save when its input needs no gradient: under LoRA/QLoRA
+    /// without checkpointing nothing calls `enable_input_require_grads`, the frozen embeddings'
+    /// output has no grad, and the first input norm runs outside autograd (measured on CPU,
+    /// tests/reference/test_peft.py).
+    first_unsaved: u64,
     /// Eager attention's s x s tensors in a dense layer (what selective recompute drops), and
     /// in a layer with the model's other kind of attention.
     pub attention_scores: u64,
@@ -145,6 +150,26 @@ impl<'a> Step<'a> {
             } else {
                 (0, 0, 0)
             };
+        let frozen_input = scen.method != Method::Full && scen.checkpointing == Checkpointing::None;
+        let first_unsaved = if frozen_input {
+            let first = if spec.moe.is_some()
+                && spec
+                    .moe
+                    .as_ref()
+                    .is_some_and(|m| m.sparse_layers >= spec.layers)
+            {
+                &moe
+            } else {
+                &dense
+            };
+            first
+                .iter()
+                .filter(|s| s.part == activations::Part::InputNorm)
+                .map(|s| s.elements * s.dtype.bytes() * s.copies)
+                .sum()
+        } else {
+            0
+        };
         let outside = activations::outside_layers(spec, &sh);
         let outside_bytes = activations::total(&outside);
         let lm = loss_memory(spec, scen);
@@ -156,9 +181,15 @@ impl<'a> Step<'a> {
         tmp.layer_forward = tmp
             .layer_forward
             .max(crate::fp8::forward_cast_bytes(&inv, scen, t, tp));
+        // QLoRA: bitsandbytes' MatMul4Bit dequantizes the whole weight of the Linear it runs,
+        // in forward and again in backward for the input's gradient
+        // (`bitsandbytes/autograd/_functions.py`); the largest one is the transient.
+        let dequantized = dequantized_weight_bytes(&inv, scen, compute);
+        tmp.layer_forward = tmp.layer_forward.max(dequantized);
         // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
         tmp.layer_forward += crate::context::forward_bytes(spec, scen);
-        let backward_extra = unpacked
+        let backward_extra = dequantized
+            + unpacked
             + crate::fp8::backward_cast_bytes(&inv, scen, t, tp)
             + crate::context::backward_bytes(spec, scen);
         // Expert parallelism: the all-to-all's receive buffer of the layer's top-k token
@@ -181,6 +212,7 @@ impl<'a> Step<'a> {
             in_flight: pp.min(scen.grad_accum as u64).max(1),
             offload: scen.offload_activations,
             ckpt_input: activations::checkpoint_input(spec, &sh),
+            first_unsaved,
             attention_scores: activations::attention_scores(&dense),
             other_attention_scores,
             sparse_layers: spec.moe.as_ref().map_or(0, |m| m.sparse_layers),
@@ -236,6 +268,18 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// The weight copies layer `i` keeps to its backward when it saves its tensors
+    /// ([`casts`](Self::casts) and [`fp8_copies`](Self::fp8_copies)): the first layer keeps
+    /// none of its input projections' when its input needs no gradient.
+    pub fn kept_casts(&self, i: u64) -> u64 {
+        let unsaved = if i == 0 && self.first_unsaved > 0 {
+            self.st.layer_input_casts
+        } else {
+            0
+        };
+        (self.casts(i) + self.fp8_copies(i)).saturating_sub(unsaved)
+    }
+
     /// Transformer Engine's fp8 weight copies of layer `i` (`fp8=te`, else 0): kept to the
     /// layer's backward where the layer saves its tensors, made again by a checkpointed layer's
     /// recompute.
@@ -268,6 +312,7 @@ impl<'a> Step<'a> {
     /// What layer `i` keeps from its forward to its backward.
     pub fn kept(&self, i: u64) -> u64 {
         match self.plan(i) {
+            LayerPlan::Saved if i == 0 => self.full(i) - self.first_unsaved,
             LayerPlan::Saved => self.full(i),
             LayerPlan::Checkpointed => self.ckpt_input,
             LayerPlan::Selective => self.full(i) - self.scores(i),
@@ -306,6 +351,20 @@ impl<'a> Step<'a> {
     pub fn recompute_shares_input(&self) -> bool {
         self.spec.norm_saves_input() || self.stream == DType::F32
     }
+}
+
+/// The largest 4-bit Linear's weight dequantized to the compute dtype (QLoRA; 0 otherwise).
+fn dequantized_weight_bytes(inv: &ParamInventory, scen: &Scenario, compute: DType) -> u64 {
+    if scen.method != Method::Qlora {
+        return 0;
+    }
+    let tp = u64::from(scen.parallel.tensor.max(1));
+    inv.tensors
+        .iter()
+        .filter(|t| t.quantizable && t.scope != crate::model::Scope::Model)
+        .map(|t| (t.d_in * t.d_out).div_ceil(tp) * compute.bytes())
+        .max()
+        .unwrap_or(0)
 }
 
 impl Temporaries {

@@ -45,11 +45,22 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
             lora_targets(scen)
         )),
         Method::Qlora => n.push(format!(
-            "QLoRA: load with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype=torch.{}), then peft.prepare_model_for_kbit_training and LoraConfig(r={}, target_modules={})",
+            "QLoRA: load with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype=torch.{}), {}then LoraConfig(r={}, target_modules={})",
             if scen.precision.half_dtype() == crate::dtype::DType::F16 { "float16" } else { "bfloat16" },
+            if scen.lora.kbit {
+                "then peft.prepare_model_for_kbit_training (embeddings, norms and lm_head upcast to fp32, as estimated), "
+            } else {
+                "without peft.prepare_model_for_kbit_training (as estimated: it would upcast embeddings, norms and lm_head to fp32; --kbit counts that), "
+            },
             scen.lora.rank,
             lora_targets(scen)
         )),
+    }
+    if scen.method != Method::Full && scen.lora.base == crate::scenario::BaseDtype::Fp32 {
+        n.push(
+            "LoRA base loaded in float32 (as estimated): dtype=torch.float32 in from_pretrained"
+                .into(),
+        );
     }
     if scen.runtime.cuda_graphs {
         n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());

@@ -3,18 +3,17 @@
 //! run (`HEADROOM_DRY_RUN=config.json`: the architecture on the meta device, no weights).
 
 use crate::dtype::DType;
-use crate::scenario::{
-    Checkpointing, DataParallel, LoraTargets, LossImpl, Method, Precision, Scenario,
-};
+use crate::scenario::{Checkpointing, LoraTargets, LossImpl, Method, Scenario};
 
 /// `torch.<dtype>` of the base model's weights: the estimate's own rule
 /// (`states::weight_dtype`): fp32 masters in full mixed-precision training, a 16-bit frozen base
 /// under LoRA/QLoRA, a 16-bit module under DeepSpeed's mixed precision.
 pub(super) fn load_dtype(scen: &Scenario) -> &'static str {
-    let ds_mixed = matches!(
-        scen.parallel.data,
-        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3
-    ) && scen.precision != Precision::Fp32;
+    if crate::states::kbit_upcast(scen) && scen.lora.base != crate::scenario::BaseDtype::Fp32 {
+        // Loaded in 16 bits; prepare_model_for_kbit_training then upcasts (`build_model_code`).
+        return torch_dtype(scen.precision.half_dtype());
+    }
+    let ds_mixed = crate::states::deepspeed_mixed(scen);
     torch_dtype(crate::states::weight_dtype(scen, ds_mixed))
 }
 
@@ -38,6 +37,9 @@ pub(super) fn imports(scen: &Scenario) -> String {
     if scen.method != Method::Full {
         t.push_str("from peft import LoraConfig, get_peft_model\n");
     }
+    if crate::states::kbit_upcast(scen) {
+        t.push_str("from peft import prepare_model_for_kbit_training\n");
+    }
     t
 }
 
@@ -59,10 +61,16 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
     ));
     if scen.method == Method::Qlora {
         // The estimate's QLoRA: NF4 with double quantization, 16-bit compute; embeddings, norms
-        // and lm_head stay 16-bit. peft's prepare_model_for_kbit_training would upcast those
-        // to fp32, which the estimate does not count, so it is not called.
+        // and lm_head in the load dtype, or in fp32 after prepare_model_for_kbit_training where
+        // the scenario says it is called (`kbit`).
+        let note = if scen.lora.kbit {
+            "# NF4 with double quantization, then peft's prepare_model_for_kbit_training, as estimated (kbit=1):\n# the embeddings, norms and lm_head upcast to fp32, and so an fp32 residual stream.\n"
+        } else {
+            "# NF4 with double quantization, as estimated. Not peft's prepare_model_for_kbit_training: it upcasts the\n# embeddings, norms and lm_head to fp32, more memory than this estimate counts (kbit=1 counts it).\n"
+        };
+        t.push_str(note);
         t.push_str(&format!(
-            "# NF4 with double quantization, as estimated. Not peft's prepare_model_for_kbit_training: it upcasts the\n# embeddings, norms and lm_head to fp32, more memory than the estimate counts.\nLOAD[\"quantization_config\"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype={})\n",
+            "LOAD[\"quantization_config\"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype={})\n",
             torch_dtype(scen.precision.half_dtype())
         ));
     }
@@ -88,6 +96,10 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
     t.push_str("            model = CausalLM.from_config(config, **{k: v for k, v in LOAD.items() if k != \"quantization_config\"})\n");
     t.push_str("    else:\n");
     t.push_str("        model = CausalLM.from_pretrained(MODEL, **LOAD, **load)\n");
+    if crate::states::kbit_upcast(scen) {
+        // Checkpointing is turned on below (or by the Trainer), not by peft's helper.
+        t.push_str("    model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)\n");
+    }
     if checkpointing {
         // transformers 5.23: activation_checkpointing_enable (gradient_checkpointing_enable is
         // its deprecated alias); every_n_layers checkpoints one decoder layer in k.

@@ -15,6 +15,9 @@ use super::{lora_adapts, nf4_bytes};
 pub(super) struct Local {
     pub params: u64,
     pub weights: u64,
+    /// Of `weights`, QLoRA's quantization state (absmax and its own quantization): not a
+    /// parameter, so FSDP does not shard it and every rank keeps all of it.
+    pub quant_state: u64,
     /// Extra bytes of 512-byte rounding over the weights.
     pub rounding: u64,
     /// What trains, as the optimizer sees it.
@@ -27,9 +30,15 @@ pub(super) struct Local {
     pub cache_outside: u64,
     /// The same copies of one layer of each kind (`LayerCasts`), where layers differ.
     pub cache_kinds: LayerCasts,
-    /// Transformer Engine's fp8 weight copies (`fp8=te`), one layer's of each kind: kept from
-    /// each `te.Linear`'s forward to its backward (`crate::fp8::te_weight_copy_bytes`).
+    /// Weight copies a layer makes in each forward and keeps to its backward when it saves its
+    /// tensors (no cache holds them), one layer's of each kind: Transformer Engine's fp8 copies
+    /// (`fp8=te`, `crate::fp8::te_weight_copy_bytes`), and autocast's 16-bit casts of an fp32
+    /// frozen base's Linear weights under LoRA (autocast caches only weights that require grad;
+    /// the matmul saves the cast to compute its input's gradient).
     pub fp8_copy_kinds: LayerCasts,
+    /// Of one layer's casts, those of the Linears that read the layer's input (frozen weights'
+    /// and adapters'): what the first layer does not keep when its input needs no gradient.
+    pub input_casts: u64,
 }
 
 /// Autocast's 16-bit weight copies of one decoder layer, by the scope of their tensors: what
@@ -98,6 +107,7 @@ pub(super) fn local_tensors(
         l.params += n * count;
         let quantized = scen.method == Method::Qlora && t.quantizable && t.scope != Scope::Model;
         let bytes_one = if quantized {
+            l.quant_state += (nf4_bytes(n) - n.div_ceil(2)) * count;
             nf4_bytes(n)
         } else {
             n * base_dtype.bytes()
@@ -113,11 +123,45 @@ pub(super) fn local_tensors(
         let frozen = t.is_vision() && scen.vision == VisionTraining::Frozen;
         if full && !frozen {
             trained_weight(&mut l, &cx, t, n, count);
-        } else if t.linear.is_some() && lora_adapts(scen, t) {
+            continue;
+        }
+        if !full && !quantized && !t.is_vision() {
+            frozen_cast(&mut l, &cx, t, n, count);
+        }
+        if t.linear.is_some() && lora_adapts(scen, t) {
             adapter(&mut l, &cx, t, count);
         }
     }
     l
+}
+
+/// A frozen base weight under LoRA/QLoRA that autocast casts for its Linear (an fp32 base
+/// under amp): the cast is not cached (the weight needs no gradient) but the matmul saves it
+/// for its input's gradient, so it lives from the layer's forward to its backward, like
+/// Transformer Engine's copies; the lm_head's until the lm_head's backward. A frozen vision
+/// tower's input needs no gradient: nothing of it is saved.
+fn frozen_cast(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
+    let p = cx.scen.precision;
+    if !p.is_autocast() || cx.dtype == p.compute_dtype() || !used_by_linear(cx, t) {
+        return;
+    }
+    let bytes = n * p.compute_dtype().bytes();
+    if t.scope == Scope::Model {
+        l.cache_outside += bytes;
+    } else {
+        let per_layer = (count / cx.place.layers_local.max(1)).max(1);
+        *kind_of(&mut l.fp8_copy_kinds, t.scope) += bytes * per_layer;
+        if reads_layer_input(t) {
+            l.input_casts += bytes * per_layer;
+        }
+    }
+}
+
+/// Whether `t` is the weight of a Linear that reads the decoder layer's (normed) input: the
+/// attention's input projections.
+fn reads_layer_input(t: &ParamTensor) -> bool {
+    t.linear
+        .is_some_and(|n| super::INPUT_PROJECTIONS.contains(&n))
 }
 
 /// A weight that trains: the optimizer updates it, its gradient counts for its layer (or
@@ -139,29 +183,7 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     }
     // Autocast caches a 16-bit copy of each fp32 trainable weight a Linear uses (DeepSpeed's
     // mixed precision trains 16-bit weights: nothing to cast).
-    // gpt-oss's experts run through grouped_mm, which autocast has no rule for: they compute
-    // in fp32 and no copy is cached (measured on CPU, tests/reference/test_saved_bytes.py).
-    // Qwen3-Next's experts run through grouped_mm as well.
-    let grouped_experts =
-        (cx.spec.is_gpt_oss() || cx.spec.gated_attention()) && t.name.contains(".experts.");
-    // A trained vision tower's matrices run through Linear, conv or matmul, which autocast
-    // casts (its position tables are lookups; norms, listed with their layers as matrices,
-    // and biases are vectors).
-    let vision_matrix =
-        t.is_vision() && t.d_in > 1 && !t.name.contains("norm") && !t.name.contains("pos");
-    // Llama 4's router is an nn.Linear (`Llama4Router`), Qwen3-Next's router an F.linear and its
-    // shared expert's gate an nn.Linear: autocast casts their weights too.
-    let router = (cx.spec.llama4.is_some() && t.name.ends_with("router.weight"))
-        || (cx.spec.gated_attention()
-            && matches!(
-                t.name.as_str(),
-                "mlp.gate.weight" | "mlp.shared_expert_gate.weight"
-            ));
-    let used_by_linear = (t.linear.is_some() && !grouped_experts)
-        || vision_matrix
-        || router
-        || t.name == "lm_head.weight"
-        || (cx.spec.tie_embeddings && t.scope == Scope::Model && is_token_embedding(&t.name));
+    let used_by_linear = used_by_linear(cx, t);
     if te_linear(cx, t) {
         // A te.Linear casts its weight to fp8 itself (no autocast copy) and keeps that copy
         // to its backward, as autocast's saved casts are kept.
@@ -188,6 +210,35 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
             l.cache_outside += bytes;
         }
     }
+}
+
+/// Whether autocast casts `t` for a matmul: a Linear's weight (gpt-oss's and Qwen3-Next's
+/// grouped_mm experts excepted), a trained vision tower's matrices, the routers that are
+/// Linears, the lm_head and a tied embedding.
+fn used_by_linear(cx: &Cx, t: &ParamTensor) -> bool {
+    // gpt-oss's experts run through grouped_mm, which autocast has no rule for: they compute
+    // in fp32 and no copy is cached (measured on CPU, tests/reference/test_saved_bytes.py).
+    // Qwen3-Next's experts run through grouped_mm as well.
+    let grouped_experts =
+        (cx.spec.is_gpt_oss() || cx.spec.gated_attention()) && t.name.contains(".experts.");
+    // A trained vision tower's matrices run through Linear, conv or matmul, which autocast
+    // casts (its position tables are lookups; norms, listed with their layers as matrices,
+    // and biases are vectors).
+    let vision_matrix =
+        t.is_vision() && t.d_in > 1 && !t.name.contains("norm") && !t.name.contains("pos");
+    // Llama 4's router is an nn.Linear (`Llama4Router`), Qwen3-Next's router an F.linear and its
+    // shared expert's gate an nn.Linear: autocast casts their weights too.
+    let router = (cx.spec.llama4.is_some() && t.name.ends_with("router.weight"))
+        || (cx.spec.gated_attention()
+            && matches!(
+                t.name.as_str(),
+                "mlp.gate.weight" | "mlp.shared_expert_gate.weight"
+            ));
+    (t.linear.is_some() && !grouped_experts)
+        || vision_matrix
+        || router
+        || t.name == "lm_head.weight"
+        || (cx.spec.tie_embeddings && t.scope == Scope::Model && is_token_embedding(&t.name))
 }
 
 /// The entry of a layer's copies that a tensor of `scope` adds to.
@@ -243,6 +294,18 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     l.weights += per_layer * count * dtype.bytes();
     l.layer_trainable += per_layer;
     l.params += per_layer * count;
+    // Autocast caches the 16-bit casts of the adapters (leaves that require grad) until the
+    // forward ends, and lora_A/lora_B save them for backward.
+    let p = cx.scen.precision;
+    if p.is_autocast() && dtype != p.compute_dtype() {
+        let layers = cx.place.layers_local.max(1);
+        let bytes = per_layer * (count / layers).max(1) * p.compute_dtype().bytes();
+        l.cache_layer += bytes;
+        *kind_of(&mut l.cache_kinds, t.scope) += bytes;
+        if reads_layer_input(t) {
+            l.input_casts += bytes;
+        }
+    }
 }
 
 fn round512(bytes: u64) -> u64 {

@@ -14,7 +14,7 @@ pub(crate) use placement::Placement;
 use crate::dtype::DType;
 use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};
 use crate::optimizer::{StateBytes, TrainTensor, state_bytes};
-use crate::scenario::{DataParallel, LoraTargets, Method, Precision, Scenario};
+use crate::scenario::{BaseDtype, DataParallel, LoraTargets, Method, Precision, Scenario};
 
 use local::{Local, local_tensors};
 use sharding::{Explained, Facts, Sharded};
@@ -48,6 +48,8 @@ pub struct ModelStates {
     /// Transformer Engine's fp8 weight copies of one layer, by kind of layer (`fp8=te`; all
     /// zero otherwise): kept from each `te.Linear`'s forward to its backward.
     pub fp8_weight_copies_kinds: local::LayerCasts,
+    /// Of one layer's casts (both kinds above), those of the Linears reading the layer's input.
+    pub layer_input_casts: u64,
     /// Trainable parameters of one decoder layer on this GPU (for the backward timeline).
     pub layer_grad_bytes: u64,
     /// Gradient bytes outside layers (embeddings, lm_head, final norm).
@@ -78,6 +80,18 @@ const ATTENTION_PROJECTIONS: &[&str] = &[
     "c_attn",
     "query_key_value",
     "out_proj",
+];
+
+/// The Linears that read a decoder layer's (normed) input, across families.
+const INPUT_PROJECTIONS: &[&str] = &[
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "qkv_proj",
+    "c_attn",
+    "query_key_value",
+    "q_a_proj",
+    "kv_a_proj_with_mqa",
 ];
 
 /// Computes the model states of `scen` for `spec`.
@@ -122,6 +136,8 @@ pub fn model_states(
         trainable,
         grad_bytes: grad_dtype.bytes(),
         weight_bytes: base_dtype.bytes(),
+        layer_trainable: local.layer_trainable,
+        quant_state: local.quant_state,
     };
     // DeepSpeed also keeps an fp32 gradient partition (its estimator: 2 + 4 + 4 + 8 = 18
     // B/param).
@@ -170,6 +186,7 @@ pub fn model_states(
         autocast_cache_outside: local.cache_outside,
         autocast_cache_kinds: local.cache_kinds,
         fp8_weight_copies_kinds: local.fp8_copy_kinds,
+        layer_input_casts: local.input_casts,
         host_bytes: s.host,
         nvme_bytes: s.nvme,
         layers_local: place.layers_local,
@@ -199,17 +216,59 @@ pub fn ds_bf16_states(scen: &Scenario) -> bool {
 }
 
 /// The (base) model's weight dtype: 16 bits under DeepSpeed's mixed precision, the precision's
-/// parameter dtype in full training, and a 16-bit frozen base under LoRA unless in fp32.
+/// parameter dtype in full training; under LoRA/QLoRA the dtype the frozen base was loaded in
+/// (`Lora::base`; fp32 in fp32 training), and fp32 for a QLoRA model's unquantized parameters
+/// after peft's `prepare_model_for_kbit_training` (`Lora::kbit`).
 pub(crate) fn weight_dtype(scen: &Scenario, ds_mixed: bool) -> DType {
     let p = scen.precision;
     if ds_mixed {
         p.half_dtype()
     } else if scen.method == Method::Full {
         p.param_dtype()
-    } else if p == Precision::Fp32 {
+    } else if p == Precision::Fp32 || scen.lora.base == BaseDtype::Fp32 || kbit_upcast(scen) {
         DType::F32
     } else {
         p.half_dtype()
+    }
+}
+
+/// Whether a QLoRA model's 16-bit parameters were upcast to fp32 by peft's
+/// `prepare_model_for_kbit_training` (`peft/utils/other.py`: every fp16/bf16 parameter that is
+/// not a `Params4bit`).
+pub(crate) fn kbit_upcast(scen: &Scenario) -> bool {
+    scen.method == Method::Qlora && scen.lora.kbit
+}
+
+/// The precision the activations run in: the scenario's, but fp32 for a QLoRA model that
+/// peft's `prepare_model_for_kbit_training` upcast and that trains without autocast (its
+/// fp32 embeddings give an fp32 stream, each 4-bit Linear returns its input's dtype, so every
+/// op runs in fp32 but the 4-bit matmuls, measured on CPU: tests/reference/test_peft.py).
+pub(crate) fn activation_precision(scen: &Scenario) -> Precision {
+    if kbit_upcast(scen) && !scen.precision.is_autocast() {
+        Precision::Fp32
+    } else {
+        scen.precision
+    }
+}
+
+/// Whether DeepSpeed trains a 16-bit copy of the model under its mixed precision (ZeRO with a
+/// precision other than fp32).
+pub(crate) fn deepspeed_mixed(scen: &Scenario) -> bool {
+    matches!(
+        scen.parallel.data,
+        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3
+    ) && scen.precision != Precision::Fp32
+}
+
+/// The residual stream's dtype: the dtype of the token embeddings' output, which every
+/// residual add keeps. In full training the weights' (fp32 masters under autocast); under
+/// LoRA/QLoRA the frozen base's load dtype, whatever autocast computes in (a 16-bit base under
+/// amp keeps a 16-bit stream: autocast changes the matmuls' dtype, not the adds').
+pub(crate) fn stream_dtype(scen: &Scenario) -> DType {
+    if scen.method == Method::Full {
+        scen.precision.param_dtype()
+    } else {
+        weight_dtype(scen, deepspeed_mixed(scen))
     }
 }
 

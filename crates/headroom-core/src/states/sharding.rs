@@ -3,7 +3,7 @@
 
 use crate::model::ParamInventory;
 use crate::optimizer::StateBytes;
-use crate::scenario::{Offload, Precision, Scenario};
+use crate::scenario::{Method, Offload, Precision, Scenario};
 
 use super::placement::Placement;
 
@@ -72,6 +72,10 @@ pub(super) struct Facts<'a> {
     pub grad_bytes: u64,
     /// The weights' bytes per element.
     pub weight_bytes: u64,
+    /// Trainable parameters of one decoder layer on this GPU (LoRA: its adapters).
+    pub layer_trainable: u64,
+    /// QLoRA's quantization state on this GPU (in the weights; not a parameter).
+    pub quant_state: u64,
 }
 
 impl Facts<'_> {
@@ -160,7 +164,16 @@ pub(super) fn zero(stage: u8, s: &mut Sharded, f: &Facts, ds_fp32_grads: u64) {
 /// prefetched unit gathered in the compute dtype; CPU offload of parameters or the optimizer.
 pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
     let (p, scen) = (f.place, f.scen);
+    // QLoRA's quantization state is no parameter: every rank keeps all of it.
+    s.weights.bytes -= f.quant_state;
     s.weights.sharded(p, " (FSDP2 shards)");
+    if f.quant_state > 0 {
+        s.weights.bytes += f.quant_state;
+        s.weights.formula = format!(
+            "{}, + {} B of NF4 quantization state on every rank (not a parameter: not sharded)",
+            s.weights.formula, f.quant_state
+        );
+    }
     s.gradients.sharded(p, "");
     s.grads_sharded = true;
     s.optimizer.device = p.shard(s.optimizer.device);
@@ -179,11 +192,31 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
     } else {
         0
     };
-    s.gather = 2 * ((largest - fp8) * c + fp8) + f.inv.outside_layers().div_ceil(p.tp) * c;
-    s.comm = Explained::new(
-        largest * (c + 4),
-        "FSDP2 reduce-scatter: one layer's unsharded gradients + fp32 reduce copy".into(),
-    );
+    // QLoRA's 4-bit Linears are gathered as they are stored, packed (half a byte a weight,
+    // whatever `bnb_4bit_quant_storage` calls the elements); their quantization state is not
+    // gathered (every rank has it).
+    let packed = if scen.method == Method::Qlora {
+        f.inv.per_layer_where(|t| t.quantizable).div_ceil(p.tp)
+    } else {
+        0
+    };
+    let packed = packed.min(largest - fp8);
+    let layer_gathered = (largest - fp8 - packed) * c + fp8 + packed.div_ceil(2);
+    s.gather = 2 * layer_gathered + f.inv.outside_layers().div_ceil(p.tp) * c;
+    s.comm = if scen.method == Method::Full {
+        Explained::new(
+            largest * (c + 4),
+            "FSDP2 reduce-scatter: one layer's unsharded gradients + fp32 reduce copy".into(),
+        )
+    } else {
+        // Only parameters with gradients are reduce-scattered (FSDP2's `foreach_reduce`; FSDP1
+        // under transformers' Trainer wraps each adapter Linear as its own unit, peft's
+        // `fsdp_auto_wrap_policy`): one layer's adapter gradients, in their own dtype.
+        Explained::new(
+            f.layer_trainable * f.grad_bytes,
+            "FSDP reduce-scatter: one layer's adapter gradients (frozen weights have none)".into(),
+        )
+    };
     if scen.parallel.offload_params == Offload::Cpu {
         s.host += s.weights.bytes + s.gradients.bytes + s.optimizer.device;
         s.weights.bytes = 0;

@@ -1,0 +1,58 @@
+"""Builds LoRA and QLoRA models as people train them, for measure_saved.measure: a transformers
+model loaded in the base dtype, bitsandbytes' NF4 4-bit Linears for QLoRA (quantized on load
+from a saved checkpoint, as `from_pretrained` does), peft's `prepare_model_for_kbit_training`
+when asked, then peft's LoRA adapters. Runs on CPU: bitsandbytes 0.50 quantizes and runs 4-bit
+Linears there.
+"""
+import tempfile
+
+import torch
+import transformers
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# Headroom's `--targets attn` (states::ATTENTION_PROJECTIONS for Llama-like layers) and `all`.
+TARGETS = {"attn": ["q_proj", "k_proj", "v_proj", "o_proj"], "all": "all-linear"}
+
+
+def load_dtype(precision, base):
+    """The dtype the base model is loaded in: Headroom's `--base` under an amp precision, the
+    precision's own otherwise."""
+    if precision.startswith("amp"):
+        return DTYPES["fp32" if base == "fp32" else "bf16"]
+    return DTYPES["fp32" if precision == "fp32" else "bf16"]
+
+
+def builder(config, precision, attention, checkpointing, method, rank, targets, base="16bit", kbit=False):
+    """A function that builds the model of one LoRA/QLoRA scenario (seeded, in train mode)."""
+    import peft
+
+    def build():
+        torch.manual_seed(0)
+        cfg = transformers.AutoConfig.for_model(**config)
+        dtype = load_dtype(precision, base)
+        if method == "qlora":
+            # Random weights saved and loaded back: bitsandbytes quantizes while loading.
+            with tempfile.TemporaryDirectory() as tmp:
+                transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp)
+                quant = transformers.BitsAndBytesConfig(
+                    load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                    bnb_4bit_compute_dtype=torch.bfloat16)
+                model = transformers.AutoModelForCausalLM.from_pretrained(
+                    tmp, quantization_config=quant, dtype=dtype, attn_implementation=attention,
+                    device_map="cpu")
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attention, dtype=dtype)
+        if method == "qlora" and kbit:
+            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=TARGETS[targets],
+                               task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, lora)
+        model.train()
+        if checkpointing == "full":
+            # As the Trainer does for a PEFT model: non-reentrant checkpointing, and inputs that
+            # require grad so the first layer's recompute has something to differentiate.
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.enable_input_require_grads()
+        return model
+
+    return build

@@ -1,0 +1,77 @@
+"""LoRA and QLoRA as people run them, against the core, live on CPU: real peft adapters, real
+bitsandbytes NF4 4-bit Linears (double quantization, bf16 compute), a base loaded in 16 bits or
+in fp32, and peft's `prepare_model_for_kbit_training`, under pure bf16 and under autocast.
+
+Exact: trainable parameters, gradients, optimizer states, weights (LoRA; QLoRA's NF4 state is
+the core's formula), one layer's saved bytes. Within 1%: everything alive after forward and
+loss. Each row is one (method, precision, base, kbit, targets, checkpointing) the core now tells
+apart; before this suite the core modelled only the first kind of row (bf16, 16-bit base).
+"""
+import importlib.util
+
+import pytest
+
+from measure_peft import builder
+from measure_saved import measure
+from test_saved_bytes import CONFIGS, REPORT, cpu_flash, predict, rng_correction
+
+HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
+
+LLAMA = CONFIGS["llama"]
+QWEN2 = CONFIGS["qwen2"]
+
+# (name, config, method, precision, base, kbit, targets, checkpointing, batch, seq)
+SCENARIOS = [
+    ("llama-lora-bf16", LLAMA, "lora", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("llama-lora-amp-16bit", LLAMA, "lora", "amp-bf16", "16bit", False, "all", "none", 2, 64),
+    ("llama-lora-amp-fp32", LLAMA, "lora", "amp-bf16", "fp32", False, "all", "none", 2, 64),
+    ("llama-lora-amp-16bit-attn", LLAMA, "lora", "amp-bf16", "16bit", False, "attn", "none", 2, 64),
+    ("llama-lora-fp32", LLAMA, "lora", "fp32", "fp32", False, "all", "none", 2, 64),
+    ("llama-lora-amp-fp32-ckpt", LLAMA, "lora", "amp-bf16", "fp32", False, "all", "full", 2, 64),
+    ("qwen2-lora-amp-16bit", QWEN2, "lora", "amp-bf16", "16bit", False, "all", "none", 2, 64),
+    ("llama-qlora-bf16", LLAMA, "qlora", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("llama-qlora-amp", LLAMA, "qlora", "amp-bf16", "16bit", False, "all", "none", 2, 64),
+    ("llama-qlora-amp-kbit", LLAMA, "qlora", "amp-bf16", "16bit", True, "all", "none", 2, 64),
+    ("llama-qlora-bf16-kbit", LLAMA, "qlora", "bf16", "16bit", True, "all", "none", 2, 64),
+    ("llama-qlora-amp-attn", LLAMA, "qlora", "amp-bf16", "16bit", False, "attn", "none", 2, 64),
+    ("llama-qlora-amp-kbit-ckpt", LLAMA, "qlora", "amp-bf16", "16bit", True, "all", "full", 2, 64),
+]
+
+
+@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,ckpt,b,s", SCENARIOS,
+                         ids=[s[0] for s in SCENARIOS])
+def test_peft_against_pytorch(name, config, method, prec, base, kbit, targets, ckpt, b, s):
+    if method == "qlora" and not HAS_BNB:
+        pytest.skip("bitsandbytes is not installed")
+    rank = 8
+    m = measure(config, b, s, prec, "sdpa", ckpt,
+                builder=builder(config, prec, "sdpa", ckpt, method, rank, targets, base, kbit))
+    extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base]
+    if kbit:
+        extra.append("--kbit")
+    # A kbit-prepared QLoRA model without autocast runs its activations in fp32 (the core's
+    # `states::activation_precision`): CPU's fp32 SDPA is flash, as for fp32 (cpu_flash).
+    fp32_acts = method == "qlora" and kbit and not prec.startswith("amp")
+    p = predict(config, b, s, prec, "sdpa", ckpt, False, extra + cpu_flash(config, "fp32" if fp32_acts else prec, "sdpa"))
+    # SDPA's CUDA kernels save RNG state that CPU's do not (test_saved_bytes.rng_correction).
+    layer_rng, retained_rng = rng_correction(config, p, ckpt)
+    m["activations_per_layer"] += layer_rng
+    m["retained_after_forward"] += retained_rng
+    got = {
+        "parameters_trainable": p["parameters"]["trainable"],
+        "weights": p["bytes"]["weights"],
+        "gradients": p["bytes"]["gradients"],
+        "optimizer_states": p["bytes"]["optimizer_states"],
+        "activations_per_layer": p["bytes"]["activations_per_layer"],
+        "retained_after_forward": p["bytes"]["retained_after_forward"],
+    }
+    REPORT.append((f"{name} {prec} base={base}{' kbit' if kbit else ''} {targets} ckpt={ckpt} b{b} s{s}", got, m))
+    for key in ("parameters_trainable", "gradients", "optimizer_states"):
+        assert got[key] == m[key], f"{key}: predicted {got[key]}, measured {m[key]}"
+    assert got["weights"] == m["weights"], f"weights: predicted {got['weights']}, measured {m['weights']}"
+    if ckpt == "none":
+        assert got["activations_per_layer"] == m["activations_per_layer"], (
+            f"activations_per_layer: predicted {got['activations_per_layer']}, measured {m['activations_per_layer']}")
+    r_got, r_want = got["retained_after_forward"], m["retained_after_forward"]
+    assert abs(r_got - r_want) <= 0.01 * r_want, (
+        f"retained_after_forward: predicted {r_got}, measured {r_want} ({100 * (r_got - r_want) / r_want:+.2f}%)")
