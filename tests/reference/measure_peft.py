@@ -10,8 +10,9 @@ import torch
 import transformers
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-# Headroom's `--targets attn` (states::ATTENTION_PROJECTIONS for Llama-like layers) and `all`.
-TARGETS = {"attn": ["q_proj", "k_proj", "v_proj", "o_proj"], "all": "all-linear"}
+# Headroom's `--targets` as peft's `target_modules` for Llama-like layers.
+TARGETS = {"attn": ["q_proj", "k_proj", "v_proj", "o_proj"], "all": "all-linear", "qv": ["q_proj", "v_proj"],
+           "qkv": ["q_proj", "k_proj", "v_proj"], "mlp": ["gate_proj", "up_proj", "down_proj"]}
 
 
 def load_dtype(precision, base):

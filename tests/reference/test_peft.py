@@ -35,11 +35,28 @@ SCENARIOS = [
     ("llama-qlora-bf16-kbit", LLAMA, "qlora", "bf16", "16bit", True, "all", "none", 2, 64),
     ("llama-qlora-amp-attn", LLAMA, "qlora", "amp-bf16", "16bit", False, "attn", "none", 2, 64),
     ("llama-qlora-amp-kbit-ckpt", LLAMA, "qlora", "amp-bf16", "16bit", True, "all", "full", 2, 64),
+    # peft's default targets for Llama-like models (q_proj, v_proj), q/k/v without o, MLP only.
+    ("llama-lora-amp-qv", LLAMA, "lora", "amp-bf16", "16bit", False, "qv", "none", 2, 64),
+    ("llama-lora-bf16-qkv", LLAMA, "lora", "bf16", "16bit", False, "qkv", "none", 2, 64),
+    ("llama-lora-amp-fp32-mlp", LLAMA, "lora", "amp-bf16", "fp32", False, "mlp", "none", 2, 64),
+    ("qwen2-qlora-amp-kbit-qv", QWEN2, "qlora", "amp-bf16", "16bit", True, "qv", "none", 2, 64),
 ]
 
 
-@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,ckpt,b,s", SCENARIOS,
-                         ids=[s[0] for s in SCENARIOS])
+# Known gaps, strict: they fail the suite when they start agreeing.
+GAPS = {
+    # With adapters on the MLP only and no checkpointing, nothing in the first layer needs a
+    # gradient before its MLP's adapters: its whole attention block saves nothing. The core
+    # models that only for the first input norm (the q/k/v adapters' case).
+    "llama-lora-amp-fp32-mlp": "first layer's attention block unsaved with MLP-only adapters",
+}
+
+
+PARAMS = [pytest.param(*sc, id=sc[0], marks=[pytest.mark.xfail(strict=True, reason=GAPS[sc[0]])] if sc[0] in GAPS else [])
+          for sc in SCENARIOS]
+
+
+@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,ckpt,b,s", PARAMS)
 def test_peft_against_pytorch(name, config, method, prec, base, kbit, targets, ckpt, b, s):
     if method == "qlora" and not HAS_BNB:
         pytest.skip("bitsandbytes is not installed")

@@ -203,7 +203,12 @@ pub const FLAGS: &[Flag] = &[
     ),
     flag("method", "method", "full | lora | qlora"),
     flag("rank", "rank", "LoRA rank."),
-    flag("targets", "targets", "LoRA targets: attn | all"),
+    flag(
+        "targets",
+        "targets",
+        "LoRA targets: attn (q,k,v,o) | all (all-linear) | qv (peft's default for Llama-like \
+         models) | qkv | mlp (gate, up, down)",
+    ),
     flag(
         "base",
         "base",

@@ -9,9 +9,7 @@ use serde::Serialize;
 use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::model::{Family, Mla, ModelSpec, Moe, NormKind, Router, Vision, VisionKind};
-use crate::scenario::{
-    Attention, Checkpointing, LoraTargets, Method, Precision, Scenario, VisionTraining,
-};
+use crate::scenario::{Attention, Checkpointing, Method, Precision, Scenario, VisionTraining};
 use crate::sdpa::{self, Backend};
 
 /// One saved tensor (or a group of identical ones), with what keeps it.
@@ -144,6 +142,10 @@ pub struct Shape {
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
     /// attention projections: a frozen Linear without an adapter saves nothing.
     pub lora_mlp: bool,
+    /// How many of q, k and v carry adapters (`LoraTargets::qkv_adapted`), and whether the
+    /// attention's output projection does.
+    pub lora_qkv: u64,
+    pub lora_o: bool,
     /// Whether transformers' KV cache is on in the forward (`use_cache`, the configs' default
     /// and what `model(input_ids, labels=...)` does in training; gradient checkpointing turns
     /// it off). `DynamicLayer.update` concatenates k and v into fresh tensors, which attention
@@ -191,7 +193,9 @@ impl Shape {
             te_lm_head: crate::fp8::te_converts_lm_head(spec, scen),
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
             adapter: scen.lora.adapter_dtype,
-            lora_mlp: scen.lora.targets == LoraTargets::AllLinear,
+            lora_mlp: scen.lora.targets.mlp_adapted(),
+            lora_qkv: scen.lora.targets.qkv_adapted(),
+            lora_o: scen.lora.targets.output_adapted(),
             kv_cache: scen.checkpointing == Checkpointing::None,
             images: if spec.vision.is_some() {
                 scen.micro_batch as u64 * scen.images as u64
@@ -644,6 +648,9 @@ fn lora_adapter_inputs(
     saved: bool,
 ) {
     let Some(r) = sh.lora_rank else { return };
+    if consumers == 0 {
+        return;
+    }
     let tokens = sh.tokens();
     if sh.amp() {
         let c = sh.compute();
@@ -706,21 +713,23 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // Attention projections. With sequence parallelism a column-parallel linear saves its
     // sequence-sharded input and all-gathers it again in backward (Korthikanti et al. 2022,
     // §4.2.2; Megatron's LinearWithGradAccumulationAndAsyncCommunication), so it saves `th`.
+    // Under LoRA only the adapted projections keep anything (`lora_qkv` of q, k, v).
+    let qkv = if sh.base_trainable { 3 } else { sh.lora_qkv };
     if spec.family == Family::Phi3 {
-        linear_inputs(inv, "qkv_proj input", th, 1, sh);
+        linear_inputs(inv, "qkv_proj input", th, qkv.min(1), sh);
     } else if spec.family == Family::Cohere2 {
         // q/k/v and the MLP's gate/up read the same norm output (parallel block); with
         // attention-only adapters only the three projections keep an adapter copy.
         let readers = if sh.base_trainable || sh.lora_mlp {
-            5
+            qkv + 2
         } else {
-            3
+            qkv
         };
         linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, readers, sh);
     } else if let Some(m) = &spec.mla {
         mla_projections(inv, spec, sh, l, m);
     } else {
-        linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
+        linear_inputs(inv, "q/k/v_proj input", th, qkv, sh);
     }
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
     // fp32; the rotated q, k and v are what attention saves.
@@ -929,6 +938,8 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
             );
         }
         linear_inputs(inv, "o_proj input (gated attention output)", t * l.o, 1, sh);
+    } else if !sh.base_trainable && !sh.lora_o {
+        // A frozen o_proj without an adapter keeps nothing.
     } else if !sh.base_trainable && !l.quadratic(sh) && !q_heads_first(spec, l) {
         // LoRA: the fused kernel's output, which the kernel saves, is o_proj's input as it is
         // (the transpose makes no copy): lora_A keeps only the copies it casts.
@@ -1995,9 +2006,15 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     inv.at(Part::AttentionInputs);
     let fused_qkv = matches!(spec.family, Family::Gpt2 | Family::GptNeox);
     if fused_qkv {
-        linear_inputs(inv, "qkv input", th, 1, sh);
+        let fused = if sh.base_trainable {
+            1
+        } else {
+            sh.lora_qkv.min(1)
+        };
+        linear_inputs(inv, "qkv input", th, fused, sh);
     } else {
-        linear_inputs(inv, "q/k/v_proj input", th, 3, sh);
+        let qkv = if sh.base_trainable { 3 } else { sh.lora_qkv };
+        linear_inputs(inv, "q/k/v_proj input", th, qkv, sh);
     }
     inv.at(Part::AttentionCore);
     match sh.attention {
@@ -2095,7 +2112,8 @@ fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     }
     inv.at(Part::OutputProjection);
     if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
-        linear_inputs(inv, "attention output projection input", t * q, 1, sh);
+        let out = u64::from(sh.base_trainable || sh.lora_o);
+        linear_inputs(inv, "attention output projection input", t * q, out, sh);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
     plain_mlp_side(inv, spec, sh, l);

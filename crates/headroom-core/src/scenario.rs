@@ -280,8 +280,75 @@ named_enum!(
     LoraTargets, "LoRA targets" {
         Attention => "attn", "attention projections";
         AllLinear => "all", "all linear layers";
+        Qv => "qv", "q and v projections (peft's default for Llama-like models)";
+        Qkv => "qkv", "q, k and v projections";
+        Mlp => "mlp", "MLP projections only";
     }
 );
+
+/// The attention projections' module names across families (LoRA's `attn` targets).
+const ATTENTION_PROJECTIONS: &[&str] = &[
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "qkv_proj",
+    "c_attn",
+    "query_key_value",
+    "out_proj",
+];
+
+/// Fused q/k/v projections, which peft's per-model defaults target where q and v are not
+/// separate modules (GPT-2's `c_attn`, Phi-3's `qkv_proj`, GPT-NeoX's `query_key_value`).
+const FUSED_QKV: &[&str] = &["qkv_proj", "c_attn", "query_key_value"];
+
+impl LoraTargets {
+    /// Whether an adapter sits on a decoder layer's Linear named `name` whose module path is
+    /// `path` (`self_attn.q_proj.weight`, `mlp.c_proj.weight`, ...).
+    pub fn adapts(self, name: &str, path: &str) -> bool {
+        match self {
+            LoraTargets::AllLinear => true,
+            LoraTargets::Attention => ATTENTION_PROJECTIONS.contains(&name),
+            LoraTargets::Qkv => {
+                matches!(name, "q_proj" | "k_proj" | "v_proj") || FUSED_QKV.contains(&name)
+            }
+            LoraTargets::Qv => matches!(name, "q_proj" | "v_proj") || FUSED_QKV.contains(&name),
+            LoraTargets::Mlp => !is_attention_path(path),
+        }
+    }
+
+    /// How many of a Llama-like layer's q, k and v projections get adapters.
+    pub fn qkv_adapted(self) -> u64 {
+        match self {
+            LoraTargets::AllLinear | LoraTargets::Attention | LoraTargets::Qkv => 3,
+            LoraTargets::Qv => 2,
+            LoraTargets::Mlp => 0,
+        }
+    }
+
+    /// Whether the attention's output projection gets an adapter.
+    pub fn output_adapted(self) -> bool {
+        matches!(self, LoraTargets::AllLinear | LoraTargets::Attention)
+    }
+
+    /// Whether the MLP's (and the experts') Linears get adapters.
+    pub fn mlp_adapted(self) -> bool {
+        matches!(self, LoraTargets::AllLinear | LoraTargets::Mlp)
+    }
+}
+
+/// Whether a decoder-layer parameter path belongs to the attention block.
+fn is_attention_path(path: &str) -> bool {
+    [
+        "self_attn.",
+        "attn.",
+        "attention.",
+        "linear_attn.",
+        "mixer.",
+    ]
+    .iter()
+    .any(|p| path.starts_with(p))
+}
 
 /// Activation checkpointing mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! What every target writes: the plan's one-line summary, and the notes for settings no
 //! launcher or config here can express.
 
-use crate::scenario::{Checkpointing, Method, Offload, Precision, Scenario};
+use crate::scenario::{Checkpointing, LoraTargets, Method, Offload, Precision, Scenario};
 
 /// Settings no launcher or config here can express, shared by every target.
 pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
@@ -106,12 +106,14 @@ pub fn sdpa_switches(scen: &Scenario) -> Option<String> {
     ))
 }
 
-fn lora_targets(scen: &Scenario) -> &'static str {
+/// peft's `target_modules` for the scenario's targets, as Python (Llama-like module names).
+pub(super) fn lora_targets(scen: &Scenario) -> &'static str {
     match scen.lora.targets {
-        crate::scenario::LoraTargets::AllLinear => "\"all-linear\"",
-        crate::scenario::LoraTargets::Attention => {
-            "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]"
-        }
+        LoraTargets::AllLinear => "\"all-linear\"",
+        LoraTargets::Attention => "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]",
+        LoraTargets::Qv => "[\"q_proj\", \"v_proj\"]",
+        LoraTargets::Qkv => "[\"q_proj\", \"k_proj\", \"v_proj\"]",
+        LoraTargets::Mlp => "[\"gate_proj\", \"up_proj\", \"down_proj\"]",
     }
 }
 

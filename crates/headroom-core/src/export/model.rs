@@ -3,7 +3,7 @@
 //! run (`HEADROOM_DRY_RUN=config.json`: the architecture on the meta device, no weights).
 
 use crate::dtype::DType;
-use crate::scenario::{Checkpointing, LoraTargets, LossImpl, Method, Scenario};
+use crate::scenario::{Checkpointing, LossImpl, Method, Scenario};
 
 /// `torch.<dtype>` of the base model's weights: the estimate's own rule
 /// (`states::weight_dtype`): fp32 masters in full mixed-precision training, a 16-bit frozen base
@@ -75,12 +75,7 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
         ));
     }
     if scen.method != Method::Full {
-        let targets = match scen.lora.targets {
-            LoraTargets::AllLinear => "\"all-linear\"".to_string(),
-            LoraTargets::Attention => {
-                "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]".to_string()
-            }
-        };
+        let targets = super::common::lora_targets(scen);
         t.push_str(&format!(
             "LORA = LoraConfig(r={}, lora_alpha={}, target_modules={targets}, task_type=\"CAUSAL_LM\")\n",
             scen.lora.rank,

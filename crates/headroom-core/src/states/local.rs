@@ -109,6 +109,11 @@ pub(super) fn local_tensors(
         let bytes_one = if quantized {
             l.quant_state += (nf4_bytes(n) - n.div_ceil(2)) * count;
             nf4_bytes(n)
+        } else if scen.method == Method::Qlora && is_quantized_bias(inv, t) {
+            // bitsandbytes' `Linear4bit.forward` casts its bias, in place, to the dtype it
+            // computes in (measured on CPU: Qwen2's q/k/v biases end bf16 after
+            // prepare_model_for_kbit_training made them fp32).
+            n * scen.precision.half_dtype().bytes()
         } else {
             n * base_dtype.bytes()
         };
@@ -155,6 +160,16 @@ fn frozen_cast(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
             l.input_casts += bytes * per_layer;
         }
     }
+}
+
+/// Whether `t` is the bias of a Linear that QLoRA quantizes.
+fn is_quantized_bias(inv: &ParamInventory, t: &ParamTensor) -> bool {
+    t.scope != Scope::Model
+        && t.name.strip_suffix(".bias").is_some_and(|path| {
+            inv.tensors.iter().any(|w| {
+                w.quantizable && w.scope == t.scope && w.name.strip_suffix(".weight") == Some(path)
+            })
+        })
 }
 
 /// Whether `t` is the weight of a Linear that reads the decoder layer's (normed) input: the

@@ -14,7 +14,7 @@ pub(crate) use placement::Placement;
 use crate::dtype::DType;
 use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};
 use crate::optimizer::{StateBytes, TrainTensor, state_bytes};
-use crate::scenario::{BaseDtype, DataParallel, LoraTargets, Method, Precision, Scenario};
+use crate::scenario::{BaseDtype, DataParallel, Method, Precision, Scenario};
 
 use local::{Local, local_tensors};
 use sharding::{Explained, Facts, Sharded};
@@ -69,18 +69,6 @@ pub fn nf4_bytes(numel: u64) -> u64 {
     let blocks = numel.div_ceil(64);
     numel.div_ceil(2) + blocks + blocks.div_ceil(256) * 4 + 4
 }
-
-/// The attention projections' module names across families (LoRA's `attn` targets).
-const ATTENTION_PROJECTIONS: &[&str] = &[
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "qkv_proj",
-    "c_attn",
-    "query_key_value",
-    "out_proj",
-];
 
 /// The Linears that read a decoder layer's (normed) input, across families.
 const INPUT_PROJECTIONS: &[&str] = &[
@@ -328,10 +316,8 @@ fn unsharded(
 /// attention projections (PEFT's `target_modules`). The time model uses the same rule.
 pub(crate) fn lora_adapts(scen: &Scenario, t: &ParamTensor) -> bool {
     t.scope != Scope::Model
-        && match scen.lora.targets {
-            LoraTargets::AllLinear => true,
-            LoraTargets::Attention => t.linear.is_some_and(|n| ATTENTION_PROJECTIONS.contains(&n)),
-        }
+        && t.linear
+            .is_some_and(|n| scen.lora.targets.adapts(n, &t.name))
 }
 
 /// LoRA parameters over the whole model (as PEFT's `print_trainable_parameters` counts them).
