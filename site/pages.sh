@@ -57,3 +57,15 @@ for n in 0 1 2 3 4; do
   title=$(sed -n 's/^title = "\(.*\)"$/\1/p' "$content/claims/ex$n.toml" | head -n 1)
   page "examples/$n" "$title" "A practitioner's memory guide, claim by claim, against Headroom's model."
 done
+
+# The worked examples' claims, which the app leaves out of its first download: one JSON file
+# (file stem -> the file's TOML as JSON) that an examples page fetches when it opens. Python's
+# tomllib reads the TOML as headroom-core's build.rs does for the CLI's embedded copy (the
+# end-to-end test compares the two through the pages).
+mkdir -p "$stage/content"
+python3 - "$content/claims" "$stage/content/claims.json" <<'PY'
+import json, pathlib, sys, tomllib
+src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+files = {p.stem: tomllib.loads(p.read_text()) for p in sorted(src.glob("*.toml"))}
+dest.write_text(json.dumps(files, separators=(",", ":")))
+PY

@@ -366,6 +366,13 @@ pub static GROUPS: &[Group] = &[
                 shown: adapters,
             },
             Field {
+                key: "lora_dropout",
+                label: "LoRA dropout above 0",
+                help: "Each adapted Linear keeps its own dropped copy of the input and a mask.",
+                control: Control::Check,
+                shown: adapters,
+            },
+            Field {
                 key: "kbit",
                 label: "prepare_model_for_kbit_training",
                 help: "peft's helper upcasts embeddings, norms and lm_head to fp32 (TRL and axolotl call it for QLoRA).",

@@ -23,7 +23,8 @@ def load_dtype(precision, base):
     return DTYPES["fp32" if precision == "fp32" else "bf16"]
 
 
-def builder(config, precision, attention, checkpointing, method, rank, targets, base="16bit", kbit=False):
+def builder(config, precision, attention, checkpointing, method, rank, targets, base="16bit", kbit=False,
+            dropout=0.0):
     """A function that builds the model of one LoRA/QLoRA scenario (seeded, in train mode)."""
     import peft
 
@@ -45,7 +46,7 @@ def builder(config, precision, attention, checkpointing, method, rank, targets, 
             model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attention, dtype=dtype)
         if method == "qlora" and kbit:
             model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-        lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=TARGETS[targets],
+        lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=dropout, target_modules=TARGETS[targets],
                                task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, lora)
         model.train()
@@ -57,3 +58,20 @@ def builder(config, precision, attention, checkpointing, method, rank, targets, 
         return model
 
     return build
+
+
+def dropout_correction(model, batch, seq, first_frozen):
+    """CUDA minus CPU bytes of lora_dropout's masks in the middle layer and in all layers:
+    CUDA's fused dropout keeps a bool mask, CPU's multiplies by a noise tensor of the input's
+    dtype (fp32 here: peft casts the input to the fp32 adapters first) and saves that."""
+    from measure_saved import decoder_layers
+
+    layers = decoder_layers(model)
+    per_layer = []
+    for i, layer in enumerate(layers):
+        # The first layer's q/k/v dropouts run outside autograd when its input needs no
+        # gradient (`first_frozen`): nothing of theirs is saved on either device.
+        elements = sum(m.in_features for n, m in layer.named_modules() if n.endswith("lora_A.default")
+                       and not (i == 0 and first_frozen and n.split(".")[-3] in ("q_proj", "k_proj", "v_proj")))
+        per_layer.append(batch * seq * elements * (1 - 4))
+    return per_layer[len(layers) // 2], sum(per_layer)

@@ -11,7 +11,7 @@ import importlib.util
 
 import pytest
 
-from measure_peft import builder
+from measure_peft import builder, dropout_correction
 from measure_saved import measure
 from test_saved_bytes import CONFIGS, REPORT, cpu_flash, predict, rng_correction
 
@@ -92,3 +92,39 @@ def test_peft_against_pytorch(name, config, method, prec, base, kbit, targets, c
     r_got, r_want = got["retained_after_forward"], m["retained_after_forward"]
     assert abs(r_got - r_want) <= 0.01 * r_want, (
         f"retained_after_forward: predicted {r_got}, measured {r_want} ({100 * (r_got - r_want) / r_want:+.2f}%)")
+
+
+# lora_dropout > 0 (peft's 0.05 in most recipes): a dropped copy and a mask per adapted Linear.
+DROPOUT = [
+    ("llama-lora-amp-16bit-dropout", LLAMA, "lora", "amp-bf16", "16bit", False, "all"),
+    ("llama-lora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "all"),
+    ("llama-lora-fp32-dropout", LLAMA, "lora", "fp32", "fp32", False, "attn"),
+    ("llama-qlora-amp-kbit-dropout", LLAMA, "qlora", "amp-bf16", "16bit", True, "qv"),
+]
+
+
+@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", DROPOUT, ids=[d[0] for d in DROPOUT])
+def test_lora_dropout_against_pytorch(name, config, method, prec, base, kbit, targets):
+    if method == "qlora" and not HAS_BNB:
+        pytest.skip("bitsandbytes is not installed")
+    b, s, rank = 2, 64, 8
+    build = builder(config, prec, "sdpa", "none", method, rank, targets, base, kbit, dropout=0.05)
+    model_for_count = build()
+    layer_fix, all_fix = dropout_correction(model_for_count, b, s, first_frozen=True)
+    del model_for_count
+    m = measure(config, b, s, prec, "sdpa", "none", builder=build)
+    extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base, "--lora-dropout"]
+    if kbit:
+        extra.append("--kbit")
+    p = predict(config, b, s, prec, "sdpa", "none", False, extra + cpu_flash(config, prec, "sdpa"))
+    layer_rng, retained_rng = rng_correction(config, p, "none")
+    want_layer = m["activations_per_layer"] + layer_rng + layer_fix
+    want_retained = m["retained_after_forward"] + retained_rng + all_fix
+    got_layer, got_retained = p["bytes"]["activations_per_layer"], p["bytes"]["retained_after_forward"]
+    REPORT.append((f"{name} {prec} base={base} {targets} lora_dropout", {"activations_per_layer": got_layer,
+                   "retained_after_forward": got_retained}, {"activations_per_layer": want_layer,
+                                                            "retained_after_forward": want_retained}))
+    assert got_layer == want_layer, f"activations_per_layer: predicted {got_layer}, measured (CUDA-corrected) {want_layer}"
+    assert abs(got_retained - want_retained) <= 0.01 * want_retained, (
+        f"retained_after_forward: predicted {got_retained}, measured {want_retained} "
+        f"({100 * (got_retained - want_retained) / want_retained:+.2f}%)")

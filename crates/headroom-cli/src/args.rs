@@ -216,6 +216,12 @@ pub const FLAGS: &[Flag] = &[
          residual stream, and each frozen Linear's weight cast in every forward)",
     ),
     flag(
+        "lora_dropout",
+        "lora-dropout",
+        "peft's lora_dropout > 0 (any probability): each adapted Linear keeps its own dropped \
+         copy of the input and a mask.",
+    ),
+    flag(
         "kbit",
         "kbit",
         "QLoRA: peft's prepare_model_for_kbit_training was called (embeddings, norms, lm_head \

@@ -139,6 +139,8 @@ pub struct Shape {
     pub lora_rank: Option<u64>,
     /// The adapters' dtype (peft's `autocast_adapter_dtype`: fp32 by default).
     pub adapter: DType,
+    /// peft's `lora_dropout` > 0: each adapted Linear's own dropped copy and mask.
+    pub lora_dropout: bool,
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
     /// attention projections: a frozen Linear without an adapter saves nothing.
     pub lora_mlp: bool,
@@ -193,6 +195,7 @@ impl Shape {
             te_lm_head: crate::fp8::te_converts_lm_head(spec, scen),
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
             adapter: scen.lora.adapter_dtype,
+            lora_dropout: scen.lora.dropout,
             lora_mlp: scen.lora.targets.mlp_adapted(),
             lora_qkv: scen.lora.targets.qkv_adapted(),
             lora_o: scen.lora.targets.output_adapted(),
@@ -652,6 +655,17 @@ fn lora_adapter_inputs(
         return;
     }
     let tokens = sh.tokens();
+    if sh.lora_dropout {
+        // nn.Dropout on the (cast) input: CUDA's fused dropout keeps a bool mask, and its
+        // output is a new tensor per adapted Linear, which lora_A saves (or casts, under
+        // autocast, and saves the cast).
+        inv.add_n(
+            format!("{what}: lora_dropout mask (one per adapted Linear)"),
+            elements,
+            DType::Bool,
+            consumers,
+        );
+    }
     if sh.amp() {
         let c = sh.compute();
         inv.add_n(
@@ -667,7 +681,17 @@ fn lora_adapter_inputs(
         return;
     }
     let a = sh.adapter;
-    if a == sh.stream() {
+    if sh.lora_dropout {
+        inv.add_n(
+            format!(
+                "{what}: dropped-out {} copy for lora_A (one per adapted Linear)",
+                a.torch_name()
+            ),
+            elements,
+            a,
+            consumers,
+        );
+    } else if a == sh.stream() {
         if !saved {
             inv.add(format!("{what} (saved by lora_A)"), elements, a);
         }

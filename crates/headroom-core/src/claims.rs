@@ -342,10 +342,24 @@ fn parse_claim(at: &str, c: &Value) -> Result<Claim, ClaimError> {
 /// The claims files compiled into the core (`content/claims/*.toml`), sorted by id; each one
 /// parsed, or the error that says why not (the core's tests fail on one).
 pub fn embedded() -> Vec<Result<ClaimFile, ClaimError>> {
+    // Empty without the `embedded-claims` feature (the site): see [`parse_bundle`].
     crate::catalog::embedded::CLAIM_FILES
         .iter()
         .map(|(id, text)| parse_file(id, text))
         .collect()
+}
+
+/// The claims files of `content/claims.json` (what site/pages.sh writes for the site: an
+/// object of file stem -> the file as JSON), each parsed as [`parse_file`] parses one.
+pub fn parse_bundle(json: &str) -> Result<Vec<Result<ClaimFile, ClaimError>>, ClaimError> {
+    let files: Map<String, Value> = serde_json::from_str(json).map_err(|e| ClaimError::Parse {
+        file: "content/claims.json".into(),
+        message: e.to_string(),
+    })?;
+    Ok(files
+        .iter()
+        .map(|(id, doc)| parse_file(id, &doc.to_string()))
+        .collect())
 }
 
 /// One claim checked: the claim, Headroom's figure and the difference.

@@ -183,6 +183,7 @@ pub const FIELDS: &[Field] = &[
     choice!("base", lora, BaseDtype, lora.base),
     // Carried with LoRA's other settings (it changes nothing under plain LoRA).
     switch!("kbit", lora, lora.kbit),
+    switch!("lora_dropout", lora, lora.dropout),
     choice!("precision", Precision, precision),
     choice!("fp8", Fp8Recipe, fp8),
     choice!("optimizer", Optimizer, optimizer),

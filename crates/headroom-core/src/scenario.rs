@@ -460,6 +460,10 @@ pub struct Lora {
     /// residual stream fp32 (TRL's SFTTrainer and axolotl call it for QLoRA).
     #[serde(default, skip_serializing_if = "is_false")]
     pub kbit: bool,
+    /// peft's `lora_dropout` above 0 (its probability changes nothing here): each adapted
+    /// Linear drops out its own copy of the input, which lora_A saves, and keeps the mask.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dropout: bool,
 }
 
 /// Parallelism across GPUs.
@@ -669,6 +673,7 @@ impl Default for Scenario {
                 adapter_dtype: DType::F32,
                 base: BaseDtype::Half,
                 kbit: false,
+                dropout: false,
             },
             precision: Precision::AmpBf16,
             fp8: Fp8Recipe::Off,

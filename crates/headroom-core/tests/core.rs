@@ -637,3 +637,87 @@ fn llama4_and_qwen3_next_configs_round_trip_through_their_links() {
         assert_eq!(decode(&encode(&scen)).expect("decodes"), scen, "{text}");
     }
 }
+
+fn component(e: &headroom_core::estimate::Estimate, id: &str) -> u64 {
+    e.components
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("a {id} component"))
+        .bytes
+}
+
+/// FSDP with LoRA reduce-scatters only the parameters that have gradients (FSDP2's
+/// `foreach_reduce` takes each parameter's `.grad`; under transformers' Trainer FSDP1 wraps each
+/// adapter Linear as its own unit, peft's `fsdp_auto_wrap_policy`): one layer's adapters in
+/// fp32. Llama 3.1 8B, r = 16 on all seven Linears: 16 x (in + out) summed, 1,310,720
+/// parameters, x 4 B.
+#[test]
+fn fsdp_with_lora_reduces_only_the_adapters_gradients() {
+    let e = estimate(&decode("method=lora&gpus=2&dp=fsdp&seq=2048").expect("decodes"))
+        .expect("estimates");
+    let r = 16;
+    let adapters: u64 = [
+        (4096, 4096),
+        (4096, 1024),
+        (4096, 1024),
+        (4096, 4096),
+        (4096, 14336),
+        (4096, 14336),
+        (14336, 4096),
+    ]
+    .iter()
+    .map(|(i, o)| r * (i + o))
+    .sum();
+    assert_eq!(adapters, 1_310_720);
+    assert_eq!(component(&e, "comm_buffers"), adapters * 4);
+}
+
+/// FSDP gathers a QLoRA layer as stored: its 4-bit Linears packed (half a byte a weight, the
+/// bytes `bnb_4bit_quant_storage` holds them in), the norms in 16 bits; the running and the
+/// prefetched layer, beside the root module's unsharded embeddings, lm_head and final norm.
+/// The NF4 quantization state is no parameter: every rank keeps all of it.
+#[test]
+fn fsdp_gathers_qlora_layers_packed_and_keeps_the_nf4_state_whole() {
+    let q = estimate(&decode("method=qlora&gpus=2&dp=fsdp&seq=2048").expect("decodes"))
+        .expect("estimates");
+    let linears: u64 = 4096 * (4096 + 1024 + 1024 + 4096) + 3 * 4096 * 14336;
+    let layer = linears / 2 + 2 * 4096 * 2;
+    let outside = (2 * 128_256 * 4096 + 4096) * 2;
+    assert_eq!(component(&q, "gathered_params"), 2 * layer + outside);
+    // Weights: the packed codes and 16-bit tensors halved over 2 ranks, the state whole.
+    let one = estimate(&decode("method=qlora&seq=2048").expect("decodes")).expect("estimates");
+    let blocks = |n: u64| n.div_ceil(64);
+    let per_matrix = |n: u64| blocks(n) + blocks(n).div_ceil(256) * 4 + 4;
+    let matrices = [
+        4096 * 4096,
+        4096 * 1024,
+        4096 * 1024,
+        4096 * 4096,
+        4096 * 14336,
+        4096 * 14336,
+        14336 * 4096,
+    ];
+    let state: u64 = 32 * matrices.iter().map(|&n| per_matrix(n)).sum::<u64>();
+    let adapters = 32 * 1_310_720 * 4;
+    let frozen = one.bytes.weights - state - adapters;
+    assert_eq!(
+        q.bytes.weights,
+        frozen.div_ceil(2) + state + (adapters / 2),
+        "sharded frozen weights and adapters, the NF4 state on every rank"
+    );
+}
+
+/// The base's load dtype and peft's kbit preparation are LoRA settings: links carry them, and
+/// an fp32 base with a pure 16-bit precision is refused by name.
+#[test]
+fn lora_base_kbit_and_dropout_round_trip_and_are_checked() {
+    let s = decode("method=qlora&base=fp32&kbit=1&lora_dropout=1&targets=qv").expect("decodes");
+    assert!(s.lora.kbit && s.lora.dropout);
+    assert_eq!(decode(&encode(&s)).expect("round trip"), s);
+    let err = decode("method=lora&base=fp32&precision=bf16")
+        .expect_err("an fp32 base under pure bf16")
+        .to_string();
+    assert!(err.contains("base"), "{err}");
+    // Under full training the LoRA settings are not written.
+    assert!(!encode(&decode("base=fp32&kbit=1").expect("decodes")).contains("base"));
+}

@@ -6,7 +6,7 @@
 //! this test computes every one, checks its verdict against the figure, and compares the table
 //! with the committed `content/claims/SNAPSHOT.md`, so a core change that moves a number in a
 //! worked example shows up in review. `UPDATE_SNAPSHOTS=1` rewrites the snapshot.
-#![cfg(feature = "toml")]
+#![cfg(all(feature = "toml", feature = "embedded-claims"))]
 
 use std::fmt::Write as _;
 use std::fs;

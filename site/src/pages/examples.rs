@@ -1,6 +1,10 @@
 //! The worked examples: the list (`/examples`) and one page per example (`/examples/<n>`) that
 //! checks each figure its guide states against the core, computed in the browser when the page
-//! opens (`headroom_core::claims`, the same code as the snapshot test).
+//! opens (`headroom_core::claims`, the same code as the snapshot test). The claims are not in
+//! the app's download: the pages fetch `content/claims.json` (site/pages.sh) once a session.
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use headroom_core::claims::{self, ClaimFile, Row, Unit, Verdict};
 use headroom_core::codec::{NamedScenario, named_scenarios};
@@ -10,12 +14,61 @@ use yew::prelude::*;
 use crate::components::num::grouped;
 use crate::dom;
 
-/// The examples' files that parse (the core's tests fail on one that does not).
-fn files() -> Vec<ClaimFile> {
-    claims::embedded()
-        .into_iter()
-        .filter_map(Result::ok)
-        .collect()
+thread_local! {
+    static FILES: RefCell<Option<Rc<Vec<ClaimFile>>>> = const { RefCell::new(None) };
+}
+
+/// The examples' files that parse, from `content/claims.json` (the core's tests fail on one that
+/// does not).
+fn parse(json: &str) -> Result<Vec<ClaimFile>, String> {
+    let files = claims::parse_bundle(json).map_err(|e| e.to_string())?;
+    Ok(files.into_iter().filter_map(Result::ok).collect())
+}
+
+/// The claims files: `None` while they load, then the files or why they could not be read.
+#[hook]
+fn use_files() -> Option<Result<Rc<Vec<ClaimFile>>, String>> {
+    let state = use_state(|| FILES.with(|f| f.borrow().clone()).map(Ok));
+    {
+        let state = state.clone();
+        use_effect_with((), move |_| {
+            if state.is_none() {
+                wasm_bindgen_futures::spawn_local(async move {
+                    let url = format!("{}/content/claims.json", dom::base_path());
+                    let read = dom::fetch_text(&url)
+                        .await
+                        .map_err(|_| "The worked examples could not be loaded (offline?). Reload the page to try again.".to_string())
+                        .and_then(|text| parse(&text))
+                        .map(Rc::new);
+                    if let Ok(files) = &read {
+                        FILES.with(|f| *f.borrow_mut() = Some(files.clone()));
+                    }
+                    state.set(Some(read));
+                });
+            }
+        });
+    }
+    // The page is ready once the claims are in (tests and the budget script wait for it).
+    let loaded = state.is_some();
+    use_effect_with(loaded, |loaded| {
+        if *loaded {
+            dom::frame_done();
+        }
+    });
+    (*state).clone()
+}
+
+/// The page while the claims load, or why they did not.
+fn waiting(files: Option<Result<Rc<Vec<ClaimFile>>, String>>) -> Result<Rc<Vec<ClaimFile>>, Html> {
+    match files {
+        Some(Ok(files)) => Ok(files),
+        Some(Err(e)) => Err(html! {
+            <main class="page narrow" id="main"><div class="notice error">{ e }</div></main>
+        }),
+        None => Err(html! {
+            <main class="page narrow" id="main"><p class="help">{ "Loading the worked examples…" }</p></main>
+        }),
+    }
 }
 
 /// The number of an example's file (`ex2` -> `2`).
@@ -50,7 +103,10 @@ pub fn difference(d: Option<f64>) -> String {
 
 #[component]
 pub fn Examples() -> Html {
-    use_effect_with((), |_| dom::frame_done());
+    let files = match waiting(use_files()) {
+        Ok(files) => files,
+        Err(page) => return page,
+    };
     let base = dom::base_path();
     let named = named_scenarios();
     html! {
@@ -58,7 +114,7 @@ pub fn Examples() -> Html {
             <h1>{ "Worked examples" }</h1>
             <p>{ "Five practitioners' guides each walk through one training setup and the memory it needs. Each page below sets every figure a guide states beside the figure Headroom computes for the same setup, in your browser, and says which figures are off and by how much." }</p>
             <ol class="example-list" id="examples">
-                { for files().iter().map(|f| html! {
+                { for files.iter().map(|f| html! {
                     <li>
                         <h2><a href={format!("{base}/examples/{}", number(f))}>{ &f.title }</a></h2>
                         <p>{ &f.summary }</p>
@@ -85,9 +141,11 @@ pub struct ExampleProps {
 
 #[component]
 pub fn Example(props: &ExampleProps) -> Html {
-    use_effect_with((), |_| dom::frame_done());
+    let all = match waiting(use_files()) {
+        Ok(files) => files,
+        Err(page) => return page,
+    };
     let base = dom::base_path();
-    let all = files();
     let Some(pos) = all.iter().position(|f| number(f) == props.n.as_str()) else {
         return html! {
             <main class="page narrow" id="main">
@@ -213,10 +271,13 @@ mod tests {
     }
 
     #[test]
-    fn five_examples_with_titles() {
-        let files = super::files();
-        assert_eq!(files.len(), 5);
-        assert!(files.iter().all(|f| !f.title.is_empty()));
-        assert_eq!(super::number(&files[2]), "2");
+    fn a_claims_bundle_reads_as_the_pages_fetch_it() {
+        // The shape site/pages.sh writes: file stem -> the TOML file as JSON.
+        let json = r#"{"ex2":{"title":"Two","summary":"s","claims":[]},"ex3":{"title":"Three","summary":"s","claims":[]}}"#;
+        let files = super::parse(json).expect("parses");
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0].title, "Two");
+        assert_eq!(super::number(&files[0]), "2");
+        assert!(super::parse("not json").is_err());
     }
 }

@@ -152,21 +152,35 @@ impl<'a> Step<'a> {
             };
         let frozen_input = scen.method != Method::Full && scen.checkpointing == Checkpointing::None;
         let first_unsaved = if frozen_input {
-            let first = if spec.moe.is_some()
-                && spec
-                    .moe
-                    .as_ref()
-                    .is_some_and(|m| m.sparse_layers >= spec.layers)
-            {
-                &moe
+            // With lora_dropout the q/k/v adapters' dropout runs outside autograd too: their
+            // masks are not kept (the dropped copies are: lora_A's weight needs them).
+            let masks = if scen.lora.dropout {
+                let th = if sh.sp {
+                    t * spec.hidden / sh.tp
+                } else {
+                    t * spec.hidden
+                };
+                th * sh.lora_qkv
             } else {
-                &dense
+                0
             };
-            first
-                .iter()
-                .filter(|s| s.part == activations::Part::InputNorm)
-                .map(|s| s.elements * s.dtype.bytes() * s.copies)
-                .sum()
+            masks + {
+                let first = if spec.moe.is_some()
+                    && spec
+                        .moe
+                        .as_ref()
+                        .is_some_and(|m| m.sparse_layers >= spec.layers)
+                {
+                    &moe
+                } else {
+                    &dense
+                };
+                first
+                    .iter()
+                    .filter(|s| s.part == activations::Part::InputNorm)
+                    .map(|s| s.elements * s.dtype.bytes() * s.copies)
+                    .sum::<u64>()
+            }
         } else {
             0
         };
