@@ -373,6 +373,13 @@ pub static GROUPS: &[Group] = &[
                 shown: adapters,
             },
             Field {
+                key: "save_embeddings",
+                label: "Train embeddings and lm_head (modules_to_save)",
+                help: "peft keeps a trained copy of each beside the frozen original: their weights, gradients and optimizer states.",
+                control: Control::Check,
+                shown: adapters,
+            },
+            Field {
                 key: "kbit",
                 label: "prepare_model_for_kbit_training",
                 help: "peft's helper upcasts embeddings, norms and lm_head to fp32 (TRL and axolotl call it for QLoRA).",

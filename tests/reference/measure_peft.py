@@ -24,7 +24,7 @@ def load_dtype(precision, base):
 
 
 def builder(config, precision, attention, checkpointing, method, rank, targets, base="16bit", kbit=False,
-            dropout=0.0):
+            dropout=0.0, save_embeddings=False):
     """A function that builds the model of one LoRA/QLoRA scenario (seeded, in train mode)."""
     import peft
 
@@ -47,6 +47,7 @@ def builder(config, precision, attention, checkpointing, method, rank, targets, 
         if method == "qlora" and kbit:
             model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=dropout, target_modules=TARGETS[targets],
+                               modules_to_save=["embed_tokens", "lm_head"] if save_embeddings else None,
                                task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, lora)
         model.train()

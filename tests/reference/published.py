@@ -24,7 +24,7 @@ HERE = pathlib.Path(__file__).parent
 BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
 
 FLAGS = ("model", "gpu", "gpus", "batch", "seq", "method", "rank", "targets", "precision",
-         "optimizer", "attention", "sdpa", "checkpointing", "dp", "loss")
+         "optimizer", "attention", "sdpa", "checkpointing", "dp", "loss", "save-embeddings")
 UNITS = {"GiB": 2**30, "GB": 10**9, "B": 1}
 LEVELS = {"allocated": "peak_allocated", "active": "peak_allocated", "reserved": "peak_reserved",
           "device": "peak_device", "unknown": "peak_device",
@@ -67,6 +67,10 @@ def load():
 def args_of(settings):
     args = []
     for k, v in settings.items():
+        if isinstance(v, bool):
+            # A switch: its flag alone when on.
+            args += [f"--{k}"] if v else []
+            continue
         if k == "model" and v.endswith(".json"):
             v = str(HERE / v)
         args += [f"--{k}", str(v)]
@@ -97,6 +101,8 @@ def short_settings(s):
     method = s.get("method", "full")
     if method in ("lora", "qlora"):
         method += f" r{s.get('rank', 16)} {s.get('targets', 'all')}"
+        if s.get("save-embeddings"):
+            method += " + modules_to_save"
     parts.append(method)
     parts += [s.get("precision", ""), s.get("optimizer", ""), f"ckpt {s.get('checkpointing', 'none')}"]
     attn = s.get("attention", "sdpa")

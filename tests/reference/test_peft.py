@@ -128,3 +128,42 @@ def test_lora_dropout_against_pytorch(name, config, method, prec, base, kbit, ta
     assert abs(got_retained - want_retained) <= 0.01 * want_retained, (
         f"retained_after_forward: predicted {got_retained}, measured {want_retained} "
         f"({100 * (got_retained - want_retained) / want_retained:+.2f}%)")
+
+
+# peft's modules_to_save=["embed_tokens", "lm_head"] (Qwen-1's "LoRA (emb)"): trained copies.
+SAVED = [
+    ("llama-lora-bf16-emb", LLAMA, "lora", "bf16", "16bit", False, "all"),
+    ("llama-lora-amp-16bit-emb", LLAMA, "lora", "amp-bf16", "16bit", False, "all"),
+    ("llama-lora-amp-fp32-emb", LLAMA, "lora", "amp-bf16", "fp32", False, "attn"),
+    ("llama-qlora-amp-kbit-emb", LLAMA, "qlora", "amp-bf16", "16bit", True, "qv"),
+]
+
+
+@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", SAVED, ids=[d[0] for d in SAVED])
+def test_modules_to_save_against_pytorch(name, config, method, prec, base, kbit, targets):
+    if method == "qlora" and not HAS_BNB:
+        pytest.skip("bitsandbytes is not installed")
+    b, s, rank = 2, 64, 8
+    build = builder(config, prec, "sdpa", "none", method, rank, targets, base, kbit, save_embeddings=True)
+    m = measure(config, b, s, prec, "sdpa", "none", builder=build)
+    extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base, "--save-embeddings"]
+    if kbit:
+        extra.append("--kbit")
+    p = predict(config, b, s, prec, "sdpa", "none", False, extra + cpu_flash(config, prec, "sdpa"))
+    layer_rng, retained_rng = rng_correction(config, p, "none")
+    m["activations_per_layer"] += layer_rng
+    m["retained_after_forward"] += retained_rng
+    got = {
+        "parameters_trainable": p["parameters"]["trainable"],
+        "weights": p["bytes"]["weights"],
+        "gradients": p["bytes"]["gradients"],
+        "optimizer_states": p["bytes"]["optimizer_states"],
+        "activations_per_layer": p["bytes"]["activations_per_layer"],
+        "retained_after_forward": p["bytes"]["retained_after_forward"],
+    }
+    REPORT.append((f"{name} {prec} base={base} {targets} modules_to_save", got, m))
+    for key in ("parameters_trainable", "weights", "gradients", "optimizer_states", "activations_per_layer"):
+        assert got[key] == m[key], f"{key}: predicted {got[key]}, measured {m[key]}"
+    r_got, r_want = got["retained_after_forward"], m["retained_after_forward"]
+    assert abs(r_got - r_want) <= 0.01 * r_want, (
+        f"retained_after_forward: predicted {r_got}, measured {r_want} ({100 * (r_got - r_want) / r_want:+.2f}%)")

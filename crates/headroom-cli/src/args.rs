@@ -222,6 +222,12 @@ pub const FLAGS: &[Flag] = &[
          copy of the input and a mask.",
     ),
     flag(
+        "save_embeddings",
+        "save-embeddings",
+        "peft's modules_to_save=[\"embed_tokens\", \"lm_head\"]: a trained copy of each beside \
+         the frozen originals.",
+    ),
+    flag(
         "kbit",
         "kbit",
         "QLoRA: peft's prepare_model_for_kbit_training was called (embeddings, norms, lm_head \

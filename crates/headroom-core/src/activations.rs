@@ -141,6 +141,8 @@ pub struct Shape {
     pub adapter: DType,
     /// peft's `lora_dropout` > 0: each adapted Linear's own dropped copy and mask.
     pub lora_dropout: bool,
+    /// Whether the lm_head trains: in full training, or as peft's `modules_to_save` copy.
+    pub lm_head_trained: bool,
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
     /// attention projections: a frozen Linear without an adapter saves nothing.
     pub lora_mlp: bool,
@@ -196,6 +198,8 @@ impl Shape {
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
             adapter: scen.lora.adapter_dtype,
             lora_dropout: scen.lora.dropout,
+            lm_head_trained: scen.method == Method::Full
+                || (scen.lora.save_embeddings && !spec.tie_embeddings),
             lora_mlp: scen.lora.targets.mlp_adapted(),
             lora_qkv: scen.lora.targets.qkv_adapted(),
             lora_o: scen.lora.targets.output_adapted(),
@@ -2327,10 +2331,12 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
         te_linear_inputs(&mut inv, "lm_head input", t * h, 1);
     } else if sh.base_trainable || !spec.tie_embeddings {
         // A frozen lm_head (LoRA) needs no weight gradient, so its matmul keeps only the
-        // weight (or under autocast the weight's cast, `states::local::frozen_cast`).
-        if sh.amp() && sh.base_trainable {
+        // weight (or under autocast the weight's cast, `states::local::frozen_cast`); a
+        // trained one (full training, peft's modules_to_save copy) keeps its input: under
+        // autocast the input's cast, which a 16-bit stream does not need.
+        if sh.amp() && sh.lm_head_trained && sh.stream() != sh.compute() {
             inv.add("lm_head input, cast by autocast", t * h, sh.compute());
-        } else if sh.base_trainable {
+        } else if sh.lm_head_trained {
             inv.add("lm_head input (final norm output)", t * h, sh.stream());
         }
     }

@@ -184,6 +184,7 @@ pub const FIELDS: &[Field] = &[
     // Carried with LoRA's other settings (it changes nothing under plain LoRA).
     switch!("kbit", lora, lora.kbit),
     switch!("lora_dropout", lora, lora.dropout),
+    switch!("save_embeddings", lora, lora.save_embeddings),
     choice!("precision", Precision, precision),
     choice!("fp8", Fp8Recipe, fp8),
     choice!("optimizer", Optimizer, optimizer),

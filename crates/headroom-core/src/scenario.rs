@@ -464,6 +464,10 @@ pub struct Lora {
     /// Linear drops out its own copy of the input, which lora_A saves, and keeps the mask.
     #[serde(default, skip_serializing_if = "is_false")]
     pub dropout: bool,
+    /// peft's `modules_to_save=["embed_tokens", "lm_head"]`: a trained copy of the token
+    /// embedding and the lm_head beside the frozen originals (new tokens, chat templates).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub save_embeddings: bool,
 }
 
 /// Parallelism across GPUs.
@@ -674,6 +678,7 @@ impl Default for Scenario {
                 base: BaseDtype::Half,
                 kbit: false,
                 dropout: false,
+                save_embeddings: false,
             },
             precision: Precision::AmpBf16,
             fp8: Fp8Recipe::Off,

@@ -273,8 +273,11 @@ mod tests {
     #[test]
     fn a_claims_bundle_reads_as_the_pages_fetch_it() {
         // The shape site/pages.sh writes: file stem -> the TOML file as JSON.
-        let json = r#"{"ex2":{"title":"Two","summary":"s","claims":[]},"ex3":{"title":"Three","summary":"s","claims":[]}}"#;
-        let files = super::parse(json).expect("parses");
+        let claim = r#"[{"quote":"q","scenario":"ex2-7b-fp32-a100","metric":"parameters.total","claimed":7000000000,"verdict":"right","note":"n"}]"#;
+        let json = format!(
+            r#"{{"ex2":{{"title":"Two","summary":"s","claim":{claim}}},"ex3":{{"title":"Three","summary":"s","claim":{claim}}}}}"#
+        );
+        let files = super::parse(&json).expect("parses");
         assert_eq!(files.len(), 2);
         assert_eq!(files[0].title, "Two");
         assert_eq!(super::number(&files[0]), "2");

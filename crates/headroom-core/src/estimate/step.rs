@@ -150,7 +150,11 @@ impl<'a> Step<'a> {
             } else {
                 (0, 0, 0)
             };
-        let frozen_input = scen.method != Method::Full && scen.checkpointing == Checkpointing::None;
+        // (A trained modules_to_save copy of the embeddings gives the first layer an input that
+        // needs a gradient.)
+        let frozen_input = scen.method != Method::Full
+            && scen.checkpointing == Checkpointing::None
+            && !scen.lora.save_embeddings;
         let first_unsaved = if frozen_input {
             // With lora_dropout the q/k/v adapters' dropout runs outside autograd too: their
             // masks are not kept (the dropped copies are: lora_A's weight needs them).

@@ -56,6 +56,12 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
             lora_targets(scen)
         )),
     }
+    if scen.method != Method::Full && scen.lora.dropout {
+        n.push("lora_dropout above 0 (as estimated: each adapted Linear keeps a dropped copy and a mask); 0.05 written".into());
+    }
+    if scen.method != Method::Full && scen.lora.save_embeddings {
+        n.push("modules_to_save=[\"embed_tokens\", \"lm_head\"] in the LoraConfig (trained copies, as estimated)".into());
+    }
     if scen.method != Method::Full && scen.lora.base == crate::scenario::BaseDtype::Fp32 {
         n.push(
             "LoRA base loaded in float32 (as estimated): dtype=torch.float32 in from_pretrained"

@@ -76,8 +76,15 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
     }
     if scen.method != Method::Full {
         let targets = super::common::lora_targets(scen);
+        let mut extra = String::new();
+        if scen.lora.dropout {
+            extra.push_str(", lora_dropout=0.05");
+        }
+        if scen.lora.save_embeddings {
+            extra.push_str(", modules_to_save=[\"embed_tokens\", \"lm_head\"]");
+        }
         t.push_str(&format!(
-            "LORA = LoraConfig(r={}, lora_alpha={}, target_modules={targets}, task_type=\"CAUSAL_LM\")\n",
+            "LORA = LoraConfig(r={}, lora_alpha={}, target_modules={targets}{extra}, task_type=\"CAUSAL_LM\")\n",
             scen.lora.rank,
             2 * scen.lora.rank
         ));

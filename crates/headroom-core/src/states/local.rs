@@ -25,6 +25,9 @@ pub(super) struct Local {
     /// Trainable parameters in one decoder layer, and outside the layers.
     pub layer_trainable: u64,
     pub outside_trainable: u64,
+    /// Of `outside_trainable`, peft's `modules_to_save` copies (LoRA), trained in the
+    /// weights' dtype rather than the adapters'.
+    pub saved_modules: u64,
     /// Autocast's 16-bit copies of trainable Linear weights: one layer's, and outside.
     pub cache_layer: u64,
     pub cache_outside: u64,
@@ -136,8 +139,35 @@ pub(super) fn local_tensors(
         if t.linear.is_some() && lora_adapts(scen, t) {
             adapter(&mut l, &cx, t, count);
         }
+        if scen.lora.save_embeddings
+            && t.scope == Scope::Model
+            && (t.name == "lm_head.weight" || is_token_embedding(&t.name))
+        {
+            module_to_save(&mut l, &cx, t, n);
+        }
     }
     l
+}
+
+/// peft's `modules_to_save` copy of the token embedding or the lm_head: a second weight in the
+/// base's dtype that trains (its gradient and optimizer states in that dtype: peft casts only
+/// adapter layers to fp32), and under autocast the lm_head copy's cached cast.
+fn module_to_save(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64) {
+    l.train.push(TrainTensor {
+        rows: t.d_out,
+        cols: n / t.d_out.max(1),
+        count: 1,
+        dtype: cx.dtype,
+    });
+    l.weights += n * cx.dtype.bytes();
+    l.rounding += round512(n * cx.dtype.bytes()) - n * cx.dtype.bytes();
+    l.params += n;
+    l.outside_trainable += n;
+    l.saved_modules += n;
+    let p = cx.scen.precision;
+    if p.is_autocast() && t.name == "lm_head.weight" && cx.dtype != p.compute_dtype() {
+        l.cache_outside += n * p.compute_dtype().bytes();
+    }
 }
 
 /// A frozen base weight under LoRA/QLoRA that autocast casts for its Linear (an fp32 base
@@ -148,6 +178,10 @@ pub(super) fn local_tensors(
 fn frozen_cast(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     let p = cx.scen.precision;
     if !p.is_autocast() || cx.dtype == p.compute_dtype() || !used_by_linear(cx, t) {
+        return;
+    }
+    // With a modules_to_save copy the forward runs the copy, not the frozen lm_head.
+    if cx.scen.lora.save_embeddings && t.name == "lm_head.weight" {
         return;
     }
     let bytes = n * p.compute_dtype().bytes();

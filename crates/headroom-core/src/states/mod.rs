@@ -142,8 +142,8 @@ pub fn model_states(
         DataParallel::Fsdp if place.dp > 1 => sharding::fsdp(&mut s, &facts, p),
         DataParallel::Fsdp => {}
     }
-    let per_gpu_grads = |params: u64| {
-        let bytes = params * grad_dtype.bytes();
+    let per_gpu_grads = |params: u64, dtype: DType| {
+        let bytes = params * dtype.bytes();
         if s.grads_sharded {
             place.shard(bytes)
         } else {
@@ -155,11 +155,14 @@ pub fn model_states(
         params_trainable: if full {
             inv.total() - frozen_vision(inv, scen)
         } else {
-            lora_params(inv, scen)
+            lora_params(inv, scen) + local.saved_modules
         },
         params_local: local.params,
-        layer_grad_bytes: per_gpu_grads(local.layer_trainable),
-        outside_grad_bytes: per_gpu_grads(local.outside_trainable),
+        layer_grad_bytes: per_gpu_grads(local.layer_trainable, grad_dtype),
+        outside_grad_bytes: per_gpu_grads(
+            local.outside_trainable - local.saved_modules,
+            grad_dtype,
+        ) + per_gpu_grads(local.saved_modules, base_dtype),
         weights: s.weights.bytes,
         weights_formula: s.weights.formula,
         gradients: s.gradients.bytes,
@@ -297,14 +300,29 @@ fn unsharded(
                 base_dtype.torch_name(),
             ),
         ),
-        gradients: Explained::new(
-            trainable * grad_dtype.bytes(),
-            format!(
-                "{trainable} trainable params x {} B ({})",
-                grad_dtype.bytes(),
-                grad_dtype.torch_name()
-            ),
-        ),
+        gradients: if local.saved_modules == 0 {
+            Explained::new(
+                trainable * grad_dtype.bytes(),
+                format!(
+                    "{trainable} trainable params x {} B ({})",
+                    grad_dtype.bytes(),
+                    grad_dtype.torch_name()
+                ),
+            )
+        } else {
+            let adapters = trainable - local.saved_modules;
+            Explained::new(
+                adapters * grad_dtype.bytes() + local.saved_modules * base_dtype.bytes(),
+                format!(
+                    "{adapters} adapter params x {} B ({}) + {} params of the modules_to_save copies x {} B ({})",
+                    grad_dtype.bytes(),
+                    grad_dtype.torch_name(),
+                    local.saved_modules,
+                    base_dtype.bytes(),
+                    base_dtype.torch_name()
+                ),
+            )
+        },
         optimizer: state_bytes(scen.optimizer, &state_tensors),
         optimizer_formula: crate::optimizer::formula(scen.optimizer).to_string(),
         master: ds.map_or(0, |m| trainable * m.bytes()),
