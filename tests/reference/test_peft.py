@@ -6,6 +6,9 @@ Exact: trainable parameters, gradients, optimizer states, weights (LoRA; QLoRA's
 the core's formula), one layer's saved bytes. Within 1%: everything alive after forward and
 loss. Each row is one (method, precision, base, kbit, targets, checkpointing) the core now tells
 apart; before this suite the core modelled only the first kind of row (bf16, 16-bit base).
+
+lora_dropout > 0 and peft's modules_to_save are checked the same way (`check`), the dropout masks
+corrected for CPU's noise tensors (measure_peft.dropout_correction).
 """
 import importlib.util
 
@@ -13,7 +16,7 @@ import pytest
 
 from measure_peft import builder, dropout_correction
 from measure_saved import measure
-from test_saved_bytes import CONFIGS, REPORT, cpu_flash, predict, rng_correction
+from test_saved_bytes import CONFIGS, REPORT, cpu_flash, predict, predicted_figures, rng_correction
 
 HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
 
@@ -52,46 +55,50 @@ GAPS = {
 }
 
 
-PARAMS = [pytest.param(*sc, id=sc[0], marks=[pytest.mark.xfail(strict=True, reason=GAPS[sc[0]])] if sc[0] in GAPS else [])
-          for sc in SCENARIOS]
 
-
-@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,ckpt,b,s", PARAMS)
-def test_peft_against_pytorch(name, config, method, prec, base, kbit, targets, ckpt, b, s):
+def check(name, config, method, prec, base, kbit, targets, ckpt="none", b=2, s=64, dropout=False, emb=False):
+    """Builds the scenario with peft (and bitsandbytes), measures one step on CPU and compares
+    it with the CLI's estimate of the same flags."""
     if method == "qlora" and not HAS_BNB:
         pytest.skip("bitsandbytes is not installed")
     rank = 8
-    m = measure(config, b, s, prec, "sdpa", ckpt,
-                builder=builder(config, prec, "sdpa", ckpt, method, rank, targets, base, kbit))
+    build = builder(config, prec, "sdpa", ckpt, method, rank, targets, base, kbit,
+                    dropout=0.05 if dropout else 0.0, save_embeddings=emb)
+    layer_fix, all_fix = (0, 0)
+    if dropout:
+        # Without checkpointing nothing needs the first layer's input to have a gradient.
+        layer_fix, all_fix = dropout_correction(build(), b, s, first_frozen=ckpt == "none" and not emb)
+    m = measure(config, b, s, prec, "sdpa", ckpt, builder=build)
     extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base]
-    if kbit:
-        extra.append("--kbit")
+    extra += ["--kbit"] * kbit + ["--lora-dropout"] * dropout + ["--save-embeddings"] * emb
     # A kbit-prepared QLoRA model without autocast runs its activations in fp32 (the core's
     # `states::activation_precision`): CPU's fp32 SDPA is flash, as for fp32 (cpu_flash).
     fp32_acts = method == "qlora" and kbit and not prec.startswith("amp")
     p = predict(config, b, s, prec, "sdpa", ckpt, False, extra + cpu_flash(config, "fp32" if fp32_acts else prec, "sdpa"))
     # SDPA's CUDA kernels save RNG state that CPU's do not (test_saved_bytes.rng_correction).
     layer_rng, retained_rng = rng_correction(config, p, ckpt)
-    m["activations_per_layer"] += layer_rng
-    m["retained_after_forward"] += retained_rng
-    got = {
-        "parameters_trainable": p["parameters"]["trainable"],
-        "weights": p["bytes"]["weights"],
-        "gradients": p["bytes"]["gradients"],
-        "optimizer_states": p["bytes"]["optimizer_states"],
-        "activations_per_layer": p["bytes"]["activations_per_layer"],
-        "retained_after_forward": p["bytes"]["retained_after_forward"],
-    }
-    REPORT.append((f"{name} {prec} base={base}{' kbit' if kbit else ''} {targets} ckpt={ckpt} b{b} s{s}", got, m))
-    for key in ("parameters_trainable", "gradients", "optimizer_states"):
+    m["activations_per_layer"] += layer_rng + layer_fix
+    m["retained_after_forward"] += retained_rng + all_fix
+    got = predicted_figures(p)
+    flags = f"{' kbit' if kbit else ''}{' lora_dropout' if dropout else ''}{' modules_to_save' if emb else ''}"
+    REPORT.append((f"{name} {prec} base={base}{flags} {targets} ckpt={ckpt} b{b} s{s}", got, m))
+    for key in ("parameters_trainable", "weights", "gradients", "optimizer_states"):
         assert got[key] == m[key], f"{key}: predicted {got[key]}, measured {m[key]}"
-    assert got["weights"] == m["weights"], f"weights: predicted {got['weights']}, measured {m['weights']}"
     if ckpt == "none":
         assert got["activations_per_layer"] == m["activations_per_layer"], (
             f"activations_per_layer: predicted {got['activations_per_layer']}, measured {m['activations_per_layer']}")
     r_got, r_want = got["retained_after_forward"], m["retained_after_forward"]
     assert abs(r_got - r_want) <= 0.01 * r_want, (
         f"retained_after_forward: predicted {r_got}, measured {r_want} ({100 * (r_got - r_want) / r_want:+.2f}%)")
+
+
+PARAMS = [pytest.param(*sc, id=sc[0], marks=[pytest.mark.xfail(strict=True, reason=GAPS[sc[0]])] if sc[0] in GAPS else [])
+          for sc in SCENARIOS]
+
+
+@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,ckpt,b,s", PARAMS)
+def test_peft_against_pytorch(name, config, method, prec, base, kbit, targets, ckpt, b, s):
+    check(name, config, method, prec, base, kbit, targets, ckpt, b, s)
 
 
 # lora_dropout > 0 (peft's 0.05 in most recipes): a dropped copy and a mask per adapted Linear.
@@ -105,29 +112,7 @@ DROPOUT = [
 
 @pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", DROPOUT, ids=[d[0] for d in DROPOUT])
 def test_lora_dropout_against_pytorch(name, config, method, prec, base, kbit, targets):
-    if method == "qlora" and not HAS_BNB:
-        pytest.skip("bitsandbytes is not installed")
-    b, s, rank = 2, 64, 8
-    build = builder(config, prec, "sdpa", "none", method, rank, targets, base, kbit, dropout=0.05)
-    model_for_count = build()
-    layer_fix, all_fix = dropout_correction(model_for_count, b, s, first_frozen=True)
-    del model_for_count
-    m = measure(config, b, s, prec, "sdpa", "none", builder=build)
-    extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base, "--lora-dropout"]
-    if kbit:
-        extra.append("--kbit")
-    p = predict(config, b, s, prec, "sdpa", "none", False, extra + cpu_flash(config, prec, "sdpa"))
-    layer_rng, retained_rng = rng_correction(config, p, "none")
-    want_layer = m["activations_per_layer"] + layer_rng + layer_fix
-    want_retained = m["retained_after_forward"] + retained_rng + all_fix
-    got_layer, got_retained = p["bytes"]["activations_per_layer"], p["bytes"]["retained_after_forward"]
-    REPORT.append((f"{name} {prec} base={base} {targets} lora_dropout", {"activations_per_layer": got_layer,
-                   "retained_after_forward": got_retained}, {"activations_per_layer": want_layer,
-                                                            "retained_after_forward": want_retained}))
-    assert got_layer == want_layer, f"activations_per_layer: predicted {got_layer}, measured (CUDA-corrected) {want_layer}"
-    assert abs(got_retained - want_retained) <= 0.01 * want_retained, (
-        f"retained_after_forward: predicted {got_retained}, measured {want_retained} "
-        f"({100 * (got_retained - want_retained) / want_retained:+.2f}%)")
+    check(name, config, method, prec, base, kbit, targets, dropout=True)
 
 
 # peft's modules_to_save=["embed_tokens", "lm_head"] (Qwen-1's "LoRA (emb)"): trained copies.
@@ -141,29 +126,4 @@ SAVED = [
 
 @pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", SAVED, ids=[d[0] for d in SAVED])
 def test_modules_to_save_against_pytorch(name, config, method, prec, base, kbit, targets):
-    if method == "qlora" and not HAS_BNB:
-        pytest.skip("bitsandbytes is not installed")
-    b, s, rank = 2, 64, 8
-    build = builder(config, prec, "sdpa", "none", method, rank, targets, base, kbit, save_embeddings=True)
-    m = measure(config, b, s, prec, "sdpa", "none", builder=build)
-    extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base, "--save-embeddings"]
-    if kbit:
-        extra.append("--kbit")
-    p = predict(config, b, s, prec, "sdpa", "none", False, extra + cpu_flash(config, prec, "sdpa"))
-    layer_rng, retained_rng = rng_correction(config, p, "none")
-    m["activations_per_layer"] += layer_rng
-    m["retained_after_forward"] += retained_rng
-    got = {
-        "parameters_trainable": p["parameters"]["trainable"],
-        "weights": p["bytes"]["weights"],
-        "gradients": p["bytes"]["gradients"],
-        "optimizer_states": p["bytes"]["optimizer_states"],
-        "activations_per_layer": p["bytes"]["activations_per_layer"],
-        "retained_after_forward": p["bytes"]["retained_after_forward"],
-    }
-    REPORT.append((f"{name} {prec} base={base} {targets} modules_to_save", got, m))
-    for key in ("parameters_trainable", "weights", "gradients", "optimizer_states", "activations_per_layer"):
-        assert got[key] == m[key], f"{key}: predicted {got[key]}, measured {m[key]}"
-    r_got, r_want = got["retained_after_forward"], m["retained_after_forward"]
-    assert abs(r_got - r_want) <= 0.01 * r_want, (
-        f"retained_after_forward: predicted {r_got}, measured {r_want} ({100 * (r_got - r_want) / r_want:+.2f}%)")
+    check(name, config, method, prec, base, kbit, targets, emb=True)

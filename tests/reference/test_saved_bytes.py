@@ -289,21 +289,23 @@ def rng_correction(config, prediction, ckpt):
     return (rng if n // 2 in attention else 0), rng * len(attention)
 
 
+def predicted_figures(p):
+    """The figures measure() measures, from the CLI's JSON."""
+    return {
+        "parameters_total": p["parameters"]["total"],
+        "parameters_trainable": p["parameters"]["trainable"],
+        **{k: p["bytes"][k] for k in ("weights", "gradients", "optimizer_states", "activations_per_layer",
+                                      "retained_after_forward")},
+    }
+
+
 def compare(name, config, prec, attn, ckpt, b, s, keep, extra=()):
     m = measure(config, b, s, prec, attn, ckpt, keep)
     p = predict(config, b, s, prec, attn, ckpt, keep, extra)
     layer_rng, retained_rng = rng_correction(config, p, ckpt)
     m["activations_per_layer"] += layer_rng
     m["retained_after_forward"] += retained_rng
-    got = {
-        "parameters_total": p["parameters"]["total"],
-        "parameters_trainable": p["parameters"]["trainable"],
-        "weights": p["bytes"]["weights"],
-        "gradients": p["bytes"]["gradients"],
-        "optimizer_states": p["bytes"]["optimizer_states"],
-        "activations_per_layer": p["bytes"]["activations_per_layer"],
-        "retained_after_forward": p["bytes"]["retained_after_forward"],
-    }
+    got = predicted_figures(p)
     want = m  # CPU measurement with the CUDA corrections of measure_saved.cuda_corrections
     REPORT.append((name, got, want))
     for key in ("parameters_total", "parameters_trainable", "weights", "gradients", "optimizer_states"):
