@@ -123,6 +123,12 @@ fn method_options(_: &Scenario) -> Vec<(String, String)> {
 fn target_options(_: &Scenario) -> Vec<(String, String)> {
     options(LoraTargets::ALL, LoraTargets::id, LoraTargets::label)
 }
+fn adapter_options(_: &Scenario) -> Vec<(String, String)> {
+    headroom_core::codec::ADAPTER_DTYPES
+        .iter()
+        .map(|(id, d)| (id.to_string(), d.torch_name().to_string()))
+        .collect()
+}
 fn base_options(_: &Scenario) -> Vec<(String, String)> {
     options(BaseDtype::ALL, BaseDtype::id, BaseDtype::label)
 }
@@ -363,6 +369,13 @@ pub static GROUPS: &[Group] = &[
                 label: "Base model loaded in",
                 help: "The frozen base's dtype. Under amp an fp32 base keeps an fp32 residual stream and casts every Linear's weight in each forward.",
                 control: Control::Select(base_options),
+                shown: adapters,
+            },
+            Field {
+                key: "adapter",
+                label: "Adapters' dtype",
+                help: "peft keeps adapters in fp32 unless autocast_adapter_dtype=False leaves them in the base's 16 bits.",
+                control: Control::Select(adapter_options),
                 shown: adapters,
             },
             Field {

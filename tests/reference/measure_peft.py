@@ -24,7 +24,7 @@ def load_dtype(precision, base):
 
 
 def builder(config, precision, attention, checkpointing, method, rank, targets, base="16bit", kbit=False,
-            dropout=0.0, save_embeddings=False):
+            dropout=0.0, save_embeddings=False, adapter="fp32"):
     """A function that builds the model of one LoRA/QLoRA scenario (seeded, in train mode)."""
     import peft
 
@@ -49,7 +49,8 @@ def builder(config, precision, attention, checkpointing, method, rank, targets, 
         lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=dropout, target_modules=TARGETS[targets],
                                modules_to_save=["embed_tokens", "lm_head"] if save_embeddings else None,
                                task_type="CAUSAL_LM")
-        model = peft.get_peft_model(model, lora)
+        # peft casts 16-bit adapters to fp32 unless told not to (Headroom's `--adapter`).
+        model = peft.get_peft_model(model, lora, autocast_adapter_dtype=adapter == "fp32")
         model.train()
         if checkpointing == "full":
             # As the Trainer does for a PEFT model: non-reentrant checkpointing, and inputs that

@@ -216,6 +216,11 @@ pub const FLAGS: &[Flag] = &[
          residual stream, and each frozen Linear's weight cast in every forward)",
     ),
     flag(
+        "adapter",
+        "adapter",
+        "LoRA adapters' dtype: fp32 (peft's default, autocast_adapter_dtype=True) | bf16 | fp16",
+    ),
+    flag(
         "lora_dropout",
         "lora-dropout",
         "peft's lora_dropout > 0 (any probability): each adapted Linear keeps its own dropped \

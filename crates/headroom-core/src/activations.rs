@@ -637,9 +637,11 @@ fn plain_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers
 /// Under LoRA the frozen base Linear saves nothing (its weight is a parameter); the adapter
 /// path `lora_B(lora_A(x))` saves lora_A's input and lora_B's (lora_A's output). peft casts x
 /// to the adapters' dtype first (`_cast_input_dtype`); under autocast lora_A then casts it to
-/// the compute dtype, one copy per adapted Linear (autocast caches weight casts only), and
-/// lora_A's output is 16-bit. Without autocast an x already in the adapters' dtype is saved
-/// as itself, one tensor for the Linears that read it.
+/// the compute dtype (autocast caches weight casts only), and lora_A's output is in that
+/// dtype. Each cast, and lora_dropout, makes one copy per adapted Linear; an x that needs
+/// none is saved as itself, one tensor for the Linears that read it. Checked against peft on
+/// CPU for every combination of precision, base, adapter dtype and dropout
+/// (tests/reference/test_peft.py).
 fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
     lora_adapter_inputs(inv, what, elements, consumers, sh, false);
 }
@@ -661,8 +663,7 @@ fn lora_adapter_inputs(
     let tokens = sh.tokens();
     if sh.lora_dropout {
         // nn.Dropout on the (cast) input: CUDA's fused dropout keeps a bool mask, and its
-        // output is a new tensor per adapted Linear, which lora_A saves (or casts, under
-        // autocast, and saves the cast).
+        // output is a new tensor per adapted Linear.
         inv.add_n(
             format!("{what}: lora_dropout mask (one per adapted Linear)"),
             elements,
@@ -670,47 +671,33 @@ fn lora_adapter_inputs(
             consumers,
         );
     }
-    if sh.amp() {
-        let c = sh.compute();
-        inv.add_n(
-            format!(
-                "{what}: cast to {} by autocast for lora_A (one per adapted Linear)",
-                c.torch_name()
-            ),
-            elements,
-            c,
-            consumers,
-        );
-        inv.add_n("lora_A output (saved by lora_B)", tokens * r, c, consumers);
-        return;
-    }
+    // What lora_A computes in: autocast's dtype, else the adapters'.
     let a = sh.adapter;
-    if sh.lora_dropout {
+    let e = if sh.amp() { sh.compute() } else { a };
+    // A copy per adapted Linear where peft casts x to the adapters' dtype, autocast casts
+    // that to its own, or dropout drops it out; otherwise lora_A saves x itself.
+    let copied = sh.lora_dropout || a != sh.stream() || e != a;
+    if copied {
+        let how = if sh.lora_dropout {
+            "dropped-out"
+        } else if e != a {
+            "autocast's"
+        } else {
+            "peft's"
+        };
         inv.add_n(
             format!(
-                "{what}: dropped-out {} copy for lora_A (one per adapted Linear)",
-                a.torch_name()
+                "{what}: {how} {} copy for lora_A (one per adapted Linear)",
+                e.torch_name()
             ),
             elements,
-            a,
+            e,
             consumers,
         );
-    } else if a == sh.stream() {
-        if !saved {
-            inv.add(format!("{what} (saved by lora_A)"), elements, a);
-        }
-    } else {
-        inv.add_n(
-            format!(
-                "{what}: {} copy for lora_A (one per adapted Linear)",
-                a.torch_name()
-            ),
-            elements,
-            a,
-            consumers,
-        );
+    } else if !saved {
+        inv.add(format!("{what} (saved by lora_A)"), elements, e);
     }
-    inv.add_n("lora_A output (saved by lora_B)", tokens * r, a, consumers);
+    inv.add_n("lora_A output (saved by lora_B)", tokens * r, e, consumers);
 }
 
 /// A Llama-like layer's first half: the input norm, the attention projections' inputs, RoPE

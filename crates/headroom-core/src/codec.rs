@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::dtype::DType;
 use crate::error::ScenarioError;
 use crate::model::{Family, ModelSpec, Router, Vision, VisionKind};
 use crate::scenario::{
@@ -57,6 +58,21 @@ fn packing(s: &Scenario) -> bool {
 
 fn lora(s: &Scenario) -> bool {
     s.method != Method::Full
+}
+
+/// The adapters' dtypes a link names: peft's default fp32 (`autocast_adapter_dtype=True`), or
+/// the base's 16 bits (`autocast_adapter_dtype=False`).
+pub const ADAPTER_DTYPES: &[(&str, DType)] = &[
+    ("fp32", DType::F32),
+    ("bf16", DType::Bf16),
+    ("fp16", DType::F16),
+];
+
+fn adapter_id(d: DType) -> &'static str {
+    ADAPTER_DTYPES
+        .iter()
+        .find(|(_, x)| *x == d)
+        .map_or("fp32", |(id, _)| id)
 }
 
 fn bit(b: bool) -> String {
@@ -181,6 +197,28 @@ pub const FIELDS: &[Field] = &[
     number!("rank", lora, lora.rank),
     choice!("targets", lora, LoraTargets, lora.targets),
     choice!("base", lora, BaseDtype, lora.base),
+    Field {
+        key: "adapter",
+        switch: false,
+        get: |s| adapter_id(s.lora.adapter_dtype).into(),
+        carried: lora,
+        set: |s, v| {
+            s.lora.adapter_dtype = ADAPTER_DTYPES
+                .iter()
+                .find(|(id, _)| *id == v)
+                .map(|(_, d)| *d)
+                .ok_or_else(|| {
+                    ScenarioError::invalid(
+                        "adapter",
+                        format!(
+                            "unknown adapter dtype `{}`; allowed: fp32, bf16, fp16",
+                            crate::scenario::shorten(v)
+                        ),
+                    )
+                })?;
+            Ok(())
+        },
+    },
     // Carried with LoRA's other settings (it changes nothing under plain LoRA).
     switch!("kbit", lora, lora.kbit),
     switch!("lora_dropout", lora, lora.dropout),

@@ -118,6 +118,34 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "bitsandbytes MatMul4Bit (dequantize_4bit in forward and backward); assumed bytes per use",
         );
     }
+    if scen.method != Method::Full
+        && scen.precision.is_autocast()
+        && crate::states::weight_dtype(scen, crate::states::deepspeed_mixed(scen))
+            != scen.precision.compute_dtype()
+    {
+        // An fp32 frozen base under autocast: each forward casts every Linear weight it runs
+        // to 16 bits (no cache: the weights need no gradient), a checkpointed layer's again in
+        // its recompute; backward reuses the saved casts. Each cast reads 4 B and writes 2 B.
+        let inv = &cx.inv;
+        let cast: f64 = inv
+            .tensors
+            .iter()
+            .filter(|t| {
+                t.linear.is_some()
+                    && t.scope != Scope::Model
+                    && !(scen.method == Method::Qlora && t.quantizable)
+            })
+            .map(|t| t.numel() as f64 * layer_count(inv, t.scope))
+            .sum();
+        let uses = 1.0 + ck / layers.max(1.0);
+        terms.memory(
+            "frozen_casts",
+            "LoRA: the fp32 base's weights cast to 16 bits in every forward",
+            cast * 6.0 * uses * m / mp,
+            || format!("{cast:.3e} frozen Linear weights x 6 bytes x {uses:.2} uses per micro-batch x {m:.0}"),
+            "autocast's cast of weights that need no gradient (not cached); one read and one write each",
+        );
+    }
     if scen.parallel.offload_optimizer == Offload::None {
         optimizer(cx, terms);
     }
