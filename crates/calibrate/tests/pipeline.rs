@@ -331,3 +331,37 @@ fn refit_recovers_the_runs_constants_from_its_rows() {
     assert_eq!(again.native, file.native);
     assert_eq!(again.measured_on, file.measured_on);
 }
+
+/// Every committed calibration file agrees with today's core: refitting it from its own rows
+/// gives the same constants and the same predictions for every row. A core change that moves a
+/// calibrated figure fails here until the files are refit (`calibrate --refit FILE`), so the
+/// calibration pages never show predictions of an older core.
+#[test]
+fn the_committed_calibrations_are_todays_cores() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../content/calibration");
+    let mut files = 0;
+    for entry in std::fs::read_dir(&dir).expect("content/calibration exists") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("reads");
+        let file: CalibrationFile = serde_json::from_str(&text).expect("parses");
+        let again = calibrate::refit(&file, NOW).expect("refits");
+        let name = path.display();
+        assert_eq!(
+            again.constants, file.constants,
+            "{name}: refit it (calibrate --refit)"
+        );
+        for (old, new) in file.rows.iter().zip(&again.rows) {
+            assert_eq!(
+                (&old.predicted_before, &old.predicted_after),
+                (&new.predicted_before, &new.predicted_after),
+                "{name}, row {}: refit the file (calibrate --refit)",
+                old.id
+            );
+        }
+        files += 1;
+    }
+    assert!(files >= 2, "the H100 and H200 files");
+}
