@@ -393,6 +393,13 @@ pub static GROUPS: &[Group] = &[
                 shown: adapters,
             },
             Field {
+                key: "dora",
+                label: "DoRA (use_dora)",
+                help: "Each adapted Linear trains a magnitude per output and keeps the base's and the adapters' outputs for it.",
+                control: Control::Check,
+                shown: adapters,
+            },
+            Field {
                 key: "kbit",
                 label: "prepare_model_for_kbit_training",
                 help: "peft's helper upcasts embeddings, norms and lm_head to fp32 (TRL and axolotl call it for QLoRA).",

@@ -24,7 +24,7 @@ def load_dtype(precision, base):
 
 
 def builder(config, precision, attention, checkpointing, method, rank, targets, base="16bit", kbit=False,
-            dropout=0.0, save_embeddings=False, adapter="fp32"):
+            dropout=0.0, save_embeddings=False, adapter="fp32", dora=False):
     """A function that builds the model of one LoRA/QLoRA scenario (seeded, in train mode)."""
     import peft
 
@@ -48,6 +48,7 @@ def builder(config, precision, attention, checkpointing, method, rank, targets, 
             model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=dropout, target_modules=TARGETS[targets],
                                modules_to_save=["embed_tokens", "lm_head"] if save_embeddings else None,
+                               use_dora=dora,
                                task_type="CAUSAL_LM")
         # peft casts 16-bit adapters to fp32 unless told not to (Headroom's `--adapter`).
         model = peft.get_peft_model(model, lora, autocast_adapter_dtype=adapter == "fp32")

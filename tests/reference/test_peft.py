@@ -57,21 +57,21 @@ GAPS = {
 
 
 def check(name, config, method, prec, base, kbit, targets, ckpt="none", b=2, s=64, dropout=False, emb=False,
-          adapter="fp32"):
+          adapter="fp32", dora=False):
     """Builds the scenario with peft (and bitsandbytes), measures one step on CPU and compares
     it with the CLI's estimate of the same flags."""
     if method == "qlora" and not HAS_BNB:
         pytest.skip("bitsandbytes is not installed")
     rank = 8
     build = builder(config, prec, "sdpa", ckpt, method, rank, targets, base, kbit,
-                    dropout=0.05 if dropout else 0.0, save_embeddings=emb, adapter=adapter)
+                    dropout=0.05 if dropout else 0.0, save_embeddings=emb, adapter=adapter, dora=dora)
     layer_fix, all_fix = (0, 0)
     if dropout:
         # Without checkpointing nothing needs the first layer's input to have a gradient.
         layer_fix, all_fix = dropout_correction(build(), b, s, first_frozen=ckpt == "none" and not emb)
     m = measure(config, b, s, prec, "sdpa", ckpt, builder=build)
     extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base, "--adapter", adapter]
-    extra += ["--kbit"] * kbit + ["--lora-dropout"] * dropout + ["--save-embeddings"] * emb
+    extra += ["--kbit"] * kbit + ["--lora-dropout"] * dropout + ["--save-embeddings"] * emb + ["--dora"] * dora
     # A kbit-prepared QLoRA model without autocast runs its activations in fp32 (the core's
     # `states::activation_precision`): CPU's fp32 SDPA is flash, as for fp32 (cpu_flash).
     fp32_acts = method == "qlora" and kbit and not prec.startswith("amp")
@@ -81,7 +81,7 @@ def check(name, config, method, prec, base, kbit, targets, ckpt="none", b=2, s=6
     m["activations_per_layer"] += layer_rng + layer_fix
     m["retained_after_forward"] += retained_rng + all_fix
     got = predicted_figures(p)
-    flags = f"{'' if adapter == 'fp32' else ' adapters ' + adapter}{' kbit' if kbit else ''}{' lora_dropout' if dropout else ''}{' modules_to_save' if emb else ''}"
+    flags = f"{'' if adapter == 'fp32' else ' adapters ' + adapter}{' kbit' if kbit else ''}{' lora_dropout' if dropout else ''}{' modules_to_save' if emb else ''}{' dora' if dora else ''}"
     REPORT.append((f"{name} {prec} base={base}{flags} {targets} ckpt={ckpt} b{b} s{s}", got, m))
     for key in ("parameters_trainable", "weights", "gradients", "optimizer_states"):
         assert got[key] == m[key], f"{key}: predicted {got[key]}, measured {m[key]}"
@@ -141,3 +141,18 @@ HALF_ADAPTERS = [
 @pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", HALF_ADAPTERS, ids=[d[0] for d in HALF_ADAPTERS])
 def test_half_adapters_against_pytorch(name, config, method, prec, base, kbit, targets):
     check(name, config, method, prec, base, kbit, targets, adapter="bf16")
+
+
+# DoRA (use_dora=True): magnitudes, and the base's and adapters' outputs kept for them.
+DORA = [
+    ("llama-dora-bf16", LLAMA, "lora", "bf16", "16bit", False, "all", False),
+    ("llama-dora-amp-16bit", LLAMA, "lora", "amp-bf16", "16bit", False, "all", False),
+    ("llama-dora-amp-fp32-qv", LLAMA, "lora", "amp-bf16", "fp32", False, "qv", False),
+    ("llama-qdora-amp-kbit", LLAMA, "qlora", "amp-bf16", "16bit", True, "all", False),
+    ("llama-dora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "attn", True),
+]
+
+
+@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,dropout", DORA, ids=[d[0] for d in DORA])
+def test_dora_against_pytorch(name, config, method, prec, base, kbit, targets, dropout):
+    check(name, config, method, prec, base, kbit, targets, dropout=dropout, dora=True)

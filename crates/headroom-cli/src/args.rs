@@ -233,6 +233,12 @@ pub const FLAGS: &[Flag] = &[
          the frozen originals.",
     ),
     flag(
+        "dora",
+        "dora",
+        "DoRA (peft's use_dora): a magnitude per output of each adapted Linear, and the base's and \
+         adapters' outputs kept for it (Llama-like layers).",
+    ),
+    flag(
         "kbit",
         "kbit",
         "QLoRA: peft's prepare_model_for_kbit_training was called (embeddings, norms, lm_head \

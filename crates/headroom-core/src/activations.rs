@@ -143,6 +143,8 @@ pub struct Shape {
     pub lora_dropout: bool,
     /// Whether the lm_head trains: in full training, or as peft's `modules_to_save` copy.
     pub lm_head_trained: bool,
+    /// DoRA (peft's `use_dora`): what each adapted Linear keeps for its magnitude.
+    pub dora: bool,
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
     /// attention projections: a frozen Linear without an adapter saves nothing.
     pub lora_mlp: bool,
@@ -198,6 +200,7 @@ impl Shape {
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
             adapter: scen.lora.adapter_dtype,
             lora_dropout: scen.lora.dropout,
+            dora: scen.method != Method::Full && scen.lora.dora,
             lm_head_trained: scen.method == Method::Full
                 || (scen.lora.save_embeddings && !spec.tie_embeddings),
             lora_mlp: scen.lora.targets.mlp_adapted(),
@@ -700,6 +703,61 @@ fn lora_adapter_inputs(
     inv.add_n("lora_A output (saved by lora_B)", tokens * r, e, consumers);
 }
 
+/// What DoRA keeps for each adapted Linear of input width `d_in` and output width in `outs`
+/// (peft's `DoraLinearLayer.forward`): the magnitude's gradient needs the base's output and the
+/// adapters' output (both multiplied by the per-output scale), and the scale's own division
+/// keeps the detached column norms. With lora_dropout peft computes the base's output again
+/// from the dropped-out input, `F.linear(x, weight)`, which keeps the weight cast to the
+/// adapters' dtype as well. Written from peft 0.21's code (Llama-like layers); checked on CPU
+/// in tests/reference/test_peft.py.
+fn dora_outputs(
+    inv: &mut Inventory,
+    what: &str,
+    (d_in, base_out): (u64, DType),
+    outs: &[u64],
+    sh: &Shape,
+) {
+    let t = sh.tokens();
+    let a = sh.adapter;
+    let e = if sh.amp() { sh.compute() } else { a };
+    for &w in outs {
+        if sh.lora_dropout {
+            inv.add(
+                format!(
+                    "{what}: DoRA's base output from the dropped input (saved by the scale's mul)"
+                ),
+                t * w,
+                e,
+            );
+            inv.add(
+                format!(
+                    "{what}: the weight cast to {} (saved by DoRA's F.linear)",
+                    a.torch_name()
+                ),
+                w * d_in,
+                a,
+            );
+        } else {
+            inv.add(
+                format!("{what}: base output (saved by DoRA's scale multiply)"),
+                t * w,
+                base_out,
+            );
+        }
+        inv.add(
+            format!("{what}: adapters' output (saved by DoRA's scale multiply)"),
+            t * w,
+            e,
+        );
+        inv.add_n(
+            format!("{what}: DoRA's column norms and scales, per output"),
+            w,
+            a,
+            3,
+        );
+    }
+}
+
 /// A Llama-like layer's first half: the input norm, the attention projections' inputs, RoPE
 /// (and q/k norms), the attention core, the output projection's input and its residual
 /// dropout.
@@ -745,6 +803,21 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         mla_projections(inv, spec, sh, l, m);
     } else {
         linear_inputs(inv, "q/k/v_proj input", th, qkv, sh);
+        if sh.dora && !sh.base_trainable {
+            let outs = [q, kv, kv];
+            let adapted: &[u64] = match sh.lora_qkv {
+                3 => &outs,
+                2 => &[q, kv],
+                _ => &[],
+            };
+            dora_outputs(
+                inv,
+                "q/k/v_proj",
+                (th / t.max(1), sh.linear_out()),
+                adapted,
+                sh,
+            );
+        }
     }
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
     // fp32; the rotated q, k and v are what attention saves.
@@ -978,6 +1051,10 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         // The kernel's output is o_proj's input, saved by the kernel; a te.Linear saves its
         // own fp8 copy of it besides.
         te_linear_inputs(inv, "o_proj input (the kernel's output)", t * l.o, 1);
+    }
+    if sh.dora && !sh.base_trainable && sh.lora_o {
+        // Its input is attention's output, in the compute dtype, which a 4-bit Linear returns.
+        dora_outputs(inv, "o_proj", (l.o, sh.compute()), &[l.h_local], sh);
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
 }
@@ -1613,6 +1690,9 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
         // Counted with the attention projections, which read the same norm output.
     } else {
         mlp_linear_inputs(inv, "gate/up_proj input", th, 2, sh);
+        if sh.dora && sh.lora_mlp && !sh.base_trainable {
+            dora_outputs(inv, "gate/up_proj", (spec.hidden, c), &[f, f], sh);
+        }
     }
     let what = if fused {
         "gate_up output (saved by the activation and the product)"
@@ -1636,6 +1716,9 @@ fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
         );
     } else {
         mlp_lora_inputs(inv, "down_proj input", t * f, 1, sh);
+        if sh.dora && sh.lora_mlp {
+            dora_outputs(inv, "down_proj", (f, c), &[spec.hidden / sh.tp.max(1)], sh);
+        }
     }
 }
 

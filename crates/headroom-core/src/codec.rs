@@ -223,6 +223,7 @@ pub const FIELDS: &[Field] = &[
     switch!("kbit", lora, lora.kbit),
     switch!("lora_dropout", lora, lora.dropout),
     switch!("save_embeddings", lora, lora.save_embeddings),
+    switch!("dora", lora, lora.dora),
     choice!("precision", Precision, precision),
     choice!("fp8", Fp8Recipe, fp8),
     choice!("optimizer", Optimizer, optimizer),

@@ -468,6 +468,11 @@ pub struct Lora {
     /// embedding and the lm_head beside the frozen originals (new tokens, chat templates).
     #[serde(default, skip_serializing_if = "is_false")]
     pub save_embeddings: bool,
+    /// DoRA (peft's `use_dora`): a trained magnitude per output of each adapted Linear, the
+    /// weight's column norms computed in every forward, and the base's and the adapters'
+    /// outputs kept for the magnitude's gradient.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dora: bool,
 }
 
 /// Parallelism across GPUs.
@@ -679,6 +684,7 @@ impl Default for Scenario {
                 kbit: false,
                 dropout: false,
                 save_embeddings: false,
+                dora: false,
             },
             precision: Precision::AmpBf16,
             fp8: Fp8Recipe::Off,

@@ -150,44 +150,8 @@ impl<'a> Step<'a> {
             } else {
                 (0, 0, 0)
             };
-        // (A trained modules_to_save copy of the embeddings gives the first layer an input that
-        // needs a gradient.)
-        let frozen_input = scen.method != Method::Full
-            && scen.checkpointing == Checkpointing::None
-            && !scen.lora.save_embeddings;
-        let first_unsaved = if frozen_input {
-            // With lora_dropout the q/k/v adapters' dropout runs outside autograd too: their
-            // masks are not kept (the dropped copies are: lora_A's weight needs them).
-            let masks = if scen.lora.dropout {
-                let th = if sh.sp {
-                    t * spec.hidden / sh.tp
-                } else {
-                    t * spec.hidden
-                };
-                th * sh.lora_qkv
-            } else {
-                0
-            };
-            masks + {
-                let first = if spec.moe.is_some()
-                    && spec
-                        .moe
-                        .as_ref()
-                        .is_some_and(|m| m.sparse_layers >= spec.layers)
-                {
-                    &moe
-                } else {
-                    &dense
-                };
-                first
-                    .iter()
-                    .filter(|s| s.part == activations::Part::InputNorm)
-                    .map(|s| s.elements * s.dtype.bytes() * s.copies)
-                    .sum::<u64>()
-            }
-        } else {
-            0
-        };
+        let first_unsaved =
+            first_layer_unsaved(spec, scen, &sh, if first_moe(spec) { &moe } else { &dense });
         let outside = activations::outside_layers(spec, &sh);
         let outside_bytes = activations::total(&outside);
         let lm = loss_memory(spec, scen);
@@ -203,7 +167,10 @@ impl<'a> Step<'a> {
         // in forward and again in backward for the input's gradient
         // (`bitsandbytes/autograd/_functions.py`); the largest one is the transient.
         let dequantized = dequantized_weight_bytes(&inv, scen, compute);
-        tmp.layer_forward = tmp.layer_forward.max(dequantized);
+        tmp.layer_forward = tmp
+            .layer_forward
+            .max(dequantized)
+            .max(dora_norm_bytes(&inv, scen));
         // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
         tmp.layer_forward += crate::context::forward_bytes(spec, scen);
         let backward_extra = dequantized
@@ -369,6 +336,83 @@ impl<'a> Step<'a> {
     pub fn recompute_shares_input(&self) -> bool {
         self.spec.norm_saves_input() || self.stream == DType::F32
     }
+}
+
+/// Whether the first decoder layer is a MoE layer (every layer is).
+fn first_moe(spec: &ModelSpec) -> bool {
+    spec.moe
+        .as_ref()
+        .is_some_and(|m| m.sparse_layers >= spec.layers)
+}
+
+/// What the first layer (its saved tensors `first`) does not save when its input needs no
+/// gradient: under LoRA/QLoRA without checkpointing nothing calls `enable_input_require_grads`,
+/// the frozen embeddings' output has no grad (unless a modules_to_save copy of them trains),
+/// and until the q/k/v adapters add theirs nothing in the layer does. Measured on CPU against
+/// peft (tests/reference/test_peft.py): the input norm saves nothing, nor do the q/k/v
+/// adapters' lora_dropout masks, nor DoRA's (scale - 1) for their base outputs, nor, with
+/// lora_dropout, DoRA's weight cast for F.linear.
+fn first_layer_unsaved(spec: &ModelSpec, scen: &Scenario, sh: &Shape, first: &[Saved]) -> u64 {
+    let frozen_input = scen.method != Method::Full
+        && scen.checkpointing == Checkpointing::None
+        && !scen.lora.save_embeddings;
+    if !frozen_input {
+        return 0;
+    }
+    let t = sh.tokens();
+    let th = if sh.sp {
+        t * spec.hidden / sh.tp
+    } else {
+        t * spec.hidden
+    };
+    let masks = if scen.lora.dropout {
+        th * sh.lora_qkv
+    } else {
+        0
+    };
+    let tp = u64::from(scen.parallel.tensor.max(1));
+    let (q, kv) = (spec.q_dim() / tp, spec.kv_dim() / tp);
+    let outs: &[u64] = match sh.lora_qkv {
+        3 => &[q, kv, kv],
+        2 => &[q, kv],
+        _ => &[],
+    };
+    let dora = if scen.lora.dora {
+        let a = scen.lora.adapter_dtype.bytes();
+        let weight = if scen.lora.dropout {
+            spec.hidden * a
+        } else {
+            0
+        };
+        outs.iter().map(|w| w * (a + weight)).sum::<u64>()
+    } else {
+        0
+    };
+    let norm: u64 = first
+        .iter()
+        .filter(|s| s.part == activations::Part::InputNorm)
+        .map(|s| s.elements * s.dtype.bytes() * s.copies)
+        .sum();
+    masks + dora + norm
+}
+
+/// DoRA's column norms, computed in every forward for each adapted Linear
+/// (`DoraLinearLayer.get_weight_norm`, peft 0.21): the adapters' product is formed by running
+/// an identity matrix through them (`x_eye`, d_in x d_in, kept by lora_A's graph while the
+/// product lives), then the base weight cast to the adapters' dtype, the scaled product and
+/// their sum: four d_out x d_in matrices and the identity at once, for the largest adapted
+/// Linear (read from peft's code; assumed, not measured).
+fn dora_norm_bytes(inv: &ParamInventory, scen: &Scenario) -> u64 {
+    if scen.method == Method::Full || !scen.lora.dora {
+        return 0;
+    }
+    let tp = u64::from(scen.parallel.tensor.max(1));
+    let a = scen.lora.adapter_dtype.bytes();
+    inv.linears()
+        .filter(|t| t.scope != crate::model::Scope::Model && crate::states::lora_adapts(scen, t))
+        .map(|t| (t.d_in * t.d_in + 4 * (t.d_in * t.d_out).div_ceil(tp)) * a)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The largest 4-bit Linear's weight dequantized to the compute dtype (QLoRA; 0 otherwise).

@@ -80,6 +80,9 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
         if scen.lora.dropout {
             extra.push_str(", lora_dropout=0.05");
         }
+        if scen.lora.dora {
+            extra.push_str(", use_dora=True");
+        }
         if scen.lora.save_embeddings {
             extra.push_str(", modules_to_save=[\"embed_tokens\", \"lm_head\"]");
         }

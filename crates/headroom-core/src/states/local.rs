@@ -326,8 +326,18 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     } else {
         t.d_in
     };
-    let per_layer = (r * d_in + t.d_out * r) * t.copies;
+    // DoRA adds a magnitude per output (`lora_magnitude_vector`, in the adapters' dtype).
+    let magnitude = if cx.scen.lora.dora { t.d_out } else { 0 };
+    let per_layer = (r * d_in + t.d_out * r + magnitude) * t.copies;
     let dtype = cx.scen.lora.adapter_dtype;
+    if magnitude > 0 {
+        l.train.push(TrainTensor {
+            rows: magnitude,
+            cols: 1,
+            count: count * t.copies,
+            dtype,
+        });
+    }
     l.train.push(TrainTensor {
         rows: r,
         cols: d_in,
@@ -348,7 +358,9 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     let p = cx.scen.precision;
     if p.is_autocast() && dtype != p.compute_dtype() {
         let layers = cx.place.layers_local.max(1);
-        let bytes = per_layer * (count / layers).max(1) * p.compute_dtype().bytes();
+        // (DoRA's magnitude divides, no matmul: autocast leaves it alone.)
+        let cast = per_layer - magnitude * t.copies;
+        let bytes = cast * (count / layers).max(1) * p.compute_dtype().bytes();
         l.cache_layer += bytes;
         *kind_of(&mut l.cache_kinds, t.scope) += bytes;
         if reads_layer_input(t) {

@@ -343,6 +343,9 @@ fn lora_params(inv: &ParamInventory, scen: &Scenario) -> u64 {
     let r = scen.lora.rank as u64;
     inv.linears()
         .filter(|t| lora_adapts(scen, t))
-        .map(|t| r * (t.d_in + t.d_out) * t.copies * inv.multiplicity(t.scope))
+        .map(|t| {
+            let magnitude = if scen.lora.dora { t.d_out } else { 0 };
+            (r * (t.d_in + t.d_out) + magnitude) * t.copies * inv.multiplicity(t.scope)
+        })
         .sum()
 }

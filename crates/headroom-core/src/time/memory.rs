@@ -146,6 +146,27 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "autocast's cast of weights that need no gradient (not cached); one read and one write each",
         );
     }
+    if scen.method != Method::Full && scen.lora.dora {
+        // DoRA's column norms in every forward (and recompute): per adapted Linear the base
+        // weight cast to the adapters' dtype, the adapters' product, its scaled copy and the
+        // sum written, and the sum read by the norm: five passes over d_out x d_in elements in
+        // the adapters' dtype (`DoraLinearLayer.get_weight_norm`; assumed passes).
+        let inv = &cx.inv;
+        let adapted: f64 = inv
+            .linears()
+            .filter(|t| t.scope != Scope::Model && crate::states::lora_adapts(scen, t))
+            .map(|t| t.numel() as f64 * layer_count(inv, t.scope))
+            .sum();
+        let a = scen.lora.adapter_dtype.bytes() as f64;
+        let uses = 1.0 + ck / layers.max(1.0);
+        terms.memory(
+            "dora_norms",
+            "DoRA: the weights' column norms in every forward",
+            adapted * 5.0 * a * uses * m / mp,
+            || format!("{adapted:.3e} adapted weights x 5 passes x {a:.0} bytes x {uses:.2} uses per micro-batch x {m:.0}"),
+            "peft's DoraLinearLayer.get_weight_norm, computed again each forward; assumed passes",
+        );
+    }
     if scen.parallel.offload_optimizer == Offload::None {
         optimizer(cx, terms);
     }
