@@ -9,7 +9,8 @@ use headroom_core::codec::KEYS;
 use std::fmt::Write;
 use std::sync::OnceLock;
 
-/// Option words any link field might take; indexes past the end reach preset and GPU ids.
+/// Option words any link field might take beside the enums' own (`enum_words`); indexes past
+/// the end reach preset and GPU ids.
 const WORDS: &[&str] = &[
     "full",
     "lora",
@@ -135,11 +136,43 @@ fn model_types() -> &'static [&'static str] {
     })
 }
 
+/// Every word of the scenario's named enums (`ALL`), so a new option word is generated the day it
+/// is added, and the adapters' dtypes.
+fn enum_words() -> Vec<String> {
+    use headroom_core::scenario as sc;
+    fn ids<T: Copy>(all: &[T], id: fn(T) -> &'static str) -> impl Iterator<Item = String> + '_ {
+        all.iter().map(move |&x| id(x).to_string())
+    }
+    ids(sc::Precision::ALL, sc::Precision::id)
+        .chain(ids(sc::Optimizer::ALL, sc::Optimizer::id))
+        .chain(ids(sc::Attention::ALL, sc::Attention::id))
+        .chain(ids(sc::SdpaKernel::ALL, sc::SdpaKernel::id))
+        .chain(ids(sc::Fp8Recipe::ALL, sc::Fp8Recipe::id))
+        .chain(ids(sc::VisionTraining::ALL, sc::VisionTraining::id))
+        .chain(ids(sc::LossImpl::ALL, sc::LossImpl::id))
+        .chain(ids(sc::DataParallel::ALL, sc::DataParallel::id))
+        .chain(ids(sc::Offload::ALL, sc::Offload::id))
+        .chain(ids(sc::Method::ALL, sc::Method::id))
+        .chain(ids(sc::BaseDtype::ALL, sc::BaseDtype::id))
+        .chain(ids(sc::LoraTargets::ALL, sc::LoraTargets::id))
+        .chain(
+            headroom_core::codec::ADAPTER_DTYPES
+                .iter()
+                .map(|(id, _)| id.to_string()),
+        )
+        .collect()
+}
+
 /// Every option word, then every preset id, then every GPU id.
 fn vocabulary() -> &'static [String] {
     static V: OnceLock<Vec<String>> = OnceLock::new();
     V.get_or_init(|| {
         let mut v: Vec<String> = WORDS.iter().map(|w| w.to_string()).collect();
+        for w in enum_words() {
+            if !v.contains(&w) {
+                v.push(w);
+            }
+        }
         v.extend(
             PresetCatalog::builtin()
                 .presets
