@@ -712,6 +712,8 @@ mod tests {
         assert!(at(20.0, 20.5, 3.0, Verdict::Unverified).verdict_holds());
     }
 
+    // (The site's build embeds none: its pages fetch them, `parse_bundle`.)
+    #[cfg(feature = "embedded-claims")]
     #[test]
     fn the_embedded_claims_parse_and_evaluate() {
         let named = named_scenarios();

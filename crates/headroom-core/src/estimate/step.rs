@@ -297,7 +297,7 @@ impl<'a> Step<'a> {
     /// What layer `i` keeps from its forward to its backward.
     pub fn kept(&self, i: u64) -> u64 {
         match self.plan(i) {
-            LayerPlan::Saved if i == 0 => self.full(i) - self.first_unsaved,
+            LayerPlan::Saved if i == 0 => self.full(i).saturating_sub(self.first_unsaved),
             LayerPlan::Saved => self.full(i),
             LayerPlan::Checkpointed => self.ckpt_input,
             LayerPlan::Selective => self.full(i) - self.scores(i),
