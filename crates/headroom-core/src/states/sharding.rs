@@ -201,7 +201,14 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
         0
     };
     let packed = packed.min(largest - fp8);
-    let layer_gathered = (largest - fp8 - packed) * c + fp8 + packed.div_ceil(2);
+    // LoRA's adapters are parameters of the layer's unit too, gathered in the compute dtype
+    // beside the frozen weights (measured on FSDP2's collectives: tests/reference/test_fsdp.py).
+    let adapters = if scen.method == Method::Full {
+        0
+    } else {
+        f.layer_trainable
+    };
+    let layer_gathered = (largest - fp8 - packed + adapters) * c + fp8 + packed.div_ceil(2);
     s.gather = 2 * layer_gathered + f.inv.outside_layers().div_ceil(p.tp) * c;
     s.comm = if scen.method == Method::Full {
         Explained::new(
