@@ -33,8 +33,13 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", file.display());
         let mut json = toml_to_json(&file);
-        if name == "GPUS_JSON" && env::var_os("CARGO_FEATURE_PROVENANCE").is_none() {
-            json = without_provenance(&json);
+        if env::var_os("CARGO_FEATURE_PROVENANCE").is_none() {
+            json = if name == "GPUS_JSON" {
+                without_provenance(&json)
+            } else {
+                // The presets' config URLs: the CLI prints them, the site shows the Hub id.
+                without_key(&json, "preset", "source")
+            };
         }
         writeln!(out, "pub const {name}: &str = {json:?};").expect("writing to a String");
     }
@@ -58,6 +63,18 @@ fn without_provenance(json: &str) -> String {
         for gpu in gpus.iter_mut().filter_map(|g| g.as_object_mut()) {
             gpu.remove("provenance");
             gpu.remove("total_bytes_source");
+        }
+    }
+    value.to_string()
+}
+
+/// `json` with `key` removed from every table of its `list` array.
+fn without_key(json: &str, list: &str, key: &str) -> String {
+    let mut value: serde_json::Value =
+        serde_json::from_str(json).expect("the file was just written as JSON");
+    if let Some(items) = value.get_mut(list).and_then(|g| g.as_array_mut()) {
+        for item in items.iter_mut().filter_map(|g| g.as_object_mut()) {
+            item.remove(key);
         }
     }
     value.to_string()
@@ -157,7 +174,7 @@ fn calibration_table(dir: &Path) -> String {
     s
 }
 
-/// Rounds each measurement's spread (`min`, `max`, `q1`, `q3` beside a `median`) to six
+/// Rounds each measurement's spread (`min`, `max`, `q1`, `q3` beside a `median`) to four
 /// significant digits in the embedded copy, and empties its `method` sentence: the pages show
 /// the spread to one decimal and no method (the calibration page fetches the whole file), no
 /// estimate reads either, and they cost the download 1.1 KB gzip per file. Medians, which the
@@ -171,7 +188,7 @@ fn round_spreads(v: &mut serde_json::Value) {
                 }
                 for key in ["min", "max", "q1", "q3"] {
                     if let Some(x) = o.get(key).and_then(serde_json::Value::as_f64) {
-                        let rounded: f64 = format!("{x:.5e}").parse().unwrap_or(x);
+                        let rounded: f64 = format!("{x:.3e}").parse().unwrap_or(x);
                         o.insert(key.into(), serde_json::json!(rounded));
                     }
                 }

@@ -668,7 +668,7 @@ fn lora_adapter_inputs(
         // nn.Dropout on the (cast) input: CUDA's fused dropout keeps a bool mask, and its
         // output is a new tensor per adapted Linear.
         inv.add_n(
-            format!("{what}: lora_dropout mask (one per adapted Linear)"),
+            format!("{what}: lora_dropout mask (per adapted Linear)"),
             elements,
             DType::Bool,
             consumers,
@@ -690,7 +690,7 @@ fn lora_adapter_inputs(
         };
         inv.add_n(
             format!(
-                "{what}: {how} {} copy for lora_A (one per adapted Linear)",
+                "{what}: {how} {} copy for lora_A (per adapted Linear)",
                 e.torch_name()
             ),
             elements,
@@ -723,38 +723,20 @@ fn dora_outputs(
     for &w in outs {
         if sh.lora_dropout {
             inv.add(
-                format!(
-                    "{what}: DoRA's base output from the dropped input (saved by the scale's mul)"
-                ),
+                format!("{what}: DoRA's base output (dropped input)"),
                 t * w,
                 e,
             );
             inv.add(
-                format!(
-                    "{what}: the weight cast to {} (saved by DoRA's F.linear)",
-                    a.torch_name()
-                ),
+                format!("{what}: DoRA's {} weight cast", a.torch_name()),
                 w * d_in,
                 a,
             );
         } else {
-            inv.add(
-                format!("{what}: base output (saved by DoRA's scale multiply)"),
-                t * w,
-                base_out,
-            );
+            inv.add(format!("{what}: DoRA's base output"), t * w, base_out);
         }
-        inv.add(
-            format!("{what}: adapters' output (saved by DoRA's scale multiply)"),
-            t * w,
-            e,
-        );
-        inv.add_n(
-            format!("{what}: DoRA's column norms and scales, per output"),
-            w,
-            a,
-            3,
-        );
+        inv.add(format!("{what}: DoRA's adapters' output"), t * w, e);
+        inv.add_n(format!("{what}: DoRA's norms and scales"), w, a, 3);
     }
 }
 

@@ -280,7 +280,7 @@ named_enum!(
     LoraTargets, "LoRA targets" {
         Attention => "attn", "attention projections";
         AllLinear => "all", "all linear layers";
-        Qv => "qv", "q and v projections (peft's default for Llama-like models)";
+        Qv => "qv", "q and v (peft's default for Llama)";
         Qkv => "qkv", "q, k and v projections";
         Mlp => "mlp", "MLP projections only";
     }

@@ -131,7 +131,7 @@ fn llama_amp_bf16_lora_inventory() {
         expect![[r#"
                 24576 f32     =     98304  input_layernorm: fp32 copy of the input (saved by pow, mul)
                   128 f32     =       512  input_layernorm: rsqrt of the variance
-                24576 bf16 x3 =    147456  q/k/v_proj input: autocast's bfloat16 copy for lora_A (one per adapted Linear)
+                24576 bf16 x3 =    147456  q/k/v_proj input: autocast's bfloat16 copy for lora_A (per adapted Linear)
                  1024 bf16 x3 =      6144  lora_A output (saved by lora_B)
                 24576 bf16    =     49152  q after RoPE (saved by SDPA)
                  8192 bf16    =     16384  k after RoPE (saved by SDPA)
@@ -139,16 +139,16 @@ fn llama_amp_bf16_lora_inventory() {
                 24576 bf16    =     49152  attention output (saved by SDPA)
                   768 f32     =      3072  logsumexp (saved by SDPA)
                     2 i64     =        16  RNG state: philox seed and offset (saved by SDPA)
-                24576 bf16    =     49152  o_proj input (the kernel's output): autocast's bfloat16 copy for lora_A (one per adapted Linear)
+                24576 bf16    =     49152  o_proj input (the kernel's output): autocast's bfloat16 copy for lora_A (per adapted Linear)
                  1024 bf16    =      2048  lora_A output (saved by lora_B)
                 24576 f32     =     98304  post_attention_layernorm: fp32 copy of the input (saved by pow, mul)
                   128 f32     =       512  post_attention_layernorm: rsqrt of the variance
-                24576 bf16 x2 =     98304  gate/up_proj input: autocast's bfloat16 copy for lora_A (one per adapted Linear)
+                24576 bf16 x2 =     98304  gate/up_proj input: autocast's bfloat16 copy for lora_A (per adapted Linear)
                  1024 bf16 x2 =      4096  lora_A output (saved by lora_B)
                 65536 bf16    =    131072  gate output (saved by the activation)
                 65536 bf16    =    131072  up output (saved by the product)
                 65536 bf16    =    131072  activation output (saved by the product)
-                65536 bf16    =    131072  down_proj input: autocast's bfloat16 copy for lora_A (one per adapted Linear)
+                65536 bf16    =    131072  down_proj input: autocast's bfloat16 copy for lora_A (per adapted Linear)
                  1024 bf16    =      2048  lora_A output (saved by lora_B)
             total 1165328 B
         "#]],

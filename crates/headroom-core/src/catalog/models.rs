@@ -39,6 +39,8 @@ struct Entry {
     id: String,
     name: String,
     hf_id: String,
+    /// Left out of the site's embedded copy (no `provenance` feature).
+    #[serde(default)]
     source: String,
     parameters_total: u64,
 }

@@ -48,25 +48,25 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
             "QLoRA: load with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype=torch.{}), {}then LoraConfig(r={}, target_modules={})",
             if scen.precision.half_dtype() == crate::dtype::DType::F16 { "float16" } else { "bfloat16" },
             if scen.lora.kbit {
-                "then peft.prepare_model_for_kbit_training (embeddings, norms and lm_head upcast to fp32, as estimated), "
+                "then peft.prepare_model_for_kbit_training (as estimated), "
             } else {
-                "without peft.prepare_model_for_kbit_training (as estimated: it would upcast embeddings, norms and lm_head to fp32; --kbit counts that), "
+                "without peft.prepare_model_for_kbit_training (as estimated), "
             },
             scen.lora.rank,
             lora_targets(scen)
         )),
     }
     if scen.method != Method::Full && scen.lora.dropout {
-        n.push("lora_dropout above 0 (as estimated: each adapted Linear keeps a dropped copy and a mask); 0.05 written".into());
+        n.push("lora_dropout=0.05 (any value above 0, as estimated)".into());
     }
     if scen.method != Method::Full && scen.lora.save_embeddings {
-        n.push("modules_to_save=[\"embed_tokens\", \"lm_head\"] in the LoraConfig (trained copies, as estimated)".into());
-    }
-    if scen.method != Method::Full && scen.lora.base == crate::scenario::BaseDtype::Fp32 {
         n.push(
-            "LoRA base loaded in float32 (as estimated): dtype=torch.float32 in from_pretrained"
+            "modules_to_save=[\"embed_tokens\", \"lm_head\"] in the LoraConfig, as estimated"
                 .into(),
         );
+    }
+    if scen.method != Method::Full && scen.lora.base == crate::scenario::BaseDtype::Fp32 {
+        n.push("LoRA base loaded with dtype=torch.float32, as estimated".into());
     }
     if scen.runtime.cuda_graphs {
         n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());

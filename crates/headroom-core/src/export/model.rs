@@ -64,9 +64,9 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
         // and lm_head in the load dtype, or in fp32 after prepare_model_for_kbit_training where
         // the scenario says it is called (`kbit`).
         let note = if scen.lora.kbit {
-            "# NF4 with double quantization, then peft's prepare_model_for_kbit_training, as estimated (kbit=1):\n# the embeddings, norms and lm_head upcast to fp32, and so an fp32 residual stream.\n"
+            "# NF4 with double quantization, then prepare_model_for_kbit_training (kbit=1): fp32 norms, embeddings, lm_head.\n"
         } else {
-            "# NF4 with double quantization, as estimated. Not peft's prepare_model_for_kbit_training: it upcasts the\n# embeddings, norms and lm_head to fp32, more memory than this estimate counts (kbit=1 counts it).\n"
+            "# NF4 with double quantization, without prepare_model_for_kbit_training (kbit=1 counts its fp32 upcast).\n"
         };
         t.push_str(note);
         t.push_str(&format!(

@@ -314,7 +314,7 @@ fn unsharded(
             Explained::new(
                 adapters * grad_dtype.bytes() + local.saved_modules * base_dtype.bytes(),
                 format!(
-                    "{adapters} adapter params x {} B ({}) + {} params of the modules_to_save copies x {} B ({})",
+                    "{adapters} adapter params x {} B ({}) + {} modules_to_save params x {} B ({})",
                     grad_dtype.bytes(),
                     grad_dtype.torch_name(),
                     local.saved_modules,

@@ -170,7 +170,7 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
     if f.quant_state > 0 {
         s.weights.bytes += f.quant_state;
         s.weights.formula = format!(
-            "{}, + {} B of NF4 quantization state on every rank (not a parameter: not sharded)",
+            "{}, + {} B of NF4 state on every rank",
             s.weights.formula, f.quant_state
         );
     }
@@ -221,7 +221,7 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
         // `fsdp_auto_wrap_policy`): one layer's adapter gradients, in their own dtype.
         Explained::new(
             f.layer_trainable * f.grad_bytes,
-            "FSDP reduce-scatter: one layer's adapter gradients (frozen weights have none)".into(),
+            "FSDP reduce-scatter: one layer's adapter gradients".into(),
         )
     };
     if scen.parallel.offload_params == Offload::Cpu {

@@ -142,8 +142,8 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "frozen_casts",
             "LoRA: the fp32 base's weights cast to 16 bits in every forward",
             cast * 6.0 * uses * m / mp,
-            || format!("{cast:.3e} frozen Linear weights x 6 bytes x {uses:.2} uses per micro-batch x {m:.0}"),
-            "autocast's cast of weights that need no gradient (not cached); one read and one write each",
+            || format!("{cast:.3e} weights x 6 B x {uses:.2} x {m:.0}"),
+            "autocast's uncached casts of frozen weights",
         );
     }
     if scen.method != Method::Full && scen.lora.dora {
@@ -163,8 +163,8 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "dora_norms",
             "DoRA: the weights' column norms in every forward",
             adapted * 5.0 * a * uses * m / mp,
-            || format!("{adapted:.3e} adapted weights x 5 passes x {a:.0} bytes x {uses:.2} uses per micro-batch x {m:.0}"),
-            "peft's DoraLinearLayer.get_weight_norm, computed again each forward; assumed passes",
+            || format!("{adapted:.3e} weights x 5 x {a:.0} B x {uses:.2} x {m:.0}"),
+            "peft's DoraLinearLayer.get_weight_norm; assumed passes",
         );
     }
     if scen.parallel.offload_optimizer == Offload::None {

@@ -37,10 +37,12 @@
 //!   configs took 3 KB back (480.4 KB; 480.6 KB with the TE lm_head and Blackwell copies), and
 //!   the limit was raised on purpose to 485 (the sixth raise; the way back is still a second
 //!   bundle for the documentation pages and configs fetched on demand). Issue 29's LoRA and
-//!   QLoRA settings (base dtype, kbit, lora_dropout, adapter dtype, modules_to_save, three
-//!   target sets) cost about 2.5 KB; the worked examples' claims left the download (6.7 KB of
-//!   embedded data: the examples pages fetch `content/claims.json`), which took it to 478.5 KB
-//!   (2026-11-26), and the limit came down to 480;
+//!   QLoRA settings (base dtype, kbit, lora_dropout, adapter dtype, modules_to_save, DoRA,
+//!   three target sets) cost about 5 KB; the worked examples' claims left the download (6.7 KB
+//!   of embedded data: the examples pages fetch `content/claims.json`), the presets' config URLs
+//!   left the site's copy (the CLI prints them; 0.35 KB) and the embedded calibrations' spreads
+//!   keep four significant digits (0.3 KB), which took it to 479.8 KB (2026-11-26), and the
+//!   limit came down to 480;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
