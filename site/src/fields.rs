@@ -387,7 +387,7 @@ pub static GROUPS: &[Group] = &[
             },
             Field {
                 key: "save_embeddings",
-                label: "Train embeddings and lm_head (modules_to_save)",
+                label: "Train embeddings (modules_to_save)",
                 help: "Trained copies beside the frozen originals.",
                 control: Control::Check,
                 shown: adapters,
