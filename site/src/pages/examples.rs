@@ -48,7 +48,8 @@ fn use_files() -> Option<Result<Rc<Vec<ClaimFile>>, String>> {
             }
         });
     }
-    // The page is ready once the claims are in (tests and the budget script wait for it).
+    // The page is drawn once the claims are in (`data-ready` on <main> says so; the app marks
+    // itself ready on its first frame, before the fetch returns).
     let loaded = state.is_some();
     use_effect_with(loaded, |loaded| {
         if *loaded {
@@ -63,10 +64,10 @@ fn waiting(files: Option<Result<Rc<Vec<ClaimFile>>, String>>) -> Result<Rc<Vec<C
     match files {
         Some(Ok(files)) => Ok(files),
         Some(Err(e)) => Err(html! {
-            <main class="page narrow" id="main"><div class="notice error">{ e }</div></main>
+            <main class="page narrow" id="main" data-ready="true"><div class="notice error">{ e }</div></main>
         }),
         None => Err(html! {
-            <main class="page narrow" id="main"><p class="help">{ "Loading the worked examples…" }</p></main>
+            <main class="page narrow" id="main" data-ready="false"><p class="help">{ "Loading the worked examples…" }</p></main>
         }),
     }
 }
@@ -110,7 +111,7 @@ pub fn Examples() -> Html {
     let base = dom::base_path();
     let named = named_scenarios();
     html! {
-        <main class="page narrow examples" id="main">
+        <main class="page narrow examples" id="main" data-ready="true">
             <h1>{ "Worked examples" }</h1>
             <p>{ "Five practitioners' guides each walk through one training setup and the memory it needs. Each page below sets every figure a guide states beside the figure Headroom computes for the same setup, in your browser, and says which figures are off and by how much." }</p>
             <ol class="example-list" id="examples">
@@ -167,7 +168,7 @@ pub fn Example(props: &ExampleProps) -> Html {
         None => html! {},
     };
     html! {
-        <main class="page example" id="main">
+        <main class="page example" id="main" data-ready="true">
             <p class="crumbs"><a href={format!("{base}/examples")}>{ "Worked examples" }</a>
                 { format!(" / Example {}", number(file)) }</p>
             <h1>{ &file.title }</h1>

@@ -914,8 +914,18 @@ fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
 #[test]
 fn each_worked_example_checks_its_claims_with_the_clis_figures() {
     use headroom_core::claims;
+    // The examples pages fetch their claims (content/claims.json) after the app's first frame.
+    let claims_in = |s: &headroom_e2e::webdriver::Session| {
+        s.wait_ready();
+        s.wait_for(
+            "return document.querySelector('main[data-ready=\"true\"]') !== null",
+            std::time::Duration::from_secs(30),
+            "the worked examples' claims",
+        );
+    };
     let site = Site::start();
     let s = site.open("/examples");
+    claims_in(&s);
     assert_eq!(
         s.js(
             "return document.querySelectorAll('#examples > li').length",
@@ -932,7 +942,7 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
             .find(|f| f.id == format!("ex{n}"))
             .expect("a claims file");
         s.goto(&site.url(&format!("/examples/{n}")));
-        s.wait_ready();
+        claims_in(&s);
         let rows = s.js(
             "return document.querySelectorAll('#claims tbody tr.claim').length",
             json!([]),
@@ -975,7 +985,7 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
 
     // Example 2, claims 2 and 6: Headroom's figure is the CLI's for the same scenario.
     s.goto(&site.url("/examples/2"));
-    s.wait_ready();
+    claims_in(&s);
     let value = |id: &str| {
         s.js(
             "return document.querySelector('#' + arguments[0] + ' .computed').getAttribute('data-value')",
@@ -1010,7 +1020,7 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
     // A phone shows each claim as a card, no wider than the screen.
     let phone = site.driver.phone_session(390, 844);
     phone.goto(&site.url("/examples/0"));
-    phone.wait_ready();
+    claims_in(&phone);
     let overflow = phone.js(
         "return document.documentElement.scrollWidth - window.innerWidth",
         json!([]),
@@ -1021,7 +1031,7 @@ fn each_worked_example_checks_its_claims_with_the_clis_figures() {
     );
     phone.screenshot(&repo_root().join("target/e2e/example-0-phone.png"));
     s.goto(&site.url("/examples/0"));
-    s.wait_ready();
+    claims_in(&s);
     s.screenshot(&repo_root().join("target/e2e/example-0-desktop.png"));
 }
 
