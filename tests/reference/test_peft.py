@@ -16,7 +16,7 @@ import pytest
 
 from measure_peft import builder, dropout_correction
 from measure_saved import measure
-from test_saved_bytes import CONFIGS, REPORT, cpu_flash, predict, predicted_figures, rng_correction
+from test_saved_bytes import CONFIGS, REPORT, assert_figures, cpu_flash, predict, predicted_figures, rng_correction
 
 HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
 
@@ -83,14 +83,7 @@ def check(name, config, method, prec, base, kbit, targets, ckpt="none", b=2, s=6
     got = predicted_figures(p)
     flags = f"{'' if adapter == 'fp32' else ' adapters ' + adapter}{' kbit' if kbit else ''}{' lora_dropout' if dropout else ''}{' modules_to_save' if emb else ''}{' dora' if dora else ''}"
     REPORT.append((f"{name} {prec} base={base}{flags} {targets} ckpt={ckpt} b{b} s{s}", got, m))
-    for key in ("parameters_trainable", "weights", "gradients", "optimizer_states"):
-        assert got[key] == m[key], f"{key}: predicted {got[key]}, measured {m[key]}"
-    if ckpt == "none":
-        assert got["activations_per_layer"] == m["activations_per_layer"], (
-            f"activations_per_layer: predicted {got['activations_per_layer']}, measured {m['activations_per_layer']}")
-    r_got, r_want = got["retained_after_forward"], m["retained_after_forward"]
-    assert abs(r_got - r_want) <= 0.01 * r_want, (
-        f"retained_after_forward: predicted {r_got}, measured {r_want} ({100 * (r_got - r_want) / r_want:+.2f}%)")
+    assert_figures(got, m, ckpt, ("parameters_trainable", "weights", "gradients", "optimizer_states"))
 
 
 PARAMS = [pytest.param(*sc, id=sc[0], marks=[pytest.mark.xfail(strict=True, reason=GAPS[sc[0]])] if sc[0] in GAPS else [])
@@ -102,57 +95,32 @@ def test_peft_against_pytorch(name, config, method, prec, base, kbit, targets, c
     check(name, config, method, prec, base, kbit, targets, ckpt, b, s)
 
 
-# lora_dropout > 0 (peft's 0.05 in most recipes): a dropped copy and a mask per adapted Linear.
-DROPOUT = [
-    ("llama-lora-amp-16bit-dropout", LLAMA, "lora", "amp-bf16", "16bit", False, "all"),
-    ("llama-lora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "all"),
-    ("llama-lora-fp32-dropout", LLAMA, "lora", "fp32", "fp32", False, "attn"),
-    ("llama-qlora-amp-kbit-dropout", LLAMA, "qlora", "amp-bf16", "16bit", True, "qv"),
+# Options on top of a scenario, each checked the same way: lora_dropout > 0 (peft's 0.05 in most
+# recipes: a dropped copy and a mask per adapted Linear), peft's modules_to_save=["embed_tokens",
+# "lm_head"] (Qwen-1's "LoRA (emb)": trained copies), adapters left in the base's 16 bits
+# (get_peft_model(..., autocast_adapter_dtype=False)) and DoRA (use_dora=True: magnitudes, and
+# the base's and adapters' outputs kept for them).
+# (name, config, method, precision, base, kbit, targets, options)
+OPTIONS = [
+    ("llama-lora-amp-16bit-dropout", LLAMA, "lora", "amp-bf16", "16bit", False, "all", dict(dropout=True)),
+    ("llama-lora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "all", dict(dropout=True)),
+    ("llama-lora-fp32-dropout", LLAMA, "lora", "fp32", "fp32", False, "attn", dict(dropout=True)),
+    ("llama-qlora-amp-kbit-dropout", LLAMA, "qlora", "amp-bf16", "16bit", True, "qv", dict(dropout=True)),
+    ("llama-lora-bf16-emb", LLAMA, "lora", "bf16", "16bit", False, "all", dict(emb=True)),
+    ("llama-lora-amp-16bit-emb", LLAMA, "lora", "amp-bf16", "16bit", False, "all", dict(emb=True)),
+    ("llama-lora-amp-fp32-emb", LLAMA, "lora", "amp-bf16", "fp32", False, "attn", dict(emb=True)),
+    ("llama-qlora-amp-kbit-emb", LLAMA, "qlora", "amp-bf16", "16bit", True, "qv", dict(emb=True)),
+    ("llama-lora-bf16-bf16-adapters", LLAMA, "lora", "bf16", "16bit", False, "all", dict(adapter="bf16")),
+    ("llama-lora-amp-bf16-adapters", LLAMA, "lora", "amp-bf16", "16bit", False, "attn", dict(adapter="bf16")),
+    ("llama-qlora-bf16-bf16-adapters", LLAMA, "qlora", "bf16", "16bit", False, "qv", dict(adapter="bf16")),
+    ("llama-dora-bf16", LLAMA, "lora", "bf16", "16bit", False, "all", dict(dora=True)),
+    ("llama-dora-amp-16bit", LLAMA, "lora", "amp-bf16", "16bit", False, "all", dict(dora=True)),
+    ("llama-dora-amp-fp32-qv", LLAMA, "lora", "amp-bf16", "fp32", False, "qv", dict(dora=True)),
+    ("llama-qdora-amp-kbit", LLAMA, "qlora", "amp-bf16", "16bit", True, "all", dict(dora=True)),
+    ("llama-dora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "attn", dict(dora=True, dropout=True)),
 ]
 
 
-@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", DROPOUT, ids=[d[0] for d in DROPOUT])
-def test_lora_dropout_against_pytorch(name, config, method, prec, base, kbit, targets):
-    check(name, config, method, prec, base, kbit, targets, dropout=True)
-
-
-# peft's modules_to_save=["embed_tokens", "lm_head"] (Qwen-1's "LoRA (emb)"): trained copies.
-SAVED = [
-    ("llama-lora-bf16-emb", LLAMA, "lora", "bf16", "16bit", False, "all"),
-    ("llama-lora-amp-16bit-emb", LLAMA, "lora", "amp-bf16", "16bit", False, "all"),
-    ("llama-lora-amp-fp32-emb", LLAMA, "lora", "amp-bf16", "fp32", False, "attn"),
-    ("llama-qlora-amp-kbit-emb", LLAMA, "qlora", "amp-bf16", "16bit", True, "qv"),
-]
-
-
-@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", SAVED, ids=[d[0] for d in SAVED])
-def test_modules_to_save_against_pytorch(name, config, method, prec, base, kbit, targets):
-    check(name, config, method, prec, base, kbit, targets, emb=True)
-
-
-# Adapters left in the base's 16 bits (get_peft_model(..., autocast_adapter_dtype=False)).
-HALF_ADAPTERS = [
-    ("llama-lora-bf16-bf16-adapters", LLAMA, "lora", "bf16", "16bit", False, "all"),
-    ("llama-lora-amp-bf16-adapters", LLAMA, "lora", "amp-bf16", "16bit", False, "attn"),
-    ("llama-qlora-bf16-bf16-adapters", LLAMA, "qlora", "bf16", "16bit", False, "qv"),
-]
-
-
-@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets", HALF_ADAPTERS, ids=[d[0] for d in HALF_ADAPTERS])
-def test_half_adapters_against_pytorch(name, config, method, prec, base, kbit, targets):
-    check(name, config, method, prec, base, kbit, targets, adapter="bf16")
-
-
-# DoRA (use_dora=True): magnitudes, and the base's and adapters' outputs kept for them.
-DORA = [
-    ("llama-dora-bf16", LLAMA, "lora", "bf16", "16bit", False, "all", False),
-    ("llama-dora-amp-16bit", LLAMA, "lora", "amp-bf16", "16bit", False, "all", False),
-    ("llama-dora-amp-fp32-qv", LLAMA, "lora", "amp-bf16", "fp32", False, "qv", False),
-    ("llama-qdora-amp-kbit", LLAMA, "qlora", "amp-bf16", "16bit", True, "all", False),
-    ("llama-dora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "attn", True),
-]
-
-
-@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,dropout", DORA, ids=[d[0] for d in DORA])
-def test_dora_against_pytorch(name, config, method, prec, base, kbit, targets, dropout):
-    check(name, config, method, prec, base, kbit, targets, dropout=dropout, dora=True)
+@pytest.mark.parametrize("name,config,method,prec,base,kbit,targets,options", OPTIONS, ids=[o[0] for o in OPTIONS])
+def test_peft_options_against_pytorch(name, config, method, prec, base, kbit, targets, options):
+    check(name, config, method, prec, base, kbit, targets, **options)

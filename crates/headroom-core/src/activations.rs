@@ -235,6 +235,16 @@ impl Shape {
         self.stream
     }
 
+    /// The output widths of the adapted ones of q (width `q`), k and v (width `kv`), in that
+    /// order (`lora_qkv` of them: all three, q and v, or none).
+    pub fn adapted_qkv_widths(&self, q: u64, kv: u64) -> Vec<u64> {
+        match self.lora_qkv {
+            3 => vec![q, kv, kv],
+            2 => vec![q, kv],
+            _ => Vec::new(),
+        }
+    }
+
     /// dtype of a decoder-layer Linear's output: the compute dtype, but the input's for a
     /// QLoRA model's 4-bit Linears (bitsandbytes `Linear4bit.forward` casts its result back
     /// to the input's dtype, autocast or not).
@@ -786,17 +796,12 @@ fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     } else {
         linear_inputs(inv, "q/k/v_proj input", th, qkv, sh);
         if sh.dora && !sh.base_trainable {
-            let outs = [q, kv, kv];
-            let adapted: &[u64] = match sh.lora_qkv {
-                3 => &outs,
-                2 => &[q, kv],
-                _ => &[],
-            };
+            let adapted = sh.adapted_qkv_widths(q, kv);
             dora_outputs(
                 inv,
                 "q/k/v_proj",
                 (th / t.max(1), sh.linear_out()),
-                adapted,
+                &adapted,
                 sh,
             );
         }

@@ -129,7 +129,7 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         // and are not kept at all by a checkpointed one (no cache holds them).
         if keeps {
             cache += s.kept_casts(i);
-            autocast += s.fp8_copies(i);
+            autocast += s.kept_copies(i);
         }
         autocast += s.casts(i);
         if i + 1 == layers || sampled(i, layers) {
@@ -336,7 +336,7 @@ fn layer_backward_transients(s: &Step, i: u64, live: Live) -> Live {
     let casts = if plan == LayerPlan::Saved {
         0
     } else {
-        s.casts(i) + s.fp8_copies(i)
+        s.casts(i) + s.kept_copies(i)
     };
     // Offloaded saves come back to the GPU for this layer's backward: all of them, or only
     // the checkpointed layer's input.

@@ -254,7 +254,7 @@ impl<'a> Step<'a> {
     }
 
     /// The weight copies layer `i` keeps to its backward when it saves its tensors
-    /// ([`casts`](Self::casts) and [`fp8_copies`](Self::fp8_copies)): the first layer keeps
+    /// ([`casts`](Self::casts) and [`kept_copies`](Self::kept_copies)): the first layer keeps
     /// none of its input projections' when its input needs no gradient.
     pub fn kept_casts(&self, i: u64) -> u64 {
         let unsaved = if i == 0 && self.first_unsaved > 0 {
@@ -262,15 +262,15 @@ impl<'a> Step<'a> {
         } else {
             0
         };
-        (self.casts(i) + self.fp8_copies(i)).saturating_sub(unsaved)
+        (self.casts(i) + self.kept_copies(i)).saturating_sub(unsaved)
     }
 
-    /// Transformer Engine's fp8 weight copies of layer `i` (`fp8=te`, else 0): kept to the
-    /// layer's backward where the layer saves its tensors, made again by a checkpointed layer's
-    /// recompute.
-    pub fn fp8_copies(&self, i: u64) -> u64 {
+    /// Layer `i`'s weight copies that no cache holds (Transformer Engine's fp8 copies, an fp32
+    /// frozen base's casts under LoRA; else 0): kept to the layer's backward where the layer
+    /// saves its tensors, made again by a checkpointed layer's recompute.
+    pub fn kept_copies(&self, i: u64) -> u64 {
         let softmax = self.spec.linear_attention.is_none() || self.spec.is_other_attention(i);
-        self.st.fp8_weight_copies_kinds.of(self.is_moe(i), softmax)
+        self.st.kept_weight_copies_kinds.of(self.is_moe(i), softmax)
     }
 
     /// What checkpointing does with layer `i`. Selective recompute drops eager attention's
@@ -372,11 +372,7 @@ fn first_layer_unsaved(spec: &ModelSpec, scen: &Scenario, sh: &Shape, first: &[S
     };
     let tp = u64::from(scen.parallel.tensor.max(1));
     let (q, kv) = (spec.q_dim() / tp, spec.kv_dim() / tp);
-    let outs: &[u64] = match sh.lora_qkv {
-        3 => &[q, kv, kv],
-        2 => &[q, kv],
-        _ => &[],
-    };
+    let outs = sh.adapted_qkv_widths(q, kv);
     let dora = if scen.lora.dora {
         let a = scen.lora.adapter_dtype.bytes();
         let weight = if scen.lora.dropout {

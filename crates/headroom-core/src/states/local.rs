@@ -38,7 +38,7 @@ pub(super) struct Local {
     /// (`fp8=te`, `crate::fp8::te_weight_copy_bytes`), and autocast's 16-bit casts of an fp32
     /// frozen base's Linear weights under LoRA (autocast caches only weights that require grad;
     /// the matmul saves the cast to compute its input's gradient).
-    pub fp8_copy_kinds: LayerCasts,
+    pub kept_copy_kinds: LayerCasts,
     /// Of one layer's casts, those of the Linears that read the layer's input (frozen weights'
     /// and adapters'): what the first layer does not keep when its input needs no gradient.
     pub input_casts: u64,
@@ -188,8 +188,8 @@ fn frozen_cast(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     if t.scope == Scope::Model {
         l.cache_outside += bytes;
     } else {
-        let per_layer = (count / cx.place.layers_local.max(1)).max(1);
-        *kind_of(&mut l.fp8_copy_kinds, t.scope) += bytes * per_layer;
+        let per_layer = per_layer(cx, count);
+        *kind_of(&mut l.kept_copy_kinds, t.scope) += bytes * per_layer;
         if reads_layer_input(t) {
             l.input_casts += bytes * per_layer;
         }
@@ -224,7 +224,7 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     });
     let in_layer = t.scope != Scope::Model;
     // A layer's share: a dense/sparse-only tensor counts once per layer that has it.
-    let per_layer = (count / cx.place.layers_local.max(1)).max(1);
+    let per_layer = per_layer(cx, count);
     if in_layer {
         l.layer_trainable += n * per_layer;
     } else {
@@ -237,7 +237,7 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         // A te.Linear casts its weight to fp8 itself (no autocast copy) and keeps that copy
         // to its backward, as autocast's saved casts are kept.
         if in_layer {
-            *kind_of(&mut l.fp8_copy_kinds, t.scope) += n * cx.te_copy_bytes * per_layer;
+            *kind_of(&mut l.kept_copy_kinds, t.scope) += n * cx.te_copy_bytes * per_layer;
         } else {
             // The lm_head's copy lives, like autocast's, until the lm_head's backward.
             l.cache_outside += n * cx.te_copy_bytes;
@@ -290,6 +290,12 @@ fn used_by_linear(cx: &Cx, t: &ParamTensor) -> bool {
         || (cx.spec.tie_embeddings && t.scope == Scope::Model && is_token_embedding(&t.name))
 }
 
+/// Of `count` copies of a tensor on this GPU, those in one layer: a dense/sparse-only tensor
+/// counts once per layer that has it.
+fn per_layer(cx: &Cx, count: u64) -> u64 {
+    (count / cx.place.layers_local.max(1)).max(1)
+}
+
 /// The entry of a layer's copies that a tensor of `scope` adds to.
 fn kind_of(kinds: &mut LayerCasts, scope: Scope) -> &mut u64 {
     match scope {
@@ -328,7 +334,7 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     };
     // DoRA adds a magnitude per output (`lora_magnitude_vector`, in the adapters' dtype).
     let magnitude = if cx.scen.lora.dora { t.d_out } else { 0 };
-    let per_layer = (r * d_in + t.d_out * r + magnitude) * t.copies;
+    let per_layer = super::adapter_params(cx.scen, d_in, t.d_out) * t.copies;
     let dtype = cx.scen.lora.adapter_dtype;
     if magnitude > 0 {
         l.train.push(TrainTensor {
@@ -357,10 +363,9 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     // forward ends, and lora_A/lora_B save them for backward.
     let p = cx.scen.precision;
     if p.is_autocast() && dtype != p.compute_dtype() {
-        let layers = cx.place.layers_local.max(1);
         // (DoRA's magnitude divides, no matmul: autocast leaves it alone.)
         let cast = per_layer - magnitude * t.copies;
-        let bytes = cast * (count / layers).max(1) * p.compute_dtype().bytes();
+        let bytes = cast * self::per_layer(cx, count) * p.compute_dtype().bytes();
         l.cache_layer += bytes;
         *kind_of(&mut l.cache_kinds, t.scope) += bytes;
         if reads_layer_input(t) {

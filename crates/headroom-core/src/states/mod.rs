@@ -45,9 +45,10 @@ pub struct ModelStates {
     /// The per-layer copies by kind of layer (dense or MoE, softmax or linear attention):
     /// where a model mixes kinds, each layer caches its own.
     pub autocast_cache_kinds: local::LayerCasts,
-    /// Transformer Engine's fp8 weight copies of one layer, by kind of layer (`fp8=te`; all
-    /// zero otherwise): kept from each `te.Linear`'s forward to its backward.
-    pub fp8_weight_copies_kinds: local::LayerCasts,
+    /// Weight copies of one layer that no cache holds, by kind of layer, kept from the layer's
+    /// forward to its backward: Transformer Engine's fp8 copies (`fp8=te`) and autocast's casts
+    /// of an fp32 frozen base under LoRA (all zero otherwise).
+    pub kept_weight_copies_kinds: local::LayerCasts,
     /// Of one layer's casts (both kinds above), those of the Linears reading the layer's input.
     pub layer_input_casts: u64,
     /// Trainable parameters of one decoder layer on this GPU (for the backward timeline).
@@ -176,7 +177,7 @@ pub fn model_states(
         autocast_cache_per_layer: local.cache_layer,
         autocast_cache_outside: local.cache_outside,
         autocast_cache_kinds: local.cache_kinds,
-        fp8_weight_copies_kinds: local.fp8_copy_kinds,
+        kept_weight_copies_kinds: local.kept_copy_kinds,
         layer_input_casts: local.input_casts,
         host_bytes: s.host,
         nvme_bytes: s.nvme,
@@ -338,14 +339,17 @@ pub(crate) fn lora_adapts(scen: &Scenario, t: &ParamTensor) -> bool {
             .is_some_and(|n| scen.lora.targets.adapts(n, &t.name))
 }
 
+/// One adapted Linear(d_in, d_out)'s adapter parameters: lora_A (r x d_in), lora_B
+/// (d_out x r) and, with DoRA, a magnitude per output.
+pub(super) fn adapter_params(scen: &Scenario, d_in: u64, d_out: u64) -> u64 {
+    let magnitude = if scen.lora.dora { d_out } else { 0 };
+    u64::from(scen.lora.rank) * (d_in + d_out) + magnitude
+}
+
 /// LoRA parameters over the whole model (as PEFT's `print_trainable_parameters` counts them).
 fn lora_params(inv: &ParamInventory, scen: &Scenario) -> u64 {
-    let r = scen.lora.rank as u64;
     inv.linears()
         .filter(|t| lora_adapts(scen, t))
-        .map(|t| {
-            let magnitude = if scen.lora.dora { t.d_out } else { 0 };
-            (r * (t.d_in + t.d_out) + magnitude) * t.copies * inv.multiplicity(t.scope)
-        })
+        .map(|t| adapter_params(scen, t.d_in, t.d_out) * t.copies * inv.multiplicity(t.scope))
         .sum()
 }

@@ -100,13 +100,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         // forward, again for the input gradient in backward, and once more per recomputed
         // (checkpointed) layer. Each use reads the 4-bit weight (0.5 B) and writes the 16-bit
         // copy (2 B) that the matmul then reads in place of a stored 16-bit weight.
-        let inv = &cx.inv;
-        let quantized: f64 = inv
-            .tensors
-            .iter()
-            .filter(|t| t.quantizable && t.scope != Scope::Model)
-            .map(|t| t.numel() as f64 * layer_count(inv, t.scope))
-            .sum();
+        let quantized = layer_weights(cx, |t| t.quantizable);
         let uses = 2.0 + ck / layers.max(1.0);
         terms.memory(
             "dequantize_4bit",
@@ -126,17 +120,9 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         // An fp32 frozen base under autocast: each forward casts every Linear weight it runs
         // to 16 bits (no cache: the weights need no gradient), a checkpointed layer's again in
         // its recompute; backward reuses the saved casts. Each cast reads 4 B and writes 2 B.
-        let inv = &cx.inv;
-        let cast: f64 = inv
-            .tensors
-            .iter()
-            .filter(|t| {
-                t.linear.is_some()
-                    && t.scope != Scope::Model
-                    && !(scen.method == Method::Qlora && t.quantizable)
-            })
-            .map(|t| t.numel() as f64 * layer_count(inv, t.scope))
-            .sum();
+        let cast = layer_weights(cx, |t| {
+            t.linear.is_some() && !(scen.method == Method::Qlora && t.quantizable)
+        });
         let uses = 1.0 + ck / layers.max(1.0);
         terms.memory(
             "frozen_casts",
@@ -151,12 +137,9 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         // weight cast to the adapters' dtype, the adapters' product, its scaled copy and the
         // sum written, and the sum read by the norm: five passes over d_out x d_in elements in
         // the adapters' dtype (`DoraLinearLayer.get_weight_norm`; assumed passes).
-        let inv = &cx.inv;
-        let adapted: f64 = inv
-            .linears()
-            .filter(|t| t.scope != Scope::Model && crate::states::lora_adapts(scen, t))
-            .map(|t| t.numel() as f64 * layer_count(inv, t.scope))
-            .sum();
+        let adapted = layer_weights(cx, |t| {
+            t.linear.is_some() && crate::states::lora_adapts(scen, t)
+        });
         let a = scen.lora.adapter_dtype.bytes() as f64;
         let uses = 1.0 + ck / layers.max(1.0);
         terms.memory(
@@ -170,6 +153,16 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     if scen.parallel.offload_optimizer == Offload::None {
         optimizer(cx, terms);
     }
+}
+
+/// Elements of the decoder layers' tensors that `keep` selects, over every layer that has them.
+fn layer_weights(cx: &Cx, keep: impl Fn(&crate::model::ParamTensor) -> bool) -> f64 {
+    let inv = &cx.inv;
+    inv.tensors
+        .iter()
+        .filter(|t| t.scope != Scope::Model && keep(t))
+        .map(|t| t.numel() as f64 * layer_count(inv, t.scope))
+        .sum()
 }
 
 /// The optimizer step on the GPU: an elementwise pass (or a few) over states and weights.
