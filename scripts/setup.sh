@@ -22,6 +22,12 @@ if command -v rustup >/dev/null 2>&1; then
   fi
 fi
 
+# The site's build hook (site/pages.sh) writes content/claims.json with python3's tomllib.
+if ! python3 -c 'import tomllib' 2>/dev/null; then
+  echo "[setup] python3 3.11 or newer is needed to build the site (site/pages.sh reads content/claims/*.toml with tomllib)" >&2
+  exit 1
+fi
+
 # The web toolchain (site build and browser tests), at the versions Trunk.toml and Cargo.lock
 # pin. Each is skipped when already there at the right version.
 export PATH="$HOME/.cargo/bin:$HOME/.local/webtools/node_modules/.bin:$PATH"
