@@ -274,8 +274,39 @@ def _segment_peaks(segments):
     return out
 
 
-def run_preset(sc):
-    """One real-size run in this process: two warm-up steps, then three timed ones."""
+def quantize_4bit(model, compute_dtype):
+    """Every Linear but the lm_head swapped for bitsandbytes' NF4 Linear4bit (double quantization,
+    uint8 storage), as `from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit=True,
+    bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True))` loads it; quantized on the GPU
+    one Linear at a time from the model's own random weights (no checkpoint written and read)."""
+    import bitsandbytes as bnb
+    import torch
+
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is not torch.nn.Linear or name == "lm_head":
+                continue
+            q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
+                                  compute_dtype=compute_dtype, compress_statistics=True, quant_type="nf4",
+                                  quant_storage=torch.uint8, device="meta")
+            weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=True,
+                                       quant_type="nf4", quant_storage=torch.uint8)
+            q.weight = weight.to(child.weight.device)
+            if child.bias is not None:
+                q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
+            setattr(parent, name, q)
+            del child, weight
+    # What transformers sets on a 4-bit load, which peft reads.
+    model.is_loaded_in_4bit = True
+    model.is_quantized = True
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+
+def run_preset(sc, steps=5, on_phase=None, extra_step=None):
+    """One real-size run in this process: two warm-up steps, then three timed ones.
+    `on_phase(step, phase)` is called at each phase's end (synchronized, before the peaks are
+    reset); `extra_step(run)` is handed a function that runs one more step (e.g. to profile it)."""
     import torch
     import transformers
 
@@ -283,12 +314,18 @@ def run_preset(sc):
     fp8 = sc[9] if len(sc) > 9 else "off"
     compiled = len(sc) > 10 and sc[10]
     overrides = sc[11] if len(sc) > 11 else {}
+    # The thirteenth field: LoRA/QLoRA options as Headroom's flags name them (base, kbit) and
+    # a cap on what the caching allocator may reserve (`cap`, bytes: a smaller card emulated
+    # with torch.cuda.set_per_process_memory_fraction).
+    options = sc[12] if len(sc) > 12 else {}
     config = json.loads((MODELS / f"{model_id}.json").read_text())
     config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "dtype")}
     config.update(overrides)
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     total = torch.cuda.get_device_properties(0).total_memory if cuda else 0
+    if cuda:
+        torch.cuda.set_per_process_memory_fraction(min(1.0, options.get("cap", total) / total))
 
     def used():
         if not cuda:
@@ -302,9 +339,17 @@ def run_preset(sc):
     torch.manual_seed(0)
     cfg = transformers.AutoConfig.for_model(**config)
     dtype = torch.bfloat16 if prec == "bf16" else torch.float32
+    if prec.startswith("amp") and method in ("lora", "qlora") and options.get("base") != "fp32":
+        dtype = torch.bfloat16  # Headroom's base=16bit: the base loaded in the compute dtype
     t0 = time.time()
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=dtype)
+    if method == "qlora":
+        quantize_4bit(model, torch.bfloat16)
+        if options.get("kbit"):
+            import peft
+
+            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     model.train()
     if fp8 != "off":
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -315,14 +360,19 @@ def run_preset(sc):
         model.gradient_checkpointing_enable()
     if compiled:
         model = torch.compile(model)
-    if method == "lora":
+    if method in ("lora", "qlora"):
         import peft
 
-        tm = ["q_proj", "k_proj", "v_proj", "o_proj"] if targets == "attn" else "all-linear"
+        from measure_peft import TARGETS
+
+        tm = TARGETS[targets]
         lcfg = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=tm, task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, lcfg)
         if ckpt == "full":
             model.enable_input_require_grads()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # what quantizing freed: a from_pretrained load never caches it
     build_s = time.time() - t0
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5, foreach=True)
@@ -345,10 +395,20 @@ def run_preset(sc):
                               "reserved": torch.cuda.memory_reserved(),
                               "max_allocated": torch.cuda.max_memory_allocated(),
                               "max_reserved": torch.cuda.max_memory_reserved(), "device": used()})
+        if on_phase:
+            on_phase(step, name)
         torch.cuda.reset_peak_memory_stats()
 
+    def one_step():
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        del loss
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
     try:
-        for step in range(1, 6):
+        for step in range(1, steps + 1):
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
@@ -363,6 +423,8 @@ def run_preset(sc):
             opt.zero_grad(set_to_none=True)
             phase(step, "optimizer")
             out["step_seconds"].append(round(time.time() - t, 4))
+        if extra_step:
+            extra_step(one_step)
     except torch.OutOfMemoryError as e:
         out["status"] = "oom"
         out["error"] = str(e).splitlines()[0][:400]

@@ -1,0 +1,269 @@
+"""Measures PyTorch's caching allocator on a real GPU: what the reserved and device levels are
+made of, for the allocator simulator and the verdict at the edge (issue 30).
+
+    python3 measure_allocator.py trace PRESET_JSON OUT.json.gz   one run's allocator trace
+    python3 measure_allocator.py boundary OUT.json [--deadline S] the fit-boundary runs, capped
+    python3 measure_allocator.py varlen OUT.json [--deadline S]   dynamic padding, step by step
+    python3 measure_allocator.py timing OUT.json [--deadline S]   step times and kernel times
+
+- `trace`: one real-size run (measure_gpu.run_preset's scenario tuple) recorded from the
+  process's first allocation with `torch.cuda.memory._record_memory_history` (no stacks), three
+  steps. Written compact: each allocator action as [code, address, size] (codes below), the
+  measured phase levels, and the segments at the end. A fresh process per trace, so the trace
+  starts from an empty allocator.
+- `boundary`: runs at the verdict's edge (the largest micro-batch Headroom says fits and one
+  more) with the allocator capped to a smaller card's memory (set_per_process_memory_fraction),
+  under the allocator setting the process was started with (PYTORCH_CUDA_ALLOC_CONF).
+- `varlen`: a few hundred steps with dynamic padding (each micro-batch padded to its longest
+  sample; lengths drawn from a log-normal like chat fine-tuning data, cut at the sequence
+  length): allocated, reserved and segments after every step, against the same run at one shape.
+- `timing`: step times over sizes, methods, checkpointing and shapes, eager and compiled, and
+  torch.profiler's CUDA kernel time per kind for some of them (issue 33).
+"""
+import gzip
+import json
+import os
+import sys
+import time
+
+import measure_gpu
+
+# Trace action codes: the allocator's TraceEntry actions.
+CODES = {"alloc": "a", "free_requested": "r", "free_completed": "f", "segment_alloc": "s", "segment_free": "S",
+         "segment_map": "m", "segment_unmap": "u", "oom": "o", "snapshot": "n"}
+
+H100_CAP = 85017493504 - 801112064  # h100-sxm-80gb's capacity less the core's context and cuBLAS
+RTX4090_CAP = 25757220864 - 524288000  # rtx-4090-24gb, likewise
+RTX4080_CAP = 17171480576 - 524288000  # rtx-4080-16gb, likewise
+
+# (scenario as measure_gpu.run_preset takes it): the core's largest fitting micro-batch and one more.
+BOUNDARY = [
+    # Llama 3.2 1B amp, checkpointed: the H100 ran out at 16 (the core says 17 fit).
+    *[("llama-3.2-1b", "amp-bf16", "sdpa", "full", b, 2048, "full", 0, "", "off", False, {}, {"cap": H100_CAP})
+      for b in (16, 14, 12)],
+    # Llama 3.1 8B bf16 checkpointed: the core says 4 fits with 0.5% to spare.
+    *[("llama-3.1-8b", "bf16", "sdpa", "full", b, 4096, "full", 0, "", "off", False, {}, {"cap": H100_CAP})
+      for b in (4, 3)],
+    # QLoRA of Llama 3.1 8B on a 24 GB card: with prepare_model_for_kbit_training 3 fits, without 4.
+    *[("llama-3.1-8b", "amp-bf16", "sdpa", "full", b, 2048, "qlora", 16, "all", "off", False, {},
+       {"cap": RTX4090_CAP, "kbit": True}) for b in (3, 4)],
+    *[("llama-3.1-8b", "amp-bf16", "sdpa", "full", b, 2048, "qlora", 16, "all", "off", False, {},
+       {"cap": RTX4090_CAP}) for b in (4, 5)],
+    # LoRA of Llama 3.2 3B on a 16 GB card, checkpointed: 2 fits.
+    *[("llama-3.2-3b", "amp-bf16", "sdpa", "full", b, 2048, "lora", 16, "all", "off", False, {},
+       {"cap": RTX4080_CAP}) for b in (2, 3)],
+    # LoRA of Llama 3.2 1B on an fp32 base under amp, 16 GB: 1 fits; the 16-bit base beside it.
+    *[("llama-3.2-1b", "amp-bf16", "sdpa", "none", b, 2048, "lora", 16, "all", "off", False, {},
+       {"cap": RTX4080_CAP, "base": "fp32"}) for b in (1, 2)],
+    ("llama-3.2-1b", "amp-bf16", "sdpa", "none", 2, 2048, "lora", 16, "all", "off", False, {}, {"cap": RTX4080_CAP}),
+]
+
+# Step-time grid: (scenario, profile?). Sizes from 124M to 8B, full and LoRA, checkpointing,
+# micro-batch and sequence, eager and compiled.
+TIMING = [
+    (("gpt2", "bf16", "sdpa", "none", 8, 1024, "full", 0, ""), True),
+    (("gpt2", "bf16", "sdpa", "none", 32, 1024, "full", 0, ""), False),
+    (("qwen2.5-0.5b", "bf16", "sdpa", "none", 8, 2048, "full", 0, ""), False),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 4, 2048, "full", 0, ""), True),
+    (("llama-3.2-1b", "bf16", "sdpa", "full", 4, 2048, "full", 0, ""), False),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 4, 2048, "full", 0, "", "off", True), False),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 1, 8192, "full", 0, ""), False),
+    (("llama-3.2-3b", "bf16", "sdpa", "none", 2, 4096, "lora", 16, "all"), True),
+    (("llama-3.1-8b", "bf16", "sdpa", "none", 2, 2048, "lora", 16, "all"), False),
+    (("llama-3.1-8b", "bf16", "sdpa", "full", 2, 4096, "full", 0, ""), True),
+]
+
+
+def _now_levels(torch):
+    return {"allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
+            "max_allocated": torch.cuda.max_memory_allocated(), "max_reserved": torch.cuda.max_memory_reserved()}
+
+
+def part_trace(sc, path, steps=3):
+    """One run from an empty allocator with every allocator action recorded."""
+    import torch
+
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=4_000_000)
+    markers = []
+
+    def mark(step, phase):
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()  # leaves a 'snapshot' action in the trace: the marker
+        markers.append({"step": step, "phase": phase, "events": len(snap["device_traces"][0]), **_now_levels(torch)})
+        torch.cuda.reset_peak_memory_stats()
+
+    run = measure_gpu.run_preset(sc, steps=steps, on_phase=mark)
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    events = [[CODES.get(e["action"], e["action"]), e.get("addr", 0), e.get("size", 0)] for e in snap["device_traces"][0]]
+    segments = [{"address": s["address"], "total_size": s["total_size"], "allocated_size": s["allocated_size"],
+                 "segment_type": s.get("segment_type"), "is_expandable": s.get("is_expandable", False),
+                 "blocks": [[b["size"], b.get("requested_size", 0), b["state"]] for b in s["blocks"]]}
+                for s in snap["segments"]]
+    stats = torch.cuda.memory_stats()
+    out = {"scenario": sc, "run": run, "environment": measure_gpu.environment(),
+           "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+           "allocator_settings": snap.get("allocator_settings"), "markers": markers,
+           "num_alloc_retries": stats.get("num_alloc_retries"), "num_ooms": stats.get("num_ooms"),
+           "segments": segments, "events": events}
+    with gzip.open(path, "wt") as f:
+        json.dump(out, f, separators=(",", ":"))
+    measure_gpu.log(f"trace {sc[:7]}: {len(events)} events, {len(segments)} segments")
+
+
+def part_boundary(deadline, only=None):
+    """BOUNDARY's runs, or those at the indices `only` names."""
+    return measure_gpu.part_presets(deadline, [sc for i, sc in enumerate(BOUNDARY) if only is None or i in only])
+
+
+def _lengths(n, seq, rng):
+    """Sample lengths of chat fine-tuning data: log-normal, median 400 tokens, a long tail, cut
+    at the sequence length (the trainer's max_length)."""
+    return [max(16, min(seq, int(rng.lognormvariate(6.0, 0.9)))) for _ in range(n)]
+
+
+def part_varlen(deadline, sc=("llama-3.2-1b", "bf16", "sdpa", "none", 8, 2048, "full", 0, ""), steps=300):
+    """One model, a fixed shape for five steps, then `steps` steps padded per micro-batch."""
+    import random
+
+    import torch
+    import transformers
+
+    model_id, prec, attn, ckpt, batch, seq = sc[:6]
+    config = json.loads((measure_gpu.MODELS / f"{model_id}.json").read_text())
+    config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "dtype")}
+    cfg = transformers.AutoConfig.for_model(**config)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=torch.bfloat16)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    rng = random.Random(0)
+    rows = []
+
+    def step(length, tag):
+        ids = torch.randint(cfg.vocab_size, (batch, length), device="cuda")
+        torch.cuda.reset_peak_memory_stats()
+        t = time.time()
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        st = torch.cuda.memory_stats()
+        rows.append({"tag": tag, "length": length, "seconds": round(time.time() - t, 4), **_now_levels(torch),
+                     "segments": st.get("segment.all.current"), "large_segments": st.get("segment.large_pool.current"),
+                     "inactive_split_bytes": st.get("inactive_split_bytes.all.current"),
+                     "retries": st.get("num_alloc_retries")})
+
+    for _ in range(5):
+        step(seq, "fixed")
+    fixed_reserved = torch.cuda.memory_reserved()
+    del rows[:]  # the fixed shape's steps are kept only as their reserved level
+    fixed_rows_levels = {"reserved": fixed_reserved}
+    for i in range(steps):
+        if time.time() > deadline:
+            break
+        step(max(_lengths(batch, seq, rng)), "padded")
+    return {"scenario": sc, "fixed": fixed_rows_levels, "steps": rows,
+            "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+
+
+KINDS = [("gemm", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "matmul", "sm90_")),
+         ("attention", ("flash", "fmha", "attention", "cudnn")),
+         ("optimizer", ("multi_tensor", "adam")),
+         ("loss", ("log_softmax", "nll_loss", "cross_entropy")),
+         ("copy", ("copy", "memcpy", "memset", "fill")),
+         ("reduce", ("reduce",)),
+         ("elementwise", ("elementwise", "vectorized", "triton"))]
+
+
+def _kind(name):
+    low = name.lower()
+    for kind, keys in KINDS:
+        if any(k in low for k in keys):
+            return kind
+    return "other"
+
+
+def profile_step(sc):
+    """torch.profiler over one step after measure_gpu.run_preset's: CUDA kernel time by kind."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    rows = {}
+
+    def on_extra(run_step):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run_step()
+            torch.cuda.synchronize()
+        kinds, count, top = {}, {}, {}
+        for e in prof.key_averages():
+            t = getattr(e, "device_time_total", None)
+            if t is None:
+                t = getattr(e, "cuda_time_total", 0)
+            if not t:
+                continue
+            k = _kind(e.key)
+            kinds[k] = kinds.get(k, 0) + t
+            count[k] = count.get(k, 0) + e.count
+            top[e.key[:120]] = (t, e.count)
+        rows["kernel_us"] = {k: round(v, 1) for k, v in kinds.items()}
+        rows["kernel_count"] = count
+        rows["top"] = sorted(([k, round(t, 1), c] for k, (t, c) in top.items()), key=lambda r: -r[1])[:40]
+
+    out = measure_gpu.run_preset(sc, extra_step=on_extra)
+    out["profile"] = rows
+    return out
+
+
+def part_timing(deadline):
+    import gc
+
+    import torch
+
+    rows = []
+    for sc, prof in TIMING:
+        if deadline - time.time() < 15:
+            rows.append({"scenario": sc, "status": "skipped"})
+            continue
+        t0 = time.time()
+        try:
+            row = profile_step(sc) if prof else measure_gpu.run_preset(sc)
+        except Exception as e:  # noqa: BLE001
+            row = {"scenario": sc, "status": "error", "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        gc.collect()
+        torch.cuda.empty_cache()
+        row["wall_seconds"] = round(time.time() - t0, 1)
+        measure_gpu.log(f"  timing {sc[:7]}: {row.get('status')} t={row.get('median_step_seconds')} ({row['wall_seconds']} s)")
+        rows.append(row)
+    return rows
+
+
+def main(argv):
+    what = argv[1]
+    if what == "trace":
+        part_trace(tuple(json.loads(argv[2])), argv[3])
+        return 0
+    path = argv[2]
+    deadline = time.time() + (float(argv[argv.index("--deadline") + 1]) if "--deadline" in argv else 300)
+    fn = {"boundary": part_boundary, "varlen": part_varlen, "timing": part_timing}[what]
+    if "--only" in argv:
+        only = {int(i) for i in argv[argv.index("--only") + 1].split(",")}
+        fn = lambda d, f=fn: f(d, only)  # noqa: E731
+    result = {"measured_on": time.strftime("%Y-%m-%d"), "environment": measure_gpu.environment(),
+              "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+    t0 = time.time()
+    try:
+        result[what] = fn(deadline)
+    except Exception:  # noqa: BLE001
+        import traceback
+
+        result[what] = {"error": traceback.format_exc()[-2000:]}
+    result["seconds"] = round(time.time() - t0, 1)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
