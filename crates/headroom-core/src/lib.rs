@@ -16,6 +16,7 @@
 //! The site builds without either.
 
 pub(crate) mod activations;
+pub mod allocator;
 pub mod analysis;
 pub mod bounds;
 pub mod calibration;

@@ -1,0 +1,450 @@
+//! PyTorch's CUDA caching allocator as a model: the reserved level is what it holds after a
+//! sequence of allocations and frees, not allocated times a fraction.
+//!
+//! Follows `c10/cuda/CUDACachingAllocator.cpp` as written in PyTorch 2.11 to 2.15 (one device,
+//! one stream, no CUDA graphs, segments not expandable):
+//! - a request is rounded up to 512 B (or to a power-of-two division with
+//!   `roundup_power2_divisions`);
+//! - requests up to 1 MiB come from the small pool, whose segments are 2 MiB; larger ones from
+//!   the large pool, whose segments are 20 MiB below 10 MiB and the request rounded up to 2 MiB
+//!   from there;
+//! - a request takes the smallest cached free block of its pool that holds it (ties: the lowest
+//!   address) and splits it when the rest is at least 512 B (small pool) or more than 1 MiB
+//!   (large pool, and only below `max_split_size`); otherwise a new segment is reserved;
+//! - a freed block merges with free neighbours of its segment and stays cached;
+//! - when a new segment would pass the limit (the card, or `set_per_process_memory_fraction`),
+//!   cached blocks are released and the reservation retried: with `max_split_size` set, only
+//!   oversize blocks first; then every wholly free segment (what `empty_cache` does); then the
+//!   request fails: out of memory.
+//!
+//! Checked against allocator traces recorded on an H200 (tests/allocator_traces.rs): the same
+//! segments in the same order, the same reserved level at every phase, the same failure.
+
+use std::collections::{BTreeSet, VecDeque};
+
+/// kMinBlockSize: every request is rounded up to a multiple of it.
+pub const MIN_BLOCK: u64 = 512;
+/// kSmallSize: requests up to this size come from the small pool.
+pub const SMALL_SIZE: u64 = 1 << 20;
+/// kSmallBuffer: the size of a small-pool segment.
+pub const SMALL_BUFFER: u64 = 2 << 20;
+/// kLargeBuffer: the size of a large-pool segment for requests under `MIN_LARGE_ALLOC`.
+pub const LARGE_BUFFER: u64 = 20 << 20;
+/// kMinLargeAlloc: from this size a segment is the request rounded up to `ROUND_LARGE`.
+pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
+/// kRoundLarge: large segments are multiples of it.
+pub const ROUND_LARGE: u64 = 2 << 20;
+
+/// The allocator's settings (`PYTORCH_CUDA_ALLOC_CONF`) and its limit.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AllocatorSettings {
+    /// Most bytes it may reserve: the card's free memory, or `set_per_process_memory_fraction`.
+    pub limit: Option<u64>,
+    /// `max_split_size_mb` in bytes: cached blocks this large are not split for smaller requests.
+    pub max_split_size: Option<u64>,
+    /// `roundup_power2_divisions`: requests above 512 B times this rounded to the next of this
+    /// many divisions of a power of two (0 or 1: off).
+    pub roundup_power2_divisions: u32,
+}
+
+/// A live allocation, returned by `malloc` and given back to `free`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Allocation(usize);
+
+/// A request the allocator could not serve within its limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfMemory {
+    /// The request, in bytes.
+    pub requested: u64,
+    /// What was reserved when it failed, after releasing the cache.
+    pub reserved: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Block {
+    address: u64,
+    size: u64,
+    small: bool,
+    prev: Option<usize>,
+    next: Option<usize>,
+    in_use: bool,
+}
+
+/// The allocator's state: its segments cut into blocks, free blocks cached per pool.
+#[derive(Clone, Debug, Default)]
+pub struct CachingAllocator {
+    settings: AllocatorSettings,
+    blocks: Vec<Block>,
+    /// Slots of `blocks` no longer in any segment, reused.
+    spare: Vec<usize>,
+    /// Free blocks by (size, address, slot): the small pool's, then the large pool's.
+    free: [BTreeSet<(u64, u64, usize)>; 2],
+    next_address: u64,
+    /// The addresses the driver gave the next segments, where a trace tells them.
+    driver_addresses: VecDeque<u64>,
+    reserved: u64,
+    allocated: u64,
+    peak_reserved: u64,
+    peak_allocated: u64,
+    segments: usize,
+    segment_sizes: Vec<u64>,
+}
+
+/// A request's size as the allocator rounds it.
+pub fn round_size(bytes: u64, divisions: u32) -> u64 {
+    if bytes <= MIN_BLOCK {
+        return MIN_BLOCK;
+    }
+    let divisions = u64::from(divisions);
+    if divisions > 1 && bytes > MIN_BLOCK * divisions {
+        // roundup_power2_next_division: the power of two below, cut into `divisions` steps.
+        let floor = 1u64 << (63 - bytes.leading_zeros());
+        if floor == bytes {
+            return bytes;
+        }
+        let step = (floor / divisions).max(1);
+        return bytes.div_ceil(step) * step;
+    }
+    bytes.div_ceil(MIN_BLOCK) * MIN_BLOCK
+}
+
+/// The segment reserved for a rounded request no cached block holds.
+pub fn segment_size(rounded: u64) -> u64 {
+    if rounded <= SMALL_SIZE {
+        SMALL_BUFFER
+    } else if rounded < MIN_LARGE_ALLOC {
+        LARGE_BUFFER
+    } else {
+        rounded.div_ceil(ROUND_LARGE) * ROUND_LARGE
+    }
+}
+
+impl CachingAllocator {
+    pub fn new(settings: AllocatorSettings) -> Self {
+        Self {
+            settings,
+            ..Self::default()
+        }
+    }
+
+    /// Places the next segments at these addresses, in order, as cudaMalloc placed them in a
+    /// recorded run. Equal-sized free blocks are taken lowest address first, so where the
+    /// driver's addresses are known a replay follows every tie as the run did; otherwise each
+    /// segment goes above the last.
+    pub fn place_segments_at(&mut self, addresses: impl IntoIterator<Item = u64>) {
+        self.driver_addresses = addresses.into_iter().collect();
+    }
+
+    /// Bytes held in segments (`torch.cuda.memory_reserved`).
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
+    /// Bytes in blocks handed out, as rounded and split (`torch.cuda.memory_allocated`).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    pub fn peak_reserved(&self) -> u64 {
+        self.peak_reserved
+    }
+
+    pub fn peak_allocated(&self) -> u64 {
+        self.peak_allocated
+    }
+
+    /// Segments held now.
+    pub fn segments(&self) -> usize {
+        self.segments
+    }
+
+    /// Every segment reserved so far, in order (a release does not remove it).
+    pub fn segment_sizes(&self) -> &[u64] {
+        &self.segment_sizes
+    }
+
+    /// Starts the peaks again from the current levels (`reset_peak_memory_stats`).
+    pub fn reset_peaks(&mut self) {
+        self.peak_reserved = self.reserved;
+        self.peak_allocated = self.allocated;
+    }
+
+    /// Allocates `bytes`, or fails as the allocator would.
+    pub fn malloc(&mut self, bytes: u64) -> Result<Allocation, OutOfMemory> {
+        let rounded = round_size(bytes, self.settings.roundup_power2_divisions);
+        let small = rounded <= SMALL_SIZE;
+        let slot = match self.take_cached(small, rounded) {
+            Some(slot) => slot,
+            None => self.reserve_segment(small, segment_size(rounded), bytes)?,
+        };
+        self.split(slot, rounded);
+        let block = &mut self.blocks[slot];
+        block.in_use = true;
+        self.allocated += block.size;
+        self.peak_allocated = self.peak_allocated.max(self.allocated);
+        Ok(Allocation(slot))
+    }
+
+    /// Frees an allocation: its block merges with free neighbours and stays cached.
+    pub fn free(&mut self, allocation: Allocation) {
+        let slot = allocation.0;
+        debug_assert!(self.blocks[slot].in_use, "freed twice");
+        self.blocks[slot].in_use = false;
+        self.allocated -= self.blocks[slot].size;
+        if let Some(prev) = self.blocks[slot].prev.filter(|&p| !self.blocks[p].in_use) {
+            self.uncache(prev);
+            let p = self.blocks[prev].clone();
+            let block = &mut self.blocks[slot];
+            block.address = p.address;
+            block.size += p.size;
+            block.prev = p.prev;
+            if let Some(pp) = p.prev {
+                self.blocks[pp].next = Some(slot);
+            }
+            self.spare.push(prev);
+        }
+        if let Some(next) = self.blocks[slot].next.filter(|&n| !self.blocks[n].in_use) {
+            self.uncache(next);
+            let n = self.blocks[next].clone();
+            let block = &mut self.blocks[slot];
+            block.size += n.size;
+            block.next = n.next;
+            if let Some(nn) = n.next {
+                self.blocks[nn].prev = Some(slot);
+            }
+            self.spare.push(next);
+        }
+        self.cache(slot);
+    }
+
+    /// Releases every wholly free segment (`torch.cuda.empty_cache`).
+    pub fn empty_cache(&mut self) {
+        for pool in 0..2 {
+            let whole: Vec<_> = self.free[pool]
+                .iter()
+                .filter(|&&(_, _, s)| {
+                    self.blocks[s].prev.is_none() && self.blocks[s].next.is_none()
+                })
+                .copied()
+                .collect();
+            for key in whole {
+                self.release(key);
+            }
+        }
+    }
+
+    fn pool(small: bool) -> usize {
+        usize::from(!small)
+    }
+
+    fn cache(&mut self, slot: usize) {
+        let b = &self.blocks[slot];
+        self.free[Self::pool(b.small)].insert((b.size, b.address, slot));
+    }
+
+    fn uncache(&mut self, slot: usize) {
+        let b = &self.blocks[slot];
+        self.free[Self::pool(b.small)].remove(&(b.size, b.address, slot));
+    }
+
+    /// The smallest cached block of the pool that holds `rounded` (get_free_block).
+    fn take_cached(&mut self, small: bool, rounded: u64) -> Option<usize> {
+        let &(size, address, slot) = self.free[Self::pool(small)]
+            .range((rounded, 0, 0)..)
+            .next()?;
+        if let Some(max) = self.settings.max_split_size {
+            // An oversize block serves no smaller request, and a large request only a block
+            // within one large buffer of its size.
+            if (rounded < max && size >= max) || (rounded >= max && size >= rounded + LARGE_BUFFER)
+            {
+                return None;
+            }
+        }
+        self.free[Self::pool(small)].remove(&(size, address, slot));
+        Some(slot)
+    }
+
+    /// A new segment, releasing cached blocks and retrying when the limit stops it.
+    fn reserve_segment(
+        &mut self,
+        small: bool,
+        size: u64,
+        requested: u64,
+    ) -> Result<usize, OutOfMemory> {
+        if let Some(slot) = self.new_segment(small, size) {
+            return Ok(slot);
+        }
+        if self.release_oversize(size)
+            && let Some(slot) = self.new_segment(small, size)
+        {
+            return Ok(slot);
+        }
+        self.empty_cache();
+        self.new_segment(small, size).ok_or(OutOfMemory {
+            requested,
+            reserved: self.reserved,
+        })
+    }
+
+    fn new_segment(&mut self, small: bool, size: u64) -> Option<usize> {
+        if self
+            .settings
+            .limit
+            .is_some_and(|limit| self.reserved + size > limit)
+        {
+            return None;
+        }
+        let address = self
+            .driver_addresses
+            .pop_front()
+            .unwrap_or(self.next_address);
+        let block = Block {
+            address,
+            size,
+            small,
+            prev: None,
+            next: None,
+            in_use: false,
+        };
+        self.next_address = self
+            .next_address
+            .max(address + size.div_ceil(ROUND_LARGE) * ROUND_LARGE);
+        self.reserved += size;
+        self.peak_reserved = self.peak_reserved.max(self.reserved);
+        self.segments += 1;
+        self.segment_sizes.push(size);
+        Some(self.slot_for(block))
+    }
+
+    fn slot_for(&mut self, block: Block) -> usize {
+        match self.spare.pop() {
+            Some(slot) => {
+                self.blocks[slot] = block;
+                slot
+            }
+            None => {
+                self.blocks.push(block);
+                self.blocks.len() - 1
+            }
+        }
+    }
+
+    /// release_available_cached_blocks: with `max_split_size`, the smallest wholly free
+    /// oversize segment that covers `size`, else the largest ones until `size` is covered.
+    fn release_oversize(&mut self, size: u64) -> bool {
+        let Some(max) = self.settings.max_split_size else {
+            return false;
+        };
+        let oversize: Vec<_> = self.free[1]
+            .range((max.max(1), 0, 0)..)
+            .filter(|&&(_, _, s)| self.blocks[s].prev.is_none() && self.blocks[s].next.is_none())
+            .copied()
+            .collect();
+        if let Some(&key) = oversize.iter().find(|k| k.0 >= size) {
+            self.release(key);
+            return true;
+        }
+        let mut freed = 0;
+        for &key in oversize.iter().rev() {
+            if freed >= size {
+                break;
+            }
+            freed += key.0;
+            self.release(key);
+        }
+        freed >= size
+    }
+
+    fn release(&mut self, key: (u64, u64, usize)) {
+        let small = self.blocks[key.2].small;
+        self.free[Self::pool(small)].remove(&key);
+        self.reserved -= key.0;
+        self.segments -= 1;
+        self.spare.push(key.2);
+    }
+
+    /// Splits a block taken for `rounded` bytes when the rest is worth keeping apart.
+    fn split(&mut self, slot: usize, rounded: u64) {
+        let b = self.blocks[slot].clone();
+        let rest = b.size - rounded;
+        let split = if b.small {
+            rest >= MIN_BLOCK
+        } else {
+            self.settings.max_split_size.is_none_or(|max| rounded < max) && rest > SMALL_SIZE
+        };
+        if !split {
+            return;
+        }
+        let remainder = self.slot_for(Block {
+            address: b.address + rounded,
+            size: rest,
+            small: b.small,
+            prev: Some(slot),
+            next: b.next,
+            in_use: false,
+        });
+        if let Some(n) = b.next {
+            self.blocks[n].prev = Some(remainder);
+        }
+        let block = &mut self.blocks[slot];
+        block.size = rounded;
+        block.next = Some(remainder);
+        self.cache(remainder);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_to_512_bytes_and_pick_their_pool_and_segment() {
+        assert_eq!(round_size(1, 0), 512);
+        assert_eq!(round_size(513, 0), 1024);
+        assert_eq!(segment_size(round_size(1 << 20, 0)), SMALL_BUFFER);
+        assert_eq!(segment_size(round_size((1 << 20) + 1, 0)), LARGE_BUFFER);
+        assert_eq!(segment_size(round_size(10 << 20, 0)), 10 << 20);
+        assert_eq!(segment_size(round_size((10 << 20) + 1, 0)), 12 << 20);
+        // roundup_power2_divisions:4: 1.1 GB between 1 GiB and 2 GiB rounds to 1.25 GiB.
+        assert_eq!(round_size(1_100_000_000, 4), 1_342_177_280);
+    }
+
+    #[test]
+    fn a_freed_block_is_reused_split_and_merged() {
+        let mut a = CachingAllocator::new(AllocatorSettings::default());
+        let x = a.malloc(12 << 20).expect("fits");
+        assert_eq!((a.reserved(), a.allocated()), (12 << 20, 12 << 20));
+        a.free(x);
+        let y = a.malloc(4 << 20).expect("fits"); // the cached 12 MiB block, split: 8 MiB left
+        let z = a.malloc(8 << 20).expect("fits"); // the rest, no new segment
+        assert_eq!((a.reserved(), a.segments()), (12 << 20, 1));
+        a.free(y);
+        a.free(z); // merged back into one 12 MiB block
+        let w = a.malloc(12 << 20).expect("fits");
+        assert_eq!((a.reserved(), a.segments()), (12 << 20, 1));
+        a.free(w);
+        a.empty_cache();
+        assert_eq!((a.reserved(), a.segments()), (0, 0));
+    }
+
+    #[test]
+    fn at_the_limit_the_cache_is_released_then_the_request_fails() {
+        let mut a = CachingAllocator::new(AllocatorSettings {
+            limit: Some(30 << 20),
+            ..AllocatorSettings::default()
+        });
+        let x = a.malloc(20 << 20).expect("fits");
+        a.free(x); // cached: 20 MiB reserved, none allocated
+        let y = a.malloc(24 << 20).expect("fits"); // 44 MiB would pass the limit: the cache goes first
+        assert_eq!(a.reserved(), 24 << 20);
+        let err = a.malloc(10 << 20).expect_err("too large");
+        assert_eq!(
+            err,
+            OutOfMemory {
+                requested: 10 << 20,
+                reserved: 24 << 20
+            }
+        );
+        a.free(y);
+    }
+}

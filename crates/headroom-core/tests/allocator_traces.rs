@@ -1,0 +1,175 @@
+//! The allocator model against PyTorch's own: each trace recorded on an H200
+//! (tests/reference/measure_allocator.py: every allocation and free of a real training run, from
+//! an empty allocator) is replayed through `CachingAllocator`, which must reserve the same
+//! segments in the same order, hold the same reserved and allocated bytes and reach the same
+//! peaks at every phase the run marked, and fail where the run failed.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::PathBuf;
+
+use headroom_core::allocator::{AllocatorSettings, CachingAllocator};
+use serde_json::Value;
+
+fn trace(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/reference/gpu/h200/edge/traces")
+        .join(name);
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("trace file"))
+        .read_to_string(&mut text)
+        .expect("gzipped JSON");
+    serde_json::from_str(&text).expect("trace JSON")
+}
+
+/// What a replay found, beside what the run measured.
+#[derive(Debug, Default)]
+struct Replay {
+    segments: Vec<u64>,
+    measured_segments: Vec<u64>,
+    /// (marker, what differs) at each phase mark.
+    mismatches: Vec<String>,
+    /// The peak reserved's relative error at each mark.
+    peak_reserved_errors: Vec<f64>,
+    markers: usize,
+    oom: Option<(u64, bool)>,
+}
+
+/// Replays a trace; `driver_addresses`: the new segments placed where cudaMalloc placed them
+/// (without: each above the last, as when the core generates the sequence itself).
+fn replay(t: &Value, driver_addresses: bool) -> Replay {
+    let limit = t["scenario"].get(12).and_then(|o| o["cap"].as_u64());
+    let mut alloc = CachingAllocator::new(AllocatorSettings {
+        limit,
+        ..AllocatorSettings::default()
+    });
+    let events = t["events"].as_array().expect("events");
+    if driver_addresses {
+        alloc.place_segments_at(
+            events
+                .iter()
+                .filter(|e| e[0] == "s")
+                .map(|e| e[1].as_u64().expect("address")),
+        );
+    }
+    let markers = t["markers"].as_array().expect("markers");
+    let mut live = HashMap::new();
+    let mut out = Replay::default();
+    for (i, e) in events.iter().enumerate() {
+        let (code, addr, size) = (
+            e[0].as_str().expect("code"),
+            e[1].as_u64().expect("address"),
+            e[2].as_u64().expect("size"),
+        );
+        match code {
+            "a" => {
+                let a = alloc
+                    .malloc(size)
+                    .unwrap_or_else(|oom| panic!("event {i}: {oom:?}"));
+                live.insert(addr, a);
+            }
+            "f" => alloc.free(live.remove(&addr).expect("a live allocation")),
+            "s" => out.measured_segments.push(size),
+            // The first of a run of segment releases not caused by a failing request: the run
+            // called empty_cache. (Releases before an 'o' are the allocator's own retry.)
+            "S" if events[i - 1][0] != "S" => {
+                let next = events[i..]
+                    .iter()
+                    .find(|e| e[0] != "S")
+                    .expect("an event after");
+                if next[0] != "o" {
+                    alloc.empty_cache();
+                }
+            }
+            "o" => {
+                let failed = alloc.malloc(size).is_err();
+                out.oom = Some((size, failed));
+                break;
+            }
+            "n" => {
+                let m = &markers[out.markers];
+                let got = [
+                    alloc.reserved(),
+                    alloc.allocated(),
+                    alloc.peak_reserved(),
+                    alloc.peak_allocated(),
+                ];
+                let want = ["reserved", "allocated", "max_reserved", "max_allocated"]
+                    .map(|k| m[k].as_u64().expect("a level"));
+                out.peak_reserved_errors
+                    .push(got[2] as f64 / want[2] as f64 - 1.0);
+                if got != want {
+                    out.mismatches.push(format!(
+                        "step {} {}: reserved, allocated, peaks {got:?}, measured {want:?}",
+                        m["step"], m["phase"]
+                    ));
+                }
+                alloc.reset_peaks();
+                out.markers += 1;
+            }
+            _ => {}
+        }
+    }
+    out.segments = alloc.segment_sizes().to_vec();
+    out
+}
+
+fn check(name: &str) -> Replay {
+    let t = trace(name);
+    let r = replay(&t, true);
+    assert_eq!(
+        r.markers,
+        t["markers"].as_array().expect("markers").len(),
+        "{name}: every mark reached"
+    );
+    assert_eq!(
+        r.segments, r.measured_segments,
+        "{name}: the segments reserved, in order"
+    );
+    assert!(r.mismatches.is_empty(), "{name}: {:#?}", r.mismatches);
+    // Without the driver's addresses only ties between equal free blocks can go another way:
+    // measured, one segment in one phase of one trace (0.01%).
+    let blind = replay(&t, false);
+    assert_eq!(
+        blind.oom, r.oom,
+        "{name}: the same failure without addresses"
+    );
+    let worst = blind
+        .peak_reserved_errors
+        .iter()
+        .fold(0.0f64, |m, e| m.max(e.abs()));
+    assert!(
+        worst < 1e-3,
+        "{name}: peak reserved without addresses off by {worst:e}"
+    );
+    r
+}
+
+#[test]
+fn llama_3_2_1b_checkpointed_amp_reserves_what_the_h200_reserved() {
+    // Reserved 89.4 GB for 70.8 GB allocated: the 26% the slack fraction could not see.
+    assert_eq!(check("trace1.json.gz").oom, None);
+}
+
+#[test]
+fn llama_3_2_1b_bf16_reserves_what_the_h200_reserved() {
+    check("trace2.json.gz");
+}
+
+#[test]
+fn qwen2_5_0_5b_eager_amp_reserves_what_the_h200_reserved() {
+    check("trace3.json.gz");
+}
+
+#[test]
+fn llama_3_1_8b_lora_checkpointed_reserves_what_the_h200_reserved() {
+    check("trace4.json.gz");
+}
+
+#[test]
+fn capped_at_an_h100_the_checkpointed_1b_run_fails_where_the_h100_failed() {
+    // The same run as trace 1 with the allocator held to the H100's 80 GB: PyTorch released
+    // its cache and still could not find 15.66 GiB, 64.6 GB allocated; so does the model.
+    let r = check("trace5.json.gz");
+    assert_eq!(r.oom, Some((16_810_770_432, true)));
+}
