@@ -2,7 +2,7 @@
 //! sequence of allocations and frees, not allocated times a fraction.
 //!
 //! Follows `c10/cuda/CUDACachingAllocator.cpp` as written in PyTorch 2.11 to 2.15 (one device,
-//! one stream, no CUDA graphs, segments not expandable):
+//! one stream, no CUDA graphs):
 //! - a request is rounded up to 512 B (or to a power-of-two division with
 //!   `roundup_power2_divisions`);
 //! - requests up to 1 MiB come from the small pool, whose segments are 2 MiB; larger ones from
@@ -16,6 +16,10 @@
 //!   cached blocks are released and the reservation retried: with `max_split_size` set, only
 //!   oversize blocks first; then every wholly free segment (what `empty_cache` does); then the
 //!   request fails: out of memory.
+//! - with `expandable_segments:True` each pool is one stretch of address space that grows by
+//!   mapping pages (2 MiB small, 20 MiB large) where free space meets unmapped space; a block
+//!   splits whenever 512 B or more is left; releasing the cache unmaps the whole pages inside
+//!   free blocks.
 //!
 //! Checked against allocator traces recorded on an H200 (tests/allocator_traces.rs): the same
 //! segments in the same order, the same reserved level at every phase, the same failure.
@@ -45,6 +49,8 @@ pub struct AllocatorSettings {
     /// `roundup_power2_divisions`: requests above 512 B times this rounded to the next of this
     /// many divisions of a power of two (0 or 1: off).
     pub roundup_power2_divisions: u32,
+    /// `expandable_segments:True`.
+    pub expandable_segments: bool,
 }
 
 /// A live allocation, returned by `malloc` and given back to `free`.
@@ -68,7 +74,16 @@ struct Block {
     prev: Option<usize>,
     next: Option<usize>,
     in_use: bool,
+    /// Backed by memory; only blocks of an expandable segment are ever unmapped.
+    mapped: bool,
+    expandable: bool,
 }
+
+/// Where each pool's expandable segment starts: far apart, so neither reaches the other, and
+/// on a boundary of both page sizes (pages count from the segment's start).
+const EXPANDABLE_BASE: [u64; 2] = [LARGE_BUFFER << 30, LARGE_BUFFER << 32];
+/// Address space of one expandable segment (PyTorch reserves 9/8 of the card; any card fits).
+const EXPANDABLE_SPAN: u64 = 1 << 50;
 
 /// The allocator's state: its segments cut into blocks, free blocks cached per pool.
 #[derive(Clone, Debug, Default)]
@@ -79,6 +94,8 @@ pub struct CachingAllocator {
     spare: Vec<usize>,
     /// Free blocks by (size, address, slot): the small pool's, then the large pool's.
     free: [BTreeSet<(u64, u64, usize)>; 2],
+    /// Unmapped blocks of expandable segments by (address, slot), per pool.
+    unmapped: [BTreeSet<(u64, usize)>; 2],
     next_address: u64,
     /// The addresses the driver gave the next segments, where a trace tells them.
     driver_addresses: VecDeque<u64>,
@@ -158,7 +175,8 @@ impl CachingAllocator {
         self.segments
     }
 
-    /// Every segment reserved so far, in order (a release does not remove it).
+    /// Every segment reserved so far, in order (a release does not remove it); with expandable
+    /// segments, every range mapped.
     pub fn segment_sizes(&self) -> &[u64] {
         &self.segment_sizes
     }
@@ -175,7 +193,7 @@ impl CachingAllocator {
         let small = rounded <= SMALL_SIZE;
         let slot = match self.take_cached(small, rounded) {
             Some(slot) => slot,
-            None => self.reserve_segment(small, segment_size(rounded), bytes)?,
+            None => self.reserve_segment(small, rounded, bytes)?,
         };
         self.split(slot, rounded);
         let block = &mut self.blocks[slot];
@@ -191,67 +209,65 @@ impl CachingAllocator {
         debug_assert!(self.blocks[slot].in_use, "freed twice");
         self.blocks[slot].in_use = false;
         self.allocated -= self.blocks[slot].size;
-        if let Some(prev) = self.blocks[slot].prev.filter(|&p| !self.blocks[p].in_use) {
-            self.uncache(prev);
-            let p = self.blocks[prev].clone();
-            let block = &mut self.blocks[slot];
-            block.address = p.address;
-            block.size += p.size;
-            block.prev = p.prev;
-            if let Some(pp) = p.prev {
-                self.blocks[pp].next = Some(slot);
-            }
-            self.spare.push(prev);
-        }
-        if let Some(next) = self.blocks[slot].next.filter(|&n| !self.blocks[n].in_use) {
-            self.uncache(next);
-            let n = self.blocks[next].clone();
-            let block = &mut self.blocks[slot];
-            block.size += n.size;
-            block.next = n.next;
-            if let Some(nn) = n.next {
-                self.blocks[nn].prev = Some(slot);
-            }
-            self.spare.push(next);
-        }
-        self.cache(slot);
+        self.merge_free_neighbours(slot);
     }
 
-    /// Releases every wholly free segment (`torch.cuda.empty_cache`).
+    /// Releases every wholly free segment and unmaps the whole pages inside free blocks of
+    /// expandable segments (`torch.cuda.empty_cache`).
     pub fn empty_cache(&mut self) {
         for pool in 0..2 {
-            let whole: Vec<_> = self.free[pool]
-                .iter()
-                .filter(|&&(_, _, s)| {
-                    self.blocks[s].prev.is_none() && self.blocks[s].next.is_none()
-                })
-                .copied()
-                .collect();
-            for key in whole {
-                self.release(key);
+            let cached: Vec<_> = self.free[pool].iter().copied().collect();
+            for key in cached {
+                let b = &self.blocks[key.2];
+                if b.expandable {
+                    self.unmap(key.2);
+                } else if b.prev.is_none() && b.next.is_none() {
+                    self.release(key);
+                }
             }
         }
+    }
+
+    fn is_free_mapped(&self, slot: usize) -> bool {
+        !self.blocks[slot].in_use && self.blocks[slot].mapped
     }
 
     fn pool(small: bool) -> usize {
         usize::from(!small)
     }
 
+    /// Files a block that is not in use: with the free blocks if mapped, else the unmapped.
     fn cache(&mut self, slot: usize) {
         let b = &self.blocks[slot];
-        self.free[Self::pool(b.small)].insert((b.size, b.address, slot));
+        if b.mapped {
+            self.free[Self::pool(b.small)].insert((b.size, b.address, slot));
+        } else {
+            self.unmapped[Self::pool(b.small)].insert((b.address, slot));
+        }
     }
 
     fn uncache(&mut self, slot: usize) {
         let b = &self.blocks[slot];
-        self.free[Self::pool(b.small)].remove(&(b.size, b.address, slot));
+        if b.mapped {
+            self.free[Self::pool(b.small)].remove(&(b.size, b.address, slot));
+        } else {
+            self.unmapped[Self::pool(b.small)].remove(&(b.address, slot));
+        }
     }
 
     /// The smallest cached block of the pool that holds `rounded` (get_free_block).
     fn take_cached(&mut self, small: bool, rounded: u64) -> Option<usize> {
-        let &(size, address, slot) = self.free[Self::pool(small)]
-            .range((rounded, 0, 0)..)
-            .next()?;
+        let mut fits = self.free[Self::pool(small)].range((rounded, 0, 0)..);
+        let mut best = *fits.next()?;
+        // A block that could grow into unmapped space counts at the size it could grow to:
+        // any later candidate that could grow less goes first.
+        while self.blocks[best.2].expandable {
+            match fits.next() {
+                Some(&next) if self.growable(next.2) < self.growable(best.2) => best = next,
+                _ => break,
+            }
+        }
+        let (size, address, slot) = best;
         if let Some(max) = self.settings.max_split_size {
             // An oversize block serves no smaller request, and a large request only a block
             // within one large buffer of its size.
@@ -264,29 +280,39 @@ impl CachingAllocator {
         Some(slot)
     }
 
-    /// A new segment, releasing cached blocks and retrying when the limit stops it.
+    fn growable(&self, slot: usize) -> u64 {
+        let b = &self.blocks[slot];
+        let unmapped_next = b.next.filter(|&n| !self.blocks[n].mapped);
+        b.size + unmapped_next.map_or(0, |n| self.blocks[n].size)
+    }
+
+    /// A new segment (or mapped range), releasing cached blocks and retrying when the limit
+    /// stops it.
     fn reserve_segment(
         &mut self,
         small: bool,
-        size: u64,
+        rounded: u64,
         requested: u64,
     ) -> Result<usize, OutOfMemory> {
-        if let Some(slot) = self.new_segment(small, size) {
+        let size = segment_size(rounded);
+        if let Some(slot) = self.grow(small, rounded, size) {
             return Ok(slot);
         }
         if self.release_oversize(size)
-            && let Some(slot) = self.new_segment(small, size)
+            && let Some(slot) = self.grow(small, rounded, size)
         {
             return Ok(slot);
         }
         self.empty_cache();
-        self.new_segment(small, size).ok_or(OutOfMemory {
+        self.grow(small, rounded, size).ok_or(OutOfMemory {
             requested,
             reserved: self.reserved,
         })
     }
 
-    fn new_segment(&mut self, small: bool, size: u64) -> Option<usize> {
+    /// alloc_block: within the limit (checked on the segment's size in both modes), a new
+    /// segment, or a mapped range of the pool's expandable segment.
+    fn grow(&mut self, small: bool, rounded: u64, size: u64) -> Option<usize> {
         if self
             .settings
             .limit
@@ -294,6 +320,14 @@ impl CachingAllocator {
         {
             return None;
         }
+        if self.settings.expandable_segments {
+            Some(self.map_expandable(small, rounded))
+        } else {
+            Some(self.new_segment(small, size))
+        }
+    }
+
+    fn new_segment(&mut self, small: bool, size: u64) -> usize {
         let address = self
             .driver_addresses
             .pop_front()
@@ -305,15 +339,183 @@ impl CachingAllocator {
             prev: None,
             next: None,
             in_use: false,
+            mapped: true,
+            expandable: false,
         };
         self.next_address = self
             .next_address
             .max(address + size.div_ceil(ROUND_LARGE) * ROUND_LARGE);
+        self.add_reserved(size);
+        self.segments += 1;
+        self.slot_for(block)
+    }
+
+    fn add_reserved(&mut self, size: u64) {
         self.reserved += size;
         self.peak_reserved = self.peak_reserved.max(self.reserved);
-        self.segments += 1;
         self.segment_sizes.push(size);
-        Some(self.slot_for(block))
+    }
+
+    /// try_allocate_expandable_block: the lowest-addressed run of free and unmapped space that
+    /// holds `rounded`, its unmapped part mapped page by page; a free block just before an
+    /// unmapped one grows into it. Returns the (free, mapped) block, out of the free set.
+    fn map_expandable(&mut self, small: bool, rounded: u64) -> usize {
+        let pool = Self::pool(small);
+        let mut candidate = self.expandable_candidate(small, rounded);
+        if !self.blocks[candidate].mapped {
+            candidate = self.map(candidate, rounded.min(self.blocks[candidate].size));
+        }
+        while self.blocks[candidate].size < rounded {
+            let next = self.blocks[candidate]
+                .next
+                .expect("unmapped space after a short block");
+            let want = (rounded - self.blocks[candidate].size).min(self.blocks[next].size);
+            candidate = self.map(next, want);
+        }
+        let b = &self.blocks[candidate];
+        self.free[pool].remove(&(b.size, b.address, candidate));
+        candidate
+    }
+
+    /// find_expandable_block: unmapped blocks in address order, each with the free block just
+    /// before it, until one run of free and unmapped blocks is long enough; else a new segment.
+    fn expandable_candidate(&mut self, small: bool, rounded: u64) -> usize {
+        let pool = Self::pool(small);
+        let unmapped: Vec<usize> = self.unmapped[pool].iter().map(|&(_, s)| s).collect();
+        for slot in unmapped {
+            let start = self.blocks[slot]
+                .prev
+                .filter(|&p| self.is_free_mapped(p))
+                .unwrap_or(slot);
+            let (mut room, mut at) = (0, Some(start));
+            while room < rounded
+                && let Some(b) = at.filter(|&b| !self.blocks[b].in_use)
+            {
+                room += self.blocks[b].size;
+                at = self.blocks[b].next;
+            }
+            if room >= rounded {
+                return start;
+            }
+        }
+        let slot = self.slot_for(Block {
+            address: EXPANDABLE_BASE[pool],
+            size: EXPANDABLE_SPAN,
+            small,
+            prev: None,
+            next: None,
+            in_use: false,
+            mapped: false,
+            expandable: true,
+        });
+        self.cache(slot);
+        slot
+    }
+
+    /// map_block: maps whole pages from an unmapped block's start to cover `bytes`, leaves the
+    /// rest unmapped after it, and merges the mapped part with free neighbours.
+    fn map(&mut self, slot: usize, bytes: u64) -> usize {
+        let page = if self.blocks[slot].small {
+            SMALL_BUFFER
+        } else {
+            LARGE_BUFFER
+        };
+        self.uncache(slot);
+        let b = self.blocks[slot].clone();
+        let mapped = (bytes.div_ceil(page) * page).min(b.size);
+        if mapped < b.size {
+            let rest = self.slot_for(Block {
+                address: b.address + mapped,
+                size: b.size - mapped,
+                prev: Some(slot),
+                ..b.clone()
+            });
+            if let Some(n) = b.next {
+                self.blocks[n].prev = Some(rest);
+            }
+            self.blocks[slot].next = Some(rest);
+            self.cache(rest);
+        }
+        self.blocks[slot].size = mapped;
+        self.blocks[slot].mapped = true;
+        self.add_reserved(mapped);
+        self.merge_free_neighbours(slot)
+    }
+
+    /// Merges a free block with its free neighbours of the same kind (mapped or not), files
+    /// the result and returns its slot.
+    fn merge_free_neighbours(&mut self, slot: usize) -> usize {
+        let mapped = self.blocks[slot].mapped;
+        let same = |s: &Self, n: usize| !s.blocks[n].in_use && s.blocks[n].mapped == mapped;
+        if let Some(prev) = self.blocks[slot].prev.filter(|&p| same(self, p)) {
+            self.uncache(prev);
+            let p = self.blocks[prev].clone();
+            let block = &mut self.blocks[slot];
+            block.address = p.address;
+            block.size += p.size;
+            block.prev = p.prev;
+            if let Some(pp) = p.prev {
+                self.blocks[pp].next = Some(slot);
+            }
+            self.spare.push(prev);
+        }
+        if let Some(next) = self.blocks[slot].next.filter(|&n| same(self, n)) {
+            self.uncache(next);
+            let n = self.blocks[next].clone();
+            let block = &mut self.blocks[slot];
+            block.size += n.size;
+            block.next = n.next;
+            if let Some(nn) = n.next {
+                self.blocks[nn].prev = Some(slot);
+            }
+            self.spare.push(next);
+        }
+        self.cache(slot);
+        slot
+    }
+
+    /// unmap_block: unmaps the whole pages inside a free block of an expandable segment; the
+    /// partial pages at either end stay mapped and free.
+    fn unmap(&mut self, slot: usize) {
+        let b = self.blocks[slot].clone();
+        let page = if b.small { SMALL_BUFFER } else { LARGE_BUFFER };
+        let begin = b.address.div_ceil(page) * page;
+        let end = (b.address + b.size) / page * page;
+        if end <= begin {
+            return;
+        }
+        self.uncache(slot);
+        if begin > b.address {
+            let before = self.slot_for(Block {
+                size: begin - b.address,
+                next: Some(slot),
+                ..b.clone()
+            });
+            if let Some(p) = b.prev {
+                self.blocks[p].next = Some(before);
+            }
+            self.blocks[slot].prev = Some(before);
+            self.cache(before);
+        }
+        if end < b.address + b.size {
+            let after = self.slot_for(Block {
+                address: end,
+                size: b.address + b.size - end,
+                prev: Some(slot),
+                ..b.clone()
+            });
+            if let Some(n) = b.next {
+                self.blocks[n].prev = Some(after);
+            }
+            self.blocks[slot].next = Some(after);
+            self.cache(after);
+        }
+        let block = &mut self.blocks[slot];
+        block.address = begin;
+        block.size = end - begin;
+        block.mapped = false;
+        self.reserved -= end - begin;
+        self.merge_free_neighbours(slot);
     }
 
     fn slot_for(&mut self, block: Block) -> usize {
@@ -367,7 +569,7 @@ impl CachingAllocator {
     fn split(&mut self, slot: usize, rounded: u64) {
         let b = self.blocks[slot].clone();
         let rest = b.size - rounded;
-        let split = if b.small {
+        let split = if b.small || self.settings.expandable_segments {
             rest >= MIN_BLOCK
         } else {
             self.settings.max_split_size.is_none_or(|max| rounded < max) && rest > SMALL_SIZE
@@ -378,10 +580,9 @@ impl CachingAllocator {
         let remainder = self.slot_for(Block {
             address: b.address + rounded,
             size: rest,
-            small: b.small,
             prev: Some(slot),
-            next: b.next,
             in_use: false,
+            ..b.clone()
         });
         if let Some(n) = b.next {
             self.blocks[n].prev = Some(remainder);
@@ -446,5 +647,26 @@ mod tests {
             }
         );
         a.free(y);
+    }
+
+    #[test]
+    fn an_expandable_segment_maps_pages_grows_its_free_tail_and_unmaps_whole_pages() {
+        let mut a = CachingAllocator::new(AllocatorSettings {
+            expandable_segments: true,
+            ..AllocatorSettings::default()
+        });
+        let x = a.malloc(30 << 20).expect("fits"); // two 20 MiB pages, 10 MiB left free
+        assert_eq!(a.reserved(), 40 << 20);
+        let y = a.malloc(25 << 20).expect("fits"); // the free 10 MiB tail grows by one page
+        assert_eq!(
+            (a.reserved(), a.segment_sizes()),
+            (60 << 20, &[40 << 20, 20 << 20][..])
+        );
+        a.free(y); // 30 MiB free at the end: one whole page inside it
+        a.empty_cache();
+        assert_eq!(a.reserved(), 40 << 20);
+        a.free(x);
+        a.empty_cache();
+        assert_eq!(a.reserved(), 0);
     }
 }

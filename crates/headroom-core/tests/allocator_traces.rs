@@ -39,8 +39,12 @@ struct Replay {
 /// (without: each above the last, as when the core generates the sequence itself).
 fn replay(t: &Value, driver_addresses: bool) -> Replay {
     let limit = t["scenario"].get(12).and_then(|o| o["cap"].as_u64());
+    let expandable_segments = t["allocator"]
+        .as_str()
+        .is_some_and(|a| a.contains("expandable_segments:True"));
     let mut alloc = CachingAllocator::new(AllocatorSettings {
         limit,
+        expandable_segments,
         ..AllocatorSettings::default()
     });
     let events = t["events"].as_array().expect("events");
@@ -69,13 +73,13 @@ fn replay(t: &Value, driver_addresses: bool) -> Replay {
                 live.insert(addr, a);
             }
             "f" => alloc.free(live.remove(&addr).expect("a live allocation")),
-            "s" => out.measured_segments.push(size),
+            "s" | "m" => out.measured_segments.push(size),
             // The first of a run of segment releases not caused by a failing request: the run
             // called empty_cache. (Releases before an 'o' are the allocator's own retry.)
-            "S" if events[i - 1][0] != "S" => {
+            "S" | "u" if !matches!(events[i - 1][0].as_str(), Some("S" | "u")) => {
                 let next = events[i..]
                     .iter()
-                    .find(|e| e[0] != "S")
+                    .find(|e| !matches!(e[0].as_str(), Some("S" | "u")))
                     .expect("an event after");
                 if next[0] != "o" {
                     alloc.empty_cache();
@@ -114,7 +118,9 @@ fn replay(t: &Value, driver_addresses: bool) -> Replay {
     out
 }
 
-fn check(name: &str) -> Replay {
+/// Replays a trace and checks it; `blind`: how far the peaks may go without the driver's
+/// addresses.
+fn check_within(name: &str, blind: f64) -> Replay {
     let t = trace(name);
     let r = replay(&t, true);
     assert_eq!(
@@ -127,22 +133,27 @@ fn check(name: &str) -> Replay {
         "{name}: the segments reserved, in order"
     );
     assert!(r.mismatches.is_empty(), "{name}: {:#?}", r.mismatches);
-    // Without the driver's addresses only ties between equal free blocks can go another way:
-    // measured, one segment in one phase of one trace (0.01%).
-    let blind = replay(&t, false);
+    // Without the driver's addresses only ties between equal free blocks can go another way.
+    let unplaced = replay(&t, false);
     assert_eq!(
-        blind.oom, r.oom,
+        unplaced.oom, r.oom,
         "{name}: the same failure without addresses"
     );
-    let worst = blind
+    let worst = unplaced
         .peak_reserved_errors
         .iter()
         .fold(0.0f64, |m, e| m.max(e.abs()));
     assert!(
-        worst < 1e-3,
+        worst <= blind,
         "{name}: peak reserved without addresses off by {worst:e}"
     );
     r
+}
+
+/// Most traces: within 0.6% without the driver's addresses (measured: 0.01% on trace 3, 0.58%
+/// at trace 8's failure, exact on the rest).
+fn check(name: &str) -> Replay {
+    check_within(name, 0.006)
 }
 
 #[test]
@@ -172,4 +183,54 @@ fn capped_at_an_h100_the_checkpointed_1b_run_fails_where_the_h100_failed() {
     // its cache and still could not find 15.66 GiB, 64.6 GB allocated; so does the model.
     let r = check("trace5.json.gz");
     assert_eq!(r.oom, Some((16_810_770_432, true)));
+}
+
+#[test]
+fn capped_at_an_h100_llama_3_1_8b_in_bf16_fails_on_its_fp32_logits_as_measured() {
+    // Llama 3.1 8B, bf16, checkpointed, 4 x 4,096: 74.85 GiB allocated at most, yet with the
+    // allocator held to the H100's 80 GB the second step's fp32 logits (7.83 GiB) found no room.
+    let r = check("trace8.json.gz");
+    assert_eq!(r.oom.map(|o| o.1), Some(true));
+}
+
+#[test]
+fn qlora_on_the_gpu_reserves_what_the_h200_reserved() {
+    // Quantizing on the GPU frees 193 segments (empty_cache) that are reserved again where the
+    // driver chose: without those addresses the ties go otherwise and reserved ends 3.1% above
+    // (3.65% in the first forward).
+    check_within("trace10.json.gz", 0.037);
+}
+
+#[test]
+fn lora_on_an_fp32_base_reserves_what_the_h200_reserved() {
+    check("trace11.json.gz");
+}
+
+#[test]
+fn with_expandable_segments_the_checkpointed_1b_run_maps_what_the_h200_mapped() {
+    // 81.5 GB mapped where the default allocator reserved 89.4 GB for the same run (trace 1).
+    check("trace6.json.gz");
+}
+
+#[test]
+fn with_expandable_segments_llama_3_2_1b_bf16_maps_what_the_h200_mapped() {
+    check("trace7.json.gz");
+}
+
+#[test]
+fn with_expandable_segments_llama_3_1_8b_fits_under_the_h100_cap_as_measured() {
+    // The run that failed on its logits under the default allocator (trace 8) trains.
+    assert_eq!(check("trace9.json.gz").oom, None);
+}
+
+#[test]
+fn with_expandable_segments_qwen2_5_0_5b_eager_maps_what_the_h200_mapped() {
+    check("trace12.json.gz");
+}
+
+#[test]
+fn with_expandable_segments_llama_3_1_8b_lora_maps_more_than_the_default_allocator_reserved() {
+    // 55.30 GB mapped against 54.34 GB reserved without expandable segments (trace 4): they
+    // are not always the smaller.
+    check("trace13.json.gz");
 }

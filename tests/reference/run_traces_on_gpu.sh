@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Allocator traces on a GPU machine (issue 30), a fresh process each, in a fixed time. From the
+# repository root:   tests/reference/run_traces_on_gpu.sh OUTDIR [SECONDS]   (budget, 240)
+#
+# The four uncapped runs of run_edge_on_gpu.sh's first part again under expandable segments
+# (its segments grow by mapping pages), then runs the first set lacks: Llama 3.1 8B in bf16 at
+# the H100's edge (out of memory on one fp32 logits block), QLoRA on the GPU and LoRA on an fp32
+# base. Writes OUTDIR/traces.tar (one gzipped trace each), env.txt and measure.log.
+set -u
+OUT=${1:?usage: run_traces_on_gpu.sh OUTDIR [SECONDS]}
+BUDGET=${2:-240}
+START=$(date +%s)
+export PYTHONUNBUFFERED=1
+[ -d .whl/site ] && export PYTHONPATH="$(pwd)/.whl/site:${PYTHONPATH:-}"
+cd tests/reference
+mkdir -p "$OUT/traces"
+E=expandable_segments:True
+i=5
+while read -r conf sc; do
+    i=$((i + 1))
+    [ $((BUDGET - ($(date +%s) - START))) -lt 40 ] && break
+    [ "$conf" = "-" ] && conf=""
+    PYTORCH_CUDA_ALLOC_CONF=$conf timeout 45 python3 measure_allocator.py trace "$sc" "$OUT/traces/trace$i.json.gz" 2>>"$OUT/measure.log"
+    echo "trace $i ($conf) rc=$? at $(( $(date +%s) - START )) s" >>"$OUT/env.txt"
+done <<LIST
+$E ["llama-3.2-1b","amp-bf16","sdpa","full",16,2048,"full",0,""]
+$E ["llama-3.2-1b","bf16","sdpa","none",8,2048,"full",0,""]
+- ["llama-3.1-8b","bf16","sdpa","full",4,4096,"full",0,"","off",false,{},{"cap":84216381440}]
+$E ["llama-3.1-8b","bf16","sdpa","full",4,4096,"full",0,"","off",false,{},{"cap":84216381440}]
+- ["llama-3.1-8b","amp-bf16","sdpa","full",4,2048,"qlora",16,"all","off",false,{},{"kbit":true}]
+- ["llama-3.2-1b","amp-bf16","sdpa","none",1,2048,"lora",16,"all","off",false,{},{"base":"fp32"}]
+$E ["qwen2.5-0.5b","amp-bf16","eager","none",4,1024,"full",0,""]
+$E ["llama-3.1-8b","bf16","sdpa","full",4,4096,"lora",16,"all"]
+LIST
+(cd "$OUT" && tar cf traces.tar traces && rm -rf traces)
