@@ -168,8 +168,9 @@ def part_varlen(deadline, sc=("llama-3.2-1b", "bf16", "sdpa", "none", 8, 2048, "
             "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
 
 
-KINDS = [("gemm", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "matmul", "sm90_")),
-         ("attention", ("flash", "fmha", "attention", "cudnn")),
+# First match wins: attention before GEMMs (cuDNN's SDPA kernels are named "..._sdpa_sm90_...").
+KINDS = [("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
+         ("gemm", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "matmul", "sm90_")),
          ("optimizer", ("multi_tensor", "adam")),
          ("loss", ("log_softmax", "nll_loss", "cross_entropy")),
          ("copy", ("copy", "memcpy", "memset", "fill")),
