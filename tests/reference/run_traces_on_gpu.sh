@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Allocator traces on a GPU machine (issue 30), a fresh process each, in a fixed time. From the
-# repository root:   tests/reference/run_traces_on_gpu.sh OUTDIR [SECONDS]   (budget, 240)
+# repository root:   tests/reference/run_traces_on_gpu.sh OUTDIR [SECONDS [FROM]]
+#   (SECONDS: the budget, 240; FROM: the first trace to record, 14)
 #
 # Traces 6-13 (committed 2026-11-26): the four uncapped runs of run_edge_on_gpu.sh's first part
 # again under expandable segments, Llama 3.1 8B in bf16 at the H100's edge (out of memory on one
