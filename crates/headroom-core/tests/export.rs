@@ -499,3 +499,34 @@ fn every_export_names_the_versions_it_was_checked_with() {
         }
     }
 }
+
+#[test]
+fn expandable_segments_reach_every_file_that_runs_the_plan() {
+    // The allocator reads PYTORCH_CUDA_ALLOC_CONF once, at its first allocation: the scripts
+    // set it before importing torch; accelerate's YAML has no field, so it says where it goes.
+    let mut expandable = Scenario::default();
+    expandable.runtime.expandable_segments = true;
+    let r = resolve(&expandable).unwrap_or_else(|e| panic!("{e}"));
+    let line = "os.environ.setdefault(\"PYTORCH_CUDA_ALLOC_CONF\", \"expandable_segments:True\")";
+    for target in [Target::Trainer, Target::Fsdp2] {
+        let text = export(&r.spec, &expandable, target).text;
+        let (at, torch) = (text.find(line), text.find("import torch\n"));
+        assert!(at.is_some() && at < torch, "{target:?}: {text}");
+        let plain = export(&r.spec, &Scenario::default(), target).text;
+        assert!(!plain.contains("PYTORCH_CUDA_ALLOC_CONF"), "{target:?}");
+    }
+    let yaml = export(&r.spec, &expandable, Target::Accelerate).text;
+    assert!(
+        yaml.contains("# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        "{yaml}"
+    );
+    for target in [Target::Env, Target::Torchrun] {
+        let text = export(&r.spec, &expandable, target).text;
+        assert!(
+            text.contains("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+            "{target:?}"
+        );
+    }
+    // One GPU is "1 GPU".
+    assert!(yaml.starts_with("# Headroom plan: 1 GPU, "), "{yaml}");
+}

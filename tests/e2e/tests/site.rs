@@ -748,6 +748,17 @@ fn a_published_calibration_shows_its_measured_rows_fetched_next_to_the_app() {
         json!(null),
         "no loading or failure note once the rows are in"
     );
+    // How each constant was found comes from the fetched file (the embedded copy leaves it out).
+    let source = s.js(
+        "const r = document.querySelector('#constants-table tr[data-id=\"reserved_slack_fraction\"]'); return r ? r.lastElementChild.textContent : null",
+        json!([]),
+    );
+    assert!(
+        source
+            .as_str()
+            .is_some_and(|t| t.contains("mean relative error")),
+        "{source}"
+    );
 }
 
 #[test]

@@ -97,6 +97,9 @@ pub(super) fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec
         notes.push("activation offload: run the forward inside torch.autograd.graph.save_on_cpu(pin_memory=True)".into());
     }
     let mut out = t;
+    if scen.runtime.expandable_segments {
+        notes.push("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the environment (env.sh): accelerate's config has no field for it".into());
+    }
     out.push_str(&comment_lines(&notes, "# "));
     (out, notes)
 }

@@ -127,10 +127,21 @@ pub(super) fn comment_lines(notes: &[String], prefix: &str) -> String {
     notes.iter().map(|n| format!("{prefix}{n}\n")).collect()
 }
 
+/// The Python scripts' imports up to torch, with the allocator setting the plan assumes set
+/// before torch starts CUDA (the caching allocator reads it once, at its first allocation).
+pub(super) fn script_imports(scen: &Scenario) -> &'static str {
+    if scen.runtime.expandable_segments {
+        "import json\nimport os\n\nos.environ.setdefault(\"PYTORCH_CUDA_ALLOC_CONF\", \"expandable_segments:True\")\n\nimport torch\n"
+    } else {
+        "import json\nimport os\n\nimport torch\n"
+    }
+}
+
 pub(super) fn summary(scen: &Scenario) -> String {
     format!(
-        "{} GPUs, micro-batch {} x accumulation {} x {} data-parallel = global batch {} of {} tokens; {}, {}, {}",
+        "{} GPU{}, micro-batch {} x accumulation {} x {} data-parallel = global batch {} of {} tokens; {}, {}, {}",
         scen.gpus,
+        if scen.gpus == 1 { "" } else { "s" },
         scen.micro_batch,
         scen.grad_accum,
         scen.data_parallel(),

@@ -74,7 +74,8 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
         scen.gpus
     ));
     t.push_str(&comment_lines(&notes, "# "));
-    t.push_str("import json\nimport os\n\nimport torch\nimport torch.distributed as dist\n");
+    t.push_str(super::common::script_imports(scen));
+    t.push_str("import torch.distributed as dist\n");
     if fsdp {
         t.push_str("from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict\n");
         t.push_str("from torch.distributed.device_mesh import init_device_mesh\n");

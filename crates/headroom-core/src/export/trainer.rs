@@ -173,7 +173,8 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
         Target::Trainer.file_name()
     ));
     t.push_str(&comment_lines(&notes, "# "));
-    t.push_str("import json\nimport os\n\nimport torch\nfrom transformers import Trainer, TrainingArguments\n");
+    t.push_str(super::common::script_imports(scen));
+    t.push_str("from transformers import Trainer, TrainingArguments\n");
     t.push_str(&super::model::imports(scen));
     t.push_str(&format!(
         "\nMODEL = \"{}\"\n",

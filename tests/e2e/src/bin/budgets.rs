@@ -42,7 +42,9 @@
 //!   of embedded data: the examples pages fetch `content/claims.json`), the presets' config URLs
 //!   left the site's copy (the CLI prints them; 0.35 KB) and the embedded calibrations' spreads
 //!   keep four significant digits (0.3 KB), which took it to 479.8 KB (2026-11-26), and the
-//!   limit came down to 480;
+//!   limit came down to 480. The exports' expandable-segments lines (0.15 KB) were paid for by
+//!   leaving the calibrations' `constants_source` sentences out of the embedded copies (the
+//!   calibration page shows the fetched file's; 0.2 KB): 479.7 KB;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
