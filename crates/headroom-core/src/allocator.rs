@@ -170,7 +170,8 @@ impl CachingAllocator {
         self.peak_allocated
     }
 
-    /// Segments held now.
+    /// Segments held now (cudaMalloc'd ones: an expandable segment's mapped pages are not
+    /// counted here, only in `reserved`).
     pub fn segments(&self) -> usize {
         self.segments
     }
