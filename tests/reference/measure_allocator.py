@@ -157,14 +157,14 @@ def part_varlen(deadline, sc=("llama-3.2-1b", "bf16", "sdpa", "none", 8, 2048, "
 
     for _ in range(5):
         step(seq, "fixed")
-    fixed_reserved = torch.cuda.memory_reserved()
-    del rows[:]  # the fixed shape's steps are kept only as their reserved level
-    fixed_rows_levels = {"reserved": fixed_reserved}
-    for i in range(steps):
+    # The fixed shape's steps are kept only as the reserved level they leave.
+    fixed = {"reserved": torch.cuda.memory_reserved()}
+    del rows[:]
+    for _ in range(steps):
         if time.time() > deadline:
             break
         step(max(_lengths(batch, seq, rng)), "padded")
-    return {"scenario": sc, "fixed": fixed_rows_levels, "steps": rows,
+    return {"scenario": sc, "fixed": fixed, "steps": rows,
             "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
 
 
@@ -191,7 +191,7 @@ def profile_step(sc):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    rows = {}
+    kinds_of_step = {}
 
     def on_extra(run_step):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -208,12 +208,12 @@ def profile_step(sc):
             kinds[k] = kinds.get(k, 0) + t
             count[k] = count.get(k, 0) + e.count
             top[e.key[:120]] = (t, e.count)
-        rows["kernel_us"] = {k: round(v, 1) for k, v in kinds.items()}
-        rows["kernel_count"] = count
-        rows["top"] = sorted(([k, round(t, 1), c] for k, (t, c) in top.items()), key=lambda r: -r[1])[:40]
+        kinds_of_step["kernel_us"] = {k: round(v, 1) for k, v in kinds.items()}
+        kinds_of_step["kernel_count"] = count
+        kinds_of_step["top"] = sorted(([k, round(t, 1), c] for k, (t, c) in top.items()), key=lambda r: -r[1])[:40]
 
     out = measure_gpu.run_preset(sc, extra_step=on_extra)
-    out["profile"] = rows
+    out["profile"] = kinds_of_step
     return out
 
 

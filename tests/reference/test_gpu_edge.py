@@ -17,11 +17,10 @@ and without prepare_model_for_kbit_training (bitsandbytes' NF4 Linear4bit on CUD
 """
 import json
 import pathlib
-import subprocess
 
 import pytest
 
-from test_saved_bytes import BIN
+from test_gpu_measured import preset_estimate
 
 EDGE = pathlib.Path(__file__).parent / "gpu" / "h200" / "edge"
 # The caps measure_allocator.py used, by the card they stand for.
@@ -63,20 +62,8 @@ def _params():
 
 
 def predict(allocator, sc):
-    m, prec, attn, ckpt, b, s, meth, rank, targets = sc[:9]
-    opts = sc[12]
-    args = [BIN, "estimate", "--model", m, "--gpu", CARDS[opts["cap"]], "--batch", str(b), "--seq", str(s),
-            "--precision", prec, "--attention", attn, "--checkpointing", ckpt, "--method", meth,
-            "--optimizer", "adamw", "--format", "json"]
-    if meth != "full":
-        args += ["--rank", str(rank), "--targets", targets]
-    if opts.get("kbit"):
-        args.append("--kbit")
-    if "base" in opts:
-        args += ["--base", opts["base"]]
-    if allocator:
-        args.append("--expandable-segments")
-    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+    extra = ["--expandable-segments"] if allocator else []
+    return preset_estimate(CARDS[sc[12]["cap"]], sc, extra)
 
 
 @pytest.mark.parametrize("allocator,row", _params())

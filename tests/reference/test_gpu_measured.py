@@ -221,16 +221,30 @@ def _preset_params():
     return out
 
 
-def _preset_predict(machine, sc, extra=()):
+def preset_estimate(gpu, sc, extra=()):
+    """The core's estimate (`--format json`) of a measure_gpu.run_preset scenario on `gpu`:
+    every field of the tuple as its CLI flag (adapters, fp8, compile, and the options' base
+    dtype and kbit; the config overrides and the allocator cap have none)."""
     m, prec, attn, ckpt, b, s, meth, rank, tg = sc[:9]
-    args = [BIN, "estimate", "--model", m, *_gpu(machine), "--batch", str(b), "--seq", str(s), "--precision", prec,
+    args = [BIN, "estimate", "--model", m, "--gpu", gpu, "--batch", str(b), "--seq", str(s), "--precision", prec,
             "--attention", attn, "--checkpointing", ckpt, "--method", meth, "--optimizer", "adamw",
             "--format", "json", *extra]
-    if meth == "lora":
+    if meth != "full":
         args += ["--rank", str(rank), "--targets", tg]
     if len(sc) > 9:
         args += ["--fp8", sc[9]]
+    if len(sc) > 10 and sc[10]:
+        args.append("--compile")
+    opts = sc[12] if len(sc) > 12 else {}
+    if opts.get("kbit"):
+        args.append("--kbit")
+    if "base" in opts:
+        args += ["--base", opts["base"]]
     return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+
+
+def _preset_predict(machine, sc, extra=()):
+    return preset_estimate(MACHINES[machine]["gpu"], sc, extra)
 
 
 @pytest.mark.parametrize("machine,row", _preset_params())

@@ -19,11 +19,10 @@ import hashlib
 import json
 import pathlib
 import statistics
-import subprocess
 
 import pytest
 
-from test_saved_bytes import BIN
+from test_gpu_measured import preset_estimate
 
 GPU = pathlib.Path(__file__).parent / "gpu"
 SOURCES = [
@@ -49,16 +48,7 @@ def half(source, sc):
 
 
 def predict(gpu, sc):
-    m, prec, attn, ckpt, b, s, meth, rank, targets = sc[:9]
-    args = [BIN, "estimate", "--model", m, "--gpu", gpu, "--batch", str(b), "--seq", str(s), "--precision", prec,
-            "--attention", attn, "--checkpointing", ckpt, "--method", meth, "--optimizer", "adamw", "--format", "json"]
-    if meth != "full":
-        args += ["--rank", str(rank), "--targets", targets]
-    if len(sc) > 9 and sc[9] != "off":
-        args += ["--fp8", sc[9]]
-    if len(sc) > 10 and sc[10]:
-        args.append("--compile")
-    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["speed"]["step_seconds"]
+    return preset_estimate(gpu, sc)["speed"]["step_seconds"]
 
 
 def runs():

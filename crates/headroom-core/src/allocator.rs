@@ -425,19 +425,9 @@ impl CachingAllocator {
         let b = self.blocks[slot].clone();
         let mapped = (bytes.div_ceil(page) * page).min(b.size);
         if mapped < b.size {
-            let rest = self.slot_for(Block {
-                address: b.address + mapped,
-                size: b.size - mapped,
-                prev: Some(slot),
-                ..b.clone()
-            });
-            if let Some(n) = b.next {
-                self.blocks[n].prev = Some(rest);
-            }
-            self.blocks[slot].next = Some(rest);
+            let rest = self.cut(slot, mapped);
             self.cache(rest);
         }
-        self.blocks[slot].size = mapped;
         self.blocks[slot].mapped = true;
         self.add_reserved(mapped);
         self.merge_free_neighbours(slot)
@@ -486,37 +476,38 @@ impl CachingAllocator {
             return;
         }
         self.uncache(slot);
+        // The partial page before stays `slot`; the whole pages become `pages`.
+        let mut pages = slot;
         if begin > b.address {
-            let before = self.slot_for(Block {
-                size: begin - b.address,
-                next: Some(slot),
-                ..b.clone()
-            });
-            if let Some(p) = b.prev {
-                self.blocks[p].next = Some(before);
-            }
-            self.blocks[slot].prev = Some(before);
-            self.cache(before);
+            pages = self.cut(slot, begin - b.address);
+            self.cache(slot);
         }
         if end < b.address + b.size {
-            let after = self.slot_for(Block {
-                address: end,
-                size: b.address + b.size - end,
-                prev: Some(slot),
-                ..b.clone()
-            });
-            if let Some(n) = b.next {
-                self.blocks[n].prev = Some(after);
-            }
-            self.blocks[slot].next = Some(after);
+            let after = self.cut(pages, end - begin);
             self.cache(after);
         }
-        let block = &mut self.blocks[slot];
-        block.address = begin;
-        block.size = end - begin;
-        block.mapped = false;
+        self.blocks[pages].mapped = false;
         self.reserved -= end - begin;
-        self.merge_free_neighbours(slot);
+        self.merge_free_neighbours(pages);
+    }
+
+    /// Cuts a block after its first `keep` bytes: the rest becomes a new block of the same
+    /// segment and kind, not in use, linked after it and not yet filed. Returns the rest's slot.
+    fn cut(&mut self, slot: usize, keep: u64) -> usize {
+        let b = self.blocks[slot].clone();
+        let rest = self.slot_for(Block {
+            address: b.address + keep,
+            size: b.size - keep,
+            prev: Some(slot),
+            in_use: false,
+            ..b.clone()
+        });
+        if let Some(n) = b.next {
+            self.blocks[n].prev = Some(rest);
+        }
+        self.blocks[slot].size = keep;
+        self.blocks[slot].next = Some(rest);
+        rest
     }
 
     fn slot_for(&mut self, block: Block) -> usize {
@@ -578,19 +569,7 @@ impl CachingAllocator {
         if !split {
             return;
         }
-        let remainder = self.slot_for(Block {
-            address: b.address + rounded,
-            size: rest,
-            prev: Some(slot),
-            in_use: false,
-            ..b.clone()
-        });
-        if let Some(n) = b.next {
-            self.blocks[n].prev = Some(remainder);
-        }
-        let block = &mut self.blocks[slot];
-        block.size = rounded;
-        block.next = Some(remainder);
+        let remainder = self.cut(slot, rounded);
         self.cache(remainder);
     }
 }
