@@ -163,7 +163,7 @@ fn calibration_table(dir: &Path) -> String {
                 if let Some(rows) = v.get_mut("rows").and_then(|r| r.as_array_mut()) {
                     rows.clear();
                 }
-                round_spreads(&mut v);
+                keep_medians(&mut v);
                 blank_sources(&mut v);
                 v.to_string()
             }
@@ -189,28 +189,19 @@ fn blank_sources(v: &mut serde_json::Value) {
     }
 }
 
-/// Rounds each measurement's spread (`min`, `max`, `q1`, `q3` beside a `median`) to four
-/// significant digits in the embedded copy, and empties its `method` sentence: the pages show
-/// the spread to one decimal and no method (the calibration page fetches the whole file), no
-/// estimate reads either, and they cost the download 1.1 KB gzip per file. Medians, which the
-/// time model reads, stay exact.
-fn round_spreads(v: &mut serde_json::Value) {
+/// Keeps each measurement's median alone in the embedded copy: no estimate reads a spread
+/// (`min`, `max`, quartiles, run count, unit, method), the calibration page shows them from the
+/// fetched whole file, and they cost the download about 3 KB gzip. Medians, which the time
+/// model reads, stay exact.
+fn keep_medians(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(o) => {
             if o.contains_key("median") {
-                if o.contains_key("method") {
-                    o.insert("method".into(), serde_json::Value::from(""));
-                }
-                for key in ["min", "max", "q1", "q3"] {
-                    if let Some(x) = o.get(key).and_then(serde_json::Value::as_f64) {
-                        let rounded: f64 = format!("{x:.3e}").parse().unwrap_or(x);
-                        o.insert(key.into(), serde_json::json!(rounded));
-                    }
-                }
+                o.retain(|k, _| k == "median");
             }
-            o.values_mut().for_each(round_spreads);
+            o.values_mut().for_each(keep_medians);
         }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(round_spreads),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(keep_medians),
         _ => {}
     }
 }

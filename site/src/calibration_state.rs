@@ -296,16 +296,21 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// A measurement: its median, and its spread when the file has it. The app's embedded copies
+/// keep medians only (the page fetches the whole file); a spread left out reads as the median
+/// itself over 0 runs, which the page shows as not known.
 fn measured(a: At<'_>) -> Result<Measured, String> {
+    let median = a.num("median")?;
+    let or_median = |key| a.opt(key).map_or(Ok(median), |_| a.num(key));
     Ok(Measured {
-        unit: a.text("unit")?,
-        method: a.text("method")?,
-        reps: u32::try_from(a.uint("reps")?).unwrap_or(u32::MAX),
-        median: a.num("median")?,
-        min: a.num("min")?,
-        max: a.num("max")?,
-        q1: a.num("q1")?,
-        q3: a.num("q3")?,
+        unit: a.opt_text("unit")?.unwrap_or_default(),
+        method: a.opt_text("method")?.unwrap_or_default(),
+        reps: u32::try_from(a.opt("reps").map_or(Ok(0), |_| a.uint("reps"))?).unwrap_or(u32::MAX),
+        median,
+        min: or_median("min")?,
+        max: or_median("max")?,
+        q1: or_median("q1")?,
+        q3: or_median("q3")?,
     })
 }
 

@@ -240,8 +240,15 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
                 format::bytes(b.bytes)
             )),
             cell(format!("{:.1} GB/s", b.gb_per_s.median)),
-            cell(format!("{:.1} to {:.1}", b.gb_per_s.min, b.gb_per_s.max)),
-            cell(b.gb_per_s.reps.to_string()),
+            // 0 runs: the embedded copy, whose spreads wait for the fetched file.
+            cell(match b.gb_per_s.reps {
+                0 => "…".into(),
+                _ => format!("{:.1} to {:.1}", b.gb_per_s.min, b.gb_per_s.max),
+            }),
+            cell(match b.gb_per_s.reps {
+                0 => "…".into(),
+                n => n.to_string(),
+            }),
         ],
     }));
     measured.extend(native.bandwidth_failed.iter().map(|b| Row {
