@@ -611,7 +611,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "eff",
                 label: "Framework efficiency (%)",
-                help: "Share of the matmul peak the framework reaches, for the time model. 0: 68%, fitted on Megatron-LM; plain transformers loops measured 36-52% on an H100 (1B-8B models).",
+                help: "Share of the matmul peak the framework reaches, for the time model. 0: 65%, fitted on Megatron-LM; plain transformers loops measured 35-52% on an H100 (1B-8B models).",
                 control: INT,
                 shown: always,
             },

@@ -32,7 +32,7 @@ SOURCES = [
     ("H200 grid", "h200-sxm-141gb", "h200/edge/timing.json", "timing"),
 ]
 # The time model's default efficiency (`--efficiency`), to show what each run implies.
-EFFICIENCY = 0.68
+EFFICIENCY = 0.65
 
 
 def name(sc):

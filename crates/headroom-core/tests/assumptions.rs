@@ -50,18 +50,28 @@ fn efficiency_scales_the_compute_terms() {
     assert_eq!(b.time.assumptions.framework_efficiency, 0.30);
 }
 
-/// 16 GPUs in ZeRO-3: with 8 per node the gathers cross the 50 GB/s network; with 16 per node
-/// (one NVLink domain) they run at NVLink's 450 GB/s per direction. The inter-node bandwidth
-/// sets the same collective's seconds in proportion.
+/// 16 GPUs in ZeRO-3. One GPU per node: each ring crosses the network on that GPU's own NIC
+/// (50 GB/s). Eight per node: NCCL's rings spread over all eight NICs, 8 x 50 = 400 GB/s per
+/// rank. Sixteen per node (one NVLink domain): NVLink's 450 GB/s per direction. The
+/// inter-node bandwidth sets the cross-node collective's seconds in proportion until NVLink
+/// is the slower link.
 #[test]
 fn gpus_per_node_and_network_set_the_links() {
     let base = "model=llama-3.1-70b&gpu=h100-sxm-80gb&gpus=16&dp=zero3&ckpt=full";
     let comm = |extra: &str| term(&analysis(&format!("{base}&{extra}")), "data_parallel");
-    let (cross, inside) = (comm("node=8"), comm("node=16"));
-    // 50 x 0.8 against 450 x 0.8 GB/s bus bandwidth.
-    assert!((cross / inside - 9.0).abs() < 1e-9, "{cross} / {inside}");
+    let (one_nic, rails, inside) = (comm("node=1"), comm("node=8"), comm("node=16"));
+    assert!(
+        (one_nic / inside - 9.0).abs() < 1e-9,
+        "{one_nic} / {inside}"
+    );
+    assert!(
+        (rails / inside - 450.0 / 400.0).abs() < 1e-9,
+        "{rails} / {inside}"
+    );
+    let slow = comm("node=8&ib=25");
+    assert!((slow / rails - 2.0).abs() < 1e-9, "{slow} / {rails}");
     let fast = comm("node=8&ib=100");
-    assert!((cross / fast - 2.0).abs() < 1e-9, "{cross} / {fast}");
+    assert!((fast / inside - 1.0).abs() < 1e-9, "{fast} / {inside}");
 }
 
 /// Host RAM is checked per node: 8 GPUs offloading on nodes of 4 pin half as much per node.

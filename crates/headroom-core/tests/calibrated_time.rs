@@ -80,7 +80,13 @@ fn the_analysis_times_the_step_with_the_calibrations_rates() {
         let without = analyze(&scen).expect("analyzes").time;
         assert_eq!(with, measured(&r.spec, r.gpu, &scen), "{change}");
         assert_ne!(with.step_seconds, without.step_seconds, "{change}");
+        // A fused attention kernel runs at its own published rate, which calibrate does not
+        // measure: that term stays assumed, the matmuls' are the calibration's.
         for t in with.terms.iter().filter(|t| t.kind == TermKind::Compute) {
+            if t.id == "attention" {
+                assert_eq!(t.confidence, Confidence::Assumed, "{change}");
+                continue;
+            }
             assert_eq!(t.confidence, Confidence::Calibrated, "{change}: {}", t.id);
             assert!(t.formula.contains(FIXTURE_NAME), "{change}: {}", t.formula);
         }

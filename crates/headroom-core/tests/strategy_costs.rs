@@ -54,10 +54,14 @@ fn full_checkpointing_costs_one_extra_forward_of_the_layers() {
     // over the step's tokens (not the lm_head, which is outside the checkpointed layers).
     let tf = token_flops(&spec, &gpu, &scen);
     let tokens = (scen.micro_batch * scen.seq * scen.grad_accum) as f64;
-    let extra_flops = (tf.layer_matmul_forward + tf.attention_forward) * tokens;
+    let matmul_flops = tf.layer_matmul_forward * tokens;
+    let attention_flops = tf.attention_forward * tokens;
+    // The matmuls at the forward's rate (same GEMM shapes, same efficiency), the attention
+    // forward at the fused kernel's own rate (its term's).
     let fwd = now.term("forward").expect("forward");
-    // At the forward's rate (same GEMM shapes, same efficiency).
-    let extra_seconds = extra_flops * fwd.seconds / fwd.flops;
+    let attention = now.term("attention").expect("fused attention");
+    let extra_seconds = matmul_flops * fwd.seconds / fwd.flops
+        + attention_flops * attention.seconds / attention.flops;
     let expected = now.step_seconds / (now.step_seconds + extra_seconds) - 1.0;
     assert!(
         close(r.speed_change, expected, 1e-9),
@@ -71,7 +75,13 @@ fn full_checkpointing_costs_one_extra_forward_of_the_layers() {
     };
     let after = step_time(&spec, &gpu, &Calibration::for_gpu(&gpu), &ck);
     let recompute = after.term("recompute").expect("recompute term");
-    assert!(close(recompute.flops, extra_flops, 1e-9));
+    assert!(close(recompute.flops, matmul_flops, 1e-9));
+    let attention_after = after.term("attention").expect("fused attention");
+    assert!(close(
+        attention_after.flops - attention.flops,
+        attention_flops,
+        1e-9
+    ));
     assert_eq!(
         recomputed_layers(Checkpointing::Full, spec.layers),
         spec.layers

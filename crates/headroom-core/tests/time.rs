@@ -102,11 +102,15 @@ fn full_recompute_adds_one_forward_of_every_layer() {
     // outside the checkpointed layers) + attention 1 + 2.5 + 1 forward.
     let expect = 8.0 * n_layers * tokens + 6.0 * n_head * tokens + 4.5 * attn_fwd * tokens;
     close(t.hardware_flops_per_gpu, expect, 1e-12);
-    let extra = t.term("recompute").expect("recompute term").flops;
-    close(extra, (2.0 * n_layers + attn_fwd) * tokens, 1e-12);
+    // The fused kernel's attention (forward, backward and the recomputed forward) is its own
+    // term, at the kernel's rate; the recompute term holds the layers' matmuls.
+    let recomputed = t.term("recompute").expect("recompute term").flops;
+    close(recomputed, 2.0 * n_layers * tokens, 1e-12);
+    let attention = t.term("attention").expect("attention term").flops;
+    close(attention, 4.5 * attn_fwd * tokens, 1e-12);
     close(
         t.hardware_flops_per_gpu - base.hardware_flops_per_gpu,
-        extra,
+        (2.0 * n_layers + attn_fwd) * tokens,
         1e-9,
     );
     // Model FLOPs (MFU) do not count recompute; hardware FLOPs (HFU) do.
@@ -329,7 +333,7 @@ fn communication_offload_and_bubble_terms() {
     let compute: f64 = tp
         .terms
         .iter()
-        .filter(|x| matches!(x.id, "forward" | "backward" | "loss"))
+        .filter(|x| matches!(x.id, "forward" | "backward" | "attention" | "loss"))
         .map(|x| x.seconds)
         .sum();
     close(
@@ -805,9 +809,12 @@ fn published_throughputs() {
         "the documented default must be the fit: {best}"
     );
     // Bands (stated in the report): fit rows within 10%; held-out rows within 30%, mean 15%.
-    // The model is pessimistic for deep pipelines (plain 1F1B assumed where the runs
-    // interleaved with an unpublished chunk count); those rows and Korthikanti's 530B (PP 35,
-    // three interleaving stages) set the held-out maximum, about 16%.
+    // The model is pessimistic for the largest models: deep pipelines (plain 1F1B assumed
+    // where the runs interleaved with an unpublished chunk count), Korthikanti's 530B (PP 35,
+    // three interleaving stages) and Llama 3 405B are 11-20% slow, every held-out row above
+    // 10B on the slow side (mean 13.2%, max 20.2% since collectives use all the NICs and
+    // attention its kernel's rate, 2026-11-26; 9.2% and 16.3% before, when the 1.7B fit row's
+    // traffic was timed on one NIC per node and the fit moved with it).
     assert!(max(&fitted) < 0.10, "fit rows: max {}", max(&fitted));
     assert!(max(&held_out) < 0.30, "held-out: max {}", max(&held_out));
     assert!(mean(&held_out) < 0.15, "held-out: mean {}", mean(&held_out));
@@ -965,4 +972,74 @@ fn zero_stages_rank_as_their_traffic_and_overlap_say() {
         z3.step_seconds,
         z2.step_seconds
     );
+}
+
+/// cuDNN's fused attention on Hopper, as profiled on the H200 (torch 2.11,
+/// tests/reference/gpu/h200/edge/timing.json: each profiled step's kernels by name, time and
+/// count). For the runs with head dimension 128 (Llama 3.2 3B LoRA, Llama 3.1 8B full with
+/// checkpointing, both at 4096 tokens) the forward kernels (`flash_fprop`), the backward
+/// (`flash_bprop`) and cuDNN's backward helpers (`cudnn::fusion::*`) ran 2·b·s²·q_dim causal
+/// FLOPs per forward call and 2.5x that per backward call at 0.46 and 0.51 of the dense
+/// peak; the core's attention term runs at the same fraction (before the framework factor)
+/// within 10%.
+#[test]
+fn cudnn_attention_runs_at_the_rate_the_h200_profiled() {
+    let path = format!(
+        "{}/../../tests/reference/gpu/h200/edge/timing.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let h200 = gpu("h200-sxm-141gb");
+    let peak = h200.dense_tflops.bf16.expect("bf16 peak") * 1e12;
+    let mut checked = 0;
+    for run in doc["timing"].as_array().expect("runs") {
+        let Some(top) = run["profile"]["top"].as_array() else {
+            continue;
+        };
+        let sc = run["scenario"].as_array().expect("scenario");
+        let s = |i: usize| sc[i].to_string().trim_matches('"').to_string();
+        let method = match s(6).as_str() {
+            "lora" => format!("&method=lora&rank={}&targets={}", s(7), s(8)),
+            _ => String::new(),
+        };
+        let link = format!(
+            "model={}&gpu=h200-sxm-141gb&precision={}&attention={}&ckpt={}&batch={}&seq={}{method}",
+            s(0),
+            s(1),
+            s(2),
+            s(3),
+            s(4),
+            s(5)
+        );
+        let scen = headroom_core::codec::decode(&link).expect("decodes");
+        let (_, spec) = resolve_model(&scen).expect("resolves");
+        if spec.head_dim != 128 {
+            continue;
+        }
+        let kernels = |pattern: &str| {
+            top.iter()
+                .filter(|k| k[0].as_str().is_some_and(|n| n.contains(pattern)))
+                .map(|k| (k[1].as_f64().expect("us"), k[2].as_f64().expect("count")))
+                .fold((0.0, 0.0), |(t, n), (dt, dn)| (t + dt, n + dn))
+        };
+        let (fwd_us, fwd_calls) = kernels("flash_fprop");
+        let (bwd_us, bwd_calls) = kernels("flash_bprop");
+        let (helper_us, _) = kernels("cudnn::fusion::");
+        let per_call =
+            2.0 * scen.micro_batch as f64 * scen.seq as f64 * scen.seq as f64 * spec.q_dim() as f64;
+        let flops = per_call * (fwd_calls + 2.5 * bwd_calls);
+        let measured = flops / ((fwd_us + bwd_us + helper_us) * 1e-6) / peak;
+        let a = analyze(&scen).expect("analyzes");
+        let term = a.time.term("attention").expect("fused attention term");
+        let model = term.flops / term.seconds / peak / a.time.assumptions.framework_efficiency;
+        println!("{link}: measured {measured:.3} of peak, core {model:.3}");
+        assert!((0.44..0.54).contains(&measured), "{link}: {measured}");
+        assert!(
+            (model / measured - 1.0).abs() < 0.10,
+            "{link}: {model} vs {measured}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
 }

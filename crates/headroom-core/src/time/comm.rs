@@ -68,7 +68,7 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
         let per = cx.activation_bytes();
         let recomputed_local = cx.ck / pp as f64;
         let count = (4.0 * cx.layers_local() + 2.0 * recomputed_local) * m;
-        let g = cx.link_gbs(tp);
+        let g = cx.ring_gbs(tp, 1);
         terms.comm(
             "tensor_parallel",
             "tensor parallel all-reduces of activations",
@@ -86,7 +86,7 @@ pub(super) fn terms(cx: &Cx, busy: &Busy, terms: &mut Terms) {
     if pp > 1 {
         // Point-to-point activations at each stage boundary, forward and backward.
         let per = cx.activation_bytes() / tp as f64;
-        let g = cx.link_gbs(tp * dp * 2);
+        let g = cx.own_link_gbs(tp * dp * 2);
         let moved = per * 2.0 * m;
         terms.comm(
             "pipeline_p2p",
@@ -128,7 +128,7 @@ fn context_parallel(cx: &Cx, terms: &mut Terms) {
     let passes = 3.0 * cx.layers_local() + recomputed_local;
     let moved = chunk * (cp - 1) as f64 * passes * m;
     // Ranks are laid out tensor-innermost, then context (Megatron's tp-cp-ep-dp-pp order).
-    let g = cx.link_gbs(tp * cp);
+    let g = cx.own_link_gbs(tp * cp);
     let seconds = moved / (g * 1e9);
     // The attention compute each send hides behind: forward, backward and recomputed
     // attention of this GPU's tokens.
@@ -154,7 +154,7 @@ fn context_parallel(cx: &Cx, terms: &mut Terms) {
 /// Gradient (and, when sharded, parameter) traffic between data-parallel replicas.
 fn data_parallel(cx: &Cx, busy: &Busy, terms: &mut Terms) {
     let (tp, dp, m) = (cx.tp, cx.dp, cx.m);
-    let g = cx.link_gbs(dp * tp);
+    let g = cx.ring_gbs(dp, tp);
     let grads = cx.trainable_local() * cx.grad_dtype_bytes();
     let (traffic, what) = DpTraffic::of(cx.scen.parallel.data);
     let factor = traffic.factor();
@@ -225,7 +225,7 @@ fn expert_parallel(cx: &Cx, terms: &mut Terms) {
     let recomputed = sparse * cx.ck / cx.layers;
     let count = (4.0 * sparse + 2.0 * recomputed) * cx.m;
     let per = cx.b * cx.s * moe.top_k as f64 * cx.spec.hidden as f64 * cx.act_bytes;
-    let g = cx.link_gbs(ep * cx.tp);
+    let g = cx.own_link_gbs(ep * cx.tp);
     let moved = per * count * (ep - 1) as f64 / ep as f64;
     terms.comm(
         "expert_parallel",

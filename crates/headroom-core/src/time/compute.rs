@@ -2,6 +2,7 @@
 
 use crate::scenario::Checkpointing;
 
+use super::attention::KernelRate;
 use super::cx::Cx;
 use super::terms::Terms;
 
@@ -27,18 +28,24 @@ impl Busy {
 /// Pushes the compute terms; the memory-bound seconds of `Busy` are the caller's to fill.
 pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     let (tf, tokens, mp) = (&cx.tf, cx.tokens, cx.mp);
+    // A fused attention kernel is timed at its own rate (`attention_terms`); eager attention
+    // and SDPA's math kernel are batched matmuls, timed with the others.
+    let fused = super::attention::kernel_rate(cx.spec, cx.gpu, cx.scen).filter(|_| !cx.quadratic);
+    let (attn_fwd, attn_bwd) = if fused.is_some() {
+        (0.0, 0.0)
+    } else {
+        (tf.attention_forward, tf.attention_backward)
+    };
     // Per GPU: layers split over pipeline stages, each matmul split over tensor ranks.
-    let fwd_layers = (tf.layer_matmul_forward + tf.attention_forward) * tokens / mp;
+    let fwd_layers = (tf.layer_matmul_forward + attn_fwd) * tokens / mp;
     let fwd_outside = tf.outside_forward * tokens / mp;
-    let bwd =
-        (tf.layer_matmul_backward + tf.attention_backward + tf.outside_backward) * tokens / mp;
+    let bwd = (tf.layer_matmul_backward + attn_bwd + tf.outside_backward) * tokens / mp;
     let forward = terms.compute(
         "forward",
         "forward matrix multiplies",
         (fwd_layers + fwd_outside, tf.fp8_forward * tokens / mp),
         || format!(
-            "(2·N_linear + 2·h·V + attention {:.3e}/token) x {tokens:.0} tokens / (tp·pp = {mp})",
-            tf.attention_forward
+            "(2·N_linear + 2·h·V + attention {attn_fwd:.3e}/token) x {tokens:.0} tokens / (tp·pp = {mp})"
         ),
         "2 FLOPs per multiply-add (Kaplan et al. 2020 §2.1); attention per Korthikanti et al. 2022 App. A",
     );
@@ -48,7 +55,9 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
         (bwd, tf.fp8_backward * tokens / mp),
         || format!(
             "input grads 2·N + weight grads 2·N_trainable + attention x{} x {tokens:.0} tokens / {mp}",
-            if !cx.quadratic {
+            if fused.is_some() {
+                "0 (its own term)"
+            } else if !cx.quadratic {
                 "2.5 (Q·Kᵀ recomputed)"
             } else {
                 "2"
@@ -57,7 +66,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
         "backward = 2x forward (Kaplan et al. 2020; EleutherAI Transformer Math 101); FlashAttention-2 (Dao 2023) backward 5 matmuls",
     );
     let ck = cx.ck;
-    let per_layer_fwd = (tf.layer_matmul_forward + tf.attention_forward) / cx.layers;
+    let per_layer_fwd = (tf.layer_matmul_forward + attn_fwd) / cx.layers;
     let per_layer_fp8 = tf.fp8_forward / cx.layers;
     let recompute = match cx.scen.checkpointing {
         Checkpointing::Selective if cx.quadratic => {
@@ -90,10 +99,57 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     } else {
         0.0
     };
-    Busy {
+    let mut busy = Busy {
         forward,
         backward,
         recompute,
         ..Busy::default()
+    };
+    if let Some(k) = fused {
+        attention_terms(cx, terms, &k, &mut busy);
     }
+    busy
+}
+
+/// A fused attention kernel's forward, backward and recomputed forward at the kernel's own
+/// fraction of the peak (times the framework factor, as the matmuls), added to the phases
+/// they run in.
+fn attention_terms(cx: &Cx, terms: &mut Terms, k: &KernelRate, busy: &mut Busy) {
+    let (tf, tokens, mp) = (&cx.tf, cx.tokens, cx.mp);
+    let span = f64::from(cx.scen.attention_span()) / cx.cp as f64;
+    let efficiency = k.at_span(span);
+    let rate = cx.peak * 1e12 * efficiency * cx.a.framework_efficiency;
+    // Checkpointed layers run their attention forward again; selective checkpointing keeps
+    // a fused kernel's outputs (nothing recomputed).
+    let recomputed = match cx.scen.checkpointing {
+        Checkpointing::Selective => 0.0,
+        _ => cx.ck / cx.layers,
+    };
+    let forward = tf.attention_forward * tokens / mp;
+    let backward = tf.attention_backward * tokens / mp;
+    let flops = forward * (1.0 + recomputed) + backward;
+    terms.attention(
+        flops,
+        rate,
+        || {
+            format!(
+                "causal attention {:.3e} forward + {:.3e} backward FLOPs/token ({:.0} of {:.0} \
+                 layers' forward again) x {tokens:.0} tokens / {mp}; {} at {} TFLOP/s x {:.2} \
+                 x {span:.0}/({span:.0} + {}) tokens x framework {:.2}",
+                tf.attention_forward,
+                tf.attention_backward,
+                cx.ck,
+                cx.layers,
+                k.kernel,
+                cx.peak,
+                k.efficiency,
+                super::attention::HALF_RATE_SPAN,
+                cx.a.framework_efficiency
+            )
+        },
+        k.source,
+    );
+    busy.forward += forward / rate;
+    busy.backward += backward / rate;
+    busy.recompute += forward * recomputed / rate;
 }

@@ -216,17 +216,44 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// Bus bandwidth, GB/s, of a collective over a group spanning `span` consecutive ranks.
-    /// Ranks are laid out tensor-innermost, then data, then pipeline (Megatron's default
-    /// order), so a group crosses servers when its span exceeds a server.
-    pub fn link_gbs(&self, span: u64) -> f64 {
-        let node = self.a.gpus_per_node.max(1) as u64;
-        let nvlink = if self.gpu.peer_link_gbs > 0.0 {
+    /// Per-direction bandwidth of one GPU's NVLink (its host link where it has none), GB/s.
+    fn nvlink_gbs(&self) -> f64 {
+        if self.gpu.peer_link_gbs > 0.0 {
             // Catalog peer bandwidths are both directions together (NVLink 4: 900 = 2 x 450).
             self.gpu.peer_link_gbs / 2.0
         } else {
             self.gpu.host_link_gbs
+        }
+    }
+
+    /// Bus bandwidth, GB/s, of a ring collective (all-reduce, all-gather, reduce-scatter) over
+    /// `size` ranks spaced `stride` apart. Ranks are laid out tensor-innermost, then context,
+    /// data and pipeline (Megatron's default order), so a group crosses servers when it spans
+    /// more than one. Across servers NCCL runs one ring per channel and spreads the channels
+    /// over the NICs of the GPUs it uses (one NIC per GPU on rail-optimized HGX/DGX servers):
+    /// each ring crosses a server boundary once, so the group's inter-node bandwidth per rank
+    /// is the NICs of its ranks on one server together, `r x internode_gbs` for `r` ranks per
+    /// server, up to NVLink's (NCCL rings and channels: Jeaugey, NCCL 2.x GTC talks; DGX H100
+    /// all-reduce bus bandwidth across nodes ~ 8 x 50 GB/s in nccl-tests). A group with one
+    /// rank per server (data parallel across tensor-parallel servers) gets one NIC.
+    pub fn ring_gbs(&self, size: u64, stride: u64) -> f64 {
+        let node = self.a.gpus_per_node.max(1) as u64;
+        let nvlink = self.nvlink_gbs();
+        let raw = if size.saturating_mul(stride) > node {
+            let per_node = (node / stride.max(1)).clamp(1, size.max(1));
+            (self.a.internode_gbs * per_node as f64).min(nvlink)
+        } else {
+            nvlink
         };
+        raw * self.a.link_efficiency
+    }
+
+    /// Bandwidth, GB/s, of one GPU's own sends to ranks up to `span` ranks away (pipeline
+    /// point-to-point, a context-parallel ring's neighbour, an all-to-all's share): every GPU
+    /// moves its own bytes, so across servers it has its own NIC only.
+    pub fn own_link_gbs(&self, span: u64) -> f64 {
+        let node = self.a.gpus_per_node.max(1) as u64;
+        let nvlink = self.nvlink_gbs();
         let raw = if span > node {
             self.a.internode_gbs.min(nvlink)
         } else {

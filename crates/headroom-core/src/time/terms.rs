@@ -97,6 +97,31 @@ impl<'c, 'a> Terms<'c, 'a> {
         seconds
     }
 
+    /// A fused attention kernel's FLOPs at its own rate (`rate` FLOP/s: the kernel's fraction
+    /// of the dense peak times the framework factor); returns their seconds.
+    pub fn attention(
+        &mut self,
+        flops: f64,
+        rate: f64,
+        formula: impl FnOnce() -> String,
+        source: &str,
+    ) -> f64 {
+        let seconds = flops / rate.max(1.0);
+        self.list.push(TimeTerm {
+            id: "attention",
+            name: self.text(|| "fused attention kernels".to_string()),
+            kind: TermKind::Compute,
+            flops,
+            bytes: 0,
+            seconds,
+            exposed_seconds: seconds,
+            formula: self.text(formula),
+            source: self.text(|| source.to_string()),
+            confidence: Confidence::Assumed,
+        });
+        seconds
+    }
+
     /// Memory-bound kernels at the HBM bandwidth; returns their seconds.
     pub fn memory(
         &mut self,
