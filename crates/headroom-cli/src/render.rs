@@ -60,6 +60,7 @@ fn speed_json(t: &StepTime) -> Value {
         "mfu": t.mfu,
         "confidence": t.confidence,
         "assumptions": t.assumptions,
+        "terms": t.terms,
     })
 }
 

@@ -561,7 +561,7 @@ pub struct Runtime {
     /// (`time::TimeAssumptions`). 0 to [`MAX_INTERNODE_GBS`].
     #[serde(default)]
     pub internode_gbs: u32,
-    /// The time model's framework efficiency in percent; 0: the fitted default
+    /// The time model's framework efficiency in percent; 0: the measured default
     /// (`time::DEFAULT_FRAMEWORK_EFFICIENCY`). 0 or 5 to 100.
     #[serde(default)]
     pub efficiency: u32,

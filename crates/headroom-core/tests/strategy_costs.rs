@@ -58,10 +58,20 @@ fn full_checkpointing_costs_one_extra_forward_of_the_layers() {
     let attention_flops = tf.attention_forward * tokens;
     // The matmuls at the forward's rate (same GEMM shapes, same efficiency), the attention
     // forward at the fused kernel's own rate (its term's).
+    // The layers' elementwise kernels run their forward again too (the term's growth).
+    let ck = Scenario {
+        checkpointing: Checkpointing::Full,
+        ..scen.clone()
+    };
+    let after = step_time(&spec, &gpu, &Calibration::for_gpu(&gpu), &ck);
+    let elementwise = |t: &StepTime| t.term("elementwise").expect("elementwise").seconds;
     let fwd = now.term("forward").expect("forward");
     let attention = now.term("attention").expect("fused attention");
     let extra_seconds = matmul_flops * fwd.seconds / fwd.flops
-        + attention_flops * attention.seconds / attention.flops;
+        + attention_flops * attention.seconds / attention.flops
+        + elementwise(&after)
+        - elementwise(&now);
+    assert!(elementwise(&after) > elementwise(&now));
     let expected = now.step_seconds / (now.step_seconds + extra_seconds) - 1.0;
     assert!(
         close(r.speed_change, expected, 1e-9),
@@ -69,11 +79,6 @@ fn full_checkpointing_costs_one_extra_forward_of_the_layers() {
         r.speed_change
     );
     // The same from the changed scenario's recompute term.
-    let ck = Scenario {
-        checkpointing: Checkpointing::Full,
-        ..scen.clone()
-    };
-    let after = step_time(&spec, &gpu, &Calibration::for_gpu(&gpu), &ck);
     let recompute = after.term("recompute").expect("recompute term");
     assert!(close(recompute.flops, matmul_flops, 1e-9));
     let attention_after = after.term("attention").expect("fused attention");

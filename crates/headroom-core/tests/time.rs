@@ -333,7 +333,12 @@ fn communication_offload_and_bubble_terms() {
     let compute: f64 = tp
         .terms
         .iter()
-        .filter(|x| matches!(x.id, "forward" | "backward" | "attention" | "loss"))
+        .filter(|x| {
+            matches!(
+                x.id,
+                "forward" | "backward" | "attention" | "loss" | "elementwise"
+            )
+        })
         .map(|x| x.seconds)
         .sum();
     close(
@@ -443,10 +448,12 @@ fn analysis_carries_the_step_time() {
     }
     assert!(a.time.step_seconds > 0.0 && a.time.mfu > 0.1 && a.time.mfu < 0.7);
     let json = serde_json::to_value(&a.time).expect("serializes");
-    assert!(
+    // Formulas travel with the `time-text` feature (the CLI's; the site leaves it off).
+    assert_eq!(
         json["terms"][0]["formula"]
             .as_str()
-            .is_some_and(|s| !s.is_empty())
+            .is_some_and(|s| !s.is_empty()),
+        cfg!(feature = "time-text")
     );
 }
 
@@ -456,7 +463,7 @@ fn analysis_carries_the_step_time() {
 /// One published training run and its reported per-GPU throughput.
 struct Published {
     name: String,
-    /// Whether this row chose `DEFAULT_FRAMEWORK_EFFICIENCY` (fit) or is held out.
+    /// Whether this row chose `MEGATRON_FRAMEWORK_EFFICIENCY` (fit) or is held out.
     fit: bool,
     scen: Scenario,
     spec: ModelSpec,
@@ -577,6 +584,8 @@ fn megatron_2021() -> Vec<Published> {
                 spec,
                 assumptions: TimeAssumptions {
                     internode_gbs: 25.0,
+                    // Megatron-LM's fused kernels (layer norm, bias-GELU, bias-dropout-add).
+                    fused_kernels: true,
                     ..TimeAssumptions::default()
                 },
                 flops_per_step: flops,
@@ -634,6 +643,7 @@ fn korthikanti_2022() -> Vec<Published> {
             internode_gbs: 25.0,
             // §6: three interleaving stages for the 530B model.
             virtual_stages: 3,
+            fused_kernels: true,
             ..TimeAssumptions::default()
         },
         flops_per_step: flops,
@@ -699,6 +709,7 @@ fn llama3() -> Vec<Published> {
                 &Rates::assumed(),
                 &TimeAssumptions {
                     virtual_stages: 4,
+                    fused_kernels: true,
                     ..TimeAssumptions::default()
                 },
             );
@@ -710,6 +721,7 @@ fn llama3() -> Vec<Published> {
                 spec: spec.clone(),
                 assumptions: TimeAssumptions {
                     virtual_stages: 4,
+                    fused_kernels: true,
                     ..TimeAssumptions::default()
                 },
                 tflops,
@@ -739,13 +751,21 @@ fn error(p: &Published, framework: f64) -> f64 {
     p.seconds() / predict(p, framework).step_seconds - 1.0
 }
 
+/// The framework factor of the published large-scale runs (Megatron-LM, Meta's Llama 3
+/// stack: fused elementwise kernels, `TimeAssumptions::fused_kernels`), as a user of those
+/// frameworks sets it (`eff=72`). FITTED on the two Megatron rows without pipeline
+/// parallelism (`published_throughputs` redoes the fit); every other row is held out. The
+/// default factor is another measurement: the share of a transformers loop's step its
+/// kernels fill on the H200 (`DEFAULT_FRAMEWORK_EFFICIENCY`).
+const MEGATRON_FRAMEWORK_EFFICIENCY: f64 = 0.72;
+
 #[test]
 fn published_throughputs() {
     let mut all = megatron_2021();
     all.extend(korthikanti_2022());
     all.extend(llama3());
     // The framework factor that fits the fitting rows best (least squared log error), searched
-    // here so the constant is reproducible; it must equal the documented default.
+    // here so the constant is reproducible; it must equal the one documented for these runs.
     let fit_rows: Vec<&Published> = all.iter().filter(|p| p.fit).collect();
     let loss = |f: f64| -> f64 {
         fit_rows
@@ -760,7 +780,7 @@ fn published_throughputs() {
         .map(|i| i as f64 / 100.0)
         .min_by(|a, b| loss(*a).total_cmp(&loss(*b)))
         .expect("candidates");
-    println!("fitted framework efficiency: {best:.2} (default {DEFAULT_FRAMEWORK_EFFICIENCY})");
+    println!("fitted framework efficiency: {best:.2} (default {MEGATRON_FRAMEWORK_EFFICIENCY})");
     println!(
         "{:<44} {:>5} {:>11} {:>11} {:>8} {:>6}",
         "scenario", "set", "published", "model", "error %", "MFU"
@@ -768,7 +788,7 @@ fn published_throughputs() {
     let mut held_out = Vec::new();
     let mut fitted = Vec::new();
     for p in &all {
-        let t = predict(p, DEFAULT_FRAMEWORK_EFFICIENCY);
+        let t = predict(p, MEGATRON_FRAMEWORK_EFFICIENCY);
         if std::env::var_os("HEADROOM_TIME_TERMS").is_some() {
             for x in &t.terms {
                 println!(
@@ -778,7 +798,7 @@ fn published_throughputs() {
             }
         }
         let model_tflops = p.flops_per_step / (t.step_seconds * p.scen.gpus as f64) / 1e12;
-        let e = error(p, DEFAULT_FRAMEWORK_EFFICIENCY);
+        let e = error(p, MEGATRON_FRAMEWORK_EFFICIENCY);
         println!(
             "{:<44} {:>5} {:>7.0} TF/s {:>6.0} TF/s {:>+8.1} {:>5.1}%  ({})",
             p.name,
@@ -805,16 +825,15 @@ fn published_throughputs() {
         max(&held_out) * 100.0
     );
     assert!(
-        (best - DEFAULT_FRAMEWORK_EFFICIENCY).abs() <= 0.011,
-        "the documented default must be the fit: {best}"
+        (best - MEGATRON_FRAMEWORK_EFFICIENCY).abs() <= 0.011,
+        "MEGATRON_FRAMEWORK_EFFICIENCY must be the fit: {best}"
     );
     // Bands (stated in the report): fit rows within 10%; held-out rows within 30%, mean 15%.
     // The model is pessimistic for the largest models: deep pipelines (plain 1F1B assumed
-    // where the runs interleaved with an unpublished chunk count), Korthikanti's 530B (PP 35,
-    // three interleaving stages) and Llama 3 405B are 11-20% slow, every held-out row above
-    // 10B on the slow side (mean 13.2%, max 20.2% since collectives use all the NICs and
-    // attention its kernel's rate, 2026-11-26; 9.2% and 16.3% before, when the 1.7B fit row's
-    // traffic was timed on one NIC per node and the fit moved with it).
+    // where the runs interleaved with an unpublished chunk count) and Korthikanti's 530B (PP
+    // 35, three interleaving stages) are 12-17% slow (held-out mean 11.1%, max 17.2% since
+    // collectives use all the NICs, attention its kernel's rate and elementwise work its own
+    // term, 2026-11-26; 9.2% and 16.3% before).
     assert!(max(&fitted) < 0.10, "fit rows: max {}", max(&fitted));
     assert!(max(&held_out) < 0.30, "held-out: max {}", max(&held_out));
     assert!(mean(&held_out) < 0.15, "held-out: mean {}", mean(&held_out));
@@ -890,7 +909,7 @@ fn qlora_pays_for_dequantization_and_the_frozen_base_is_never_updated() {
     let dequant = term(&tq, "dequantize_4bit");
     close(
         dequant,
-        n_layers * 2.5 * 2.0 / (h100.memory_bandwidth_gbs * 1e9),
+        n_layers * 2.5 * 2.0 / (h100.memory_bandwidth_gbs * 1e9 * DEFAULT_FRAMEWORK_EFFICIENCY),
         1e-9,
     );
     assert_eq!(term(&tl, "dequantize_4bit"), 0.0);
@@ -974,29 +993,21 @@ fn zero_stages_rank_as_their_traffic_and_overlap_say() {
     );
 }
 
-/// cuDNN's fused attention on Hopper, as profiled on the H200 (torch 2.11,
-/// tests/reference/gpu/h200/edge/timing.json: each profiled step's kernels by name, time and
-/// count). For the runs with head dimension 128 (Llama 3.2 3B LoRA, Llama 3.1 8B full with
-/// checkpointing, both at 4096 tokens) the forward kernels (`flash_fprop`), the backward
-/// (`flash_bprop`) and cuDNN's backward helpers (`cudnn::fusion::*`) ran 2·b·s²·q_dim causal
-/// FLOPs per forward call and 2.5x that per backward call at 0.46 and 0.51 of the dense
-/// peak; the core's attention term runs at the same fraction (before the framework factor)
-/// within 10%.
-#[test]
-fn cudnn_attention_runs_at_the_rate_the_h200_profiled() {
+/// The H200's profiled transformers steps (tests/reference/gpu/h200/edge/timing.json): each
+/// run's link, its measured step seconds and its profile (kernel time and count by class, the
+/// top kernels by name).
+fn profiled_h200_runs() -> Vec<(String, f64, serde_json::Value)> {
     let path = format!(
         "{}/../../tests/reference/gpu/h200/edge/timing.json",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-    let h200 = gpu("h200-sxm-141gb");
-    let peak = h200.dense_tflops.bf16.expect("bf16 peak") * 1e12;
-    let mut checked = 0;
+    let mut out = Vec::new();
     for run in doc["timing"].as_array().expect("runs") {
-        let Some(top) = run["profile"]["top"].as_array() else {
+        if run["profile"].is_null() {
             continue;
-        };
+        }
         let sc = run["scenario"].as_array().expect("scenario");
         let s = |i: usize| sc[i].to_string().trim_matches('"').to_string();
         let method = match s(6).as_str() {
@@ -1012,11 +1023,89 @@ fn cudnn_attention_runs_at_the_rate_the_h200_profiled() {
             s(4),
             s(5)
         );
+        let step = run["median_step_seconds"].as_f64().expect("step seconds");
+        out.push((link, step, run["profile"].clone()));
+    }
+    out
+}
+
+/// The two measured constants under the default time model, recomputed from the H200's
+/// profiles. The framework factor: the kernels' total time over the step's (0.87 GPT-2, 0.93
+/// Llama 3.2 1B, 0.96 and 0.97), whose mean is `DEFAULT_FRAMEWORK_EFFICIENCY`. The eager
+/// elementwise kernels' share of the HBM bandwidth: the bytes the core counts over the time of
+/// the elementwise, copy and reduction kernels (and, with fp32 LoRA adapters, the adapters'
+/// fp32 matmuls, whose bytes the core counts with them): 0.46 (1B), 0.52 (3B LoRA), 0.52 (8B
+/// checkpointed), fitted as 0.5; GPT-2, whose layers differ, comes out at 0.68.
+#[test]
+fn the_h200_profiles_give_the_busy_share_and_the_elementwise_bandwidth() {
+    let mut busy = Vec::new();
+    let mut shares = Vec::new();
+    for (link, step, profile) in profiled_h200_runs() {
+        let class = |c: &str| profile["kernel_us"][c].as_f64().unwrap_or(0.0) * 1e-6;
+        let kernels: f64 = profile["kernel_us"]
+            .as_object()
+            .expect("classes")
+            .values()
+            .map(|v| v.as_f64().expect("us") * 1e-6)
+            .sum();
+        busy.push(kernels / step);
+        let fp32_adapters: f64 = profile["top"]
+            .as_array()
+            .expect("top kernels")
+            .iter()
+            .filter(|k| k[0].as_str().is_some_and(|n| n.contains("gemm_f32f32")))
+            .map(|k| k[1].as_f64().expect("us") * 1e-6)
+            .sum();
+        let measured = class("elementwise") + class("copy") + class("reduce") + fp32_adapters;
+        let scen = headroom_core::codec::decode(&link).expect("decodes");
+        let a = analyze(&scen).expect("analyzes");
+        let term = a.time.term("elementwise").expect("elementwise term");
+        let hbm = gpu("h200-sxm-141gb").memory_bandwidth_gbs * 1e9;
+        let share = term.bytes as f64 / measured / hbm;
+        println!(
+            "{link}: kernels {:.3} of the step; elementwise {:.3e} B in {measured:.4} s = {share:.2} of HBM",
+            kernels / step,
+            term.bytes as f64
+        );
+        if !link.contains("model=gpt2") {
+            shares.push(share);
+        }
+    }
+    let mean_busy = busy.iter().sum::<f64>() / busy.len() as f64;
+    assert_eq!(busy.len(), 4);
+    assert!(
+        (mean_busy - DEFAULT_FRAMEWORK_EFFICIENCY).abs() < 0.01,
+        "{busy:?}"
+    );
+    assert_eq!(shares.len(), 3);
+    for s in &shares {
+        assert!(
+            (s / headroom_core::time::EAGER_BANDWIDTH_SHARE - 1.0).abs() < 0.10,
+            "{shares:?}"
+        );
+    }
+}
+
+/// cuDNN's fused attention on Hopper, as profiled on the H200 (torch 2.11,
+/// tests/reference/gpu/h200/edge/timing.json: each profiled step's kernels by name, time and
+/// count). For the runs with head dimension 128 (Llama 3.2 3B LoRA, Llama 3.1 8B full with
+/// checkpointing, both at 4096 tokens) the forward kernels (`flash_fprop`), the backward
+/// (`flash_bprop`) and cuDNN's backward helpers (`cudnn::fusion::*`) ran 2·b·s²·q_dim causal
+/// FLOPs per forward call and 2.5x that per backward call at 0.46 and 0.51 of the dense
+/// peak; the core's attention term runs at the same fraction (before the framework factor)
+/// within 10%.
+#[test]
+fn cudnn_attention_runs_at_the_rate_the_h200_profiled() {
+    let h200 = gpu("h200-sxm-141gb");
+    let peak = h200.dense_tflops.bf16.expect("bf16 peak") * 1e12;
+    let mut checked = 0;
+    for (link, _, profile) in profiled_h200_runs() {
         let scen = headroom_core::codec::decode(&link).expect("decodes");
         let (_, spec) = resolve_model(&scen).expect("resolves");
         if spec.head_dim != 128 {
             continue;
         }
+        let top = profile["top"].as_array().expect("top kernels");
         let kernels = |pattern: &str| {
             top.iter()
                 .filter(|k| k[0].as_str().is_some_and(|n| n.contains(pattern)))

@@ -108,7 +108,48 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     if let Some(k) = fused {
         attention_terms(cx, terms, &k, &mut busy);
     }
+    unaligned_lm_head(cx, terms, &mut busy);
     busy
+}
+
+/// The share of the GEMM curve's rate cuBLAS reaches when a 16-bit matrix's dimension is not a
+/// multiple of 8 elements (16 bytes): it cannot use its aligned tensor-core kernels and falls
+/// back to CUTLASS kernels that load one element at a time (`*_align1`). MEASURED on the H200
+/// (tests/reference/gpu/h200/edge/timing.json, GPT-2 at 8 x 1,024 tokens, vocabulary 50,257):
+/// the lm_head's three GEMMs (`cutlass_75_tensorop_bf16_s1688gemm_bf16_*_align1`) took 15.4 ms
+/// for 1.9 TFLOP, 0.12 of the dense peak where the calibrated curve gives that shape about
+/// 0.7; 0.18 of it.
+pub const UNALIGNED_GEMM_SHARE: f64 = 0.18;
+
+/// The lm_head's extra time where the vocabulary is not a multiple of 8 (GPT-2's 50,257):
+/// its forward and backward GEMMs run at [`UNALIGNED_GEMM_SHARE`] of the curve's rate.
+fn unaligned_lm_head(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
+    let spec = cx.spec;
+    if spec.vocab.is_multiple_of(8) || cx.scen.precision.compute_dtype().bytes() != 2 {
+        return;
+    }
+    let heads = 1.0 + spec.mtp_trained as f64;
+    let per_token = spec.lm_head_width() as f64 * spec.vocab as f64 * heads;
+    let full = cx.scen.method == crate::scenario::Method::Full;
+    let (forward, backward) = (2.0 * per_token, if full { 4.0 } else { 2.0 } * per_token);
+    let slower = 1.0 / UNALIGNED_GEMM_SHARE - 1.0;
+    let tokens = cx.tokens / cx.mp;
+    let seconds = terms.stall(
+        "unaligned_lm_head",
+        "lm_head GEMMs on an unaligned vocabulary",
+        (forward + backward) * tokens / cx.rate * slower,
+        || {
+            format!(
+                "vocabulary {} is not a multiple of 8: the lm_head's {:.3e} FLOPs per token run at {UNALIGNED_GEMM_SHARE} of the GEMM rate",
+                spec.vocab,
+                forward + backward
+            )
+        },
+        "cuBLAS needs 16-byte-aligned dimensions for its tensor-core kernels; the H200 profile of GPT-2 (align1 CUTLASS kernels)",
+    );
+    let per_flop = seconds / (forward + backward);
+    busy.forward += forward * per_flop;
+    busy.backward += backward * per_flop;
 }
 
 /// A fused attention kernel's forward, backward and recomputed forward at the kernel's own

@@ -38,7 +38,13 @@ impl<'c, 'a> Terms<'c, 'a> {
 
     /// `make()` when the terms carry their text, else an empty string (no allocation).
     fn text(&self, make: impl FnOnce() -> String) -> String {
-        if self.text { make() } else { String::new() }
+        // Without the `time-text` feature (the site's build) no term carries text, so the
+        // compiler drops every formula's code and strings from the download.
+        if cfg!(feature = "time-text") && self.text {
+            make()
+        } else {
+            String::new()
+        }
     }
 
     /// Matrix multiplies at the efficiency-scaled peak, `fp8_flops` of them at the fp8 rate
@@ -107,15 +113,81 @@ impl<'c, 'a> Terms<'c, 'a> {
         source: &str,
     ) -> f64 {
         let seconds = flops / rate.max(1.0);
+        let name = "fused attention kernels";
+        self.assumed_compute("attention", name, (flops, seconds), formula, source)
+    }
+
+    /// Time kernels spend beyond their FLOPs' rate (no FLOPs of its own, so MFU and HFU are
+    /// unchanged); returns the seconds.
+    pub fn stall(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        seconds: f64,
+        formula: impl FnOnce() -> String,
+        source: &str,
+    ) -> f64 {
+        self.assumed_compute(id, name, (0.0, seconds), formula, source)
+    }
+
+    /// A compute term whose rate is assumed (not the calibration's GEMM curve).
+    fn assumed_compute(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        (flops, seconds): (f64, f64),
+        formula: impl FnOnce() -> String,
+        source: &str,
+    ) -> f64 {
         self.list.push(TimeTerm {
-            id: "attention",
-            name: self.text(|| "fused attention kernels".to_string()),
+            id,
+            name: self.text(|| name.to_string()),
             kind: TermKind::Compute,
             flops,
             bytes: 0,
             seconds,
             exposed_seconds: seconds,
             formula: self.text(formula),
+            source: self.text(|| source.to_string()),
+            confidence: Confidence::Assumed,
+        });
+        seconds
+    }
+
+    /// Memory-bound kernels that reach `share` of the HBM bandwidth; returns their seconds. The
+    /// framework factor is the share of a step the GPU spends in kernels: the idle rest
+    /// stretches memory-bound kernels as it does matmuls.
+    pub fn memory_at(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        bytes: f64,
+        share: f64,
+        formula: impl FnOnce() -> String,
+        source: &str,
+    ) -> f64 {
+        let framework = self.cx.a.framework_efficiency;
+        let seconds = bytes / (self.cx.hbm * share * framework);
+        self.list.push(TimeTerm {
+            id,
+            name: self.text(|| name.to_string()),
+            kind: TermKind::Memory,
+            flops: 0.0,
+            bytes: bytes as u64,
+            seconds,
+            exposed_seconds: seconds,
+            formula: self.text(|| {
+                let reached = if share < 1.0 {
+                    format!(" x {share}")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} / ({} GB/s HBM{reached} x framework {framework:.2})",
+                    formula(),
+                    self.cx.gpu.memory_bandwidth_gbs,
+                )
+            }),
             source: self.text(|| source.to_string()),
             confidence: Confidence::Assumed,
         });
@@ -131,26 +203,7 @@ impl<'c, 'a> Terms<'c, 'a> {
         formula: impl FnOnce() -> String,
         source: &str,
     ) -> f64 {
-        let seconds = bytes / self.cx.hbm;
-        self.list.push(TimeTerm {
-            id,
-            name: self.text(|| name.to_string()),
-            kind: TermKind::Memory,
-            flops: 0.0,
-            bytes: bytes as u64,
-            seconds,
-            exposed_seconds: seconds,
-            formula: self.text(|| {
-                format!(
-                    "{} / {} GB/s HBM",
-                    formula(),
-                    self.cx.gpu.memory_bandwidth_gbs
-                )
-            }),
-            source: self.text(|| source.to_string()),
-            confidence: Confidence::Assumed,
-        });
-        seconds
+        self.memory_at(id, name, bytes, 1.0, formula, source)
     }
 
     /// Host-device or NVMe traffic, none of it hidden: save_on_cpu copies on the compute

@@ -1,5 +1,5 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 478.5 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under 476.8 KB (checked: exits non-zero above it).
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
 //!   search (issue 4) and the planner with its exports (issue 6) share the one app and took
 //!   it to 415.7 KB (2026-11-22), so the limit was raised on purpose, not drifted past.
@@ -46,7 +46,10 @@
 //!   leaving the calibrations' `constants_source` sentences out of the embedded copies (0.2 KB),
 //!   and the embedded copies then kept only each measurement's median (the calibration page
 //!   shows the spreads from the fetched file; 1.5 KB): 478.3 KB, and the limit came down to
-//!   478.5 KB;
+//!   478.5 KB. The time model's fused-attention rates, elementwise kernels and unaligned
+//!   lm_head (issue 33) cost 3.1 KB; the site's core then left out the time terms' names,
+//!   formulas and sources (feature `time-text`, which no page shows: 4.7 KB), 476.6 KB, and the
+//!   limit came down to 476.8 KB;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -63,7 +66,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 478_500;
+const SIZE_BUDGET: u64 = 476_800;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
