@@ -363,7 +363,7 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "compile",
         "compile",
-        "The model compiled with torch.compile (default mode): torchao's fp8 casts fused, one pass each (memory stays eager training's, above a compiled run's).",
+        "The model compiled with torch.compile (default mode): the loss fused, torchao's fp8 casts one pass each, and what a Llama-family layer trained in full saves as the compiled graph keeps it (other layers: eager training's, above a compiled run's).",
     ),
     renamed(
         "node",

@@ -23,6 +23,7 @@ pub mod calibration;
 pub mod catalog;
 pub mod claims;
 pub mod codec;
+pub mod compiled;
 pub mod context;
 pub mod dtype;
 pub mod error;

@@ -213,12 +213,13 @@ fn named(id: &str, overrides: &str) -> headroom_core::Scenario {
 
 /// CUDA graph trees keep the compiled forward and backward's allocations in a private pool at
 /// its reserved high-water mark (torch/_inductor/cudagraph_trees.py); the eager optimizer step
-/// cannot reuse it. So graphs change no live tensor (allocated) figure, and the pool costs the
-/// optimizer step's reservation beyond the gradients, on top of that high-water mark.
+/// cannot reuse it. So graphs change no live tensor (allocated) figure of the compiled step
+/// they capture, and the pool costs the optimizer step's reservation beyond the gradients, on
+/// top of that high-water mark.
 #[test]
 fn the_cuda_graph_pool_costs_what_the_eager_optimizer_step_cannot_reuse() {
     use headroom_core::estimate::Phase;
-    let off = headroom_core::analyze(&named("ex0-366m-t4-fp32-baseline", "graphs=0"))
+    let off = headroom_core::analyze(&named("ex0-366m-t4-fp32-baseline", "graphs=0&compile=1"))
         .expect("analyzes")
         .estimate;
     let on = headroom_core::analyze(&named("ex0-366m-t4-fp32-baseline", "graphs=1"))

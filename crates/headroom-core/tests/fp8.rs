@@ -306,7 +306,12 @@ fn eager_casts_cost_what_the_h200_measured() {
             compiled < off,
             "{sc}: compiled fp8 {compiled:.3} s, bf16 {off:.3} s"
         );
-        assert_eq!((eager_peak, compiled_peak), (off_peak, off_peak), "{sc}");
+        // Eager, fp8 keeps what bf16 saves. Compiled, the bf16 layer is the partitioner's
+        // (`headroom_core::compiled`) and the fp8 one keeps the eager inventory (not modelled
+        // compiled): never below it.
+        assert_eq!(eager_peak, off_peak, "{sc}");
+        let (_, compiled_off_peak) = step(&format!("{}&compile=1", link(sc, "off")));
+        assert!(compiled_peak >= compiled_off_peak, "{sc}");
         checked += 1;
     }
     assert_eq!(checked, 6);
@@ -316,10 +321,9 @@ fn eager_casts_cost_what_the_h200_measured() {
 /// gpu_compiled.json): Llama 3.1 8B's shapes cut to 8 layers, 2 x 4,096 tokens, no
 /// checkpointing. bf16 took 0.2641 s a step and torchao's tensorwise fp8 0.2232 s (0.845 of
 /// it); the core's ratio (0.880) is within 5% of that and each step within 10% (0.2482 s and
-/// 0.2185 s); these runs chose `time::COMPILED_SHARE_OF_EAGER`. Memory: compiled bf16 peaked at 33.56 GB allocated, 22% under the
-/// estimate (42.90 GB), which is eager training's (eager runs matched it within 0.3%):
-/// inductor keeps fewer intermediates, and Headroom does not model what it keeps, so the
-/// estimate is conservative for compiled runs.
+/// 0.2185 s); these runs chose `time::COMPILED_SHARE_OF_EAGER`. Memory: compiled bf16 peaked
+/// at 33.56 GB allocated; the core's compiled layers and loss (`headroom_core::compiled`) say
+/// 34.67 GB, 3.3% over (an eager count would say 42.90 GB).
 #[test]
 fn compiled_fp8_runs_as_fast_as_the_h200_measured() {
     let doc = measured_on_gpu("h200/gpu_compiled.json");
@@ -359,6 +363,6 @@ fn compiled_fp8_runs_as_fast_as_the_h200_measured() {
             "step: core {core:.4} s, H200 {gpu:.4} s"
         );
     }
-    // Conservative: the eager estimate is above what the compiled run allocated.
-    assert!(core_peak > bf16_peak && (core_peak as f64) < 1.3 * bf16_peak as f64);
+    // The compiled count is above what the compiled run allocated, by under 5%.
+    assert!(core_peak > bf16_peak && (core_peak as f64) < 1.05 * bf16_peak as f64);
 }

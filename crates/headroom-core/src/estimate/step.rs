@@ -115,7 +115,10 @@ impl<'a> Step<'a> {
                 items
             }
         };
-        let raw = activations::layer(spec, &sh);
+        // A compiled layer keeps what the partitioner saves (`crate::compiled`) where that is
+        // modelled; the eager inventory elsewhere.
+        let raw = crate::compiled::layer(spec, &sh, scen)
+            .unwrap_or_else(|| activations::layer(spec, &sh));
         let unpacked = if scen.act_int8 {
             raw.iter()
                 .filter(|s| matches!(s.dtype, DType::F32 | DType::Bf16 | DType::F16))

@@ -194,9 +194,15 @@ fn data_parallel(cx: &Cx, busy: &Busy, terms: &mut Terms) {
             seconds - exposed
         }
     };
+    // The name is text only: a build without the time terms' text (the site's) skips it.
+    let name = if cfg!(feature = "time-text") {
+        format!("data parallel ({what})")
+    } else {
+        String::new()
+    };
     terms.comm(
         "data_parallel",
-        &format!("data parallel ({what})"),
+        &name,
         (moved, seconds),
         window,
         || format!(

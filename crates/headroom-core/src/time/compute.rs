@@ -169,27 +169,22 @@ fn attention_terms(cx: &Cx, terms: &mut Terms, k: &KernelRate, busy: &mut Busy) 
     let forward = tf.attention_forward * tokens / mp;
     let backward = tf.attention_backward * tokens / mp;
     let flops = forward * (1.0 + recomputed) + backward;
-    terms.attention(
-        flops,
-        rate,
-        || {
-            format!(
-                "causal attention {:.3e} forward + {:.3e} backward FLOPs/token ({:.0} of {:.0} \
+    terms.attention(flops, rate, k.kernel, || {
+        format!(
+            "causal attention {:.3e} forward + {:.3e} backward FLOPs/token ({:.0} of {:.0} \
                  layers' forward again) x {tokens:.0} tokens / {mp}; {} at {} TFLOP/s x {:.2} \
                  x {span:.0}/({span:.0} + {}) tokens x framework {:.2}",
-                tf.attention_forward,
-                tf.attention_backward,
-                cx.ck,
-                cx.layers,
-                k.kernel,
-                cx.peak,
-                k.efficiency,
-                super::attention::HALF_RATE_SPAN,
-                cx.a.framework_efficiency
-            )
-        },
-        k.source,
-    );
+            tf.attention_forward,
+            tf.attention_backward,
+            cx.ck,
+            cx.layers,
+            k.kernel.describe().0,
+            cx.peak,
+            k.efficiency,
+            super::attention::HALF_RATE_SPAN,
+            cx.a.framework_efficiency
+        )
+    });
     busy.forward += forward / rate;
     busy.backward += backward / rate;
     busy.recompute += forward * recomputed / rate;

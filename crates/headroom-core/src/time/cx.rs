@@ -137,7 +137,10 @@ impl<'a> Cx<'a> {
         let n = libm::cbrt(b * s * spec.hidden as f64 * (spec.hidden as f64 / tp as f64)).max(1.0);
         let (gemm_eff, measured_gemm) = rates.gemm_efficiency(n);
         let eff = (gemm_eff * a.framework_efficiency).clamp(1e-3, 1.0);
-        let eff_text = if measured_gemm {
+        // Formula text only (`Terms::text`): a build without the `time-text` feature skips it.
+        let eff_text = if !cfg!(feature = "time-text") {
+            String::new()
+        } else if measured_gemm {
             format!(
                 "measured cuBLAS curve at n = {n:.0} ({gemm_eff:.2}, {}) x framework {:.2}",
                 rates.source, a.framework_efficiency

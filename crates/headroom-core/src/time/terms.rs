@@ -109,11 +109,12 @@ impl<'c, 'a> Terms<'c, 'a> {
         &mut self,
         flops: f64,
         rate: f64,
+        kernel: super::attention::Kernel,
         formula: impl FnOnce() -> String,
-        source: &str,
     ) -> f64 {
         let seconds = flops / rate.max(1.0);
         let name = "fused attention kernels";
+        let source = || kernel.describe().1.to_string();
         self.assumed_compute("attention", name, (flops, seconds), formula, source)
     }
 
@@ -127,7 +128,7 @@ impl<'c, 'a> Terms<'c, 'a> {
         formula: impl FnOnce() -> String,
         source: &str,
     ) -> f64 {
-        self.assumed_compute(id, name, (0.0, seconds), formula, source)
+        self.assumed_compute(id, name, (0.0, seconds), formula, || source.to_string())
     }
 
     /// A compute term whose rate is assumed (not the calibration's GEMM curve).
@@ -137,7 +138,7 @@ impl<'c, 'a> Terms<'c, 'a> {
         name: &str,
         (flops, seconds): (f64, f64),
         formula: impl FnOnce() -> String,
-        source: &str,
+        source: impl FnOnce() -> String,
     ) -> f64 {
         self.list.push(TimeTerm {
             id,
@@ -148,7 +149,7 @@ impl<'c, 'a> Terms<'c, 'a> {
             seconds,
             exposed_seconds: seconds,
             formula: self.text(formula),
-            source: self.text(|| source.to_string()),
+            source: self.text(source),
             confidence: Confidence::Assumed,
         });
         seconds

@@ -49,7 +49,9 @@
 //!   478.5 KB. The time model's fused-attention rates, elementwise kernels and unaligned
 //!   lm_head (issue 33) cost 3.1 KB; the site's core then left out the time terms' names,
 //!   formulas and sources (feature `time-text`, which no page shows: 4.7 KB), 476.6 KB, and the
-//!   limit came down to 476.8 KB;
+//!   limit came down to 476.8 KB. What compiled layers save and the fused loss (0.6 KB) were
+//!   paid for by the embedded calibrations' held-out error tables (shown from the fetched
+//!   file, 0.2 KB) and the time model's efficiency and data-parallel text (0.2 KB): 476,765 B;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
