@@ -287,15 +287,14 @@ fn biases(cx: &Cx, compute: f64, b: &mut LayerBytes) {
 fn lora(cx: &Cx, sh: &Shape, stream: f64, compute: f64, fused: bool, b: &mut LayerBytes) {
     let scen = cx.scen;
     let tp = cx.tp as f64;
-    // Under autocast the adapters' matmuls run in 16 bits whatever their storage.
-    let adapter = if sh.precision.is_autocast() {
-        compute
-    } else {
-        match scen.lora.adapter_dtype {
-            DType::F32 => 4.0,
-            d => d.bytes() as f64,
-        }
+    // peft casts the input to the adapters' storage dtype (`_cast_input_dtype`); under
+    // autocast F.linear then casts it to 16 bits again, and the adapters' matmuls run there.
+    let storage = match scen.lora.adapter_dtype {
+        DType::F32 => 4.0,
+        d => d.bytes() as f64,
     };
+    let autocast = sh.precision.is_autocast();
+    let adapter = if autocast { compute } else { storage };
     let wide = adapter.max(compute);
     let top_k = cx.spec.moe.as_ref().map_or(1, |m| m.top_k);
     for t in cx.inv.tensors.iter().filter(|t| t.scope != Scope::Model) {
@@ -313,11 +312,17 @@ fn lora(cx: &Cx, sh: &Shape, stream: f64, compute: f64, fused: bool, b: &mut Lay
         } else {
             stream
         };
-        let cast_in = if input != adapter {
-            (input + adapter) * d_in
+        let peft_cast = if input != storage {
+            (input + storage) * d_in
         } else {
             0.0
         };
+        let autocast_cast = if autocast && storage != compute {
+            (storage + compute) * d_in
+        } else {
+            0.0
+        };
+        let cast_in = peft_cast + autocast_cast;
         let (forward, backward) = if fused {
             (
                 input * d_in + adapter * d_out + (compute + adapter + compute) * d_out,
