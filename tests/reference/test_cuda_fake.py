@@ -182,7 +182,7 @@ CANNOT_RUN = {
        for p in ("deepseek-v2-lite", "glm-4.5-air", "llama-4-maverick-17b-128e")},
 }
 # MoE layers at full size on fake CUDA (one MoE layer, bf16, 2,048 tokens): Mixtral, Qwen1.5 and
-# Qwen3 MoE and Granite MoE are exact with grouped_mm's routing buffers (`activations::moe_mlp`);
+# Qwen3 MoE and Granite MoE are exact with grouped_mm's routing buffers (`activations::moe::moe_mlp`);
 # DeepSeek-V3's layer 1 is dense (three dense layers first) and exact, its MoE layer is compared
 # below. Qwen3-Next's layer 1 is a gated DeltaNet layer, exact: the 16 B it was short by were
 # the SDPA RNG state the harness added to a layer that runs no SDPA.
@@ -210,7 +210,7 @@ def test_every_preset_one_layer_on_cuda(preset):
 # The MoE layer of the presets whose layer 1 is MoE but whose one-layer figure is dense: the
 # same config with every layer MoE (`first_k_dense_replace: 0`), given to the core as a file,
 # so that both sides describe its MoE layer (DeepSeek-V3 cut to three layers: the layer is the
-# same). DeepSeek's routers (`activations::deepseek_router`): the Linear in fp32, DeepSeek-V2's
+# same). DeepSeek's routers (`activations::moe::deepseek_router`): the Linear in fp32, DeepSeek-V2's
 # softmax with its group-limited mask, DeepSeek-V3's and GLM-4.5's sigmoid, whose group top-k
 # and mask autograd frees when the forward ends; under autocast V3's scores are 16-bit.
 # Llama 4 Maverick's MoE layer (every token through its 128 experts by bmm) likewise, with

@@ -7,7 +7,7 @@
 //!
 //! What each kernel saves for backward (the autograd formulas of
 //! `_scaled_dot_product_{flash,efficient,cudnn}_attention` in derivatives.yaml, shapes from
-//! torch/_meta_registrations.py) is in `activations.rs`; this module only picks.
+//! torch/_meta_registrations.py) is in `activations/attention.rs`; this module only picks.
 //!
 //! Assumed: PyTorch 2.9 or later built with CUDA 13 and cuDNN 9.15 or later (the wheels'
 //! bundle; cuDNN goes first on sm90 and sm100 there), deterministic algorithms off, and the

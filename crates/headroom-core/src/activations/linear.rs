@@ -1,0 +1,213 @@
+//! What a Linear saves of its input: plainly, under autocast, under Transformer Engine's fp8,
+//! and under LoRA and DoRA.
+
+use super::{Inventory, Shape};
+use crate::dtype::DType;
+
+/// An MLP Linear's input (routers and experts included): as [`linear_inputs`], except that
+/// under LoRA on the attention projections only the frozen Linear has no adapter and saves
+/// nothing (measured on an H100: Mistral 7B with attention-only adapters).
+pub(super) fn mlp_linear_inputs(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    consumers: u64,
+    sh: &Shape,
+) {
+    if sh.base_trainable || sh.lora_mlp {
+        linear_inputs(inv, what, elements, consumers, sh);
+    }
+}
+
+/// A router's input: as [`mlp_linear_inputs`], never Transformer Engine's.
+pub(super) fn router_inputs(inv: &mut Inventory, elements: u64, sh: &Shape) {
+    if sh.base_trainable || sh.lora_mlp {
+        plain_linear_inputs(inv, "router input", elements, 1, sh);
+    }
+}
+
+/// An MLP Linear's adapter input under LoRA (nothing with attention-only adapters).
+pub(super) fn mlp_lora_inputs(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    consumers: u64,
+    sh: &Shape,
+) {
+    if sh.lora_mlp {
+        lora_inputs(inv, what, elements, consumers, sh);
+    }
+}
+
+/// A Linear's input as autograd keeps it: one tensor shared by the Linears that read it, or
+/// under autocast one cast copy per Linear (autocast caches only weight casts).
+pub(super) fn linear_inputs(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    consumers: u64,
+    sh: &Shape,
+) {
+    if sh.te_fp8 {
+        return te_linear_inputs(inv, what, elements, consumers);
+    }
+    plain_linear_inputs(inv, what, elements, consumers, sh);
+}
+
+/// A `te.Linear`'s input under Transformer Engine's fp8 (`_Linear.forward`): each Linear casts
+/// it to fp8 and saves that copy (after its forward GEMM only the layout its weight-gradient
+/// GEMM reads, one byte per element) with its fp32 `scale_inv`: one per Linear, as autocast's
+/// casts are (TE `module/linear.py`, `prepare_for_saving`; read, not measured).
+pub(super) fn te_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64) {
+    inv.add_n(
+        format!("{what}, fp8 copy (saved by each te.Linear)"),
+        elements,
+        DType::F8,
+        consumers,
+    );
+    inv.add_n("its fp8 scale_inv, fp32", 1, DType::F32, consumers);
+}
+
+/// The saved tensor of a Linear's output that the next Linear reads (the down projection's
+/// input): itself, or under Transformer Engine the next `te.Linear`'s fp8 copy.
+pub(super) fn next_linear_input(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    dtype: DType,
+    sh: &Shape,
+) {
+    if sh.te_fp8 && sh.base_trainable {
+        te_linear_inputs(inv, what, elements, 1);
+    } else {
+        inv.add(what, elements, dtype);
+    }
+}
+
+/// [`linear_inputs`] of a Linear Transformer Engine leaves alone (a router: its expert count is
+/// no multiple of 16 in most models, and accelerate stops converting at such a module).
+fn plain_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    if !sh.base_trainable {
+        return lora_inputs(inv, what, elements, consumers, sh);
+    }
+    if sh.amp() {
+        inv.add_n(
+            format!(
+                "{what}, cast to {} by autocast (one per Linear)",
+                sh.compute().torch_name()
+            ),
+            elements,
+            sh.compute(),
+            consumers,
+        );
+    } else {
+        inv.add(
+            format!("{what} (saved by the Linear)"),
+            elements,
+            sh.stream(),
+        );
+    }
+}
+
+/// Under LoRA the frozen base Linear saves nothing (its weight is a parameter); the adapter
+/// path `lora_B(lora_A(x))` saves lora_A's input and lora_B's (lora_A's output). peft casts x
+/// to the adapters' dtype first (`_cast_input_dtype`); under autocast lora_A then casts it to
+/// the compute dtype (autocast caches weight casts only), and lora_A's output is in that
+/// dtype. Each cast, and lora_dropout, makes one copy per adapted Linear; an x that needs
+/// none is saved as itself, one tensor for the Linears that read it. Checked against peft on
+/// CPU for every combination of precision, base, adapter dtype and dropout
+/// (tests/reference/test_peft.py).
+fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    lora_adapter_inputs(inv, what, elements, consumers, sh, false);
+}
+
+/// [`lora_inputs`] of an input that something else already saves (`saved`): lora_A's copy
+/// of it is counted, the input itself is not again.
+pub(super) fn lora_adapter_inputs(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    consumers: u64,
+    sh: &Shape,
+    saved: bool,
+) {
+    let Some(r) = sh.lora_rank else { return };
+    if consumers == 0 {
+        return;
+    }
+    let tokens = sh.tokens();
+    if sh.lora_dropout {
+        // nn.Dropout on the (cast) input: CUDA's fused dropout keeps a bool mask, and its
+        // output is a new tensor per adapted Linear.
+        inv.add_n(
+            format!("{what}: lora_dropout mask (per adapted Linear)"),
+            elements,
+            DType::Bool,
+            consumers,
+        );
+    }
+    // What lora_A computes in: autocast's dtype, else the adapters'.
+    let a = sh.adapter;
+    let e = if sh.amp() { sh.compute() } else { a };
+    // A copy per adapted Linear where peft casts x to the adapters' dtype, autocast casts
+    // that to its own, or dropout drops it out; otherwise lora_A saves x itself.
+    let copied = sh.lora_dropout || a != sh.stream() || e != a;
+    if copied {
+        let how = if sh.lora_dropout {
+            "dropped-out"
+        } else if e != a {
+            "autocast's"
+        } else {
+            "peft's"
+        };
+        inv.add_n(
+            format!(
+                "{what}: {how} {} copy for lora_A (per adapted Linear)",
+                e.torch_name()
+            ),
+            elements,
+            e,
+            consumers,
+        );
+    } else if !saved {
+        inv.add(format!("{what} (saved by lora_A)"), elements, e);
+    }
+    inv.add_n("lora_A output (saved by lora_B)", tokens * r, e, consumers);
+}
+
+/// What DoRA keeps for each adapted Linear of input width `d_in` and output width in `outs`
+/// (peft's `DoraLinearLayer.forward`): the magnitude's gradient needs the base's output and the
+/// adapters' output (both multiplied by the per-output scale), and the scale's own division
+/// keeps the detached column norms. With lora_dropout peft computes the base's output again
+/// from the dropped-out input, `F.linear(x, weight)`, which keeps the weight cast to the
+/// adapters' dtype as well. Written from peft 0.21's code (Llama-like layers); checked on CPU
+/// in tests/reference/test_peft.py.
+pub(super) fn dora_outputs(
+    inv: &mut Inventory,
+    what: &str,
+    (d_in, base_out): (u64, DType),
+    outs: &[u64],
+    sh: &Shape,
+) {
+    let t = sh.tokens();
+    let a = sh.adapter;
+    let e = if sh.amp() { sh.compute() } else { a };
+    for &w in outs {
+        if sh.lora_dropout {
+            inv.add(
+                format!("{what}: DoRA's base output (dropped input)"),
+                t * w,
+                e,
+            );
+            inv.add(
+                format!("{what}: DoRA's {} weight cast", a.torch_name()),
+                w * d_in,
+                a,
+            );
+        } else {
+            inv.add(format!("{what}: DoRA's base output"), t * w, base_out);
+        }
+        inv.add(format!("{what}: DoRA's adapters' output"), t * w, e);
+        inv.add_n(format!("{what}: DoRA's norms and scales"), w, a, 3);
+    }
+}
