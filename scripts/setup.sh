@@ -44,6 +44,15 @@ else
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# torch.compile generates and compiles C++ kernels on CPU (tests/reference/test_compiled.py).
+if command -v g++ >/dev/null 2>&1; then
+  log "g++: present"
+else
+  log "installing g++ (torch.compile's CPU kernels in the reference suite)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq g++ >/dev/null
+fi
 if have_version trunk "$TRUNK_VERSION"; then
   log "trunk $TRUNK_VERSION: present"
 else
