@@ -6,15 +6,8 @@ use headroom_core::fp8;
 use headroom_core::scenario::Fp8Recipe;
 use headroom_core::{analyze, estimate};
 
-/// A committed GPU measurement, `tests/reference/gpu/<name>` (measure_gpu.py's output).
-fn measured_on_gpu(name: &str) -> serde_json::Value {
-    let path = format!(
-        "{}/../../tests/reference/gpu/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).expect("JSON")
-}
+mod common;
+use common::{measured_link, measured_on_gpu};
 
 /// torchao's benchmark setup (pytorch/ao docs/source/workflows/training.md, "e2e training
 /// benchmarks", NVIDIA H100): Llama 3 8B on 8 x H100, FSDP2, batch 1, sequence 8192,
@@ -264,16 +257,7 @@ fn eager_casts_cost_what_the_h200_measured() {
     let doc = measured_on_gpu("h200/gpu_presets_fp8.json");
     let rows = doc["fp8presets"].as_array().expect("fp8 runs");
     let link = |sc: &serde_json::Value, fp8: &str| {
-        let s = |i: usize| sc[i].to_string().trim_matches('"').to_string();
-        format!(
-            "model={}&gpu=h200-sxm-141gb&precision={}&attention={}&ckpt={}&batch={}&seq={}&fp8={fp8}",
-            s(0),
-            s(1),
-            s(2),
-            s(3),
-            s(4),
-            s(5)
-        )
+        format!("{}&fp8={fp8}", measured_link(sc, "h200-sxm-141gb"))
     };
     let step = |link: &str| {
         let scen = decode(link).expect("decodes");

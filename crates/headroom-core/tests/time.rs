@@ -15,6 +15,9 @@ use headroom_core::time::{
 };
 use headroom_core::{Calibration, Confidence, analyze};
 
+mod common;
+use common::{measured_link, measured_on_gpu};
+
 fn llama8b() -> (Scenario, ModelSpec) {
     let scen = Scenario::default();
     let (_, spec) = resolve_model(&scen).expect("preset");
@@ -997,32 +1000,13 @@ fn zero_stages_rank_as_their_traffic_and_overlap_say() {
 /// run's link, its measured step seconds and its profile (kernel time and count by class, the
 /// top kernels by name).
 fn profiled_h200_runs() -> Vec<(String, f64, serde_json::Value)> {
-    let path = format!(
-        "{}/../../tests/reference/gpu/h200/edge/timing.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let doc = measured_on_gpu("h200/edge/timing.json");
     let mut out = Vec::new();
     for run in doc["timing"].as_array().expect("runs") {
         if run["profile"].is_null() {
             continue;
         }
-        let sc = run["scenario"].as_array().expect("scenario");
-        let s = |i: usize| sc[i].to_string().trim_matches('"').to_string();
-        let method = match s(6).as_str() {
-            "lora" => format!("&method=lora&rank={}&targets={}", s(7), s(8)),
-            _ => String::new(),
-        };
-        let link = format!(
-            "model={}&gpu=h200-sxm-141gb&precision={}&attention={}&ckpt={}&batch={}&seq={}{method}",
-            s(0),
-            s(1),
-            s(2),
-            s(3),
-            s(4),
-            s(5)
-        );
+        let link = measured_link(&run["scenario"], "h200-sxm-141gb");
         let step = run["median_step_seconds"].as_f64().expect("step seconds");
         out.push((link, step, run["profile"].clone()));
     }

@@ -3,9 +3,8 @@
 //! tile, and on Hopper only kernels written for its tensor-core instructions reach GEMM rates).
 
 use crate::catalog::Gpu;
-use crate::model::ModelSpec;
 use crate::scenario::{Attention, Scenario};
-use crate::sdpa::{self, Backend};
+use crate::sdpa::Backend;
 
 /// A fused attention kernel's forward-plus-backward throughput on long sequences as a
 /// fraction of the GPU's dense 16-bit peak (head dimension 128), and which kernel it is;
@@ -93,7 +92,7 @@ const FLEX_OF_FA2: f64 = 0.87;
 /// The fused kernel a scenario's attention runs and its rate, or None where attention's
 /// FLOPs are plain matmuls (eager, SDPA's math kernel: timed on the GEMM curve with the
 /// softmax as a memory term) or nothing was published for the GPU (AMD: the GEMM curve).
-pub(super) fn kernel_rate(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Option<KernelRate> {
+pub(super) fn kernel_rate(gpu: &Gpu, scen: &Scenario, sdpa: Backend) -> Option<KernelRate> {
     if gpu.vendor != "nvidia" {
         return None;
     }
@@ -109,7 +108,7 @@ pub(super) fn kernel_rate(spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Optio
         Attention::Flash3 if hopper => (Kernel::Fa3Hopper, FA3_HOPPER),
         Attention::Flash3 => (fa2_kernel, fa2),
         Attention::Flex => (Kernel::Flex, fa2 * FLEX_OF_FA2),
-        Attention::Sdpa => match sdpa::for_scenario(spec, gpu, scen).backend {
+        Attention::Sdpa => match sdpa {
             Backend::Math => return None,
             // PyTorch's flash backend is FlashAttention-2's code.
             Backend::Flash => (fa2_kernel, fa2),

@@ -30,7 +30,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) -> Busy {
     let (tf, tokens, mp) = (&cx.tf, cx.tokens, cx.mp);
     // A fused attention kernel is timed at its own rate (`attention_terms`); eager attention
     // and SDPA's math kernel are batched matmuls, timed with the others.
-    let fused = super::attention::kernel_rate(cx.spec, cx.gpu, cx.scen).filter(|_| !cx.quadratic);
+    let fused = super::attention::kernel_rate(cx.gpu, cx.scen, cx.sdpa).filter(|_| !cx.quadratic);
     let (attn_fwd, attn_bwd) = if fused.is_some() {
         (0.0, 0.0)
     } else {

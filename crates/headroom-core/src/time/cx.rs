@@ -8,7 +8,8 @@ use crate::dtype::DType;
 use crate::estimate::Confidence;
 use crate::model::ModelSpec;
 use crate::model::params::ParamInventory;
-use crate::scenario::{Method, Scenario};
+use crate::scenario::{Attention, Method, Scenario};
+use crate::sdpa::Backend;
 use crate::states::{ModelStates, model_states};
 
 use super::TimeAssumptions;
@@ -29,6 +30,8 @@ pub(super) struct Cx<'a> {
     pub layer_bytes: u64,
     /// Whether attention materializes the s x s scores (eager, SDPA's math kernel).
     pub quadratic: bool,
+    /// The kernel SDPA runs for this scenario on this GPU (`crate::sdpa::for_scenario`).
+    pub sdpa: Backend,
     /// Tensor, pipeline and context-parallel degrees, and the ranks gradients are reduced
     /// over (data x context parallel; at least 1).
     pub tp: u64,
@@ -112,7 +115,11 @@ impl<'a> Cx<'a> {
             st,
             layer_bytes,
         } = parts;
-        let quadratic = crate::sdpa::materializes_scores(spec, gpu, scen);
+        // SDPA's kernel, chosen once here: whether attention materializes the scores (eager,
+        // or SDPA's math kernel, as `sdpa::materializes_scores` says) and a fused kernel's rate
+        // (`attention::kernel_rate`) both read it.
+        let sdpa = crate::sdpa::for_scenario(spec, gpu, scen).backend;
+        let quadratic = scen.attention == Attention::Eager || sdpa == Backend::Math;
         let tf = token_flops_of(spec, &inv, scen, quadratic);
         let tp = scen.parallel.tensor.max(1) as u64;
         let pp = scen.parallel.pipeline.max(1) as u64;
@@ -192,6 +199,7 @@ impl<'a> Cx<'a> {
             inv,
             layer_bytes,
             quadratic,
+            sdpa,
         }
     }
 

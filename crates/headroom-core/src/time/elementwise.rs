@@ -233,14 +233,12 @@ fn branch_points(
     fused: bool,
     b: &mut LayerBytes,
 ) {
-    let names: Vec<&str> = cx
-        .inv
-        .tensors
-        .iter()
-        .filter(|t| t.scope != Scope::Model)
-        .filter_map(|t| t.linear)
-        .collect();
-    let has = |n: &str| names.contains(&n);
+    let has = |n: &str| {
+        cx.inv
+            .tensors
+            .iter()
+            .any(|t| t.scope != Scope::Model && t.linear == Some(n))
+    };
     let attention_readers = ["q_proj", "k_proj", "v_proj"]
         .iter()
         .filter(|n| has(n))

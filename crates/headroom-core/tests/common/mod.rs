@@ -1,0 +1,32 @@
+//! What the integration tests that read committed GPU measurements share: the file reader and
+//! the link of a measured run's scenario tuple (`measure_gpu.py`'s [model, precision,
+//! attention, ckpt, batch, seq, method, rank, targets, ...]).
+
+/// A committed measurement file under tests/reference/gpu/.
+pub fn measured_on_gpu(name: &str) -> serde_json::Value {
+    let path = format!(
+        "{}/../../tests/reference/gpu/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// The link of a measured run on `gpu`: its model, precision, attention, checkpointing, batch
+/// and sequence, and its LoRA rank and targets where it trained LoRA.
+pub fn measured_link(sc: &serde_json::Value, gpu: &str) -> String {
+    let s = |i: usize| sc[i].to_string().trim_matches('"').to_string();
+    let method = match s(6).as_str() {
+        "lora" => format!("&method=lora&rank={}&targets={}", s(7), s(8)),
+        _ => String::new(),
+    };
+    format!(
+        "model={}&gpu={gpu}&precision={}&attention={}&ckpt={}&batch={}&seq={}{method}",
+        s(0),
+        s(1),
+        s(2),
+        s(3),
+        s(4),
+        s(5)
+    )
+}
