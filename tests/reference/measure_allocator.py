@@ -5,6 +5,7 @@ made of, for the allocator simulator and the verdict at the edge (issue 30).
     python3 measure_allocator.py boundary OUT.json [--deadline S] the fit-boundary runs, capped
     python3 measure_allocator.py varlen OUT.json [--deadline S]   dynamic padding, step by step
     python3 measure_allocator.py timing OUT.json [--deadline S]   step times and kernel times
+    python3 measure_allocator.py launch OUT.json [--deadline S]   launch-bound steps, kernel counts
 
 - `trace`: one real-size run (measure_gpu.run_preset's scenario tuple) recorded from the
   process's first allocation with `torch.cuda.memory._record_memory_history` (no stacks), three
@@ -19,6 +20,7 @@ made of, for the allocator simulator and the verdict at the edge (issue 30).
   length): allocated, reserved and segments after every step, against the same run at one shape.
 - `timing`: step times over sizes, methods, checkpointing and shapes, eager and compiled, and
   torch.profiler's CUDA kernel time per kind for some of them (issue 33).
+- `launch`: the same at 64 tokens (LAUNCH), where the host's cost per kernel sets the step time.
 """
 import gzip
 import json
@@ -177,6 +179,19 @@ KINDS = [("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
          ("reduce", ("reduce",)),
          ("elementwise", ("elementwise", "vectorized", "triton"))]
 
+# Launch-bound steps (issue 33): one sequence of 64 tokens, where the GPU waits on Python and the
+# dispatcher, so the step's wall time over its kernel count is the host's cost per kernel; eager
+# and SDPA, under autocast and not, full and LoRA (peft's extra ops), a GPT-2 with its biases.
+LAUNCH = [
+    (("qwen2.5-0.5b", "amp-bf16", "eager", "none", 1, 64, "full", 0, ""), True),
+    (("qwen2.5-0.5b", "bf16", "sdpa", "none", 1, 64, "full", 0, ""), True),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 1, 64, "full", 0, ""), True),
+    (("llama-3.2-1b", "bf16", "sdpa", "full", 1, 64, "full", 0, ""), True),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 1, 64, "lora", 16, "all"), True),
+    (("llama-3.2-1b", "amp-bf16", "sdpa", "none", 1, 64, "lora", 16, "all", "off", False, {}, {"base": "fp32"}), True),
+    (("gpt2", "amp-bf16", "sdpa", "none", 1, 64, "full", 0, ""), True),
+]
+
 
 def _kind(name):
     low = name.lower()
@@ -217,13 +232,13 @@ def profile_step(sc):
     return out
 
 
-def part_timing(deadline):
+def part_timing(deadline, runs=TIMING):
     import gc
 
     import torch
 
     rows = []
-    for sc, prof in TIMING:
+    for sc, prof in runs:
         if deadline - time.time() < 15:
             rows.append({"scenario": sc, "status": "skipped"})
             continue
@@ -247,7 +262,8 @@ def main(argv):
         return 0
     path = argv[2]
     deadline = time.time() + (float(argv[argv.index("--deadline") + 1]) if "--deadline" in argv else 300)
-    fn = {"boundary": part_boundary, "varlen": part_varlen, "timing": part_timing}[what]
+    fn = {"boundary": part_boundary, "varlen": part_varlen, "timing": part_timing,
+          "launch": lambda d: part_timing(d, LAUNCH)}[what]
     if "--only" in argv:
         only = {int(i) for i in argv[argv.index("--only") + 1].split(",")}
         fn = lambda d, f=fn: f(d, only)  # noqa: E731

@@ -25,7 +25,7 @@ while read -r conf sc; do
     [ "$i" -lt "$FROM" ] && continue
     [ $((BUDGET - ($(date +%s) - START))) -lt 40 ] && break
     [ "$conf" = "-" ] && conf=""
-    PYTORCH_CUDA_ALLOC_CONF=$conf timeout 45 python3 measure_allocator.py trace "$sc" "$OUT/traces/trace$i.json.gz" 2>>"$OUT/measure.log"
+    PYTORCH_CUDA_ALLOC_CONF=$conf timeout 60 python3 measure_allocator.py trace "$sc" "$OUT/traces/trace$i.json.gz" 2>>"$OUT/measure.log"
     echo "trace $i ($conf) rc=$? at $(( $(date +%s) - START )) s" >>"$OUT/env.txt"
 done <<LIST
 $E ["llama-3.2-1b","amp-bf16","sdpa","full",16,2048,"full",0,""]
