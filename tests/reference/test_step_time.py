@@ -100,10 +100,13 @@ def test_every_committed_run_is_timed_and_both_halves_hold_runs():
     assert halves == {"fit", "held-out"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33: median 7-8% but up to 41% off: the small eager runs under amp "
-                                       "(Qwen2.5 0.5B) are launch-bound, which the model does not count, and LoRA "
-                                       "with checkpointing on the H100 is 29% slow")
-@pytest.mark.parametrize("which", ["fit", "held-out"])
+@pytest.mark.parametrize("which", [
+    pytest.param("fit", marks=pytest.mark.xfail(strict=True, reason=(
+        "issue 33: median 7% but LoRA of Llama 3.1 8B with checkpointing on the H100 is 29% slow in the model "
+        "(the same run on the H200: +14%)"))),
+    # The launch-bound Qwen2.5 0.5B steps under amp were 38-41% fast before the host's launch floor (launch.rs).
+    "held-out",
+])
 def test_step_times_within_10_percent_median_and_25_percent_max(which):
     e = errors(which)
     assert statistics.median(e) <= 0.10 and max(e) <= 0.25, (statistics.median(e), max(e))

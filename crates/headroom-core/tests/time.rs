@@ -1116,3 +1116,86 @@ fn cudnn_attention_runs_at_the_rate_the_h200_profiled() {
     }
     assert_eq!(checked, 2);
 }
+
+/// Every profiled H200 step (the timing grid's four and the seven launch-bound steps of 64
+/// tokens): its link, median step seconds and profile.
+fn all_profiled_h200_runs() -> Vec<(String, f64, serde_json::Value)> {
+    let mut out = profiled_h200_runs();
+    let doc = measured_on_gpu("h200/posttrain/launch.json");
+    for run in doc["launch"].as_array().expect("runs") {
+        let link = measured_link(&run["scenario"], "h200-sxm-141gb");
+        let step = run["median_step_seconds"].as_f64().expect("step seconds");
+        out.push((link, step, run["profile"].clone()));
+    }
+    out
+}
+
+fn profiled_kernels(profile: &serde_json::Value) -> f64 {
+    profile["kernel_count"]
+        .as_object()
+        .expect("kernel counts")
+        .values()
+        .map(|v| v.as_f64().expect("count"))
+        .sum()
+}
+
+/// The kernels the core counts per step against the profiler's count on all eleven profiled
+/// H200 steps (GPT-2, Qwen2.5 0.5B eager and SDPA, Llama 3.2 1B with checkpointing and LoRA on
+/// 16-bit and fp32 bases, Llama 3.2 3B LoRA, Llama 3.1 8B checkpointed): within 10% each (-5.0% to +7.0%).
+#[test]
+fn the_core_counts_the_kernels_the_profiler_counted() {
+    let g = gpu("h200-sxm-141gb");
+    let cal = Calibration::for_gpu(&g);
+    let mut errors = Vec::new();
+    for (link, _, profile) in all_profiled_h200_runs() {
+        let scen = headroom_core::codec::decode(&link).expect("decodes");
+        let (_, spec) = resolve_model(&scen).expect("resolves");
+        let k = headroom_core::time::step_kernels(&spec, &g, &cal, &scen);
+        let measured = profiled_kernels(&profile);
+        let err = k.total() / measured - 1.0;
+        println!(
+            "{link}: core {:.0} ({:.1} per layer forward), profiler {measured:.0} ({:+.1}%)",
+            k.total(),
+            k.layer_forward,
+            100.0 * err
+        );
+        errors.push((link, err));
+    }
+    assert_eq!(errors.len(), 11);
+    for (link, err) in errors {
+        assert!(err.abs() < 0.10, "{link}: {:+.1}%", 100.0 * err);
+    }
+}
+
+/// `HOST_SECONDS_PER_KERNEL` is the median of the seven launch-bound steps' seconds per
+/// profiled kernel (the GPU idle most of each step: its kernels fill 10-30% of it).
+#[test]
+fn the_host_cost_per_kernel_is_the_launch_bound_steps_median() {
+    let doc = measured_on_gpu("h200/posttrain/launch.json");
+    let mut per_kernel: Vec<f64> = doc["launch"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| {
+            let kernel_us: f64 = run["profile"]["kernel_us"]
+                .as_object()
+                .expect("kernel times")
+                .values()
+                .map(|v| v.as_f64().expect("us"))
+                .sum();
+            let step = run["median_step_seconds"].as_f64().expect("step");
+            assert!(
+                kernel_us * 1e-6 < 0.35 * step,
+                "launch-bound: kernels fill under 35% of the step"
+            );
+            step / profiled_kernels(&run["profile"])
+        })
+        .collect();
+    per_kernel.sort_by(f64::total_cmp);
+    let median = per_kernel[per_kernel.len() / 2];
+    println!("seconds per kernel: {per_kernel:?}");
+    assert!(
+        (median - headroom_core::time::HOST_SECONDS_PER_KERNEL).abs() < 0.05e-6,
+        "{median}"
+    );
+}

@@ -30,6 +30,7 @@ mod compute;
 mod cx;
 mod elementwise;
 mod flops;
+mod launch;
 mod memory;
 mod rates;
 mod summary;
@@ -47,6 +48,7 @@ use crate::scenario::{Checkpointing, Scenario};
 pub(crate) use cx::Prepared;
 pub use elementwise::{COMPILED_SHARE_OF_EAGER, EAGER_BANDWIDTH_SHARE, FUSED_BANDWIDTH_SHARE};
 pub use flops::{TokenFlops, token_flops};
+pub use launch::{BACKWARD_KERNELS_PER_FORWARD, HOST_SECONDS_PER_KERNEL, StepKernels};
 pub use rates::{DEFAULT_GEMM_CEILING, DEFAULT_GEMM_HALF_N, Rates};
 
 /// The share of a step the GPU spends running the kernels the time model counts (matmuls at
@@ -248,6 +250,19 @@ pub fn step_time_of(
     terms_of(cx::Cx::new(spec, inv, gpu, scen, &rates, &a), false)
 }
 
+/// The kernels one GPU launches in a step of `scen` (what the host's launch floor counts).
+pub fn step_kernels(
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+) -> StepKernels {
+    let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
+    let a = TimeAssumptions::for_scenario(scen);
+    let inv = crate::model::inventory(spec);
+    launch::step_kernels(&cx::Cx::new(spec, &inv, gpu, scen, &rates, &a))
+}
+
 /// The step time of `scen` on `gpu` with measured `rates` and explicit assumptions.
 pub fn step_time_with(
     spec: &ModelSpec,
@@ -284,5 +299,6 @@ fn terms_of(cx: cx::Cx, text: bool) -> StepTime {
     elementwise::terms(&cx, &mut terms, &mut busy);
     transfer::terms(&cx, &mut terms);
     comm::terms(&cx, &busy, &mut terms);
+    launch::terms(&cx, &mut terms);
     summary::summary(&cx, terms.list)
 }

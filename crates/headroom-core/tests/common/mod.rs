@@ -20,8 +20,13 @@ pub fn measured_link(sc: &serde_json::Value, gpu: &str) -> String {
         "lora" => format!("&method=lora&rank={}&targets={}", s(7), s(8)),
         _ => String::new(),
     };
+    // The options (the thirteenth field): the LoRA base's load dtype.
+    let base = match sc[12]["base"].as_str() {
+        Some(b) => format!("&base={b}"),
+        None => String::new(),
+    };
     format!(
-        "model={}&gpu={gpu}&precision={}&attention={}&ckpt={}&batch={}&seq={}{method}",
+        "model={}&gpu={gpu}&precision={}&attention={}&ckpt={}&batch={}&seq={}{method}{base}",
         s(0),
         s(1),
         s(2),
