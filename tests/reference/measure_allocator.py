@@ -6,6 +6,8 @@ made of, for the allocator simulator and the verdict at the edge (issue 30).
     python3 measure_allocator.py varlen OUT.json [--deadline S]   dynamic padding, step by step
     python3 measure_allocator.py timing OUT.json [--deadline S]   step times and kernel times
     python3 measure_allocator.py launch OUT.json [--deadline S]   launch-bound steps, kernel counts
+    python3 measure_allocator.py launchmid OUT.json [--deadline S] between launch- and GPU-bound
+    python3 measure_allocator.py hostphases OUT.json [--deadline S] phases' wall times and kernels
 
 - `trace`: one real-size run (measure_gpu.run_preset's scenario tuple) recorded from the
   process's first allocation with `torch.cuda.memory._record_memory_history` (no stacks), three
@@ -192,6 +194,20 @@ LAUNCH = [
     (("gpt2", "amp-bf16", "sdpa", "none", 1, 64, "full", 0, ""), True),
 ]
 
+# Between the two regimes (issue 33): shapes where the host's launches and the GPU's kernels
+# take comparable time, to check the launch floor's max(host, GPU) where neither dominates.
+LAUNCH_MID = [
+    (("qwen2.5-0.5b", "bf16", "sdpa", "none", 1, 512, "full", 0, ""), False),
+    (("qwen2.5-0.5b", "bf16", "sdpa", "none", 2, 1024, "full", 0, ""), False),
+    (("qwen2.5-0.5b", "amp-bf16", "eager", "none", 1, 512, "full", 0, ""), False),
+    (("qwen2.5-0.5b", "amp-bf16", "eager", "none", 2, 1024, "full", 0, ""), False),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 1, 1024, "lora", 16, "all"), False),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 1, 4096, "lora", 16, "all"), False),
+    (("llama-3.2-1b", "bf16", "sdpa", "none", 2, 1024, "full", 0, ""), False),
+    (("gpt2", "amp-bf16", "sdpa", "none", 4, 512, "full", 0, ""), False),
+    (("gpt2-large", "amp-bf16", "sdpa", "none", 2, 1024, "full", 0, ""), False),
+]
+
 
 def _kind(name):
     low = name.lower()
@@ -232,6 +248,90 @@ def profile_step(sc):
     return out
 
 
+def host_phases(sc, repeats=5):
+    """One run's phases apart (issue 33's host cost): each phase's wall time between
+    synchronizations (median of `repeats` steps; at these sizes the GPU idles most of it, so it
+    is the host's time) and, in one more step, the kernels each phase launched (a profiler
+    session per phase)."""
+    import statistics
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
+    def on_extra(run_step):
+        forward_loss, backward, optimizer_step = run_step.phases
+        walls = {"forward+loss": [], "backward": [], "optimizer": []}
+        for _ in range(repeats):
+            sync()
+            t0 = time.perf_counter()
+            loss = forward_loss()
+            sync()
+            t1 = time.perf_counter()
+            backward(loss)
+            del loss
+            sync()
+            t2 = time.perf_counter()
+            optimizer_step()
+            sync()
+            t3 = time.perf_counter()
+            walls["forward+loss"].append(t1 - t0)
+            walls["backward"].append(t2 - t1)
+            walls["optimizer"].append(t3 - t2)
+        out["phase_seconds"] = {k: round(statistics.median(v), 5) for k, v in walls.items()}
+        counts, kernel_us = {}, {}
+
+        def profiled(name, fn):
+            with profile(activities=[ProfilerActivity.CUDA if torch.cuda.is_available() else ProfilerActivity.CPU]) as prof:
+                result = fn()
+                sync()
+            n = t = 0
+            for e in prof.key_averages():
+                dt = getattr(e, "device_time_total", None)
+                if dt is None:
+                    dt = getattr(e, "cuda_time_total", 0)
+                if dt:
+                    n += e.count
+                    t += dt
+            counts[name], kernel_us[name] = n, round(t, 1)
+            return result
+
+        loss = profiled("forward+loss", forward_loss)
+        profiled("backward", lambda: backward(loss))
+        del loss
+        profiled("optimizer", optimizer_step)
+        out["phase_kernels"], out["phase_kernel_us"] = counts, kernel_us
+
+    row = measure_gpu.run_preset(sc, extra_step=on_extra)
+    row.update(out)
+    return row
+
+
+def part_host_phases(deadline):
+    import gc
+
+    import torch
+
+    rows = []
+    for sc, _ in LAUNCH + LAUNCH_MID:
+        if deadline - time.time() < 10:
+            rows.append({"scenario": sc, "status": "skipped"})
+            continue
+        t0 = time.time()
+        try:
+            row = host_phases(sc)
+        except Exception as e:  # noqa: BLE001
+            row = {"scenario": sc, "status": "error", "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        gc.collect()
+        torch.cuda.empty_cache()
+        row["wall_seconds"] = round(time.time() - t0, 1)
+        measure_gpu.log(f"  host {sc[:7]}: {row.get('status')} {row.get('phase_seconds')} {row.get('phase_kernels')}")
+        rows.append(row)
+    return rows
+
+
 def part_timing(deadline, runs=TIMING):
     import gc
 
@@ -263,7 +363,7 @@ def main(argv):
     path = argv[2]
     deadline = time.time() + (float(argv[argv.index("--deadline") + 1]) if "--deadline" in argv else 300)
     fn = {"boundary": part_boundary, "varlen": part_varlen, "timing": part_timing,
-          "launch": lambda d: part_timing(d, LAUNCH)}[what]
+          "launch": lambda d: part_timing(d, LAUNCH), "launchmid": lambda d: part_timing(d, LAUNCH_MID), "hostphases": part_host_phases}[what]
     if "--only" in argv:
         only = {int(i) for i in argv[argv.index("--only") + 1].split(",")}
         fn = lambda d, f=fn: f(d, only)  # noqa: E731

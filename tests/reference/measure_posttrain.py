@@ -46,6 +46,11 @@ RUNS = {
     # LoRA: no copy, the reference is the base with its adapters off.
     "dpo-llama1b-lora-bf16": ("dpo", "llama-3.2-1b", "bf16", "lora", 8, 512, 1536, {}),
     "dpo-llama1b-full-bf16-ckpt": ("dpo", "llama-3.2-1b", "bf16", "full", 8, 512, 1536, {"ckpt": True}),
+    # Second session's rows (held out from the first's comparison): autocast on an fp32 Llama,
+    # LoRA with checkpointing on a 1.5B Qwen, LoRA under autocast on a 16-bit base.
+    "dpo-llama1b-full-amp-ckpt": ("dpo", "llama-3.2-1b", "amp-bf16", "full", 4, 512, 1536, {"ckpt": True}),
+    "dpo-qwen1.5b-lora-bf16-ckpt": ("dpo", "qwen2.5-1.5b", "bf16", "lora", 8, 1024, 3072, {"ckpt": True}),
+    "dpo-qwen0.5b-lora-bf16": ("dpo", "qwen2.5-0.5b", "bf16", "lora", 4, 256, 768, {}),
     # GRPO with transformers' generate (no vLLM), beta 0 (TRL's default: no reference model), every
     # completion generated to its full length (min_new_tokens).
     "grpo-qwen0.5b-full-bf16": ("grpo", "qwen2.5-0.5b", "bf16", "full", 16, 128, 256, {"num_generations": 8}),

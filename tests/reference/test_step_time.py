@@ -5,7 +5,10 @@ loss, backward, AdamW foreach, zero_grad; no data loading):
 - the nine real-size presets on an H100 and on an H200 (measure_gpu.py `presets`);
 - torchao float8 runs and their bf16 twins on the H200 (`fp8presets`);
 - a grid of sizes (GPT-2 124M to Llama 3.1 8B), full and LoRA, checkpointing, shapes and one
-  compiled run on the H200 (measure_allocator.py `timing`, 2026-11-26).
+  compiled run on the H200 (measure_allocator.py `timing`, 2026-11-26);
+- launch-bound steps of 64 tokens (`launch`: the host's cost per kernel is their median, so
+  all in the fit half) and steps between the launch- and GPU-bound regimes (`launchmid`,
+  measured after that constant was set: all held out), on the H200 (2026-11-27).
 
 Each run falls in one half by a hash of its name (`half`): the fit half may be used to fit a
 constant, the held-out half never. No constant is fitted on either: the framework factor is
@@ -13,9 +16,10 @@ the profiled kernels' share of four H200 steps, the elementwise kernels' bandwid
 fitted on three of those profiles' kernel times (not their step times), and the unaligned
 GEMM share on one profiled kernel (tests/time.rs recomputes all three).
 
-The model meets its median goal (7-8% on both halves) but not the maximum (25%; up to 41% on
-launch-bound small eager runs), nor the H200's speed-up over the H100 within 5% per run: those
-are strict expected failures until it gets there. report.md gets every row with its error and the implied framework efficiency, and
+The model meets its median goal on both halves but not the maximum (25%): the H100's
+checkpointed LoRA of Llama 3.1 8B (fit half) and steps near the host's launch floor (held-out),
+nor the H200's speed-up over the H100 within 5% per run: strict expected failures until it gets
+there. report.md gets every row with its error and the implied framework efficiency, and
 the rank correlation of predicted and measured throughput within each source.
 """
 import hashlib
@@ -33,7 +37,12 @@ SOURCES = [
     ("H200 presets", "h200-sxm-141gb", "h200/gpu_presets.json", "presets"),
     ("H200 fp8", "h200-sxm-141gb", "h200/gpu_presets_fp8.json", "fp8presets"),
     ("H200 grid", "h200-sxm-141gb", "h200/edge/timing.json", "timing"),
+    # 2026-11-27: seven launch-bound steps of 64 tokens (the host's cost per kernel is their
+    # median: all fit), then nine between the regimes, measured after that constant was set.
+    ("H200 launch", "h200-sxm-141gb", "h200/posttrain/launch.json", "launch"),
+    ("H200 launch-mid", "h200-sxm-141gb", "h200/posttrain/launchmid.json", "launchmid"),
 ]
+FIXED_HALF = {"H200 launch": "fit", "H200 launch-mid": "held-out"}
 # The time model's default efficiency (`--efficiency`), to show what each run implies.
 EFFICIENCY = 0.93
 
@@ -46,7 +55,10 @@ def name(sc):
 
 
 def half(source, sc):
-    """'fit' or 'held-out', fixed by the run's name: a run never changes half."""
+    """'fit' or 'held-out', fixed by the run's name: a run never changes half. The sources
+    measured for one constant or after it are placed whole."""
+    if source in FIXED_HALF:
+        return FIXED_HALF[source]
     return "fit" if hashlib.sha256(f"{source}|{name(sc)}".encode()).digest()[0] % 2 == 0 else "held-out"
 
 
@@ -104,8 +116,12 @@ def test_every_committed_run_is_timed_and_both_halves_hold_runs():
     pytest.param("fit", marks=pytest.mark.xfail(strict=True, reason=(
         "issue 33: median 7% but LoRA of Llama 3.1 8B with checkpointing on the H100 is 29% slow in the model "
         "(the same run on the H200: +14%)"))),
-    # The launch-bound Qwen2.5 0.5B steps under amp were 38-41% fast before the host's launch floor (launch.rs).
-    "held-out",
+    # The launch-bound Qwen2.5 0.5B steps under amp were 38-41% fast before the host's launch floor (launch.rs);
+    # the steps between the regimes measured after it (launch-mid) were 37-81% fast without it.
+    pytest.param("held-out", marks=pytest.mark.xfail(strict=True, reason=(
+        "issue 33: median 8%, but steps near the launch floor are -20% to +46% off: the host's cost per kernel "
+        "varies 24-46 us between code paths (peft, autocast, checkpointing, GPT-2's modules; phase by phase in "
+        "gpu/h200/posttrain/hostphases.json) and the floor counts one median cost"))),
 ])
 def test_step_times_within_10_percent_median_and_25_percent_max(which):
     e = errors(which)
