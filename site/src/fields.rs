@@ -7,7 +7,7 @@ use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::format;
 use headroom_core::scenario::{
     Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method,
-    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
+    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, Trainer, VisionTraining,
 };
 
 /// How a field is edited.
@@ -128,6 +128,12 @@ fn adapter_options(_: &Scenario) -> Vec<(String, String)> {
         .iter()
         .map(|(id, d)| (id.to_string(), d.torch_name().to_string()))
         .collect()
+}
+fn trainer_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Trainer::ALL, Trainer::id, Trainer::label)
+}
+fn is_dpo(s: &Scenario) -> bool {
+    s.trainer == Trainer::Dpo
 }
 fn base_options(_: &Scenario) -> Vec<(String, String)> {
     options(BaseDtype::ALL, BaseDtype::id, BaseDtype::label)
@@ -338,6 +344,20 @@ pub static GROUPS: &[Group] = &[
                 help: "Sets the state bytes per parameter and the step's temporaries.",
                 control: Control::Select(optimizer_options),
                 shown: always,
+            },
+            Field {
+                key: "trainer",
+                label: "Objective",
+                help: "DPO as TRL's DPOTrainer runs it: each sample a chosen and a rejected sequence, and a reference model (a frozen copy, or the base with LoRA's adapters off). TRL's optimizer is fused AdamW unless set.",
+                control: Control::Select(trainer_options),
+                shown: always,
+            },
+            Field {
+                key: "ref_precompute",
+                label: "precompute_ref_log_probs",
+                help: "The reference's log-probabilities computed before training: no reference model or forward in the step.",
+                control: Control::Check,
+                shown: is_dpo,
             },
             Field {
                 key: "method",

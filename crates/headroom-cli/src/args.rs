@@ -308,6 +308,17 @@ pub const FLAGS: &[Flag] = &[
     ),
     flag("loss", "loss", "hf | fused"),
     flag(
+        "trainer",
+        "trainer",
+        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model).",
+    ),
+    renamed(
+        "ref_precompute",
+        "precompute-ref-log-probs",
+        "ref-precompute",
+        "DPO: TRL's precompute_ref_log_probs (no reference model or forward in the step).",
+    ),
+    flag(
         "keep_logits",
         "keep-logits",
         "The training loop keeps `outputs` (and the logits) alive through backward.",

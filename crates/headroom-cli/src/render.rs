@@ -110,6 +110,22 @@ pub fn estimate_table(
         count(e.parameters.total),
         count(e.parameters.trainable)
     );
+    if scen.trainer == headroom_core::scenario::Trainer::Dpo {
+        let _ = writeln!(
+            s,
+            "objective: {} ({} pairs per micro-batch: {} sequences in one forward; reference: {})",
+            scen.trainer.label(),
+            scen.micro_batch,
+            scen.sequences(),
+            if scen.ref_precompute {
+                "log-probabilities precomputed"
+            } else if scen.reference_copy() {
+                "a frozen copy of the model"
+            } else {
+                "the base model, adapters disabled"
+            }
+        );
+    }
     if !e.vision.is_empty() {
         let _ = writeln!(s, "images: {}", e.vision);
     }

@@ -267,7 +267,7 @@ impl ModelScale {
     /// on every Linear included). It is far above the estimate, on purpose: it only has to
     /// bound it.
     pub fn step_bytes_bound(&self, spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> f64 {
-        let b = f64::from(scen.micro_batch);
+        let b = f64::from(scen.sequences());
         let s = f64::from(scen.seq);
         let tokens = b * s;
         let moe_width = spec.moe.as_ref().map_or(0.0, |m| {

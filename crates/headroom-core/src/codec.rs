@@ -10,7 +10,7 @@ use crate::error::ScenarioError;
 use crate::model::{Family, ModelSpec, Router, Vision, VisionKind};
 use crate::scenario::{
     Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method,
-    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, VisionTraining,
+    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, Trainer, VisionTraining,
 };
 
 /// The codec version written into every link.
@@ -260,6 +260,12 @@ pub const FIELDS: &[Field] = &[
     switch!("act_offload", offload_activations),
     switch!("act_int8", act_int8),
     choice!("loss", LossImpl, loss),
+    choice!("trainer", Trainer, trainer),
+    switch!(
+        "ref_precompute",
+        |s| s.trainer == Trainer::Dpo,
+        ref_precompute
+    ),
     switch!("keep_logits", keep_logits),
     choice!("dp", DataParallel, parallel.data),
     number!("tp", parallel.tensor),

@@ -39,7 +39,7 @@ pub fn kv_chunk_bytes(spec: &ModelSpec, scen: &Scenario) -> u64 {
         return 0;
     }
     let (k, v) = kv_widths(spec, scen.parallel.tensor as u64);
-    let tokens = scen.micro_batch as u64 * scen.seq_local() as u64;
+    let tokens = scen.sequences() as u64 * scen.seq_local() as u64;
     tokens * (k + v) * scen.precision.compute_dtype().bytes()
 }
 

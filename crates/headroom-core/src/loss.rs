@@ -5,7 +5,7 @@
 
 use crate::dtype::DType;
 use crate::model::ModelSpec;
-use crate::scenario::{LossImpl, Scenario};
+use crate::scenario::{LossImpl, Method, Scenario, Trainer};
 
 /// Memory of the logits and loss for one micro-batch on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -24,6 +24,9 @@ pub struct LossMemory {
     /// The largest single tensor the loss allocates: the fp32 logits (the upcast, or
     /// log_softmax's output), or one fused chunk. Usually the step's largest block.
     pub largest_block: u64,
+    /// DPO: what the reference model's no-grad forward adds at its head (its last hidden
+    /// states, their compact copy, one projection tile and its fp32 vectors); 0 otherwise.
+    pub reference_head: u64,
 }
 
 /// The loss of one micro-batch of `scen`: its tokens' logits over the vocabulary split across
@@ -49,7 +52,7 @@ impl LossMemory {
 
 /// The loss of the model's own head.
 fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
-    let b = scen.micro_batch as u64;
+    let b = scen.sequences() as u64;
     // Context parallelism: this GPU's seq/cp tokens.
     let tokens = b * scen.seq_local() as u64;
     let compute = scen.precision.compute_dtype();
@@ -62,6 +65,9 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
     // is saved by nll_loss.
     let shifted = tokens * 8;
     let padded = tokens * 8 + b * 8;
+    if scen.trainer == Trainer::Dpo {
+        return dpo_head(spec, scen, tokens, v);
+    }
     match imp {
         // Compiled with the model (the Trainer passes labels, so the loss runs inside the
         // compiled forward), the cross-entropy is one fused kernel: no fp32 copy of the logits
@@ -85,6 +91,7 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
                 },
                 grad_logits: logits,
                 largest_block: nv * 4,
+                reference_head: 0,
             }
         }
         LossImpl::Hf => {
@@ -102,6 +109,7 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
                 backward_peak: kept + log_softmax + 2 * nv * 4 + shifted,
                 grad_logits: logits,
                 largest_block: nv * 4,
+                reference_head: 0,
             }
         }
         LossImpl::Fused => {
@@ -118,7 +126,50 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
                 backward_peak: held,
                 grad_logits: 0,
                 largest_block: chunk_bytes,
+                reference_head: 0,
             }
         }
+    }
+}
+
+/// Tokens per projection tile of TRL's chunked log-probability function, and the vocabulary
+/// columns per tile (`trl/kernels/chunked_logprob.py` TOKEN_CHUNK_SIZE, and
+/// `_CHUNKED_LOGPROB_CHUNK_SIZE` in `trl/trainer/utils.py`, TRL 1.16).
+const TRL_TILE_TOKENS: u64 = 4096;
+const TRL_TILE_VOCAB: u64 = 32768;
+
+/// DPO's head as TRL 1.16 runs it (`add_fused_lm_head`, `ChunkedLogProbFunction`): no logits.
+/// The forward copies the scored positions' hidden states (`hidden_states[mask]`, every token
+/// counted: the prompt's share is not known) and keeps them, the targets and an fp32
+/// log-normalizer per token for backward, projecting through lm_head one
+/// (4,096 x 32,768) tile at a time. The backward accumulates the hidden states' gradient in
+/// fp32, and lm_head's weight gradient in fp32 when it trains (full fine-tuning), then casts
+/// both to their dtypes, with the tile still held.
+fn dpo_head(spec: &ModelSpec, scen: &Scenario, tokens: u64, v: u64) -> LossMemory {
+    let c = scen.precision.compute_dtype().bytes();
+    let h = spec.lm_head_width();
+    let tile = tokens.min(TRL_TILE_TOKENS) * TRL_TILE_VOCAB * c;
+    let hidden = tokens * h * c;
+    let vectors = 5 * tokens * 4;
+    let retained = hidden + tokens * 8 + tokens * 4 + tokens * 4;
+    let weight_grad = if scen.method == Method::Full {
+        v * h * (4 + c)
+    } else {
+        0
+    };
+    LossMemory {
+        logits: 0,
+        retained,
+        forward_peak: retained + tile + vectors,
+        backward_peak: retained + tile + tokens * h * (4 + c) + weight_grad,
+        grad_logits: 0,
+        largest_block: tile.max(if weight_grad > 0 { v * h * 4 } else { 0 }),
+        // The reference backbone's last hidden states, their compact copy, a tile and the
+        // fp32 vectors, while the policy's saved tensors are all alive.
+        reference_head: if scen.reference_forward() {
+            2 * hidden + tile + vectors
+        } else {
+            0
+        },
     }
 }

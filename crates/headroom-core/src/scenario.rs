@@ -222,6 +222,14 @@ impl Fp8Recipe {
 }
 
 named_enum!(
+    /// The training objective, as TRL 1.16 runs it.
+    Trainer, "trainer" {
+        Sft => "sft", "SFT";
+        Dpo => "dpo", "DPO (TRL)";
+    }
+);
+
+named_enum!(
     /// How the loss is computed from the last hidden states.
     LossImpl, "loss" {
         Hf => "hf", "transformers' loss (fp32 upcast of the logits)";
@@ -646,6 +654,17 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "is_false")]
     pub act_int8: bool,
     pub loss: LossImpl,
+    /// The objective. `Dpo` is TRL's DPOTrainer: each micro-batch sequence is a pair (chosen
+    /// and rejected, concatenated into one forward of twice the sequences, padded to `seq`),
+    /// the log-probabilities come from TRL's tiled fused LM head (no logits), and a reference
+    /// model's log-probabilities from a no-grad forward after the policy's: the adapters
+    /// disabled under LoRA/QLoRA, a copy of the model in its dtype for a full fine-tune.
+    #[serde(default, skip_serializing_if = "is_sft")]
+    pub trainer: Trainer,
+    /// TRL's `precompute_ref_log_probs`: the reference log-probabilities computed before
+    /// training, so no reference model and no reference forward in the step (DPO only).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ref_precompute: bool,
     /// Whether the training loop keeps `outputs` (and so the logits) alive through backward.
     pub keep_logits: bool,
     pub parallel: Parallel,
@@ -666,6 +685,18 @@ pub struct Scenario {
 
 fn one_image() -> u32 {
     1
+}
+
+// `named_enum!` declares the variants, so `#[default]` cannot be put on one.
+#[allow(clippy::derivable_impls)]
+impl Default for Trainer {
+    fn default() -> Self {
+        Trainer::Sft
+    }
+}
+
+fn is_sft(t: &Trainer) -> bool {
+    *t == Trainer::Sft
 }
 
 impl Default for Scenario {
@@ -701,6 +732,8 @@ impl Default for Scenario {
             offload_activations: false,
             act_int8: false,
             loss: LossImpl::Hf,
+            trainer: Trainer::Sft,
+            ref_precompute: false,
             keep_logits: false,
             parallel: Parallel {
                 data: DataParallel::Ddp,
@@ -758,6 +791,26 @@ impl Scenario {
     }
 
     /// Tokens of one sequence on this GPU: `seq / cp` (validation makes it exact).
+    /// Sequences one forward of a micro-batch runs: `micro_batch`, or twice it under DPO
+    /// (each sample a chosen and a rejected sequence, concatenated along the batch).
+    pub fn sequences(&self) -> u32 {
+        match self.trainer {
+            Trainer::Sft => self.micro_batch,
+            Trainer::Dpo => self.micro_batch.saturating_mul(2),
+        }
+    }
+
+    /// Whether the step holds a reference model's weights (DPO of a full fine-tune without
+    /// precomputed reference log-probabilities; under LoRA the adapters are disabled instead).
+    pub fn reference_copy(&self) -> bool {
+        self.trainer == Trainer::Dpo && self.method == Method::Full && !self.ref_precompute
+    }
+
+    /// Whether the step runs a reference forward (DPO without precomputed log-probabilities).
+    pub fn reference_forward(&self) -> bool {
+        self.trainer == Trainer::Dpo && !self.ref_precompute
+    }
+
     pub fn seq_local(&self) -> u32 {
         self.seq / self.context()
     }
@@ -799,6 +852,26 @@ impl Scenario {
         range("cp", self.parallel.context, 1, 1024)?;
         if self.packing {
             range("doc_len", self.doc_len, 1, MAX_SEQ)?;
+        }
+        if self.trainer == Trainer::Dpo {
+            let p = &self.parallel;
+            if p.tensor > 1 || p.pipeline > 1 || p.context > 1 || p.expert > 1 {
+                return Err(ScenarioError::invalid(
+                    "trainer",
+                    "TRL's DPOTrainer runs data parallelism only: set tp, pp, cp and ep to 1",
+                ));
+            }
+            if self.packing {
+                return Err(ScenarioError::invalid(
+                    "trainer",
+                    "TRL's DPOTrainer pads each pair: turn packing off",
+                ));
+            }
+        } else if self.ref_precompute {
+            return Err(ScenarioError::invalid(
+                "ref_precompute",
+                "applies to trainer=dpo only",
+            ));
         }
         if self.method != Method::Full {
             range("rank", self.lora.rank, 1, MAX_LORA_RANK)?;

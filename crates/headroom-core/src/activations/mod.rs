@@ -207,7 +207,7 @@ impl Shape {
             sdpa: kernels.scenario.backend,
             local_mask: kernels.local.is_some(),
             sdpa_local: kernels.local.unwrap_or(kernels.scenario.backend),
-            b: scen.micro_batch as u64,
+            b: scen.sequences() as u64,
             s: scen.seq_local() as u64,
             tp: scen.parallel.tensor as u64,
             sp: scen.parallel.sequence,
@@ -230,9 +230,11 @@ impl Shape {
             lora_mlp: scen.lora.targets.mlp_adapted(),
             lora_qkv: scen.lora.targets.qkv_adapted(),
             lora_o: scen.lora.targets.output_adapted(),
-            kv_cache: scen.checkpointing == Checkpointing::None,
+            // TRL's DPOTrainer passes use_cache=False.
+            kv_cache: scen.checkpointing == Checkpointing::None
+                && scen.trainer == crate::scenario::Trainer::Sft,
             images: if spec.vision.is_some() {
-                scen.micro_batch as u64 * scen.images as u64
+                scen.sequences() as u64 * scen.images as u64
             } else {
                 0
             },

@@ -464,7 +464,7 @@ impl Parts<'_> {
 pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -> Vec<Component> {
     use ComponentId::*;
     let (st, scen, spec) = (&s.st, s.scen, s.spec);
-    let tokens = scen.micro_batch as u64 * scen.seq_local() as u64;
+    let tokens = scen.sequences() as u64 * scen.seq_local() as u64;
     let mut p = Parts {
         out: Vec::new(),
         s,
@@ -551,7 +551,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
                 "saved once per step outside the decoder layers, of which the trained vision \
                  tower and projector {} ({} images, assumed)",
                 bytes(vision),
-                u64::from(scen.micro_batch) * u64::from(scen.images)
+                u64::from(scen.sequences()) * u64::from(scen.images)
             )
         } else {
             "saved once per step outside the decoder layers".to_string()
@@ -578,16 +578,9 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
             s.compute.bytes()
         ),
     );
-    p.add(
-        LossForward,
-        s.lm.forward_peak,
-        "logits + 4 B x N x V upcast + 4 B x N x V log_softmax output",
-    );
-    p.add(
-        LossBackward,
-        s.lm.backward_peak,
-        "nll_loss and log_softmax gradients (fp32, N x V each) + the saved log_softmax output",
-    );
+    let (forward, backward) = loss_formulas(scen);
+    p.add(LossForward, s.lm.forward_peak, forward);
+    p.add(LossBackward, s.lm.backward_peak, backward);
     layer_backward(&mut p);
     live_only(&mut p, &totals.live_max);
     p.add_nonzero(
@@ -655,6 +648,29 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
 
 /// The live-only lines (what the timeline holds that no other line counts), each with its
 /// largest value over the step (`max`).
+/// What the loss's forward and backward peaks are made of, by how the scenario computes it
+/// (`crate::loss`).
+fn loss_formulas(scen: &crate::scenario::Scenario) -> (&'static str, &'static str) {
+    use crate::scenario::{LossImpl, Trainer};
+    if scen.trainer == Trainer::Dpo {
+        return (
+            "TRL's tiled LM head, or the reference forward",
+            "tile + fp32 gradients",
+        );
+    }
+    match scen.loss {
+        LossImpl::Fused => ("Liger: gradients + two fp32 chunks", "gradients held"),
+        LossImpl::Hf if scen.runtime.compiled() => (
+            "compiled: logits + fp32 logsumexp",
+            "logits + fp32 gradient + cast",
+        ),
+        LossImpl::Hf => (
+            "logits + 4 B x N x V upcast + 4 B x N x V log_softmax output",
+            "nll_loss and log_softmax gradients (fp32, N x V each) + the saved log_softmax output",
+        ),
+    }
+}
+
 fn live_only(p: &mut Parts, max: &Live) {
     use ComponentId::*;
     p.add_nonzero(

@@ -170,9 +170,14 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
         .with(GatheredParams, gather)
         .with(GradientsInFlight, last_hidden)
         .with(ForwardTemporaries, s.tmp.ckpt_mask);
+    let dpo = s.scen.trainer == crate::scenario::Trainer::Dpo;
     tl.push(
         Phase::Loss,
-        "logits and loss (fp32 upcast, log_softmax)",
+        if dpo {
+            "TRL's log-probability head, then the reference forward"
+        } else {
+            "logits and loss (fp32 upcast, log_softmax)"
+        },
         before_loss
             .with(LossForward, s.lm.forward_peak)
             .with(KvCache, s.kv.unsaved * s.layers),
@@ -211,7 +216,11 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         .with(ForwardTemporaries, s.tmp.ckpt_mask);
     tl.push(
         Phase::Backward,
-        "loss backward (fp32 logit gradients)",
+        if s.scen.trainer == crate::scenario::Trainer::Dpo {
+            "log-probability head backward (fp32 gradients)"
+        } else {
+            "loss backward (fp32 logit gradients)"
+        },
         backward_base.with(LossBackward, s.lm.backward_peak),
     );
     let lm_head_w = s.spec.vocab * s.spec.hidden / s.scen.parallel.tensor as u64;

@@ -188,6 +188,25 @@ impl<'a> Step<'a> {
             let received = t * moe.top_k * spec.hidden * compute.bytes();
             tmp.layer_backward += received;
         }
+        // DPO's reference forward runs after the policy's, under no_grad (TRL's
+        // `_compute_loss`): every tensor the policy saved is alive while one reference layer
+        // holds its working set (the residual and normed inputs, and a gated MLP's gate, up
+        // and product at once) and then its head.
+        let mut lm = lm;
+        if scen.reference_forward() {
+            let i = spec.intermediate / tp;
+            let layer = t * spec.hidden * (stream.bytes() + compute.bytes())
+                + t * i
+                    * compute.bytes()
+                    * if spec.mlp == crate::model::MlpKind::Gated {
+                        3
+                    } else {
+                        2
+                    };
+            lm.forward_peak = lm
+                .forward_peak
+                .max(lm.retained + (layer + tmp.layer_forward).max(lm.reference_head));
+        }
         let bwd = LayerBackward::new(spec, scen, &sh, &dense, st.autocast_cache_per_layer);
         // transformers' decoder models return a KV cache in training too (`use_cache` defaults
         // to True; `DynamicLayer.update` keeps the key/value tensors themselves). It lives as

@@ -68,6 +68,18 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
     if scen.method != Method::Full && scen.lora.base == crate::scenario::BaseDtype::Fp32 {
         n.push("LoRA base loaded with dtype=torch.float32, as estimated".into());
     }
+    if scen.trainer == crate::scenario::Trainer::Dpo {
+        n.push(format!(
+            "DPO: trl.DPOTrainer, DPOConfig(per_device_train_batch_size={}, max_length={}{})",
+            scen.micro_batch,
+            scen.seq,
+            if scen.ref_precompute {
+                ", precompute_ref_log_probs=True"
+            } else {
+                ""
+            }
+        ));
+    }
     if scen.runtime.cuda_graphs {
         n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());
     } else if scen.runtime.compile {

@@ -26,8 +26,11 @@ pub struct ModelStates {
     pub params_trainable: u64,
     /// Parameters held by this GPU (after TP/PP), before ZeRO-3/FSDP sharding.
     pub params_local: u64,
+    /// Every weight this GPU holds, a DPO reference model's included.
     pub weights: u64,
     pub weights_formula: String,
+    /// Of `weights`, a DPO reference model's copy (frozen: no optimizer ever touches it).
+    pub reference_weights: u64,
     pub gradients: u64,
     pub gradients_formula: String,
     pub optimizer: StateBytes,
@@ -143,6 +146,21 @@ pub fn model_states(
         DataParallel::Fsdp if place.dp > 1 => sharding::fsdp(&mut s, &facts, p),
         DataParallel::Fsdp => {}
     }
+    // DPO of a full fine-tune: TRL loads a reference model in the policy's dtype and prepares
+    // it as the policy (ZeRO-3 and FSDP shard it; below ZeRO-3 `prepare_deepspeed` keeps it
+    // whole, as the policy's weights are): the same bytes again.
+    let reference_weights = if scen.reference_copy() {
+        s.weights.bytes
+    } else {
+        0
+    };
+    if reference_weights > 0 {
+        s.weights.bytes += reference_weights;
+        s.weights.formula = format!(
+            "{} x 2 (DPO: the frozen reference model, same dtype and sharding)",
+            s.weights.formula
+        );
+    }
     let per_gpu_grads = |params: u64, dtype: DType| {
         let bytes = params * dtype.bytes();
         if s.grads_sharded {
@@ -166,6 +184,7 @@ pub fn model_states(
         ) + per_gpu_grads(local.saved_modules, base_dtype),
         weights: s.weights.bytes,
         weights_formula: s.weights.formula,
+        reference_weights,
         gradients: s.gradients.bytes,
         gradients_formula: s.gradients.formula,
         optimizer: s.optimizer,

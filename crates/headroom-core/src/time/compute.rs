@@ -189,3 +189,21 @@ fn attention_terms(cx: &Cx, terms: &mut Terms, k: &KernelRate, busy: &mut Busy) 
     busy.backward += backward / rate;
     busy.recompute += forward * recomputed / rate;
 }
+
+/// DPO's reference forward (TRL's `_compute_loss`, under no_grad): the policy's forward over
+/// the same sequences again, its matmuls, attention and elementwise kernels, with no backward.
+/// Counted as the forward's busy seconds so far (the policy's forward terms).
+pub(super) fn reference_forward(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
+    let tf = &cx.tf;
+    let flops =
+        (tf.layer_matmul_forward + tf.attention_forward + tf.outside_forward) * cx.tokens / cx.mp;
+    let seconds = busy.forward;
+    terms.extra_pass(
+        "reference_forward",
+        "DPO: the reference model's forward (no grad)",
+        (flops, seconds),
+        || "one more forward of the same sequences: the forward's matmuls, attention and elementwise seconds".to_string(),
+        "TRL 1.16 DPOTrainer._compute_loss (reference log-probabilities under torch.no_grad)",
+    );
+    busy.forward += seconds;
+}

@@ -125,7 +125,7 @@ impl<'a> Cx<'a> {
         let pp = scen.parallel.pipeline.max(1) as u64;
         let cp = scen.context().max(1) as u64;
         let dp = scen.shard_ranks().max(1) as u64;
-        let b = scen.micro_batch as f64;
+        let b = scen.sequences() as f64;
         let s = scen.seq_local() as f64;
         let m = scen.grad_accum.max(1) as f64;
         let half = scen.precision.half_dtype().bytes() as f64;

@@ -178,7 +178,7 @@ fn optimizer(cx: &Cx, terms: &mut Terms) {
     // adapters with LoRA/QLoRA (a frozen base is never touched; the adapters' bytes equal their
     // gradients', same dtype).
     let updated_weights = if cx.scen.method == Method::Full {
-        st.weights
+        st.weights - st.reference_weights
     } else {
         st.gradients
     };

@@ -297,6 +297,9 @@ fn terms_of(cx: cx::Cx, text: bool) -> StepTime {
     let mut busy = compute::terms(&cx, &mut terms);
     memory::terms(&cx, &mut terms, &mut busy);
     elementwise::terms(&cx, &mut terms, &mut busy);
+    if cx.scen.reference_forward() {
+        compute::reference_forward(&cx, &mut terms, &mut busy);
+    }
     transfer::terms(&cx, &mut terms);
     comm::terms(&cx, &busy, &mut terms);
     launch::terms(&cx, &mut terms);

@@ -21,7 +21,8 @@ pub(super) fn summary(cx: &Cx, terms: Vec<super::TimeTerm>) -> StepTime {
         + 2.0 * tf.matmul_params_trainable
         + 3.0 * tf.attention_causal_forward;
     let model_flops = model_per_token * cx.tokens / cx.mp;
-    let tokens_per_step = (scen.micro_batch as u64)
+    // Tokens the model runs: under DPO both sequences of each pair.
+    let tokens_per_step = (scen.sequences() as u64)
         .saturating_mul(scen.seq as u64)
         .saturating_mul(scen.grad_accum as u64)
         .saturating_mul(scen.data_parallel().max(1) as u64);

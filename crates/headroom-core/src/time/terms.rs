@@ -131,6 +131,18 @@ impl<'c, 'a> Terms<'c, 'a> {
         self.assumed_compute(id, name, (0.0, seconds), formula, || source.to_string())
     }
 
+    /// A whole extra pass of `flops` taking `seconds` (a DPO reference forward).
+    pub fn extra_pass(
+        &mut self,
+        id: &'static str,
+        name: &str,
+        (flops, seconds): (f64, f64),
+        formula: impl FnOnce() -> String,
+        source: &str,
+    ) -> f64 {
+        self.assumed_compute(id, name, (flops, seconds), formula, || source.to_string())
+    }
+
     /// A compute term whose rate is assumed (not the calibration's GEMM curve).
     fn assumed_compute(
         &mut self,

@@ -1,0 +1,121 @@
+//! DPO as TRL 1.16's DPOTrainer runs it (`trainer=dpo`): chosen and rejected sequences in one
+//! forward, no logits (TRL's tiled fused LM head), a reference model's weights for a full
+//! fine-tune (none under LoRA, whose adapters are disabled for the reference), a reference
+//! forward in every step unless its log-probabilities are precomputed.
+
+use headroom_core::codec::{decode, encode};
+use headroom_core::{analyze, estimate};
+
+const BASE: &str = "model=llama-3.1-8b&gpu=h100-sxm-80gb&precision=bf16&seq=1024&ckpt=full";
+
+fn est(link: &str) -> headroom_core::estimate::Estimate {
+    estimate(&decode(link).expect("decodes")).expect("estimates")
+}
+
+/// Each pair is two sequences of one forward: a layer saves what SFT's layer saves at twice
+/// the micro-batch, and the model's inputs double with it.
+#[test]
+fn a_pair_is_two_sequences_of_one_forward() {
+    let dpo = est(&format!("{BASE}&batch=2&trainer=dpo"));
+    let sft = est(&format!("{BASE}&batch=4"));
+    assert_eq!(
+        dpo.bytes.activations_per_layer,
+        sft.bytes.activations_per_layer
+    );
+    assert!(dpo.bytes.activations_per_layer > 0);
+    // Twice SFT's at the pairs' count, but for the attention kernel's RNG state (16 B a layer).
+    let half = est(&format!("{BASE}&batch=2"));
+    assert_eq!(
+        2 * half.bytes.activations_per_layer - sft.bytes.activations_per_layer,
+        16
+    );
+}
+
+/// A full fine-tune holds a frozen reference copy of the weights (TRL loads it in the policy's
+/// dtype and shards it as the policy under ZeRO-3 and FSDP); LoRA disables its adapters for the
+/// reference instead, and precomputed log-probabilities need no reference model at all.
+#[test]
+fn the_reference_model_is_a_copy_only_for_a_full_fine_tune() {
+    let sft = est(&format!("{BASE}&batch=1"));
+    let full = est(&format!("{BASE}&batch=1&trainer=dpo"));
+    assert_eq!(full.bytes.weights, 2 * sft.bytes.weights);
+    let pre = est(&format!("{BASE}&batch=1&trainer=dpo&ref_precompute=1"));
+    assert_eq!(pre.bytes.weights, sft.bytes.weights);
+    let lora = est(&format!("{BASE}&batch=1&method=lora&trainer=dpo"));
+    let lora_sft = est(&format!("{BASE}&batch=1&method=lora"));
+    assert_eq!(lora.bytes.weights, lora_sft.bytes.weights);
+    // Sharded with the policy: 8-way FSDP holds an eighth of each copy.
+    let fsdp = est(&format!("{BASE}&batch=1&trainer=dpo&gpus=8&dp=fsdp"));
+    let fsdp_sft = est(&format!("{BASE}&batch=1&gpus=8&dp=fsdp"));
+    assert_eq!(fsdp.bytes.weights, 2 * fsdp_sft.bytes.weights);
+    // The reference copy is never updated: the optimizer state is the policy's alone.
+    assert_eq!(full.bytes.optimizer_states, sft.bytes.optimizer_states);
+}
+
+/// TRL's fused head keeps no logits: at 2 x 1,024 tokens of a 128,256-word vocabulary the
+/// SFT step's fp32 logits alone are 1 GiB, the DPO head's tile 256 MiB (4,096 x 32,768 bf16,
+/// `trl/kernels/chunked_logprob.py`), so a LoRA DPO step (whose peak is the loss's) at the
+/// same sequences peaks lower.
+#[test]
+fn the_fused_head_keeps_no_logits() {
+    let dpo = est(&format!(
+        "{BASE}&batch=1&method=lora&trainer=dpo&ref_precompute=1"
+    ));
+    let sft = est(&format!("{BASE}&batch=2&method=lora"));
+    assert!(
+        dpo.bytes.peak_allocated < sft.bytes.peak_allocated,
+        "{} vs {}",
+        dpo.bytes.peak_allocated,
+        sft.bytes.peak_allocated
+    );
+    // What each head keeps to backward, beside the same checkpointed layer inputs: TRL's the
+    // hidden states' compact copy (2,048 x 4,096 bf16), the targets (int64) and two fp32
+    // vectors per token; transformers' loss its fp32 log_softmax output, the shifted labels
+    // and two fp32 scalars.
+    let t = 2 * 1024_u64;
+    let trl = t * 4096 * 2 + t * 8 + t * 4 * 2;
+    let hf = t * 128_256 * 4 + t * 8 + 8;
+    assert_eq!(
+        sft.bytes.retained_after_forward - dpo.bytes.retained_after_forward,
+        hf - trl
+    );
+}
+
+/// The reference forward costs one more forward of the same sequences, and tokens per step
+/// count both sequences of each pair.
+#[test]
+fn the_reference_forward_is_one_more_forward() {
+    let a = analyze(&decode(&format!("{BASE}&batch=1&trainer=dpo")).expect("decodes"))
+        .expect("analyzes");
+    let pre =
+        analyze(&decode(&format!("{BASE}&batch=1&trainer=dpo&ref_precompute=1")).expect("decodes"))
+            .expect("analyzes");
+    let r = a
+        .time
+        .term("reference_forward")
+        .expect("a reference forward");
+    assert!(r.seconds > 0.0 && r.flops > 0.0);
+    assert!(pre.time.term("reference_forward").is_none());
+    assert!(
+        (a.time.step_seconds - pre.time.step_seconds - r.seconds).abs() < 1e-9,
+        "{} {} {}",
+        a.time.step_seconds,
+        pre.time.step_seconds,
+        r.seconds
+    );
+    assert_eq!(a.time.tokens_per_step, 2 * 1024);
+}
+
+#[test]
+fn dpo_settings_round_trip_and_are_refused_by_name_where_trl_cannot_run_them() {
+    let scen = decode(&format!("{BASE}&trainer=dpo&ref_precompute=1")).expect("decodes");
+    assert_eq!(decode(&encode(&scen)), Ok(scen));
+    assert!(!encode(&decode(BASE).expect("decodes")).contains("trainer"));
+    let refused = |link: &str, field: &str| {
+        let e = decode(link).expect_err("refused").to_string();
+        assert!(e.contains(field), "{e}");
+    };
+    refused(&format!("{BASE}&trainer=dpo&tp=2&gpus=2"), "trainer");
+    refused(&format!("{BASE}&trainer=ppo"), "trainer");
+    refused(&format!("{BASE}&ref_precompute=1"), "ref_precompute");
+}

@@ -1,0 +1,109 @@
+"""DPO and GRPO steps measured on the H200 as TRL 1.16 runs them, against the core (issue 31).
+
+The runs (gpu/h200/posttrain/posttrain.json and posttrain2.json, measure_posttrain.py): TRL's
+own DPOTrainer and GRPOTrainer `train()` on random-weight catalog presets, each phase's peak at
+the three levels. The Trainer's optimizer is its default, fused AdamW (`adamw_torch_fused`
+since torch 2.8: no temporaries in the step), so the core is asked with `--optimizer
+adamw-fused`. The first call's four DPO rows were compared while the model was built; the
+second call's three were measured after it and are held out.
+
+DPO: the allocated peak within 1%, two rows a known gap (strict). Reserved and device are in
+report.md for every row (the allocator's slack is issue 30's). GRPO is not modelled yet: its
+rows are reported with their generation and training peaks apart, as the model should give
+them.
+"""
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from test_saved_bytes import BIN
+
+HERE = pathlib.Path(__file__).parent
+FILES = ["gpu/h200/posttrain/posttrain.json", "gpu/h200/posttrain/posttrain2.json"]
+LEVELS = ("allocated", "reserved", "device")
+
+# Known gaps at the allocated level, strict: they fail when they start agreeing.
+GAPS = {
+    "dpo-qwen0.5b-full-amp": "+2.0%: an fp32 Qwen2.5 0.5B under autocast, 0.45 GB over at the loss's backward (not found)",
+    "dpo-qwen1.5b-lora-bf16-ckpt": "-4.5%: LoRA with checkpointing on Qwen2.5 1.5B, 1.0 GB under in the last layer's "
+                                   "backward (not found; the Llama rows with checkpointing are exact)",
+}
+REPORT = []
+
+
+def rows():
+    out = []
+    for i, f in enumerate(FILES):
+        for r in json.loads((HERE / f).read_text())["runs"]:
+            r["call"] = "first" if i == 0 else "held out"
+            out.append(r)
+    return out
+
+
+ROWS = rows()
+DPO = [r for r in ROWS if r["run"][0] == "dpo"]
+GRPO = [r for r in ROWS if r["run"][0] == "grpo"]
+
+
+def estimate(r):
+    _kind, preset, prec, meth, b, p, c, opts = r["run"]
+    args = [BIN, "estimate", "--model", preset, "--gpu", "h200-sxm-141gb", "--batch", str(b), "--seq", str(p + c),
+            "--precision", prec, "--attention", "sdpa", "--checkpointing", "full" if opts.get("ckpt") else "none",
+            "--method", meth, "--optimizer", "adamw-fused", "--trainer", "dpo", "--format", "json"]
+    if meth != "full":
+        args += ["--rank", "16", "--targets", "all"]
+    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+
+
+def test_every_run_trained_and_the_files_are_trl_116():
+    assert len(DPO) == 7 and len(GRPO) == 2
+    for f in FILES:
+        env = json.loads((HERE / f).read_text())["environment"]
+        assert env["trl"] == "1.16.0" and env["gpu"] == "NVIDIA H200"
+    assert all(r["status"] == "ok" for r in ROWS)
+
+
+def _params():
+    return [pytest.param(r, id=r["name"], marks=[pytest.mark.xfail(strict=True, reason=GAPS[r["name"]])]
+                         if r["name"] in GAPS else []) for r in DPO]
+
+
+@pytest.mark.parametrize("row", _params())
+def test_dpo_allocated_peak_within_1_percent(row):
+    e = estimate(row)
+    REPORT.append((row, e))
+    got, want = e["bytes"]["peak_allocated"], row["peak_allocated"]
+    err = (got - want) / want
+    assert abs(err) <= 0.01, f"core {got}, H200 {want} ({100 * err:+.2f}%)"
+
+
+def teardown_module(module):
+    lines = ["", "## DPO and GRPO on the H200 as TRL 1.16 runs them (test_posttrain_measured.py)", "",
+             "Peaks measured / core (GB), at the three levels; the Trainer's default fused AdamW. Rows of the "
+             "second device call are held out (measured after the model was built).", "",
+             "| run | call | tokens | allocated | reserved | device | core's peak at |", "|---|---|---|---|---|---|---|"]
+    for r, e in REPORT:
+        cells = []
+        for lvl in LEVELS:
+            got, want = e["bytes"][f"peak_{lvl}"], r[f"peak_{lvl}"]
+            cells.append(f"{want / 1e9:.2f} / {got / 1e9:.2f} ({100 * (got - want) / want:+.1f}%)")
+        shape = r["input_shapes"][0]["input_ids"]
+        lines.append(f"| {r['name']} | {r['call']} | {shape[0]} x {shape[1]} | {' | '.join(cells)} | {e['peak']['at']} |")
+    lines += ["", "GRPO (not modelled yet): the phases' allocated peaks of the last step (GB); generation with "
+              "transformers' generate, no vLLM.", "",
+              "| run | completions x (prompt + completion) | generation and scoring | training forward+backward | "
+              "optimizer | reserved | device |", "|---|---|---|---|---|---|---|"]
+    for r in GRPO:
+        last = {p["phase"]: p for p in r["phases"] if p["step"] == r["phases"][-1]["step"]}
+        shape = r["input_shapes"][0]
+        lines.append(f"| {r['name']} | {shape['completion_ids'][0]} x ({shape['prompt_ids'][1]} + "
+                     f"{shape['completion_ids'][1]}) | {last['generation+scoring']['max_allocated'] / 1e9:.2f} | "
+                     f"{last['forward+backward']['max_allocated'] / 1e9:.2f} | {last['optimizer']['max_allocated'] / 1e9:.2f} | "
+                     f"{r['peak_reserved'] / 1e9:.2f} | {r['peak_device'] / 1e9:.2f} |")
+    path = HERE / "report.md"
+    header = "\n## DPO and GRPO on the H200 as TRL 1.16 runs them"
+    old = path.read_text() if path.exists() else ""
+    old = old.split(header)[0].rstrip("\n")
+    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
