@@ -135,6 +135,9 @@ fn trainer_options(_: &Scenario) -> Vec<(String, String)> {
 fn is_dpo(s: &Scenario) -> bool {
     s.trainer == Trainer::Dpo
 }
+fn is_grpo(s: &Scenario) -> bool {
+    s.trainer == Trainer::Grpo
+}
 fn base_options(_: &Scenario) -> Vec<(String, String)> {
     options(BaseDtype::ALL, BaseDtype::id, BaseDtype::label)
 }
@@ -348,7 +351,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "trainer",
                 label: "Objective",
-                help: "DPO as TRL's DPOTrainer runs it: each sample a chosen and a rejected sequence, and a reference model (a frozen copy, or the base with LoRA's adapters off). TRL's optimizer is fused AdamW unless set.",
+                help: "As TRL runs them. DPO: each sample a chosen and a rejected sequence, and a reference model (a frozen copy, or the base with LoRA's adapters off). GRPO: transformers' generate fills a KV cache, then the completions train. TRL's optimizer is fused AdamW unless set.",
                 control: Control::Select(trainer_options),
                 shown: always,
             },
@@ -358,6 +361,24 @@ pub static GROUPS: &[Group] = &[
                 help: "The reference's log-probabilities computed before training: no reference model or forward in the step.",
                 control: Control::Check,
                 shown: is_dpo,
+            },
+            Field {
+                key: "prompt",
+                label: "Prompt tokens",
+                help: "GRPO: the micro-batch is completions and the sequence is prompt + completion; the loss scores the completion.",
+                control: Control::Number {
+                    min: 0.0,
+                    max: 1_048_576.0,
+                    step: 1.0,
+                },
+                shown: is_grpo,
+            },
+            Field {
+                key: "kl",
+                label: "KL term (beta > 0)",
+                help: "GRPO: a reference model scores the completions after generation (TRL's default beta is 0).",
+                control: Control::Check,
+                shown: is_grpo,
             },
             Field {
                 key: "method",

@@ -310,7 +310,17 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "trainer",
         "trainer",
-        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model).",
+        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model) | grpo (TRL's GRPOTrainer with transformers' generate: --batch completions per GPU, --seq prompt + completion).",
+    ),
+    flag(
+        "prompt",
+        "prompt",
+        "GRPO: tokens of each prompt (the rest of --seq is the completion the loss scores).",
+    ),
+    flag(
+        "kl",
+        "kl",
+        "GRPO: beta > 0, a reference model (its log-probabilities computed in the generation phase).",
     ),
     renamed(
         "ref_precompute",

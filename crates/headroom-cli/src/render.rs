@@ -126,6 +126,28 @@ pub fn estimate_table(
             }
         );
     }
+    if scen.trainer == headroom_core::scenario::Trainer::Grpo {
+        let _ = writeln!(
+            s,
+            "objective: {} ({} completions per micro-batch of {} tokens{}, generated {} at a time; reference: {})",
+            scen.trainer.label(),
+            scen.micro_batch,
+            scen.seq,
+            if scen.prompt > 0 {
+                format!(", {} of them the prompt", scen.prompt)
+            } else {
+                String::new()
+            },
+            u64::from(scen.micro_batch) * u64::from(scen.grad_accum),
+            if !scen.kl {
+                "none (beta 0)"
+            } else if scen.reference_copy() {
+                "a frozen copy of the model"
+            } else {
+                "the base model, adapters disabled"
+            }
+        );
+    }
     if !e.vision.is_empty() {
         let _ = writeln!(s, "images: {}", e.vision);
     }

@@ -266,6 +266,8 @@ pub const FIELDS: &[Field] = &[
         |s| s.trainer == Trainer::Dpo,
         ref_precompute
     ),
+    number!("prompt", |s| s.trainer == Trainer::Grpo, prompt),
+    switch!("kl", |s| s.trainer == Trainer::Grpo, kl),
     switch!("keep_logits", keep_logits),
     choice!("dp", DataParallel, parallel.data),
     number!("tp", parallel.tensor),

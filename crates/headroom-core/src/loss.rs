@@ -65,8 +65,9 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
     // is saved by nll_loss.
     let shifted = tokens * 8;
     let padded = tokens * 8 + b * 8;
-    if scen.trainer == Trainer::Dpo {
-        return dpo_head(spec, scen, tokens, v);
+    if scen.trainer != Trainer::Sft {
+        let scored = b * (scen.scored_tokens() / scen.context()) as u64;
+        return trl_head(spec, scen, (tokens, scored), v);
     }
     match imp {
         // Compiled with the model (the Trainer passes labels, so the loss runs inside the
@@ -138,20 +139,21 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
 const TRL_TILE_TOKENS: u64 = 4096;
 const TRL_TILE_VOCAB: u64 = 32768;
 
-/// DPO's head as TRL 1.16 runs it (`add_fused_lm_head`, `ChunkedLogProbFunction`): no logits.
-/// The forward copies the scored positions' hidden states (`hidden_states[mask]`, every token
-/// counted: the prompt's share is not known) and keeps them, the targets and an fp32
-/// log-normalizer per token for backward, projecting through lm_head one
-/// (4,096 x 32,768) tile at a time. The backward accumulates the hidden states' gradient in
-/// fp32, and lm_head's weight gradient in fp32 when it trains (full fine-tuning), then casts
-/// both to their dtypes, with the tile still held.
-fn dpo_head(spec: &ModelSpec, scen: &Scenario, tokens: u64, v: u64) -> LossMemory {
+/// The head of TRL 1.16's DPO and GRPO trainers (`add_fused_lm_head`,
+/// `ChunkedLogProbFunction`): no logits. The forward copies the scored positions' hidden states
+/// (`hidden_states[mask]`: GRPO's completions; DPO's every token, the prompt's share not being
+/// known) and keeps them, the targets and an fp32 log-normalizer per token for backward,
+/// projecting through lm_head one (4,096 x 32,768) tile at a time. The backward accumulates the
+/// scored hidden states' gradient in fp32 and scatters it into the whole sequence's, and
+/// lm_head's weight gradient in fp32 when it trains (full fine-tuning), then casts them to their
+/// dtypes, with the tile still held.
+fn trl_head(spec: &ModelSpec, scen: &Scenario, (tokens, scored): (u64, u64), v: u64) -> LossMemory {
     let c = scen.precision.compute_dtype().bytes();
     let h = spec.lm_head_width();
-    let tile = tokens.min(TRL_TILE_TOKENS) * TRL_TILE_VOCAB * c;
-    let hidden = tokens * h * c;
-    let vectors = 5 * tokens * 4;
-    let retained = hidden + tokens * 8 + tokens * 4 + tokens * 4;
+    let tile = scored.min(TRL_TILE_TOKENS) * TRL_TILE_VOCAB * c;
+    let hidden = scored * h * c;
+    let vectors = 5 * scored * 4;
+    let retained = hidden + scored * 8 + scored * 4 + scored * 4;
     let weight_grad = if scen.method == Method::Full {
         v * h * (4 + c)
     } else {
@@ -161,7 +163,7 @@ fn dpo_head(spec: &ModelSpec, scen: &Scenario, tokens: u64, v: u64) -> LossMemor
         logits: 0,
         retained,
         forward_peak: retained + tile + vectors,
-        backward_peak: retained + tile + tokens * h * (4 + c) + weight_grad,
+        backward_peak: retained + tile + scored * h * 4 + tokens * h * c + weight_grad,
         grad_logits: 0,
         largest_block: tile.max(if weight_grad > 0 { v * h * 4 } else { 0 }),
         // The reference backbone's last hidden states, their compact copy, a tile and the

@@ -226,6 +226,7 @@ named_enum!(
     Trainer, "trainer" {
         Sft => "sft", "SFT";
         Dpo => "dpo", "DPO (TRL)";
+        Grpo => "grpo", "GRPO (TRL, transformers generate)";
     }
 );
 
@@ -665,6 +666,14 @@ pub struct Scenario {
     /// training, so no reference model and no reference forward in the step (DPO only).
     #[serde(default, skip_serializing_if = "is_false")]
     pub ref_precompute: bool,
+    /// GRPO: tokens of each prompt, the rest of `seq` the completion TRL scores (0: not
+    /// stated, every token scored).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub prompt: u32,
+    /// GRPO: a KL term (`beta` > 0), so a reference model whose log-probabilities the
+    /// generation phase computes (a copy of the weights for a full fine-tune).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kl: bool,
     /// Whether the training loop keeps `outputs` (and so the logits) alive through backward.
     pub keep_logits: bool,
     pub parallel: Parallel,
@@ -697,6 +706,10 @@ impl Default for Trainer {
 
 fn is_sft(t: &Trainer) -> bool {
     *t == Trainer::Sft
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Default for Scenario {
@@ -734,6 +747,8 @@ impl Default for Scenario {
             loss: LossImpl::Hf,
             trainer: Trainer::Sft,
             ref_precompute: false,
+            prompt: 0,
+            kl: false,
             keep_logits: false,
             parallel: Parallel {
                 data: DataParallel::Ddp,
@@ -795,15 +810,30 @@ impl Scenario {
     /// (each sample a chosen and a rejected sequence, concatenated along the batch).
     pub fn sequences(&self) -> u32 {
         match self.trainer {
-            Trainer::Sft => self.micro_batch,
+            Trainer::Sft | Trainer::Grpo => self.micro_batch,
             Trainer::Dpo => self.micro_batch.saturating_mul(2),
+        }
+    }
+
+    /// Tokens of each sequence the loss scores: GRPO's completions (after the prompt), every
+    /// token otherwise.
+    pub fn scored_tokens(&self) -> u32 {
+        if self.trainer == Trainer::Grpo && self.prompt > 0 {
+            self.seq.saturating_sub(self.prompt)
+        } else {
+            self.seq
         }
     }
 
     /// Whether the step holds a reference model's weights (DPO of a full fine-tune without
     /// precomputed reference log-probabilities; under LoRA the adapters are disabled instead).
     pub fn reference_copy(&self) -> bool {
-        self.trainer == Trainer::Dpo && self.method == Method::Full && !self.ref_precompute
+        self.method == Method::Full
+            && match self.trainer {
+                Trainer::Dpo => !self.ref_precompute,
+                Trainer::Grpo => self.kl,
+                Trainer::Sft => false,
+            }
     }
 
     /// Whether the step runs a reference forward (DPO without precomputed log-probabilities).
@@ -853,24 +883,37 @@ impl Scenario {
         if self.packing {
             range("doc_len", self.doc_len, 1, MAX_SEQ)?;
         }
-        if self.trainer == Trainer::Dpo {
+        if self.trainer != Trainer::Sft {
             let p = &self.parallel;
             if p.tensor > 1 || p.pipeline > 1 || p.context > 1 || p.expert > 1 {
                 return Err(ScenarioError::invalid(
                     "trainer",
-                    "TRL's DPOTrainer runs data parallelism only: set tp, pp, cp and ep to 1",
+                    "TRL's DPO and GRPO trainers run data parallelism only: set tp, pp, cp and ep to 1",
                 ));
             }
             if self.packing {
                 return Err(ScenarioError::invalid(
                     "trainer",
-                    "TRL's DPOTrainer pads each pair: turn packing off",
+                    "TRL's DPO and GRPO trainers pad their sequences: turn packing off",
                 ));
             }
-        } else if self.ref_precompute {
+        }
+        if self.ref_precompute && self.trainer != Trainer::Dpo {
             return Err(ScenarioError::invalid(
                 "ref_precompute",
                 "applies to trainer=dpo only",
+            ));
+        }
+        if self.trainer != Trainer::Grpo && (self.prompt > 0 || self.kl) {
+            return Err(ScenarioError::invalid(
+                if self.kl { "kl" } else { "prompt" },
+                "applies to trainer=grpo only",
+            ));
+        }
+        if self.prompt >= self.seq && self.prompt > 0 {
+            return Err(ScenarioError::invalid(
+                "prompt",
+                "must be shorter than seq (prompt + completion)",
             ));
         }
         if self.method != Method::Full {

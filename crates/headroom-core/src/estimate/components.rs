@@ -652,7 +652,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
 /// (`crate::loss`).
 fn loss_formulas(scen: &crate::scenario::Scenario) -> (&'static str, &'static str) {
     use crate::scenario::{LossImpl, Trainer};
-    if scen.trainer == Trainer::Dpo {
+    if scen.trainer != Trainer::Sft {
         return (
             "TRL's tiled LM head, or the reference forward",
             "tile + fp32 gradients",

@@ -71,6 +71,15 @@ pub(super) fn run(s: &Step) -> (Timeline, Forward, Loss) {
         "step start: weights, optimizer states, inputs",
         base(s),
     );
+    if s.generation.kv_cache > 0 {
+        tl.push(
+            Phase::Forward,
+            "GRPO generation: the completions' KV cache, prefill or reference pass",
+            base(s)
+                .with(KvCache, s.generation.kv_cache)
+                .with(ForwardTemporaries, s.generation.working),
+        );
+    }
     let micro_batch_start = tl.points.len();
     let fwd = forward(s, &mut tl);
     let loss = loss(s, &fwd, &mut tl);
@@ -170,11 +179,13 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
         .with(GatheredParams, gather)
         .with(GradientsInFlight, last_hidden)
         .with(ForwardTemporaries, s.tmp.ckpt_mask);
-    let dpo = s.scen.trainer == crate::scenario::Trainer::Dpo;
+    use crate::scenario::Trainer;
     tl.push(
         Phase::Loss,
-        if dpo {
+        if s.scen.reference_forward() {
             "TRL's log-probability head, then the reference forward"
+        } else if s.scen.trainer != Trainer::Sft {
+            "TRL's log-probability head"
         } else {
             "logits and loss (fp32 upcast, log_softmax)"
         },
@@ -216,7 +227,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         .with(ForwardTemporaries, s.tmp.ckpt_mask);
     tl.push(
         Phase::Backward,
-        if s.scen.trainer == crate::scenario::Trainer::Dpo {
+        if s.scen.trainer != crate::scenario::Trainer::Sft {
             "log-probability head backward (fp32 gradients)"
         } else {
             "loss backward (fp32 logit gradients)"

@@ -71,6 +71,10 @@ pub(super) struct Step<'a> {
     /// context-parallel ring's chunks in flight in attention's backward (0 without cp).
     pub backward_extra: u64,
     pub kv: KvCache,
+    /// GRPO's generation phase before the training forward: the KV cache its completions fill
+    /// and the largest no-grad working set (the prompts' prefill, or the reference's
+    /// log-probability pass); both 0 for other objectives.
+    pub generation: Generation,
 }
 
 /// Unsaved tensors that set peaks inside the phases.
@@ -193,20 +197,22 @@ impl<'a> Step<'a> {
         // holds its working set (the residual and normed inputs, and a gated MLP's gate, up
         // and product at once) and then its head.
         let mut lm = lm;
+        // One layer's no-grad working set per token: the residual and normed inputs, and a
+        // gated MLP's gate, up and product at once.
+        let no_grad_layer = spec.hidden * (stream.bytes() + compute.bytes())
+            + spec.intermediate / tp
+                * compute.bytes()
+                * if spec.mlp == crate::model::MlpKind::Gated {
+                    3
+                } else {
+                    2
+                };
         if scen.reference_forward() {
-            let i = spec.intermediate / tp;
-            let layer = t * spec.hidden * (stream.bytes() + compute.bytes())
-                + t * i
-                    * compute.bytes()
-                    * if spec.mlp == crate::model::MlpKind::Gated {
-                        3
-                    } else {
-                        2
-                    };
             lm.forward_peak = lm
                 .forward_peak
-                .max(lm.retained + (layer + tmp.layer_forward).max(lm.reference_head));
+                .max(lm.retained + (t * no_grad_layer + tmp.layer_forward).max(lm.reference_head));
         }
+        let generation = Generation::of(spec, scen, compute, no_grad_layer);
         let bwd = LayerBackward::new(spec, scen, &sh, &dense, st.autocast_cache_per_layer);
         // transformers' decoder models return a KV cache in training too (`use_cache` defaults
         // to True; `DynamicLayer.update` keeps the key/value tensors themselves). It lives as
@@ -244,6 +250,7 @@ impl<'a> Step<'a> {
             tmp,
             bwd,
             kv,
+            generation,
         }
     }
 
@@ -506,6 +513,49 @@ impl Temporaries {
             layer_forward,
             layer_backward: mlp_bwd.max(attn_bwd) + residual_grad,
             residual_grad,
+        }
+    }
+}
+
+/// GRPO's generation phase (TRL 1.16 with transformers' `generate`, no vLLM): the completions
+/// of `micro_batch x grad_accum` prompts at once (`generation_batch_size` is the per-device
+/// batch times `steps_per_generation`, which defaults to the accumulation steps), each filling a
+/// KV cache of `seq` tokens; before it the prompts' prefill, and after it, with a KL term, the
+/// reference model's no-grad log-probability pass over prompt and completion, one layer's
+/// working set at a time. Decoding's own working set (one token per sequence) is small.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Generation {
+    pub kv_cache: u64,
+    pub working: u64,
+}
+
+impl Generation {
+    fn of(spec: &ModelSpec, scen: &Scenario, compute: DType, no_grad_layer: u64) -> Generation {
+        if scen.trainer != crate::scenario::Trainer::Grpo {
+            return Generation::default();
+        }
+        let sequences = u64::from(scen.micro_batch) * u64::from(scen.grad_accum);
+        let seq = u64::from(scen.seq);
+        let kv_per_token = spec.layers * 2 * spec.kv_dim() * compute.bytes();
+        // The fit search varies `seq` under a fixed prompt: the prompt is cut to it.
+        let prompt = if scen.prompt > 0 {
+            u64::from(scen.prompt).min(seq)
+        } else {
+            seq
+        };
+        let scored = if scen.prompt > 0 { seq - prompt } else { seq };
+        // The next-token logits generate keeps in fp32 for each sequence.
+        let logits = sequences * spec.vocab * 4;
+        let prefill = sequences * prompt * no_grad_layer + logits;
+        let reference = if scen.kl {
+            sequences * seq * no_grad_layer
+                + sequences * scored * spec.lm_head_width() * compute.bytes()
+        } else {
+            0
+        };
+        Generation {
+            kv_cache: sequences * seq * kv_per_token,
+            working: prefill.max(reference),
         }
     }
 }

@@ -48,7 +48,10 @@ use crate::scenario::{Checkpointing, Scenario};
 pub(crate) use cx::Prepared;
 pub use elementwise::{COMPILED_SHARE_OF_EAGER, EAGER_BANDWIDTH_SHARE, FUSED_BANDWIDTH_SHARE};
 pub use flops::{TokenFlops, token_flops};
-pub use launch::{BACKWARD_KERNELS_PER_FORWARD, HOST_SECONDS_PER_KERNEL, StepKernels};
+pub use launch::{
+    BACKWARD_KERNELS_PER_FORWARD, GENERATE_HOST_SECONDS_PER_KERNEL, HOST_SECONDS_PER_KERNEL,
+    StepKernels,
+};
 pub use rates::{DEFAULT_GEMM_CEILING, DEFAULT_GEMM_HALF_N, Rates};
 
 /// The share of a step the GPU spends running the kernels the time model counts (matmuls at
@@ -303,5 +306,6 @@ fn terms_of(cx: cx::Cx, text: bool) -> StepTime {
     transfer::terms(&cx, &mut terms);
     comm::terms(&cx, &busy, &mut terms);
     launch::terms(&cx, &mut terms);
+    launch::generation(&cx, &mut terms);
     summary::summary(&cx, terms.list)
 }
