@@ -351,21 +351,21 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "trainer",
                 label: "Objective",
-                help: "As TRL runs them. DPO: each sample a chosen and a rejected sequence, and a reference model (a frozen copy, or the base with LoRA's adapters off). GRPO: transformers' generate fills a KV cache, then the completions train. TRL's optimizer is fused AdamW unless set.",
+                help: "As TRL runs them (its default optimizer: fused AdamW). DPO: chosen and rejected sequences, a reference model. GRPO: generate, then train on the completions.",
                 control: Control::Select(trainer_options),
                 shown: always,
             },
             Field {
                 key: "ref_precompute",
                 label: "precompute_ref_log_probs",
-                help: "The reference's log-probabilities computed before training: no reference model or forward in the step.",
+                help: "No reference model or forward in the step.",
                 control: Control::Check,
                 shown: is_dpo,
             },
             Field {
                 key: "prompt",
                 label: "Prompt tokens",
-                help: "GRPO: the micro-batch is completions and the sequence is prompt + completion; the loss scores the completion.",
+                help: "GRPO: micro-batch = completions, sequence = prompt + completion.",
                 control: Control::Number {
                     min: 0.0,
                     max: 1_048_576.0,
@@ -376,7 +376,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "kl",
                 label: "KL term (beta > 0)",
-                help: "GRPO: a reference model scores the completions after generation (TRL's default beta is 0).",
+                help: "A reference model (TRL's default beta is 0).",
                 control: Control::Check,
                 shown: is_grpo,
             },
