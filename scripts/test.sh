@@ -22,8 +22,8 @@ cargo clippy -p headroom-site --target wasm32-unknown-unknown --all-targets --lo
 step "cargo test (all crates but the browser tests, which need the site's build)"
 cargo test --workspace --exclude headroom-e2e --locked
 
-step "headroom-core without its default features (toml, provenance), as the site builds it"
-cargo test -p headroom-core --no-default-features --locked --lib --tests
+step "headroom-core without its default features (toml, provenance, claims and time text), as the site builds it, with the preset configs the site fetches"
+cargo test -p headroom-core --no-default-features --features embedded-configs --locked --lib --tests
 
 step "headroom-core builds for wasm32-unknown-unknown"
 cargo build -p headroom-core --target wasm32-unknown-unknown --locked
@@ -47,7 +47,7 @@ trunk build --release --offline
 trunk build --release --offline --public-url /headroom/ --dist target/dist-sub
 
 step "site: component tests in headless Chromium (wasm-bindgen-test)"
-(cd site && cargo test --target wasm32-unknown-unknown --locked)
+(cd site && cargo test --target wasm32-unknown-unknown --features test-configs --locked)
 
 step "site: end-to-end tests in headless Chromium (WebDriver) against the release build"
 cargo build -p headroom-cli --locked

@@ -69,3 +69,13 @@ src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 files = {p.stem: tomllib.loads(p.read_text()) for p in sorted(src.glob("*.toml"))}
 dest.write_text(json.dumps(files, separators=(",", ":")))
 PY
+
+# The presets' config.json files, also left out of the first download: one JSON object (file
+# stem -> the config) that the app fetches and installs into headroom-core before its first page
+# (crates/headroom-core's `install_model_configs`; the CLI embeds the same files).
+python3 - "$content/models" "$stage/content/models.json" <<'PY'
+import json, pathlib, sys
+src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+files = {p.stem: json.loads(p.read_text()) for p in sorted(src.glob("*.json"))}
+dest.write_text(json.dumps(files, separators=(",", ":")))
+PY

@@ -130,6 +130,33 @@ fn Routed() -> Html {
     switch(Route::current())
 }
 
+/// The presets' configs, which the app's download leaves out: fetched from
+/// `content/models.json` (site/pages.sh) and installed into the core before the first page, so
+/// every page computes from them. `None` while they load, then whether they could be read.
+#[hook]
+fn use_model_configs() -> Option<Result<(), String>> {
+    use headroom_core::catalog::{install_model_configs, model_configs_ready};
+    let state = use_state(|| model_configs_ready().then_some(Ok(())));
+    {
+        let state = state.clone();
+        use_effect_with((), move |_| {
+            if state.is_none() {
+                wasm_bindgen_futures::spawn_local(async move {
+                    let url = format!("{}/content/models.json", dom::base_path());
+                    let read = match dom::fetch_text(&url).await {
+                        Ok(text) => install_model_configs(&text).map_err(|e| {
+                            format!("The models' configurations could not be read ({e}). Reload the page to try again.")
+                        }),
+                        Err(()) => Err("The models' configurations could not be loaded (offline?). Reload the page to try again.".to_string()),
+                    };
+                    state.set(Some(read));
+                });
+            }
+        });
+    }
+    (*state).clone()
+}
+
 #[component]
 pub fn App() -> Html {
     use_effect_with((), |_| dom::register_service_worker());
@@ -149,9 +176,17 @@ pub fn App() -> Html {
         user: (*user).clone(),
         set: Callback::from(move |u: Option<std::rc::Rc<UserCalibration>>| user.set(u)),
     };
-    html! {
-        <ContextProvider<CalibrationContext> context={calibration}>
-            <Routed key={(*location).clone()}/>
-        </ContextProvider<CalibrationContext>>
+    match use_model_configs() {
+        Some(Ok(())) => html! {
+            <ContextProvider<CalibrationContext> context={calibration}>
+                <Routed key={(*location).clone()}/>
+            </ContextProvider<CalibrationContext>>
+        },
+        Some(Err(e)) => html! {
+            <main class="page narrow" id="main" data-ready="true"><div class="notice error">{ e }</div></main>
+        },
+        None => html! {
+            <main class="page narrow" id="main" data-ready="false"><p class="help">{ "Loading…" }</p></main>
+        },
     }
 }

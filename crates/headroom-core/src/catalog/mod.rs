@@ -40,4 +40,4 @@ pub(crate) fn parse_content<T: DeserializeOwned>(
 }
 
 pub use gpus::{Gpu, GpuCatalog, Tflops};
-pub use models::{Preset, PresetCatalog};
+pub use models::{Preset, PresetCatalog, install_model_configs, model_configs_ready};

@@ -20,6 +20,39 @@ pub const SIZED_FROM: [&str; 10] = [
     "llama-3.1-405b",
 ];
 
+/// The catalog with the configs installed at run time (the site's fetched `content/models.json`).
+static INSTALLED: std::sync::OnceLock<PresetCatalog> = std::sync::OnceLock::new();
+
+/// Whether the presets' configs are in: embedded, or installed.
+pub fn model_configs_ready() -> bool {
+    !super::embedded::MODEL_CONFIGS.is_empty() || INSTALLED.get().is_some()
+}
+
+/// Installs the presets' configs from a JSON object of file stem to `config.json` object (what
+/// site/pages.sh writes as `content/models.json`), checking that every preset then parses.
+/// A build with the configs embedded keeps its own; a second install is ignored.
+pub fn install_model_configs(json: &str) -> Result<(), ContentError> {
+    let bad = |message: String| ContentError::Parse {
+        file: "content/models.json".into(),
+        message,
+    };
+    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+    let map = value
+        .as_object()
+        .ok_or_else(|| bad("not a JSON object of file names to configs".into()))?;
+    let configs: Vec<(String, String)> = map
+        .iter()
+        .map(|(stem, config)| (stem.clone(), config.to_string()))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = configs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let catalog = PresetCatalog::parse(super::embedded::PRESETS_JSON, &borrowed)?;
+    let _ = INSTALLED.set(catalog);
+    Ok(())
+}
+
 /// One preset: a real `config.json` and where it comes from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preset {
@@ -98,9 +131,17 @@ impl PresetCatalog {
         Ok(PresetCatalog { presets })
     }
 
-    /// The presets compiled into the core.
+    /// The presets compiled into the core, with their configs: embedded (the
+    /// `embedded-configs` feature) or installed by [`install_model_configs`]. Empty until
+    /// then: a build without the configs must install them before its first estimate.
     pub fn builtin() -> &'static PresetCatalog {
         static CATALOG: std::sync::OnceLock<PresetCatalog> = std::sync::OnceLock::new();
+        static EMPTY: PresetCatalog = PresetCatalog {
+            presets: Vec::new(),
+        };
+        if super::embedded::MODEL_CONFIGS.is_empty() {
+            return INSTALLED.get().unwrap_or(&EMPTY);
+        }
         CATALOG.get_or_init(|| {
             PresetCatalog::parse(
                 super::embedded::PRESETS_JSON,
