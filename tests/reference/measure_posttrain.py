@@ -54,6 +54,12 @@ RUNS = {
     # GRPO with transformers' generate (no vLLM), beta 0 (TRL's default: no reference model), every
     # completion generated to its full length (min_new_tokens).
     "grpo-qwen0.5b-full-bf16": ("grpo", "qwen2.5-0.5b", "bf16", "full", 16, 128, 256, {"num_generations": 8}),
+    # Third call (held out from the GRPO model's fit): LoRA with checkpointing on Llama 3.2 1B,
+    # and fp32 weights under autocast with two micro-batches per optimizer step (TRL generates
+    # both micro-batches' completions at once: steps_per_generation = accumulation).
+    "grpo-llama1b-lora-ckpt": ("grpo", "llama-3.2-1b", "bf16", "lora", 16, 256, 512, {"num_generations": 8, "ckpt": True}),
+    "grpo-qwen0.5b-amp-accum2": ("grpo", "qwen2.5-0.5b", "amp-bf16", "full", 8, 128, 256,
+                                 {"num_generations": 8, "accum": 2}),
     # beta > 0 keeps a reference model and its log-prob pass: TRL loads it from the policy's path,
     # so the policy is saved first (its random weights) and its config points there.
     "grpo-qwen0.5b-full-bf16-beta": ("grpo", "qwen2.5-0.5b", "bf16", "full", 16, 128, 256,
@@ -245,9 +251,10 @@ def callback(rec):
     return PhaseCallback()
 
 
-def common_args(prec, steps, batch, out_dir, ckpt):
+def common_args(prec, steps, batch, out_dir, ckpt, accum=1):
     cuda = _cuda()
     return dict(output_dir=out_dir, per_device_train_batch_size=batch, max_steps=steps, learning_rate=1e-6,
+                gradient_accumulation_steps=accum,
                 bf16=prec.startswith("amp") and cuda, logging_steps=1000, save_strategy="no", report_to=[],
                 gradient_checkpointing=ckpt, use_cpu=not cuda, dataloader_num_workers=0, seed=0,
                 disable_tqdm=True)
@@ -310,12 +317,13 @@ def run_grpo(name, preset, prec, method, batch, prompt, completion, opts, steps,
         model.config._name_or_path = path
     gen = torch.Generator().manual_seed(1)
     n = opts["num_generations"]
+    accum = opts.get("accum", 1)
     rows = [{"prompt": " ".join(f"<{i}>" for i in torch.randint(3, cfg.vocab_size, (prompt,), generator=gen).tolist())}
-            for _ in range(batch // n * steps)]
+            for _ in range(batch // n * steps * accum)]
     from datasets import Dataset
 
     dataset = Dataset.from_list(rows)
-    args = GRPOConfig(**common_args(prec, steps, batch, out_dir, opts.get("ckpt", False)),
+    args = GRPOConfig(**common_args(prec, steps, batch, out_dir, opts.get("ckpt", False), accum),
                       num_generations=n, max_completion_length=completion, beta=opts.get("beta", 0.0),
                       generation_kwargs={"min_new_tokens": completion}, shuffle_dataset=False)
     GRPOTrainer._prepare_dataset = lambda self, dataset, *a, **k: dataset
@@ -325,8 +333,17 @@ def run_grpo(name, preset, prec, method, batch, prompt, completion, opts, steps,
 
     rec = Recorder(device == "cuda")
     ref_kw = {}
+    peft_config = None
+    if method == "lora":
+        import peft
+
+        from measure_peft import TARGETS
+
+        peft_config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS["all"],
+                                      task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                          processing_class=word_tokenizer(cfg.vocab_size), callbacks=[callback(rec)], **ref_kw)
+                          processing_class=word_tokenizer(cfg.vocab_size), callbacks=[callback(rec)],
+                          peft_config=peft_config, **ref_kw)
     inner = trainer._generate_and_score_completions
 
     def generate_and_score(*a, **k):

@@ -8,10 +8,11 @@ adamw-fused`. The first call's four DPO rows were compared while the model was b
 second call's three were measured after it and are held out.
 
 DPO: the allocated peak within 1%, two rows a known gap (strict). GRPO (16 completions of
-128 + 256 tokens, with and without a KL term's reference model): the generation phase's peak
-within 1% and the step's within 2% (the training peak is 1.2% under: 0.16 GB not found), and
-the step time within 15% (the host's cost per decoding kernel was fitted on the first row; the
-second is held out). Reserved and device are in report.md for every row (the allocator's slack
+128 + 256 tokens, with and without a KL term's reference model; then, held out, LoRA with
+checkpointing and fp32 weights under autocast with two micro-batches per step): the generation
+phase's peak within 1%, the step's within 2% (the training peak is 1.2% under: 0.16 GB not
+found) and the step time within 15% (the host's cost per decoding kernel was fitted on the
+first row), the held-out rows' misses strict known gaps. Reserved and device are in report.md for every row (the allocator's slack
 is issue 30's).
 """
 import json
@@ -23,7 +24,8 @@ import pytest
 from test_saved_bytes import BIN
 
 HERE = pathlib.Path(__file__).parent
-FILES = ["gpu/h200/posttrain/posttrain.json", "gpu/h200/posttrain/posttrain2.json"]
+FILES = ["gpu/h200/posttrain/posttrain.json", "gpu/h200/posttrain/posttrain2.json",
+         "gpu/h200/posttrain/posttrain3.json"]
 LEVELS = ("allocated", "reserved", "device")
 
 # Known gaps at the allocated level, strict: they fail when they start agreeing.
@@ -58,12 +60,12 @@ def estimate(r):
         args += ["--rank", "16", "--targets", "all"]
     if kind == "grpo":
         # measure_posttrain's GRPO batch is the completions per device, num_generations of each prompt.
-        args += ["--prompt", str(p)] + (["--kl"] if opts.get("beta") else [])
+        args += ["--prompt", str(p), "--accum", str(opts.get("accum", 1))] + (["--kl"] if opts.get("beta") else [])
     return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
 
 
 def test_every_run_trained_and_the_files_are_trl_116():
-    assert len(DPO) == 7 and len(GRPO) == 2
+    assert len(DPO) == 7 and len(GRPO) == 4
     for f in FILES:
         env = json.loads((HERE / f).read_text())["environment"]
         assert env["trl"] == "1.16.0" and env["gpu"] == "NVIDIA H200"
@@ -91,16 +93,43 @@ def _last(r, phase):
     return next(p for p in reversed(r["phases"]) if p["phase"] == phase)
 
 
-@pytest.mark.parametrize("row", GRPO, ids=[r["name"] for r in GRPO])
-def test_grpo_phases_and_step_time(row):
+# Known gaps of the two GRPO rows measured after the model was built, strict.
+GRPO_GAPS = {
+    ("grpo-llama1b-lora-ckpt", "allocated"): "-3.8%: LoRA with checkpointing, 0.23 GB under in the last layer's "
+                                             "backward (the DPO row of LoRA with checkpointing is 4.5% under: not found)",
+    ("grpo-llama1b-lora-ckpt", "time"): "-33%: peft's Python around each adapted Linear makes a decoding kernel cost the "
+                                        "host more than the plain model's (training shows it too: 37 against 27 us)",
+    ("grpo-qwen0.5b-amp-accum2", "allocated"): "+2.8%: fp32 weights under autocast, two micro-batches: 0.4 GB over in the "
+                                               "second micro-batch's head backward (not found)",
+    ("grpo-qwen0.5b-amp-accum2", "time"): "-24%: autocast's dispatch makes a decoding kernel cost the host more",
+    ("grpo-qwen0.5b-amp-accum2", "generation"): "-1.0%: 71 MB under in generation (sampling's fp32 temporaries over "
+                                                "the vocabulary are not counted; 22 MB under on the bf16 row)",
+}
+
+
+def _grpo_params(what):
+    return [pytest.param(r, id=r["name"], marks=[pytest.mark.xfail(strict=True, reason=GRPO_GAPS[(r["name"], what)])]
+                         if (r["name"], what) in GRPO_GAPS else []) for r in GRPO]
+
+
+@pytest.mark.parametrize("row", _grpo_params("generation"))
+def test_grpo_generation_phase_within_1_percent(row):
     e = estimate(row)
     GRPO_REPORT.append((row, e))
     generation = next(t for t in e["timeline"] if t["label"].startswith("GRPO generation"))
     want = _last(row, "generation+scoring")["max_allocated"]
     assert abs(generation["allocated"] - want) <= 0.01 * want, (generation["allocated"], want)
-    got, want = e["bytes"]["peak_allocated"], row["peak_allocated"]
+
+
+@pytest.mark.parametrize("row", _grpo_params("allocated"))
+def test_grpo_allocated_peak_within_2_percent(row):
+    got, want = estimate(row)["bytes"]["peak_allocated"], row["peak_allocated"]
     assert abs(got - want) <= 0.02 * want, f"core {got}, H200 {want} ({100 * (got - want) / want:+.2f}%)"
-    t, m = e["speed"]["step_seconds"], row["median_step_seconds"]
+
+
+@pytest.mark.parametrize("row", _grpo_params("time"))
+def test_grpo_step_time_within_15_percent(row):
+    t, m = estimate(row)["speed"]["step_seconds"], row["median_step_seconds"]
     assert abs(t - m) <= 0.15 * m, (t, m)
 
 

@@ -212,7 +212,15 @@ impl<'a> Step<'a> {
                 .forward_peak
                 .max(lm.retained + (t * no_grad_layer + tmp.layer_forward).max(lm.reference_head));
         }
-        let generation = Generation::of(spec, scen, compute, no_grad_layer);
+        // Autocast's cache of the trainable weights' 16-bit casts, which `generate` fills too:
+        // it runs under autocast, and the cache keeps the cast of any leaf that requires a
+        // gradient, no_grad or not.
+        let autocast_cache = if scen.precision.is_autocast() {
+            st.autocast_cache_per_layer * st.layers_local + st.autocast_cache_outside
+        } else {
+            0
+        };
+        let generation = Generation::of(spec, scen, compute, (no_grad_layer, autocast_cache));
         let bwd = LayerBackward::new(spec, scen, &sh, &dense, st.autocast_cache_per_layer);
         // transformers' decoder models return a KV cache in training too (`use_cache` defaults
         // to True; `DynamicLayer.update` keeps the key/value tensors themselves). It lives as
@@ -522,7 +530,9 @@ impl Temporaries {
 /// batch times `steps_per_generation`, which defaults to the accumulation steps), each filling a
 /// KV cache of `seq` tokens; before it the prompts' prefill, and after it, with a KL term, the
 /// reference model's no-grad log-probability pass over prompt and completion, one layer's
-/// working set at a time. Decoding's own working set (one token per sequence) is small.
+/// working set at a time; under autocast, the 16-bit casts of the trainable weights, which
+/// autocast's cache keeps through the generation. Decoding's own working set (one token per
+/// sequence) is small.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Generation {
     pub kv_cache: u64,
@@ -530,7 +540,12 @@ pub(super) struct Generation {
 }
 
 impl Generation {
-    fn of(spec: &ModelSpec, scen: &Scenario, compute: DType, no_grad_layer: u64) -> Generation {
+    fn of(
+        spec: &ModelSpec,
+        scen: &Scenario,
+        compute: DType,
+        (no_grad_layer, autocast_cache): (u64, u64),
+    ) -> Generation {
         if scen.trainer != crate::scenario::Trainer::Grpo {
             return Generation::default();
         }
@@ -555,7 +570,7 @@ impl Generation {
         };
         Generation {
             kv_cache: sequences * seq * kv_per_token,
-            working: prefill.max(reference),
+            working: prefill.max(reference) + autocast_cache,
         }
     }
 }
