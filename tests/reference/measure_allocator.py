@@ -310,47 +310,36 @@ def host_phases(sc, repeats=5):
 
 
 def part_host_phases(deadline):
-    import gc
-
-    import torch
-
-    rows = []
-    for sc, _ in LAUNCH + LAUNCH_MID:
-        if deadline - time.time() < 10:
-            rows.append({"scenario": sc, "status": "skipped"})
-            continue
-        t0 = time.time()
-        try:
-            row = host_phases(sc)
-        except Exception as e:  # noqa: BLE001
-            row = {"scenario": sc, "status": "error", "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        gc.collect()
-        torch.cuda.empty_cache()
-        row["wall_seconds"] = round(time.time() - t0, 1)
-        measure_gpu.log(f"  host {sc[:7]}: {row.get('status')} {row.get('phase_seconds')} {row.get('phase_kernels')}")
-        rows.append(row)
-    return rows
+    return _each_run(deadline, [(sc, False) for sc, _ in LAUNCH + LAUNCH_MID], lambda sc, _prof: host_phases(sc),
+                     lambda row: f"{row.get('phase_seconds')} {row.get('phase_kernels')}", margin=10)
 
 
 def part_timing(deadline, runs=TIMING):
+    return _each_run(deadline, runs, lambda sc, prof: profile_step(sc) if prof else measure_gpu.run_preset(sc),
+                     lambda row: f"t={row.get('median_step_seconds')} ({row['wall_seconds']} s)")
+
+
+def _each_run(deadline, runs, measure, summary, margin=15):
+    """`measure(scenario, profile?)` for each run while `margin` seconds are left, an error
+    recorded and the next run going on; what a run leaves freed before the next."""
     import gc
 
     import torch
 
     rows = []
     for sc, prof in runs:
-        if deadline - time.time() < 15:
+        if deadline - time.time() < margin:
             rows.append({"scenario": sc, "status": "skipped"})
             continue
         t0 = time.time()
         try:
-            row = profile_step(sc) if prof else measure_gpu.run_preset(sc)
+            row = measure(sc, prof)
         except Exception as e:  # noqa: BLE001
             row = {"scenario": sc, "status": "error", "error": f"{type(e).__name__}: {str(e)[:300]}"}
         gc.collect()
         torch.cuda.empty_cache()
         row["wall_seconds"] = round(time.time() - t0, 1)
-        measure_gpu.log(f"  timing {sc[:7]}: {row.get('status')} t={row.get('median_step_seconds')} ({row['wall_seconds']} s)")
+        measure_gpu.log(f"  {sc[:7]}: {row.get('status')} {summary(row)}")
         rows.append(row)
     return rows
 
