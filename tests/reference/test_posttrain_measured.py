@@ -72,12 +72,13 @@ def test_every_run_trained_and_the_files_are_trl_116():
     assert all(r["status"] == "ok" for r in ROWS)
 
 
-def _params():
-    return [pytest.param(r, id=r["name"], marks=[pytest.mark.xfail(strict=True, reason=GAPS[r["name"]])]
-                         if r["name"] in GAPS else []) for r in DPO]
+def _with_gaps(rows, gaps, key):
+    """The rows as test parameters, a strict xfail on each whose `key(row)` names a gap."""
+    return [pytest.param(r, id=r["name"], marks=[pytest.mark.xfail(strict=True, reason=gaps[key(r)])]
+                         if key(r) in gaps else []) for r in rows]
 
 
-@pytest.mark.parametrize("row", _params())
+@pytest.mark.parametrize("row", _with_gaps(DPO, GAPS, lambda r: r["name"]))
 def test_dpo_allocated_peak_within_1_percent(row):
     e = estimate(row)
     REPORT.append((row, e))
@@ -108,8 +109,7 @@ GRPO_GAPS = {
 
 
 def _grpo_params(what):
-    return [pytest.param(r, id=r["name"], marks=[pytest.mark.xfail(strict=True, reason=GRPO_GAPS[(r["name"], what)])]
-                         if (r["name"], what) in GRPO_GAPS else []) for r in GRPO]
+    return _with_gaps(GRPO, GRPO_GAPS, lambda r: (r["name"], what))
 
 
 @pytest.mark.parametrize("row", _grpo_params("generation"))

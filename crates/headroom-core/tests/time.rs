@@ -1000,17 +1000,26 @@ fn zero_stages_rank_as_their_traffic_and_overlap_say() {
 /// run's link, its measured step seconds and its profile (kernel time and count by class, the
 /// top kernels by name).
 fn profiled_h200_runs() -> Vec<(String, f64, serde_json::Value)> {
-    let doc = measured_on_gpu("h200/edge/timing.json");
-    let mut out = Vec::new();
-    for run in doc["timing"].as_array().expect("runs") {
-        if run["profile"].is_null() {
-            continue;
-        }
-        let link = measured_link(&run["scenario"], "h200-sxm-141gb");
-        let step = run["median_step_seconds"].as_f64().expect("step seconds");
-        out.push((link, step, run["profile"].clone()));
-    }
-    out
+    runs_of("h200/edge/timing.json", "timing")
+        .into_iter()
+        .filter(|(_, _, profile)| !profile.is_null())
+        .collect()
+}
+
+/// Each run of a committed H200 file's `key` list: its link, median step seconds and profile
+/// (null where it was not profiled).
+fn runs_of(file: &str, key: &str) -> Vec<(String, f64, serde_json::Value)> {
+    let doc = measured_on_gpu(file);
+    doc[key]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| {
+            let link = measured_link(&run["scenario"], "h200-sxm-141gb");
+            let step = run["median_step_seconds"].as_f64().expect("step seconds");
+            (link, step, run["profile"].clone())
+        })
+        .collect()
 }
 
 /// The two measured constants under the default time model, recomputed from the H200's
@@ -1121,12 +1130,7 @@ fn cudnn_attention_runs_at_the_rate_the_h200_profiled() {
 /// tokens): its link, median step seconds and profile.
 fn all_profiled_h200_runs() -> Vec<(String, f64, serde_json::Value)> {
     let mut out = profiled_h200_runs();
-    let doc = measured_on_gpu("h200/posttrain/launch.json");
-    for run in doc["launch"].as_array().expect("runs") {
-        let link = measured_link(&run["scenario"], "h200-sxm-141gb");
-        let step = run["median_step_seconds"].as_f64().expect("step seconds");
-        out.push((link, step, run["profile"].clone()));
-    }
+    out.extend(runs_of("h200/posttrain/launch.json", "launch"));
     out
 }
 

@@ -40,15 +40,10 @@ pub fn install_model_configs(json: &str) -> Result<(), ContentError> {
     let map = value
         .as_object()
         .ok_or_else(|| bad("not a JSON object of file names to configs".into()))?;
-    let configs: Vec<(String, String)> = map
-        .iter()
-        .map(|(stem, config)| (stem.clone(), config.to_string()))
-        .collect();
-    let borrowed: Vec<(&str, &str)> = configs
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let catalog = PresetCatalog::parse(super::embedded::PRESETS_JSON, &borrowed)?;
+    // Each config is read from the parsed object itself (not written out and parsed again).
+    let catalog = PresetCatalog::parse_with(super::embedded::PRESETS_JSON, |stem| {
+        map.get(stem).map(crate::model::from_config_value)
+    })?;
     let _ = INSTALLED.set(catalog);
     Ok(())
 }
@@ -94,6 +89,20 @@ impl PresetCatalog {
     /// Parses the index (TOML or JSON) and the configs it names (`configs` holds (id, config.json
     /// text)).
     pub fn parse(index: &str, configs: &[(&str, &str)]) -> Result<Self, ContentError> {
+        Self::parse_with(index, |stem| {
+            configs
+                .iter()
+                .find(|(id, _)| *id == stem)
+                .map(|(_, text)| parse_config_json(text))
+        })
+    }
+
+    /// [`PresetCatalog::parse`] with each preset's config parsed by `config(stem)` (`None`:
+    /// no such file).
+    fn parse_with(
+        index: &str,
+        config: impl Fn(&str) -> Option<Result<ModelSpec, crate::ConfigError>>,
+    ) -> Result<Self, ContentError> {
         let index: Index = super::parse_content("models/presets.toml", index)?;
         let mut presets = Vec::new();
         for e in index.preset {
@@ -106,19 +115,16 @@ impl PresetCatalog {
                 });
             }
             let file = format!("models/{}.json", e.id);
-            let text = configs
-                .iter()
-                .find(|(id, _)| *id == e.id)
-                .map(|(_, t)| *t)
+            let spec = config(&e.id)
                 .ok_or_else(|| ContentError::Field {
                     file: "models/presets.toml".into(),
                     field: "id".into(),
                     message: format!("`{}` has no {file}", e.id),
+                })?
+                .map_err(|err| ContentError::Parse {
+                    file: file.clone(),
+                    message: err.to_string(),
                 })?;
-            let spec = parse_config_json(text).map_err(|err| ContentError::Parse {
-                file: file.clone(),
-                message: err.to_string(),
-            })?;
             presets.push(Preset {
                 id: e.id,
                 name: e.name,

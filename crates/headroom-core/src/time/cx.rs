@@ -203,6 +203,15 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// How many of tensor `t` one token meets per layer, on average over the layers: the
+    /// share of layers holding it, times the copies a token passes through (its top-k
+    /// experts' of an expert's tensor).
+    pub fn used_per_layer(&self, t: &crate::model::ParamTensor) -> f64 {
+        let top_k = self.spec.moe.as_ref().map_or(1, |m| m.top_k);
+        let used = if t.copies > 1 { t.copies.min(top_k) } else { 1 };
+        super::flops::layer_count(&self.inv, t.scope) / self.layers * used as f64
+    }
+
     /// Decoder layers on one pipeline stage.
     pub fn layers_local(&self) -> f64 {
         (self.spec.layers as f64 / self.pp as f64).ceil()

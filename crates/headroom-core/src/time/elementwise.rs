@@ -198,10 +198,7 @@ fn mlp(cx: &Cx, compute: f64, fused: bool, b: &mut LayerBytes) {
         )
     });
     let width = dense * (1.0 - share_sparse) + routed * share_sparse;
-    let python_gelu = matches!(
-        spec.activation.as_str(),
-        "gelu_new" | "gelu_fast" | "quick_gelu" | "gelu_python"
-    );
+    let python_gelu = python_gelu(spec);
     // One activation kernel (silu, gelu, gelu tanh) reads and writes once; transformers'
     // Python GELUs (NewGELUActivation: pow, three multiplies, two adds, tanh) run about ten.
     let (act_f, act_b) = match (fused, python_gelu) {
@@ -219,6 +216,15 @@ fn mlp(cx: &Cx, compute: f64, fused: bool, b: &mut LayerBytes) {
         (act_f + mul_f) * compute * width + routing * share_sparse,
         (act_b + mul_b) * compute * width + 2.0 * routing * share_sparse,
     );
+}
+
+/// Whether the activation is one of transformers' GELUs written in Python (NewGELUActivation
+/// and its kin: about ten kernels where a fused activation is one).
+pub(super) fn python_gelu(spec: &crate::model::ModelSpec) -> bool {
+    matches!(
+        spec.activation.as_str(),
+        "gelu_new" | "gelu_fast" | "quick_gelu" | "gelu_python"
+    )
 }
 
 /// Where one tensor feeds several Linears (q, k and v; gate and up), backward sums their
@@ -294,14 +300,12 @@ fn lora(cx: &Cx, sh: &Shape, stream: f64, compute: f64, fused: bool, b: &mut Lay
     let autocast = sh.precision.is_autocast();
     let adapter = if autocast { compute } else { storage };
     let wide = adapter.max(compute);
-    let top_k = cx.spec.moe.as_ref().map_or(1, |m| m.top_k);
     for t in cx.inv.tensors.iter().filter(|t| t.scope != Scope::Model) {
         if !crate::states::lora_adapts(scen, t) {
             continue;
         }
         // A token passes through its top-k experts' copies only.
-        let used = if t.copies > 1 { t.copies.min(top_k) } else { 1 };
-        let share = super::flops::layer_count(&cx.inv, t.scope) / cx.layers * used as f64;
+        let share = cx.used_per_layer(t);
         let (d_in, d_out) = (t.d_in as f64 / tp, t.d_out as f64 / tp);
         // The attention's and MLP's first Linears read the norm's output (the stream's
         // dtype); the others a 16-bit activation.

@@ -58,13 +58,20 @@ impl StepKernels {
     }
 }
 
-/// Pushes the host's wait: the part of the host's time the GPU's terms do not cover.
+/// Pushes the host's wait (the part of the host's time the GPU's terms do not cover), then
+/// GRPO's generation; both count one layer's kernels, counted once here.
 pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
-    if cx.a.fused_kernels || cx.scen.runtime.cuda_graphs {
-        // Megatron-style fused loops and replayed CUDA graphs launch few kernels per layer.
-        return;
+    let sh = Shape::from_scenario(cx.spec, cx.gpu, cx.scen);
+    let layer = layer_kernels(cx, &sh);
+    // Megatron-style fused loops and replayed CUDA graphs launch few kernels per layer.
+    if !(cx.a.fused_kernels || cx.scen.runtime.cuda_graphs) {
+        host_wait(terms, &step_kernels_of(cx, &sh, &layer));
     }
-    let k = step_kernels(cx);
+    generation(cx, terms, layer.forward);
+}
+
+/// The host's wait for the step's kernels `k`.
+fn host_wait(terms: &mut Terms, k: &StepKernels) {
     let host = k.total() * HOST_SECONDS_PER_KERNEL;
     let gpu: f64 = terms.list.iter().map(|t| t.exposed_seconds).sum();
     let wait = (host - gpu).max(0.0);
@@ -97,15 +104,21 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms) {
 
 /// The step's kernels on one GPU.
 pub(super) fn step_kernels(cx: &Cx) -> StepKernels {
+    let sh = Shape::from_scenario(cx.spec, cx.gpu, cx.scen);
+    step_kernels_of(cx, &sh, &layer_kernels(cx, &sh))
+}
+
+/// The step's kernels from one layer's.
+fn step_kernels_of(cx: &Cx, sh: &Shape, layer: &LayerKernels) -> StepKernels {
     let LayerKernels {
         forward,
         matmul_gradients,
         other,
-    } = layer_kernels(cx);
+    } = *layer;
     let backward = matmul_gradients + BACKWARD_KERNELS_PER_FORWARD * other;
     let recomputed = cx.ck / cx.layers;
     let per_layer = forward * (1.0 + recomputed) + backward;
-    let outside = outside_kernels(cx);
+    let outside = outside_kernels(cx, sh);
     StepKernels {
         layer_forward: forward,
         layer_backward: backward,
@@ -116,6 +129,7 @@ pub(super) fn step_kernels(cx: &Cx) -> StepKernels {
 }
 
 /// One layer's forward kernels, the matmuls its backward runs for them, and its other kernels.
+#[derive(Clone, Copy)]
 struct LayerKernels {
     forward: f64,
     matmul_gradients: f64,
@@ -124,9 +138,8 @@ struct LayerKernels {
 
 /// One layer's kernels, op by op as transformers' Llama-like, GPT-2 and MoE layers and peft's
 /// LoRA Linear run them.
-fn layer_kernels(cx: &Cx) -> LayerKernels {
+fn layer_kernels(cx: &Cx, sh: &Shape) -> LayerKernels {
     let (spec, scen) = (cx.spec, cx.scen);
-    let sh = Shape::from_scenario(spec, cx.gpu, scen);
     let stream = sh.stream().bytes();
     let compute = sh.precision.compute_dtype().bytes();
     let autocast = sh.precision.is_autocast();
@@ -135,28 +148,24 @@ fn layer_kernels(cx: &Cx) -> LayerKernels {
         k += 2.0 * norm_kernels(NormKind::RmsNorm, compute);
     }
     // Each Linear one matmul (an expert layer runs its top-k experts' Linears).
-    let top_k = spec.moe.as_ref().map_or(1, |m| m.top_k);
     let linears: f64 = cx
         .inv
         .linears()
         .filter(|t| t.scope != Scope::Model)
-        .map(|t| {
-            let used = if t.copies > 1 { t.copies.min(top_k) } else { 1 };
-            super::flops::layer_count(&cx.inv, t.scope) / cx.layers * used as f64
-        })
+        .map(|t| cx.used_per_layer(t))
         .sum();
     // Rotary on q and k: x·cos, rotate_half's neg and cat, ·sin and the sum, for each.
     if spec.position_embeddings == 0 && spec.head_dim > 0 {
         k += 10.0;
     }
-    k += attention_kernels(cx, &sh);
+    k += attention_kernels(cx, sh);
     // The attention output made contiguous, the two residual adds.
     k += 3.0;
-    let python_gelu = matches!(
-        spec.activation.as_str(),
-        "gelu_new" | "gelu_fast" | "quick_gelu" | "gelu_python"
-    );
-    k += if python_gelu { 8.0 } else { 1.0 };
+    k += if super::elementwise::python_gelu(spec) {
+        8.0
+    } else {
+        1.0
+    };
     if spec.mlp == MlpKind::Gated {
         k += 1.0;
     }
@@ -189,7 +198,7 @@ fn layer_kernels(cx: &Cx) -> LayerKernels {
         linears
     };
     if scen.method != Method::Full {
-        let (adapters, per_adapter) = lora_kernels(cx, &sh);
+        let (adapters, per_adapter) = lora_kernels(cx, sh);
         // lora_A and lora_B train: two gradients each.
         matmuls += 2.0 * adapters;
         matmul_gradients += 4.0 * adapters;
@@ -233,7 +242,6 @@ fn attention_kernels(cx: &Cx, sh: &Shape) -> f64 {
 /// dtype where it differs.
 fn lora_kernels(cx: &Cx, sh: &Shape) -> (f64, f64) {
     let scen = cx.scen;
-    let top_k = cx.spec.moe.as_ref().map_or(1, |m| m.top_k);
     let storage = scen.lora.adapter_dtype.bytes();
     let casts = if sh.stream().bytes() != storage {
         1.0
@@ -250,10 +258,7 @@ fn lora_kernels(cx: &Cx, sh: &Shape) -> (f64, f64) {
         .tensors
         .iter()
         .filter(|t| t.scope != Scope::Model && crate::states::lora_adapts(scen, t))
-        .map(|t| {
-            let used = if t.copies > 1 { t.copies.min(top_k) } else { 1 };
-            super::flops::layer_count(&cx.inv, t.scope) / cx.layers * used as f64
-        })
+        .map(|t| cx.used_per_layer(t))
         .sum();
     (adapters, 2.0 + casts)
 }
@@ -261,8 +266,7 @@ fn lora_kernels(cx: &Cx, sh: &Shape) -> (f64, f64) {
 /// Outside the layers, forward and backward: the embedding (its backward when it trains), the
 /// rotary tables, the final norm, lm_head's matmuls and the loss (the cast to fp32, the
 /// shifted labels, log-softmax and NLL, and their backward).
-fn outside_kernels(cx: &Cx) -> f64 {
-    let sh = Shape::from_scenario(cx.spec, cx.gpu, cx.scen);
+fn outside_kernels(cx: &Cx, sh: &Shape) -> f64 {
     let norm = norm_kernels(cx.spec.norm, sh.stream().bytes());
     let embedding = if cx.scen.method == Method::Full {
         5.0
@@ -327,7 +331,7 @@ const DECODE_OUTSIDE_KERNELS: f64 = 30.0;
 /// prompts' prefill at the matmul rate, then one decoding step per completion token, each
 /// bound by reading every weight or by the host's launches, whichever is slower; with a KL
 /// term, the reference's no-grad pass over prompt and completion.
-pub(super) fn generation(cx: &Cx, terms: &mut Terms) {
+fn generation(cx: &Cx, terms: &mut Terms, layer_forward: f64) {
     let scen = cx.scen;
     if scen.trainer != crate::scenario::Trainer::Grpo {
         return;
@@ -337,8 +341,7 @@ pub(super) fn generation(cx: &Cx, terms: &mut Terms) {
     let prompt = f64::from(scen.prompt).min(seq);
     let steps = seq - prompt;
     // A decoding step's kernels: each layer's forward and its KV cache's two appends.
-    let LayerKernels { forward, .. } = layer_kernels(cx);
-    let kernels = (forward + 2.0) * cx.layers_local() + DECODE_OUTSIDE_KERNELS;
+    let kernels = (layer_forward + 2.0) * cx.layers_local() + DECODE_OUTSIDE_KERNELS;
     let host = kernels * GENERATE_HOST_SECONDS_PER_KERNEL;
     let read = cx.st.weights as f64 / (cx.hbm * super::elementwise::FUSED_BANDWIDTH_SHARE);
     let per_token = host.max(read);

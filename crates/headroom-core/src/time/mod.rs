@@ -306,6 +306,5 @@ fn terms_of(cx: cx::Cx, text: bool) -> StepTime {
     transfer::terms(&cx, &mut terms);
     comm::terms(&cx, &busy, &mut terms);
     launch::terms(&cx, &mut terms);
-    launch::generation(&cx, &mut terms);
     summary::summary(&cx, terms.list)
 }

@@ -1,5 +1,5 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 476.5 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under 475.8 KB (checked: exits non-zero above it).
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
 //!   search (issue 4) and the planner with its exports (issue 6) share the one app and took
 //!   it to 415.7 KB (2026-11-22), so the limit was raised on purpose, not drifted past.
@@ -56,7 +56,9 @@
 //!   2026-11-27) were paid for by the presets' config.json files: first their keys the parser
 //!   never reads (2.5 KB), then the configs themselves, which the app now fetches as
 //!   `content/models.json` before its first page (3.8 KB): 476,182 B, and the limit came down
-//!   to 476.5 KB;
+//!   to 476.5 KB. Reading the fetched configs from the parsed JSON (not written out and parsed
+//!   again) and counting a layer's kernels once per step took it to 475,517 B, and the limit
+//!   to 475.8 KB;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -73,7 +75,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 476_500;
+const SIZE_BUDGET: u64 = 475_800;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
