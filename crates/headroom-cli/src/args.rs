@@ -124,6 +124,11 @@ pub struct ScenarioArgs {
     /// A named scenario from content/scenarios (e.g. a worked example).
     #[arg(long, value_name = "ID", conflicts_with = "scenario")]
     pub named: Option<String>,
+    /// A training framework's config: axolotl or LLaMA-Factory YAML, TRL / transformers
+    /// training arguments (YAML or JSON), a DeepSpeed JSON, an accelerate config or a
+    /// torchtitan TOML. Its keys apply after --scenario / --named; a link and flags on top.
+    #[arg(long = "import", value_name = "FILE")]
+    pub import: Option<String>,
     /// A share link or its query string (`?v=1&model=...`).
     #[arg(long, value_name = "URL")]
     pub link: Option<String>,

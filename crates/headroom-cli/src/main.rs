@@ -28,24 +28,27 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Estimate { scenario, format } => {
-            let scen = scenario.build()?;
+            let (scen, imported) = scenario.build_with_import()?;
             // The estimate prints what fits, not the strategy table.
             let a = analyze_only(&scen, What::FIT, None)?;
             let fit = a.fit.context("what fits was asked for")?;
             match format {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&render::estimate_json(
-                        &a.estimate,
-                        &fit,
-                        &a.link,
-                        &a.time
-                    ))?
-                ),
-                Format::Table => print!(
-                    "{}",
-                    render::estimate_table(&a.estimate, &fit, &a.link, &scen, &a.time)
-                ),
+                Format::Json => {
+                    let mut json = render::estimate_json(&a.estimate, &fit, &a.link, &a.time);
+                    if let Some(i) = &imported {
+                        json["import"] = serde_json::to_value(i)?;
+                    }
+                    println!("{}", serde_json::to_string_pretty(&json)?)
+                }
+                Format::Table => {
+                    if let Some(i) = &imported {
+                        print!("{}", render::import_table(i));
+                    }
+                    print!(
+                        "{}",
+                        render::estimate_table(&a.estimate, &fit, &a.link, &scen, &a.time)
+                    )
+                }
             }
         }
         Command::Fit { scenario, format } => {
@@ -96,9 +99,24 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 impl ScenarioArgs {
-    /// Defaults, then a scenario file or named scenario, then a link's fields, then flags;
-    /// every value checked by the core.
+    /// As [`Self::build_with_import`]; an import's notes go to stderr in short (the estimate
+    /// prints them in full).
     fn build(&self) -> Result<headroom_core::Scenario> {
+        let (scen, imported) = self.build_with_import()?;
+        if let Some(i) = imported {
+            eprint!("{}", render::import_summary(&i));
+        }
+        Ok(scen)
+    }
+
+    /// Defaults, then a scenario file or named scenario, then an imported config, then a link's
+    /// fields, then flags; every value checked by the core.
+    fn build_with_import(
+        &self,
+    ) -> Result<(
+        headroom_core::Scenario,
+        Option<headroom_core::import::Imported>,
+    )> {
         let mut scen = headroom_core::Scenario::default();
         if let Some(path) = &self.scenario {
             let text = std::fs::read_to_string(path)
@@ -123,6 +141,14 @@ impl ScenarioArgs {
                 ),
             };
         }
+        let imported = match &self.import {
+            Some(path) => {
+                let (s, i) = import_file(scen, path, self.model.is_some())?;
+                scen = s;
+                Some(i)
+            }
+            None => None,
+        };
         // A link's fields apply on top of a named scenario or file, as `/s/<id>?fields` does on
         // the site (alone, on top of the defaults: the link's own scenario).
         if let Some(link) = &self.link {
@@ -143,6 +169,59 @@ impl ScenarioArgs {
                 pairs.push(("model".into(), model.clone()));
             }
         }
-        Ok(codec::decode_pairs(scen, &pairs)?)
+        Ok((codec::decode_pairs(scen, &pairs)?, imported))
     }
+}
+
+/// Applies a framework config to `scen`. Files it names (a DeepSpeed JSON) are read relative
+/// to it; a model that is not a preset is read from its path's config.json, unless `--model`
+/// is given.
+fn import_file(
+    scen: headroom_core::Scenario,
+    path: &str,
+    model_flag: bool,
+) -> Result<(headroom_core::Scenario, headroom_core::import::Imported)> {
+    use std::path::Path;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--import: reading {path}"))?;
+    let dir = Path::new(path).parent().unwrap_or(Path::new("."));
+    let read = |name: &str| {
+        [dir.join(name), Path::new(name).to_path_buf()]
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok())
+            .or_else(|| {
+                // LLaMA-Factory names its DeepSpeed files from the repository root
+                // (examples/deepspeed/ds_z3_config.json): try the file's name beside the config.
+                let file = Path::new(name).file_name()?;
+                std::fs::read_to_string(dir.join(file)).ok()
+            })
+    };
+    let imported = headroom_core::import::import(&text, Some(path), &read)
+        .with_context(|| format!("--import {path}"))?;
+    let mut scen = codec::decode_pairs(scen, &imported.pairs)
+        .with_context(|| format!("--import {path}: the settings it maps to"))?;
+    if imported.preset.is_none()
+        && !model_flag
+        && let Some(model) = &imported.model
+    {
+        let candidates = [
+            Path::new(model).join("config.json"),
+            dir.join(model).join("config.json"),
+            Path::new(model).to_path_buf(),
+        ];
+        let Some(text) = candidates
+            .iter()
+            .filter(|p| p.is_file())
+            .find_map(|p| std::fs::read_to_string(p).ok())
+        else {
+            bail!(
+                "--import {path}: the model `{model}` is not a preset (see `headroom models`) and no \
+                 config.json was found at that path; give --model path/to/config.json"
+            );
+        };
+        let spec = headroom_core::model::parse_config_json(&text)
+            .with_context(|| format!("--import {path}: the config.json of `{model}`"))?;
+        scen.model = headroom_core::scenario::ModelChoice::Custom(Box::new(spec));
+    }
+    Ok((scen, imported))
 }

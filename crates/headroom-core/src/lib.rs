@@ -33,6 +33,7 @@ pub mod fit;
 pub mod format;
 pub mod fp8;
 pub mod guide;
+pub mod import;
 pub(crate) mod loss;
 pub mod metrics;
 pub mod model;

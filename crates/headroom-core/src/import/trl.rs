@@ -1,0 +1,351 @@
+//! TRL's script arguments (`trl sft --config FILE`: `ModelConfig` with `SFTConfig`, `DPOConfig`
+//! or `GRPOConfig`) and plain transformers `TrainingArguments`, as TRL 1.16 reads them.
+//!
+//! TRL's configs default to bf16 autocast and gradient checkpointing (`sft_config.py`,
+//! `dpo_config.py`, `grpo_config.py`: "Defaults to `True` instead of `False`"); `ModelConfig`
+//! loads the weights in `dtype`, float32 by default (`model_config.py`). The objective is read
+//! from the keys only one trainer has: GRPO's generation settings, DPO's reference-model ones.
+
+use serde_json::{Map, Value};
+
+use super::hf_args::{self, Defaults, Half};
+use super::{
+    ImportError, Out, as_bool, as_f64, as_str, as_u32, attention, dropout, modules_to_save, number,
+    set_precision, switch, targets,
+};
+
+const GRPO_KEYS: &[&str] = &[
+    "num_generations",
+    "max_completion_length",
+    "generation_batch_size",
+    "use_vllm",
+];
+const DPO_KEYS: &[&str] = &[
+    "precompute_ref_log_probs",
+    "ref_model_init_kwargs",
+    "rpo_alpha",
+    "ref_adapter_name",
+];
+
+/// TRL's and its datasets' keys with no effect on one step's memory or time.
+const NO_EFFECT: &[&str] = &[
+    "dataset_name",
+    "dataset_config",
+    "dataset_train_split",
+    "dataset_test_split",
+    "dataset_text_field",
+    "dataset_num_proc",
+    "dataset_kwargs",
+    "dataset_path",
+    "eval_dataset_path",
+    "completion_only_loss",
+    "assistant_only_loss",
+    "chat_template_path",
+    "eos_token",
+    "pad_token",
+    "lora_alpha",
+    "lora_task_type",
+    "use_rslora",
+    "bnb_4bit_quant_type",
+    "use_bnb_nested_quant",
+    "log_completions",
+    "num_completions_to_print",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "loss_type",
+    "scale_rewards",
+    "epsilon",
+    "epsilon_high",
+    "reward_weights",
+    "num_generations",
+    "num_iterations",
+    "shuffle_dataset",
+    "project_name",
+    "task",
+    "model_name",
+    "truncation_mode",
+    "label_smoothing",
+    "f_divergence_type",
+    "sync_ref_model",
+    "vllm_importance_sampling_correction",
+];
+
+pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
+    // The model: ModelConfig's `model_name_or_path` (TRL's NeMo-Gym recipes name it
+    // `model_name`).
+    let model_key = ["model_name_or_path", "model_name"]
+        .into_iter()
+        .find(|k| map.contains_key(*k));
+    if let Some(k) = model_key {
+        let v = map.remove(k).expect("present");
+        out.model(k, &v)?;
+    }
+    let trainer = if GRPO_KEYS.iter().any(|k| map.contains_key(*k)) {
+        "grpo"
+    } else if DPO_KEYS.iter().any(|k| map.contains_key(*k)) {
+        "dpo"
+    } else {
+        "sft"
+    };
+    out.default(
+        "trainer",
+        &[("trainer", trainer)],
+        match trainer {
+            "grpo" => "read from GRPOConfig's generation keys",
+            "dpo" => "read from DPOConfig's reference-model keys",
+            _ => "SFT: the file has none of DPOConfig's or GRPOConfig's own keys",
+        },
+    );
+    let adapters = read_peft(&mut map, out)?;
+    let training = hf_args::read(
+        &mut map,
+        out,
+        &Defaults {
+            who: "TRL",
+            bf16: true,
+            checkpointing: true,
+        },
+    )?;
+    // The sequence: SFT's and DPO's max_length (1024 by default), GRPO's completion.
+    if trainer == "grpo" {
+        let completion = match map.remove("max_completion_length") {
+            Some(v) => as_u32("max_completion_length", &v)?,
+            None => 512,
+        };
+        out.default(
+            "max_completion_length",
+            &[("seq", &completion.to_string()), ("prompt", "0")],
+            &format!(
+                "{completion} completion tokens; the prompts' length is the dataset's, not in \
+                 the file: add it to --seq and give --prompt"
+            ),
+        );
+        match map.remove("beta") {
+            Some(v) if as_f64("beta", &v)? > 0.0 => out.mapped("beta", &v, &[("kl", "1")]),
+            Some(v) => out.no_effect("beta", &v),
+            None => out.default("beta", &[], "GRPOConfig's default 0.0: no reference model"),
+        }
+        for key in ["use_vllm", "vllm_mode", "vllm_gpu_memory_utilization"] {
+            if let Some(v) = map.remove(key) {
+                if key == "use_vllm" && !as_bool(key, &v)? {
+                    out.no_effect(key, &v);
+                } else {
+                    out.not_expressed(
+                        key,
+                        &v,
+                        "generation with vLLM is not modelled: the estimate generates with \
+                         transformers' generate",
+                    );
+                }
+            }
+        }
+        if let Some(v) = map.remove("generation_batch_size") {
+            out.not_expressed(
+                "generation_batch_size",
+                &v,
+                "generation is modelled for one optimizer step's completions per GPU (batch x \
+                 accum)",
+            );
+        }
+    } else {
+        let key = ["max_length", "max_seq_length"]
+            .into_iter()
+            .find(|k| map.contains_key(*k));
+        match key {
+            Some(k) => {
+                let v = map.remove(k).expect("present");
+                let n = as_u32(k, &v)?;
+                out.mapped(k, &v, &[("seq", &n.to_string())]);
+            }
+            None => out.default("max_length", &[("seq", "1024")], "TRL's default"),
+        }
+        if trainer == "dpo" {
+            if let Some(v) = map.remove("precompute_ref_log_probs") {
+                let on = as_bool("precompute_ref_log_probs", &v)?;
+                out.mapped(
+                    "precompute_ref_log_probs",
+                    &v,
+                    &[("ref_precompute", if on { "1" } else { "0" })],
+                );
+            }
+            for key in [
+                "beta",
+                "max_prompt_length",
+                "ref_model_init_kwargs",
+                "rpo_alpha",
+            ] {
+                if let Some(v) = map.remove(key) {
+                    out.no_effect(key, &v);
+                }
+            }
+        }
+    }
+    for key in ["packing", "padding_free"] {
+        if let Some(v) = map.remove(key) {
+            if as_bool(key, &v)? {
+                out.mapped(key, &v, &[("packing", "1")]);
+            } else {
+                out.no_effect(key, &v);
+            }
+        }
+    }
+    if let Some(v) = map.remove("attn_implementation") {
+        attention(out, "attn_implementation", &v)?;
+    }
+    // The load dtype: ModelConfig's `dtype` (formerly `torch_dtype`), or `model_init_kwargs`.
+    let mut load = Some(Half::None);
+    let mut load_why = "ModelConfig's default dtype float32".to_string();
+    let init = map.remove("model_init_kwargs");
+    let dtype_value = ["dtype", "torch_dtype"]
+        .into_iter()
+        .find_map(|k| map.remove(k).map(|v| (k.to_string(), v)))
+        .or_else(|| {
+            let m = init.as_ref()?.as_object()?;
+            ["dtype", "torch_dtype"].into_iter().find_map(|k| {
+                m.get(k)
+                    .map(|v| (format!("model_init_kwargs.{k}"), v.clone()))
+            })
+        });
+    if let Some((k, v)) = dtype_value {
+        load = load_dtype(&k, &v, training.half)?;
+        load_why = format!("{k}: {}", super::show(&v));
+        out.note(
+            &k,
+            &v,
+            super::Outcome::Mapped,
+            "the weights' load dtype: precision",
+        );
+    }
+    if let Some(init) = &init
+        && !out
+            .notes
+            .iter()
+            .any(|n| n.key.starts_with("model_init_kwargs"))
+    {
+        out.note(
+            "model_init_kwargs",
+            init,
+            super::Outcome::Unknown,
+            "only its dtype is read",
+        );
+    }
+    set_precision(out, adapters, training.half, load, false, &load_why);
+    out.rest(map, "", &[hf_args::NO_EFFECT, NO_EFFECT].concat());
+    Ok(())
+}
+
+/// transformers' dtype names as the load dtype (`auto`: the checkpoint's, 16-bit for every
+/// preset; with autocast off it is taken as bf16).
+pub(super) fn load_dtype(key: &str, v: &Value, half: Half) -> Result<Option<Half>, ImportError> {
+    Ok(Some(match as_str(key, v)? {
+        "float32" | "fp32" | "torch.float32" => Half::None,
+        "bfloat16" | "bf16" | "torch.bfloat16" => Half::Bf16,
+        "float16" | "fp16" | "half" | "torch.float16" => Half::Fp16,
+        "auto" => match half {
+            Half::Fp16 => Half::Fp16,
+            _ => Half::Bf16,
+        },
+        other => {
+            return Err(super::bad(
+                key,
+                format!("unknown dtype `{other}`; allowed: float32, bfloat16, float16, auto"),
+            ));
+        }
+    }))
+}
+
+/// ModelConfig's peft and bitsandbytes keys; true when adapters are trained.
+fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, ImportError> {
+    let use_peft = match map.remove("use_peft") {
+        Some(v) => {
+            let on = as_bool("use_peft", &v)?;
+            if !on {
+                out.mapped("use_peft", &v, &[("method", "full")]);
+            }
+            on.then_some(v)
+        }
+        None => {
+            out.default(
+                "use_peft",
+                &[("method", "full")],
+                "ModelConfig's default: no adapters",
+            );
+            None
+        }
+    };
+    let four = map
+        .remove("load_in_4bit")
+        .map(|v| as_bool("load_in_4bit", &v).map(|b| (b, v)))
+        .transpose()?;
+    if let Some(v) = map.remove("load_in_8bit")
+        && as_bool("load_in_8bit", &v)?
+    {
+        out.not_expressed(
+            "load_in_8bit",
+            &v,
+            "an 8-bit (LLM.int8) base is not modelled: estimate with a 16-bit base or 4-bit",
+        );
+    }
+    let Some(peft) = use_peft else {
+        if let Some((true, v)) = four {
+            out.not_expressed(
+                "load_in_4bit",
+                &v,
+                "a 4-bit base without adapters cannot train",
+            );
+        }
+        return Ok(false);
+    };
+    match four {
+        Some((true, v)) => {
+            out.mapped("use_peft", &peft, &[("method", "qlora")]);
+            out.mapped("load_in_4bit", &v, &[("kbit", "1")]);
+            out.note(
+                "load_in_4bit",
+                &v,
+                super::Outcome::Mapped,
+                "TRL's SFTTrainer calls peft's prepare_model_for_kbit_training on a 4-bit model",
+            );
+        }
+        _ => out.mapped("use_peft", &peft, &[("method", "lora")]),
+    }
+    number(
+        map,
+        out,
+        "lora_r",
+        "rank",
+        Some(("16", "ModelConfig's default")),
+    )?;
+    match map.remove("lora_target_modules") {
+        Some(v) => targets(out, "lora_target_modules", &v)?,
+        None => out.default(
+            "lora_target_modules",
+            &[("targets", "qv")],
+            "peft's default for Llama-like models (q_proj, v_proj)",
+        ),
+    }
+    dropout(map, out, ("1", "ModelConfig's default 0.05"))?;
+    if let Some(v) = map.remove("lora_modules_to_save") {
+        modules_to_save(out, "lora_modules_to_save", &v)?;
+    }
+    switch(map, out, "use_dora", "dora")?;
+    if let Some(v) = map.remove("lora_target_parameters") {
+        out.not_expressed(
+            "lora_target_parameters",
+            &v,
+            "adapters on parameters (MoE experts) are not modelled",
+        );
+    }
+    if let Some(v) = map.remove("bnb_4bit_quant_storage") {
+        out.not_expressed(
+            "bnb_4bit_quant_storage",
+            &v,
+            "the packed 4-bit weights' storage dtype is taken as uint8 on one GPU and as the \
+             compute dtype under FSDP",
+        );
+    }
+    Ok(true)
+}
