@@ -5,7 +5,7 @@
 //! `wasm32-unknown-unknown` and natively; the CLI, the site and the guides all call
 //! [`analyze`] (or [`estimate`]) with the same [`Scenario`] and get the same bytes.
 //!
-//! The API: [`analyze`], [`estimate`], `fit`, `strategies`, `time`, `plan`, `export`, `codec`,
+//! The API: [`analyze`], [`estimate`], `fit`, `strategies`, `time`, `plan`, `export`, `import`, `codec`,
 //! `guide`, `metrics`, `claims`, the catalogs and the result types. The formula modules
 //! (`activations`, `states`, `loss`, `optimizer`) are private to the crate: tests reach them
 //! through an estimate (`tests/inventory.rs` renders a layer's saved tensors and the step's
