@@ -720,3 +720,142 @@ impl Block {
         let _ = writeln!(s, "caption: Generated.\n```\n");
     }
 }
+
+/// The framework configs of the import corpus (`crates/headroom-core/tests/import_configs`),
+/// read once: (relative path, text).
+pub fn import_corpus() -> &'static [(String, String)] {
+    static CORPUS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    CORPUS.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../headroom-core/tests/import_configs");
+        let mut files = Vec::new();
+        for dir in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if let Ok(text) = std::fs::read_to_string(f.path()) {
+                    let name = f.path().strip_prefix(&root).map_or_else(
+                        |_| f.path().display().to_string(),
+                        |p| p.display().to_string(),
+                    );
+                    files.push((name, text));
+                }
+            }
+        }
+        files.sort();
+        files
+    })
+}
+
+/// Values an edited config line may take: the vocabulary of the frameworks' keys, with the
+/// shapes YAML, JSON and TOML parsers stumble on.
+const IMPORT_VALUES: &[&str] = &[
+    "true",
+    "false",
+    "auto",
+    "null",
+    "~",
+    "0",
+    "1",
+    "-1",
+    "8",
+    "4096",
+    "1e-5",
+    "1.0e-5",
+    "99999999999999999999",
+    "bf16",
+    "fp16",
+    "no",
+    "FSDP",
+    "DEEPSPEED",
+    "MULTI_GPU",
+    "qlora",
+    "lora",
+    "full",
+    "dpo",
+    "grpo",
+    "kto",
+    "[q_proj, v_proj]",
+    "[all-linear]",
+    "all",
+    "[full_shard, auto_wrap]",
+    "offload",
+    "{stage: 3}",
+    "\"quoted: value\"",
+    "'it''s'",
+    "[",
+    "{",
+    "|",
+    "&anchor x",
+    "*alias",
+    "!tag x",
+    "é",
+    "\t",
+    "meta-llama/Llama-3.1-8B",
+    "Qwen/Qwen2.5-7B",
+    "path/to/model",
+    "flash_attention_2",
+    "sdpa",
+    "eager",
+    "paged_adamw_8bit",
+];
+
+/// One edit of a config: drop a line, set a line's value, or add a line.
+#[derive(Debug, Clone, TypeGenerator)]
+pub enum ImportEdit {
+    Drop(u16),
+    Value(u16, u8),
+    Insert(u16, u8, u8),
+    Raw(u16, String),
+}
+
+/// A corpus config (by index) with generated edits.
+#[derive(Debug, Clone, TypeGenerator)]
+pub struct ImportConfig {
+    pub file: u8,
+    #[generator(bolero::produce::<Vec<ImportEdit>>().with().len(0usize..6))]
+    pub edits: Vec<ImportEdit>,
+}
+
+impl ImportConfig {
+    /// The edited text and the file's name (its extension tells the formats apart).
+    pub fn render(&self) -> (String, String) {
+        let corpus = import_corpus();
+        let (name, text) = &corpus[usize::from(self.file) % corpus.len().max(1)];
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let value = |v: u8| IMPORT_VALUES[usize::from(v) % IMPORT_VALUES.len()];
+        for edit in &self.edits {
+            let n = lines.len().max(1);
+            match edit {
+                ImportEdit::Drop(i) if !lines.is_empty() => {
+                    lines.remove(usize::from(*i) % n);
+                }
+                ImportEdit::Value(i, v) if !lines.is_empty() => {
+                    let line = &mut lines[usize::from(*i) % n];
+                    // Keep the key and its separator (`: `, ` = `, `": `), change the value.
+                    let cut = [": ", " = ", "\": "]
+                        .iter()
+                        .filter_map(|s| line.find(s).map(|p| p + s.len()))
+                        .min();
+                    if let Some(cut) = cut {
+                        line.truncate(cut);
+                        line.push_str(value(*v));
+                    }
+                }
+                ImportEdit::Insert(i, k, v) => {
+                    let key = KEYS[usize::from(*k) % KEYS.len()];
+                    let at = usize::from(*i) % (lines.len() + 1);
+                    lines.insert(at, format!("{key}: {}", value(*v)));
+                }
+                ImportEdit::Raw(i, raw) => {
+                    let at = usize::from(*i) % (lines.len() + 1);
+                    lines.insert(at, raw.clone());
+                }
+                _ => {}
+            }
+        }
+        (lines.join("\n"), name.clone())
+    }
+}

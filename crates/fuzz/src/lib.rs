@@ -207,6 +207,36 @@ pub fn scenario_file_text(text: &str) {
     }
 }
 
+/// A framework config (issue 32): imported or refused with a message; an import's link fields
+/// apply to the default scenario or are refused naming a field, and an accepted scenario has
+/// the scenario properties. Every key of an import has a note.
+pub fn import_config(input: &input::ImportConfig) {
+    let (text, name) = input.render();
+    stats::show("import_config", &text);
+    import_text(&text, Some(&name));
+}
+
+/// The import properties for any text.
+pub fn import_text(text: &str, name: Option<&str>) {
+    match headroom_core::import::import(text, name, &|_: &str| None) {
+        Ok(imported) => {
+            stats::count("import_config", "imported");
+            assert!(
+                imported.notes.iter().all(|n| !n.key.is_empty()),
+                "{text:?}: a note without its key"
+            );
+            match codec::decode_pairs(Scenario::default(), &imported.pairs) {
+                Ok(scen) => {
+                    stats::count("import_config", "applied");
+                    scenario_properties(&scen, text)
+                }
+                Err(e) => assert!(!e.to_string().is_empty(), "{text:?}: empty message"),
+            }
+        }
+        Err(e) => assert!(!e.0.is_empty(), "{text:?}: empty message"),
+    }
+}
+
 /// A guide: parsed or refused with a line and a message; every block of a parsed guide
 /// evaluates for generated reader inputs (or says what is wrong), and so does every live
 /// value in its text.

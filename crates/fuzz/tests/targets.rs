@@ -28,6 +28,25 @@ fn link_raw_text() {
 }
 
 #[test]
+fn import_config() {
+    check!().with_type::<input::ImportConfig>().for_each(|c| {
+        stats::count("import_config", "case");
+        headroom_fuzz::import_config(c)
+    });
+    eprint!("{}", stats::report("import_config"));
+}
+
+#[test]
+fn import_raw_text() {
+    check!().with_type::<String>().for_each(|text| {
+        for name in ["x.yaml", "x.json", "x.toml"] {
+            headroom_fuzz::import_text(text, Some(name));
+        }
+    });
+    eprint!("{}", stats::report("import_config"));
+}
+
+#[test]
 fn config() {
     check!().with_type::<input::Config>().for_each(|c| {
         stats::count("config", "case");
