@@ -21,5 +21,6 @@ pub mod query;
 pub mod route;
 pub mod search;
 pub mod state;
+pub mod worker_client;
 
 pub use app::App;

@@ -419,45 +419,18 @@ pub fn gpus_table(gpus: &[Gpu]) -> String {
     s
 }
 
-/// An imported config's keys: what each became, grouped by outcome.
+/// An imported config's keys: what each became, grouped by outcome (the core's report).
 pub fn import_table(i: &headroom_core::import::Imported) -> String {
-    use headroom_core::import::Outcome;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "imported: {} (mapping read from {})",
+    let mut s = format!(
+        "imported: {} (mapping read from {})\n",
         i.framework.name(),
         i.framework.version()
     );
-    for (outcome, title) in [
-        (Outcome::Mapped, "read"),
-        (
-            Outcome::Default,
-            "defaults of the framework for keys not in the file",
-        ),
-        (
-            Outcome::NotExpressed,
-            "not expressed (what is assumed instead)",
-        ),
-        (Outcome::Unknown, "not known to the importer"),
-    ] {
-        let notes: Vec<_> = i.with(outcome).collect();
-        if notes.is_empty() {
-            continue;
+    for line in i.report() {
+        match line.strip_prefix("# ") {
+            Some(title) => s.push_str(&format!("  {title}:\n")),
+            None => s.push_str(&format!("    {line}\n")),
         }
-        let _ = writeln!(s, "  {title}:");
-        for n in notes {
-            let value = if n.value.is_empty() {
-                String::new()
-            } else {
-                format!(" = {}", n.value)
-            };
-            let _ = writeln!(s, "    {}{value}: {}", n.key, n.text);
-        }
-    }
-    let quiet: Vec<_> = i.with(Outcome::NoEffect).map(|n| n.key.as_str()).collect();
-    if !quiet.is_empty() {
-        let _ = writeln!(s, "  no effect on memory or time: {}", quiet.join(", "));
     }
     s.push('\n');
     s

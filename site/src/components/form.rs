@@ -122,6 +122,8 @@ pub fn ScenarioForm(props: &FormProps) -> Html {
                 <ModelPicker state={props.state.clone()} dispatch={props.dispatch.clone()}
                              id_prefix={props.id_prefix.clone()}/>
             </fieldset>
+            <super::import::ImportBox dispatch={props.dispatch.clone()} id_prefix={props.id_prefix.clone()}
+                                      gpu={props.state.scenario.gpu.clone()}/>
             { for GROUPS.iter().map(|g| {
                 html! {
                     <details class="group" open={g.open && props.open_defaults}

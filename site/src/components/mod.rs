@@ -3,6 +3,7 @@
 pub mod calibration;
 pub mod chart;
 pub mod form;
+pub mod import;
 pub mod model_picker;
 pub mod notices;
 pub mod num;

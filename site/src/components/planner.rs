@@ -3,8 +3,7 @@
 //! chosen plan to copy. Computed by the core's planner in the browser, only when opened.
 
 use headroom_core::Scenario;
-use headroom_core::estimate::resolve;
-use headroom_core::export::{Target, export, not_expressed, offered};
+use headroom_core::export::{Target, not_expressed, offered};
 use headroom_core::format::bytes;
 use headroom_core::plan::{DEFAULT_SPACE, Plan, PlanOptions, Planning, plan_with};
 use yew::prelude::*;
@@ -168,6 +167,24 @@ fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<Option<T>, Str
     }
 }
 
+/// The written configuration (and DeepSpeed's notes), its error, or that it is being written.
+fn export_view(exported: &Option<Result<(String, Vec<String>), String>>, shown: Target) -> Html {
+    match exported {
+        Some(Ok((text, notes))) => html! {
+            <>
+                <pre id="planner-export">{ text }</pre>
+                if shown == Target::DeepSpeed && !notes.is_empty() {
+                    <ul class="help">{ for notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
+                }
+            </>
+        },
+        Some(Err(e)) => html! { <p class="notice error" role="alert">{ e }</p> },
+        None => {
+            html! { <p class="help" id="planner-export-pending">{ "Writing the configuration ..." }</p> }
+        }
+    }
+}
+
 #[component]
 pub fn Planner(props: &PlannerProps) -> Html {
     let open = use_state(|| false);
@@ -175,6 +192,13 @@ pub fn Planner(props: &PlannerProps) -> Html {
     let chosen = use_state(|| 0usize);
     let target = use_state(|| Target::DeepSpeed);
     let status = use_state(String::new);
+    // The configuration the worker wrote: for which (plan link, target), and its answer.
+    let exported = use_state(|| {
+        (
+            None::<(String, Target)>,
+            None::<Result<Vec<String>, String>>,
+        )
+    });
     // The CLI's planning inputs, as typed: global batch, tokens to train, price per GPU-hour.
     let inputs = use_state(|| [String::new(), String::new(), String::new()]);
     // The user's calibration file for this GPU, when one is loaded, as the calculator uses it.
@@ -252,13 +276,39 @@ pub fn Planner(props: &PlannerProps) -> Html {
                         .collect()
                 })
                 .unwrap_or_default();
-            let exported = pick.and_then(|pl| {
-                resolve(&pl.scenario)
-                    .ok()
-                    .map(|r| export(&r.spec, &pl.scenario, shown))
-            });
+            // The file is written by the on-demand worker (the exports' code is not part of
+            // the first download): asked for when the plan or the target changes.
+            let wanted = pick.map(|pl| (pl.link.clone(), shown));
+            if wanted.is_some() && exported.0 != wanted {
+                let (exported, wanted) = (exported.clone(), wanted.clone());
+                wasm_bindgen_futures::spawn_local(async move {
+                    if let Some((link, target)) = &wanted {
+                        let answer =
+                            crate::worker_client::request(&["export", link, target.id()]).await;
+                        exported.set((wanted.clone(), Some(answer)));
+                    }
+                });
+            }
+            let exported: Option<Result<(String, Vec<String>), String>> = (exported.0 == wanted)
+                .then(|| exported.1.clone())
+                .flatten()
+                .map(|a| {
+                    a.map(|mut lines| {
+                        let text = if lines.is_empty() {
+                            String::new()
+                        } else {
+                            lines.remove(0)
+                        };
+                        (text, lines)
+                    })
+                });
+            let pending = wanted.is_some() && exported.is_none();
             let on_copy = {
-                let (status, text) = (status.clone(), exported.as_ref().map(|e| e.text.clone()));
+                let text = match &exported {
+                    Some(Ok((t, _))) => Some(t.clone()),
+                    _ => None,
+                };
+                let status = status.clone();
                 Callback::from(move |_: MouseEvent| {
                     let (status, text) = (status.clone(), text.clone().unwrap_or_default());
                     wasm_bindgen_futures::spawn_local(async move {
@@ -302,7 +352,7 @@ pub fn Planner(props: &PlannerProps) -> Html {
                     }
                     <h3>{ "One change at a time" }</h3>
                     { ladder(p) }
-                    if let Some(e) = exported {
+                    if pending || exported.is_some() {
                         <h3>{ format!("Configuration of plan #{}", (*chosen).min(all.len().saturating_sub(1)) + 1) }</h3>
                         <div class="toolbar" role="group" aria-label="Configuration">
                             { for targets.iter().map(|t| {
@@ -316,10 +366,7 @@ pub fn Planner(props: &PlannerProps) -> Html {
                         if !refused.is_empty() {
                             <p class="help" id="planner-not-offered">{ format!("Not offered for this plan: {}.", refused.join("; ")) }</p>
                         }
-                        <pre id="planner-export">{ e.text }</pre>
-                        if e.target == Target::DeepSpeed && !e.notes.is_empty() {
-                            <ul class="help">{ for e.notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
-                        }
+                        { export_view(&exported, shown) }
                     }
                 </>
             }

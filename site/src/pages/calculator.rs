@@ -149,7 +149,8 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                 }
             </aside>
             <div class={classes!("results", stale.then_some("stale"))}>
-                if let Some((title, description)) = &opened.1 {
+                // A named scenario's heading describes it only until an input changes.
+                if let (Some((title, description)), true) = (&opened.1, opened.0.scenario == scen) {
                     <header class="named">
                         <h1>{ title }</h1>
                         <p>{ description }</p>

@@ -86,7 +86,16 @@ fn planner_panel_matches_the_cli() {
     let fits = fits.as_array().cloned().unwrap_or_default();
     assert_eq!(fits.len(), ladder.len());
     assert_eq!(fits.last(), Some(&json!("true")));
-    // The configuration of plan 1, then plan 2's torchrun command, as the CLI exports them.
+    // The configuration of plan 1, then plan 2's torchrun command, as the CLI exports them
+    // (written by the on-demand worker, fetched on this first request).
+    let deadline = std::time::Instant::now() + WAIT;
+    while text(&s, "#planner-export").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker writes plan 1's configuration"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
     let ds: serde_json::Value =
         serde_json::from_str(&text(&s, "#planner-export")).expect("the page shows JSON");
     let ds_cli: serde_json::Value = serde_json::from_str(&cli_text(&[
@@ -170,4 +179,78 @@ fn planner_panel_matches_the_cli() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(text(&s, "#planner-summary").contains("global batch 64"));
+}
+
+/// A framework config pasted into "Import your training config" becomes the scenario (read in
+/// the on-demand worker), as `headroom estimate --import` reads it, with every key's fate
+/// listed; a config that cannot be read says why and leaves the scenario alone.
+#[test]
+fn an_imported_config_becomes_the_scenario() {
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../crates/headroom-core/tests/import_configs/llamafactory/llama3_lora_sft.yaml");
+    let yaml = std::fs::read_to_string(&corpus).expect("the corpus file");
+    let site = Site::start();
+    let s = site.open("/");
+    // A config names no GPU: the import keeps the page's.
+    let gpu = s.js("return document.querySelector('#f-gpu').value", json!([]));
+    let gpu = gpu.as_str().expect("the GPU field").to_string();
+    let cli = cli_json(&[
+        "estimate",
+        "--import",
+        corpus.to_str().expect("utf-8"),
+        "--gpu",
+        &gpu,
+    ]);
+    let want = cli["link"]
+        .as_str()
+        .expect("the CLI's link")
+        .trim_start_matches('?')
+        .to_string();
+    s.click(&s.find("#f-group-import summary"));
+    s.js(
+        "const t = document.querySelector('#f-import-text'); t.value = arguments[0];",
+        json!([yaml]),
+    );
+    s.click(&s.find("#f-import-read"));
+    s.wait_for(
+        "return location.search.includes('rank=8') && location.search.includes('accum=8')",
+        WAIT,
+        "the imported scenario in the link",
+    );
+    let search = s.js("return location.search.slice(1)", json!([]));
+    assert_eq!(
+        search.as_str(),
+        Some(want.as_str()),
+        "the page's link vs the CLI's"
+    );
+    // The first visit's heading described its own scenario: it is gone (issue 34).
+    assert_eq!(
+        s.js(
+            "return document.querySelector('.named h1') === null",
+            json!([])
+        ),
+        json!(true)
+    );
+    let report = text(&s, "#f-import-report");
+    assert!(
+        report.contains("lora_target = all: targets=all"),
+        "{report}"
+    );
+    assert!(
+        report.contains("Llama 3 8B is estimated as Llama 3.1 8B"),
+        "{report}"
+    );
+    // Unreadable: named, and the scenario stays.
+    s.js(
+        "const t = document.querySelector('#f-import-text'); t.value = 'base_model: x\\nmicro_batch_size: many';",
+        json!([]),
+    );
+    s.click(&s.find("#f-import-read"));
+    s.wait_for(
+        "const e = document.querySelector('#f-import-status'); return e && e.textContent.includes('micro_batch_size')",
+        WAIT,
+        "the refusal naming the key",
+    );
+    let after = s.js("return location.search.slice(1)", json!([]));
+    assert_eq!(after.as_str(), Some(want.as_str()));
 }

@@ -18,13 +18,13 @@ mod torchtitan;
 mod trl;
 pub mod yaml;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::catalog::PresetCatalog;
 
 /// The frameworks whose configs are read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Framework {
     Axolotl,
@@ -70,7 +70,7 @@ impl Framework {
 }
 
 /// What became of one key of the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// Read into the link fields named in the note.
@@ -86,7 +86,7 @@ pub enum Outcome {
 }
 
 /// One key of the file (dotted for nested keys) and what became of it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Note {
     pub key: String,
     /// The value as written (shortened), empty for a default.
@@ -97,11 +97,13 @@ pub struct Note {
 }
 
 /// A config file read as link fields.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Imported {
     pub framework: Framework,
     /// The model as the file names it (a Hub id or a path), when it names one.
     pub model: Option<String>,
+    /// The key that names it (`base_model`, `model_name_or_path`, ...).
+    pub model_key: Option<String>,
     /// The preset that model resolved to; `None` when it is not a preset (the caller reads
     /// the config.json from the path, fetches it from the Hub, or asks for it).
     pub preset: Option<String>,
@@ -116,6 +118,47 @@ impl Imported {
     pub fn with(&self, outcome: Outcome) -> impl Iterator<Item = &Note> {
         self.notes.iter().filter(move |n| n.outcome == outcome)
     }
+
+    /// The notes as text, grouped by outcome: a `# title` line before each group's
+    /// `key = value: what became of it` lines; the keys with no effect last, on one line.
+    pub fn report(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (outcome, title) in [
+            (Outcome::Mapped, "Read"),
+            (
+                Outcome::Default,
+                "The framework's defaults for keys the file leaves out",
+            ),
+            (
+                Outcome::NotExpressed,
+                "Not expressed (what is assumed instead)",
+            ),
+            (Outcome::Unknown, "Not known to the importer"),
+        ] {
+            let notes: Vec<_> = self.with(outcome).collect();
+            if notes.is_empty() {
+                continue;
+            }
+            lines.push(format!("# {title}"));
+            for n in notes {
+                let value = if n.value.is_empty() {
+                    String::new()
+                } else {
+                    format!(" = {}", n.value)
+                };
+                lines.push(format!("{}{value}: {}", n.key, n.text));
+            }
+        }
+        let quiet: Vec<&str> = self
+            .with(Outcome::NoEffect)
+            .map(|n| n.key.as_str())
+            .collect();
+        if !quiet.is_empty() {
+            lines.push("# No effect on memory or time".into());
+            lines.push(quiet.join(", "));
+        }
+        lines
+    }
 }
 
 /// Why a file could not be imported; the message names the key (or line) and what is allowed.
@@ -127,10 +170,23 @@ fn bad(key: &str, message: impl std::fmt::Display) -> ImportError {
     ImportError(format!("`{key}`: {message}"))
 }
 
-/// Reads a config file. `file_name` (its name or path) helps tell YAML, JSON and TOML apart;
-/// `read_file` reads a file the config refers to (a DeepSpeed JSON named by `deepspeed:`),
-/// relative to it, or returns `None` (the site cannot read the user's files: the note says so).
+/// Reads a config file and resolves its model to a preset ([`read`], then [`resolve`]).
 pub fn import(
+    text: &str,
+    file_name: Option<&str>,
+    read_file: &dyn Fn(&str) -> Option<String>,
+) -> Result<Imported, ImportError> {
+    let mut imported = read(text, file_name, read_file)?;
+    resolve(&mut imported);
+    Ok(imported)
+}
+
+/// Reads a config file into link fields, leaving its model unresolved (no catalog needed: the
+/// site runs this apart from its first download). `file_name` (its name or path) helps tell
+/// YAML, JSON and TOML apart; `read_file` reads a file the config refers to (a DeepSpeed JSON
+/// named by `deepspeed:`), relative to it, or returns `None` (the site cannot read the user's
+/// files: the note says so).
+pub fn read(
     text: &str,
     file_name: Option<&str>,
     read_file: &dyn Fn(&str) -> Option<String>,
@@ -152,6 +208,44 @@ pub fn import(
         Framework::Torchtitan => torchtitan::read(map, &mut out)?,
     }
     Ok(out.finish())
+}
+
+/// Resolves the model the file names to a preset: the `model` field first among the pairs and
+/// a note first among the notes; a model that is not a preset is said to need its config.json.
+pub fn resolve(imported: &mut Imported) {
+    let (Some(name), Some(key), None) = (&imported.model, &imported.model_key, &imported.preset)
+    else {
+        return;
+    };
+    let value = Value::String(name.clone());
+    let note = |outcome, text: &str| Note {
+        key: key.clone(),
+        value: show(&value),
+        outcome,
+        text: text.to_string(),
+    };
+    let mut notes = Vec::new();
+    match resolve_preset(name) {
+        Some(id) => {
+            notes.push(note(Outcome::Mapped, &format!("model={id}")));
+            if let Some(why) = TWINS
+                .iter()
+                .find(|(n, p, _)| *n == normalize(name) && *p == id)
+                .map(|t| t.2)
+            {
+                notes.push(note(Outcome::NotExpressed, why));
+            }
+            imported.pairs.retain(|(k, _)| k != "model");
+            imported.pairs.insert(0, ("model".into(), id.clone()));
+            imported.preset = Some(id);
+        }
+        None => notes.push(note(
+            Outcome::Mapped,
+            "not a preset: its config.json is needed (a local path is read; otherwise give \
+             --model path/to/config.json, or the page fetches it from the Hub)",
+        )),
+    }
+    imported.notes.splice(0..0, notes);
 }
 
 /// The file as a JSON tree: JSON when it starts with `{`, TOML when named `.toml` or shaped
@@ -228,6 +322,7 @@ fn detect(map: &Map<String, Value>) -> Result<Framework, ImportError> {
 pub(crate) struct Out<'a> {
     framework: Framework,
     model: Option<String>,
+    model_key: Option<String>,
     preset: Option<String>,
     pairs: Vec<(String, String)>,
     notes: Vec<Note>,
@@ -239,6 +334,7 @@ impl<'a> Out<'a> {
         Out {
             framework,
             model: None,
+            model_key: None,
             preset: None,
             pairs: Vec::new(),
             notes: Vec::new(),
@@ -318,26 +414,7 @@ impl<'a> Out<'a> {
             .as_str()
             .ok_or_else(|| bad(key, "expected a model id or path (text)"))?;
         self.model = Some(name.to_string());
-        match resolve_preset(name) {
-            Some(id) => {
-                self.mapped(key, value, &[("model", &id)]);
-                if let Some(why) = TWINS
-                    .iter()
-                    .find(|(n, p, _)| *n == normalize(name) && *p == id)
-                    .map(|t| t.2)
-                {
-                    self.note(key, value, Outcome::NotExpressed, why);
-                }
-                self.preset = Some(id);
-            }
-            None => self.note(
-                key,
-                value,
-                Outcome::Mapped,
-                "not a preset: its config.json is needed (a local path is read; \
-                 otherwise give --model path/to/config.json, or the page fetches it from the Hub)",
-            ),
-        }
+        self.model_key = Some(key.to_string());
         Ok(())
     }
 
@@ -408,6 +485,7 @@ impl<'a> Out<'a> {
         Imported {
             framework: self.framework,
             model: self.model,
+            model_key: self.model_key,
             preset: self.preset,
             pairs: self.pairs,
             notes: self.notes,

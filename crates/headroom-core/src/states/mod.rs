@@ -14,7 +14,7 @@ pub(crate) use placement::Placement;
 use crate::dtype::DType;
 use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};
 use crate::optimizer::{StateBytes, TrainTensor, state_bytes};
-use crate::scenario::{BaseDtype, DataParallel, Method, Precision, Scenario};
+use crate::scenario::{BaseDtype, DataParallel, Method, Offload, Precision, Scenario};
 
 use local::{Local, local_tensors};
 use sharding::{Explained, Facts, Sharded};
@@ -143,7 +143,16 @@ pub fn model_states(
         DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => {
             sharding::zero(zero, &mut s, &facts, ds_fp32_grads)
         }
-        DataParallel::Fsdp if place.dp > 1 => sharding::fsdp(&mut s, &facts, p),
+        // On one GPU FSDP shards nothing, but its CPU offload still moves the parameters,
+        // gradients and states to the host (accelerate's FSDP on one card, as axolotl's 70B
+        // QLoRA example runs): without offload it changes nothing the estimate counts.
+        DataParallel::Fsdp
+            if place.dp > 1
+                || scen.parallel.offload_params != Offload::None
+                || scen.parallel.offload_optimizer != Offload::None =>
+        {
+            sharding::fsdp(&mut s, &facts, p)
+        }
         DataParallel::Fsdp => {}
     }
     // DPO of a full fine-tune: TRL loads a reference model in the policy's dtype and prepares

@@ -1,5 +1,7 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 475.8 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under 466.4 KB (checked: exits non-zero above it).
+//!   The on-demand worker's wasm and JS (fetched when someone imports a config or opens a
+//!   plan's configuration) are listed apart and not counted: not part of the first download.
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
 //!   search (issue 4) and the planner with its exports (issue 6) share the one app and took
 //!   it to 415.7 KB (2026-11-22), so the limit was raised on purpose, not drifted past.
@@ -58,7 +60,10 @@
 //!   `content/models.json` before its first page (3.8 KB): 476,182 B, and the limit came down
 //!   to 476.5 KB. Reading the fetched configs from the parsed JSON (not written out and parsed
 //!   again) and counting a layer's kernels once per step took it to 475,517 B, and the limit
-//!   to 475.8 KB;
+//!   to 475.8 KB. Importing a framework's config (issue 32) was paid for by moving the exports'
+//!   code out with it: both run in an on-demand worker (`site/src/worker.rs`, 195 KB gzip,
+//!   fetched the first time someone imports a config or opens a plan's configuration), which
+//!   took the page to 466,036 B with the import box, and the limit to 466.4 KB;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -75,7 +80,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 475_800;
+const SIZE_BUDGET: u64 = 466_400;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
@@ -101,24 +106,31 @@ fn main() {
     let mut raw = 0u64;
     let mut gz = 0u64;
     let mut files = Vec::new();
+    let mut on_demand = Vec::new();
     for entry in std::fs::read_dir(&dist).unwrap_or_else(|e| panic!("{}: {e}", dist.display())) {
         let path = entry.expect("a directory entry").path();
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if matches!(ext, "wasm" | "js") && path.file_name().is_some_and(|n| n != "sw.js") {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("?");
+        if matches!(ext, "wasm" | "js") && name != "sw.js" {
             let bytes = std::fs::read(&path).expect("a build file");
             let z = gzip_len(&bytes);
-            files.push(format!(
-                "  {:<40} {:>8} B raw {:>8} B gzip",
-                path.file_name().and_then(|n| n.to_str()).unwrap_or("?"),
-                bytes.len(),
-                z
-            ));
+            let line = format!("  {name:<40} {:>8} B raw {z:>8} B gzip", bytes.len());
+            // The on-demand worker is fetched when first asked for something, not with the page.
+            if name.starts_with("headroom-worker") {
+                on_demand.push(line);
+                continue;
+            }
+            files.push(line);
             raw += bytes.len() as u64;
             gz += z;
         }
     }
     println!("bundle (wasm + js):");
     for f in &files {
+        println!("{f}");
+    }
+    println!("fetched on demand, not part of the bundle (the on-demand worker: import, exports):");
+    for f in &on_demand {
         println!("{f}");
     }
     println!(

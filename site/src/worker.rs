@@ -1,0 +1,108 @@
+//! The page's on-demand worker: the parts of Headroom a visit may never use (reading a
+//! framework's config, writing a plan's configuration files) run here, in a Web Worker whose
+//! wasm the page fetches the first time one is asked for, so they stay out of the first
+//! download. It installs the presets' configs (`content/models.json`, as the app does), says
+//! "ready", then answers each request (an array of strings, the first naming it) with an
+//! array of strings: `["ok", ...]` or `["error", message]`.
+//!
+//! - `["import", text, file name]`: `headroom_core::import` (the model resolved to a preset);
+//!   answer `["ok", link query, model that is not a preset or "", framework, report lines...]`.
+//! - `["export", link query, target id]`: `headroom_core::export`; answer `["ok", text, notes...]`.
+
+use headroom_core::codec::{decode_pairs, query_pairs};
+use headroom_core::export::{Target, export};
+use headroom_core::import::import;
+use headroom_core::scenario::Scenario;
+use js_sys::Array;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::{Closure, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{DedicatedWorkerGlobalScope, MessageEvent, Response};
+
+/// The answer to one request.
+fn answer(request: &[String]) -> Result<Vec<String>, String> {
+    match request {
+        [kind, text, name] if kind == "import" => {
+            // The page cannot read the files a config names (a `deepspeed:` path): the notes
+            // say so.
+            let imported = import(text, Some(name), &|_: &str| None).map_err(|e| e.0)?;
+            let query = imported
+                .pairs
+                .iter()
+                .map(|(k, v)| format!("{k}={}", js_sys::encode_uri_component(v)))
+                .collect::<Vec<_>>()
+                .join("&");
+            let unresolved = match (&imported.preset, &imported.model) {
+                (None, Some(m)) => m.clone(),
+                _ => String::new(),
+            };
+            let mut out = vec![query, unresolved, imported.framework.name().to_string()];
+            out.extend(imported.report());
+            Ok(out)
+        }
+        [kind, link, target] if kind == "export" => {
+            let pairs = query_pairs(link).map_err(|e| e.to_string())?;
+            let scen: Scenario =
+                decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())?;
+            let target = Target::parse("export", target).map_err(|e| e.to_string())?;
+            let spec = headroom_core::estimate::resolve(&scen)
+                .map_err(|e| e.to_string())?
+                .spec;
+            let e = export(&spec, &scen, target);
+            let mut out = vec![e.text];
+            out.extend(e.notes);
+            Ok(out)
+        }
+        _ => Err("unknown request".into()),
+    }
+}
+
+/// Fetches and installs the presets' configs; the message to give each request if it fails.
+async fn install_configs(scope: &DedicatedWorkerGlobalScope) -> Result<(), String> {
+    let failed = "The models' configurations could not be loaded (offline?)".to_string();
+    let base = js_sys::Reflect::get(scope, &JsValue::from_str("HEADROOM_BASE"))
+        .ok()
+        .and_then(|b| b.as_string())
+        .ok_or_else(|| failed.clone())?;
+    let response: Response =
+        JsFuture::from(scope.fetch_with_str(&format!("{base}content/models.json")))
+            .await
+            .map_err(|_| failed.clone())?
+            .unchecked_into();
+    if !response.ok() {
+        return Err(failed);
+    }
+    let text = JsFuture::from(response.text().map_err(|_| failed.clone())?)
+        .await
+        .ok()
+        .and_then(|t| t.as_string())
+        .ok_or_else(|| failed.clone())?;
+    headroom_core::catalog::install_model_configs(&text).map_err(|e| format!("{failed}: {e}"))
+}
+
+fn main() {
+    let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
+    wasm_bindgen_futures::spawn_local(async move {
+        let installed = install_configs(&scope).await;
+        let responder = scope.clone();
+        let on_message = Closure::<dyn Fn(MessageEvent)>::new(move |msg: MessageEvent| {
+            let request: Vec<String> = Array::from(&msg.data())
+                .iter()
+                .map(|v| v.as_string().unwrap_or_default())
+                .collect();
+            let reply = match installed.clone().and_then(|()| answer(&request)) {
+                Ok(mut out) => {
+                    out.insert(0, "ok".into());
+                    out
+                }
+                Err(e) => vec!["error".into(), e],
+            };
+            let array: Array = reply.iter().map(|s| JsValue::from_str(s)).collect();
+            let _ = responder.post_message(&array);
+        });
+        scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        on_message.forget();
+        // Messages sent before the handler was set are dropped: say when it is.
+        let _ = scope.post_message(&JsValue::from_str("ready"));
+    });
+}
