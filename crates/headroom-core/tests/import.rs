@@ -216,6 +216,10 @@ fn every_example_config_imports_as_it_states() {
         "every file of the corpus has its expectation"
     );
     for (file, framework, want) in EXPECTED {
+        // Without the `toml` feature (the site's core) TOML is refused with a message.
+        if cfg!(not(feature = "toml")) && file.ends_with(".toml") {
+            continue;
+        }
         let text = std::fs::read_to_string(corpus().join(file)).expect("reads");
         let got = import(&text, Some(file), &corpus_file).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(got.framework, *framework, "{file}");
