@@ -7,10 +7,12 @@
 //!
 //! - `["import", text, file name]`: `headroom_core::import` (the model resolved to a preset);
 //!   answer `["ok", link query, model that is not a preset or "", framework, report lines...]`.
-//! - `["export", link query, target id]`: `headroom_core::export`; answer `["ok", text, notes...]`.
+//! - `["export", link query, target id]`: the targets that express the plan and
+//!   `headroom_core::export`'s file for the one asked (or the first offered); answer
+//!   `["ok", target shown, offered ids comma-separated, n, n refusals..., text, notes...]`.
 
 use headroom_core::codec::{decode_pairs, query_pairs};
-use headroom_core::export::{Target, export};
+use headroom_core::export::{Target, export, not_expressed, offered};
 use headroom_core::import::import;
 use headroom_core::scenario::Scenario;
 use js_sys::Array;
@@ -44,12 +46,39 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
             let pairs = query_pairs(link).map_err(|e| e.to_string())?;
             let scen: Scenario =
                 decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())?;
-            let target = Target::parse("export", target).map_err(|e| e.to_string())?;
+            let wanted = Target::parse("export", target).map_err(|e| e.to_string())?;
             let spec = headroom_core::estimate::resolve(&scen)
                 .map_err(|e| e.to_string())?
                 .spec;
-            let e = export(&spec, &scen, target);
-            let mut out = vec![e.text];
+            // Only the targets that run this plan as estimated are offered; the others are
+            // named with the reason, those refused for one reason together.
+            let offered = offered(&scen);
+            let shown = if offered.contains(&wanted) {
+                wanted
+            } else {
+                offered.first().copied().unwrap_or(Target::Env)
+            };
+            let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
+            for t in Target::ALL {
+                if let Some(why) = not_expressed(&scen, t) {
+                    match by_reason.iter_mut().find(|(w, _)| *w == why) {
+                        Some((_, files)) => files.push(t.file_name()),
+                        None => by_reason.push((why, vec![t.file_name()])),
+                    }
+                }
+            }
+            let e = export(&spec, &scen, shown);
+            let mut out = vec![
+                shown.id().to_string(),
+                offered.iter().map(|t| t.id()).collect::<Vec<_>>().join(","),
+                by_reason.len().to_string(),
+            ];
+            out.extend(
+                by_reason
+                    .into_iter()
+                    .map(|(why, files)| format!("{}: {why}", files.join(", "))),
+            );
+            out.push(e.text);
             out.extend(e.notes);
             Ok(out)
         }

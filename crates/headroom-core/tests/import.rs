@@ -337,3 +337,61 @@ fn a_model_that_is_not_a_preset_is_named_for_its_config() {
     assert_eq!(got.preset, None);
     assert!(got.pairs.iter().all(|(k, _)| k != "model"));
 }
+
+/// The planner's single-node plans come back from their axolotl and LLaMA-Factory YAML (and
+/// the DeepSpeed JSON it names): every setting the import reads equals the plan's, for full
+/// fine-tunes, LoRA, QLoRA with and without peft's kbit preparation, packing and DPO.
+#[test]
+fn plans_come_back_from_their_axolotl_and_llamafactory_yaml() {
+    let cases = [
+        "model=llama-3.1-8b&gpu=h100-sxm-80gb&gpus=8&seq=4096&batch=2&accum=4",
+        "model=llama-3.2-3b&gpu=h100-sxm-80gb&precision=bf16&seq=2048&batch=4",
+        "model=llama-3.1-8b&gpu=rtx-4090&method=lora&seq=2048&batch=4",
+        "model=llama-3.1-8b&gpu=rtx-4090&method=qlora&kbit=1&seq=2048&batch=2&attention=flash2&packing=1",
+        "model=qwen2.5-7b&gpu=a100-sxm4-80gb&gpus=2&method=qlora&seq=2048&trainer=dpo",
+    ];
+    let mut checked = std::collections::BTreeMap::new();
+    for link in cases {
+        let scen = codec::decode(&format!("v=1&{link}")).expect("link");
+        let opts = PlanOptions {
+            allow_training_changes: true,
+            ..PlanOptions::default()
+        };
+        let planning = plan(&scen, &opts).expect("plans");
+        for p in planning.plans.iter().chain(&planning.training_plans) {
+            let s = &p.scenario;
+            let spec = resolve(s).expect("resolves").spec;
+            let ds = export(&spec, s, Target::DeepSpeed).text;
+            let read = |name: &str| (name == Target::DeepSpeed.file_name()).then(|| ds.clone());
+            for target in [Target::Axolotl, Target::LlamaFactory] {
+                if !headroom_core::export::offered(s).contains(&target) {
+                    continue;
+                }
+                let text = export(&spec, s, target).text;
+                let got = import(&text, Some(target.file_name()), &read)
+                    .unwrap_or_else(|e| panic!("{} {}: {e}\n{text}", target.id(), p.link));
+                assert!(
+                    got.with(Outcome::Unknown).next().is_none(),
+                    "{} {}: {:?}",
+                    target.id(),
+                    p.link,
+                    got.with(Outcome::Unknown).collect::<Vec<_>>()
+                );
+                let mut back = codec::decode_pairs(s.clone(), &got.pairs)
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", target.id(), p.link));
+                // DeepSpeed's own optimizer steps offloaded states (the JSON's AdamW block):
+                // the GPU holds none of them, whichever it is.
+                if s.parallel.offload_optimizer != Offload::None {
+                    back.optimizer = s.optimizer;
+                }
+                assert_eq!(&back, s, "{} {}\n{text}", target.id(), p.link);
+                *checked.entry(target.id()).or_insert(0) += 1;
+            }
+        }
+    }
+    eprintln!("plans checked per format: {checked:?}");
+    assert!(
+        checked.values().all(|n| *n >= 5) && checked.len() == 2,
+        "plans checked per format: {checked:?}"
+    );
+}

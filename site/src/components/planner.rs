@@ -3,7 +3,7 @@
 //! chosen plan to copy. Computed by the core's planner in the browser, only when opened.
 
 use headroom_core::Scenario;
-use headroom_core::export::{Target, not_expressed, offered};
+use headroom_core::export::Target;
 use headroom_core::format::bytes;
 use headroom_core::plan::{DEFAULT_SPACE, Plan, PlanOptions, Planning, plan_with};
 use yew::prelude::*;
@@ -167,14 +167,67 @@ fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<Option<T>, Str
     }
 }
 
-/// The written configuration (and DeepSpeed's notes), its error, or that it is being written.
-fn export_view(exported: &Option<Result<(String, Vec<String>), String>>, shown: Target) -> Html {
-    match exported {
-        Some(Ok((text, notes))) => html! {
+/// The worker's answer for a plan (`worker.rs`, request `export`): the file shown, the
+/// targets that express the plan, why the others do not, the file's text and its notes.
+#[derive(Clone, PartialEq)]
+struct Written {
+    shown: Target,
+    offered: Vec<Target>,
+    refused: Vec<String>,
+    text: String,
+    notes: Vec<String>,
+}
+
+impl Written {
+    fn parse(answer: &[String]) -> Result<Written, String> {
+        let bad = || "The configuration could not be written.".to_string();
+        let [shown, offered, n, rest @ ..] = answer else {
+            return Err(bad());
+        };
+        let n: usize = n.parse().map_err(|_| bad())?;
+        let target = |id: &str| Target::parse("export", id).map_err(|e| e.to_string());
+        let (refused, tail) = rest.split_at(n.min(rest.len()));
+        let (text, notes) = tail.split_first().ok_or_else(bad)?;
+        Ok(Written {
+            shown: target(shown)?,
+            offered: offered
+                .split(',')
+                .filter(|t| !t.is_empty())
+                .map(target)
+                .collect::<Result<_, _>>()?,
+            refused: refused.to_vec(),
+            text: text.clone(),
+            notes: notes.to_vec(),
+        })
+    }
+}
+
+/// The file's toolbar (a button per target that expresses the plan, Copy), why the other
+/// targets are not offered, and the text; or its error, or that it is being written.
+fn written_view(
+    written: Option<&Result<Written, String>>,
+    target: &UseStateHandle<Target>,
+    on_copy: Callback<MouseEvent>,
+    status: &UseStateHandle<String>,
+) -> Html {
+    match written {
+        Some(Ok(w)) => html! {
             <>
-                <pre id="planner-export">{ text }</pre>
-                if shown == Target::DeepSpeed && !notes.is_empty() {
-                    <ul class="help">{ for notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
+                <div class="toolbar" role="group" aria-label="Configuration">
+                    { for w.offered.iter().map(|t| {
+                        let (target, t) = (target.clone(), *t);
+                        html! { <button type="button" data-target={t.id()} aria-pressed={(t == w.shown).to_string()}
+                            onclick={Callback::from(move |_: MouseEvent| target.set(t))}>{ t.file_name() }</button> }
+                    }) }
+                    <button type="button" id="planner-copy" onclick={on_copy}>{ "Copy" }</button>
+                    <span class="status" role="status">{ (**status).clone() }</span>
+                </div>
+                if !w.refused.is_empty() {
+                    <p class="help" id="planner-not-offered">{ format!("Not offered for this plan: {}.", w.refused.join("; ")) }</p>
+                }
+                <pre id="planner-export">{ &w.text }</pre>
+                if w.shown == Target::DeepSpeed && !w.notes.is_empty() {
+                    <ul class="help">{ for w.notes.iter().map(|n| html! { <li>{ n }</li> }) }</ul>
                 }
             </>
         },
@@ -193,12 +246,7 @@ pub fn Planner(props: &PlannerProps) -> Html {
     let target = use_state(|| Target::DeepSpeed);
     let status = use_state(String::new);
     // The configuration the worker wrote: for which (plan link, target), and its answer.
-    let exported = use_state(|| {
-        (
-            None::<(String, Target)>,
-            None::<Result<Vec<String>, String>>,
-        )
-    });
+    let exported = use_state(|| (None::<(String, Target)>, None::<Result<Written, String>>));
     // The CLI's planning inputs, as typed: global batch, tokens to train, price per GPU-hour.
     let inputs = use_state(|| [String::new(), String::new(), String::new()]);
     // The user's calibration file for this GPU, when one is loaded, as the calculator uses it.
@@ -250,62 +298,28 @@ pub fn Planner(props: &PlannerProps) -> Html {
         Some(Ok(p)) => {
             let all: Vec<&Plan> = p.plans.iter().chain(p.training_plans.iter()).collect();
             let pick = all.get(*chosen).or(all.first()).copied();
-            // Only the targets that run this plan as estimated are offered; the others are
-            // listed with the reason.
-            let targets = pick.map(|pl| offered(&pl.scenario)).unwrap_or_default();
-            let shown = if targets.contains(&*target) {
-                *target
-            } else {
-                targets.first().copied().unwrap_or(Target::Env)
-            };
-            // Targets refused for one reason are named together, the reason once.
-            let refused: Vec<String> = pick
-                .map(|pl| {
-                    let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
-                    for t in Target::ALL {
-                        if let Some(why) = not_expressed(&pl.scenario, t) {
-                            match by_reason.iter_mut().find(|(w, _)| *w == why) {
-                                Some((_, files)) => files.push(t.file_name()),
-                                None => by_reason.push((why, vec![t.file_name()])),
-                            }
-                        }
-                    }
-                    by_reason
-                        .into_iter()
-                        .map(|(why, files)| format!("{}: {why}", files.join(", ")))
-                        .collect()
-                })
-                .unwrap_or_default();
-            // The file is written by the on-demand worker (the exports' code is not part of
-            // the first download): asked for when the plan or the target changes.
-            let wanted = pick.map(|pl| (pl.link.clone(), shown));
+            // The worker writes the file and says which targets express the plan (the others
+            // with the reason): asked again when the plan or the chosen target changes.
+            let wanted = pick.map(|pl| (pl.link.clone(), *target));
             if wanted.is_some() && exported.0 != wanted {
                 let (exported, wanted) = (exported.clone(), wanted.clone());
                 wasm_bindgen_futures::spawn_local(async move {
                     if let Some((link, target)) = &wanted {
                         let answer =
                             crate::worker_client::request(&["export", link, target.id()]).await;
-                        exported.set((wanted.clone(), Some(answer)));
+                        exported.set((
+                            wanted.clone(),
+                            Some(answer.and_then(|a| Written::parse(&a))),
+                        ));
                     }
                 });
             }
-            let exported: Option<Result<(String, Vec<String>), String>> = (exported.0 == wanted)
-                .then(|| exported.1.clone())
-                .flatten()
-                .map(|a| {
-                    a.map(|mut lines| {
-                        let text = if lines.is_empty() {
-                            String::new()
-                        } else {
-                            lines.remove(0)
-                        };
-                        (text, lines)
-                    })
-                });
-            let pending = wanted.is_some() && exported.is_none();
+            let written: Option<Result<Written, String>> =
+                (exported.0 == wanted).then(|| exported.1.clone()).flatten();
+            let pending = wanted.is_some() && written.is_none();
             let on_copy = {
-                let text = match &exported {
-                    Some(Ok((t, _))) => Some(t.clone()),
+                let text = match &written {
+                    Some(Ok(w)) => Some(w.text.clone()),
                     _ => None,
                 };
                 let status = status.clone();
@@ -352,21 +366,9 @@ pub fn Planner(props: &PlannerProps) -> Html {
                     }
                     <h3>{ "One change at a time" }</h3>
                     { ladder(p) }
-                    if pending || exported.is_some() {
+                    if pending || written.is_some() {
                         <h3>{ format!("Configuration of plan #{}", (*chosen).min(all.len().saturating_sub(1)) + 1) }</h3>
-                        <div class="toolbar" role="group" aria-label="Configuration">
-                            { for targets.iter().map(|t| {
-                                let (target, t) = (target.clone(), *t);
-                                html! { <button type="button" data-target={t.id()} aria-pressed={(t == shown).to_string()}
-                                    onclick={Callback::from(move |_: MouseEvent| target.set(t))}>{ t.file_name() }</button> }
-                            }) }
-                            <button type="button" id="planner-copy" onclick={on_copy}>{ "Copy" }</button>
-                            <span class="status" role="status">{ (*status).clone() }</span>
-                        </div>
-                        if !refused.is_empty() {
-                            <p class="help" id="planner-not-offered">{ format!("Not offered for this plan: {}.", refused.join("; ")) }</p>
-                        }
-                        { export_view(&exported, shown) }
+                        { written_view(written.as_ref(), &target, on_copy, &status) }
                     }
                 </>
             }

@@ -36,5 +36,29 @@ fn main() {
             json!([]),
         );
         s.screenshot(&out.join(format!("import-{name}.png")));
+        // The plans for the imported scenario, and plan 1 written as axolotl's YAML.
+        s.click(&s.find("#planner-open"));
+        s.wait_for(
+            "return !!document.querySelector(\"button[data-target]\")",
+            Duration::from_secs(30),
+            "the plan's files",
+        );
+        if s.js(
+            "return !!document.querySelector(\"button[data-target='axolotl']\")",
+            json!([]),
+        ) == json!(true)
+        {
+            s.click(&s.find("button[data-target='axolotl']"));
+            s.wait_for(
+                "const e = document.querySelector('#planner-export'); return !!e && e.textContent.includes('base_model')",
+                Duration::from_secs(20),
+                "axolotl's YAML",
+            );
+        }
+        s.js(
+            "document.querySelector('#planner-export').scrollIntoView()",
+            json!([]),
+        );
+        s.screenshot(&out.join(format!("export-{name}.png")));
     }
 }

@@ -125,6 +125,11 @@ fn planner_panel_matches_the_cli() {
     assert!(text(&s, "#planner-not-offered").contains("selective recompute"));
     // Plan 3's torchrun command, as the CLI exports it.
     s.click(&s.find("#planner-plans tr[data-plan='2'] button.pick"));
+    s.wait_for(
+        "return !!document.querySelector(\"button[data-target='torchrun']\")",
+        WAIT,
+        "plan 3's targets, from the worker",
+    );
     s.click(&s.find("button[data-target='torchrun']"));
     let want = cli_text(&[
         "plan", "--named", NAMED, "--export", "torchrun", "--pick", "3",

@@ -15,6 +15,7 @@ mod accelerate;
 mod common;
 mod deepspeed;
 mod fsdp2;
+mod hf_yaml;
 mod launch;
 mod model;
 mod names;
@@ -47,16 +48,20 @@ pub enum Target {
     Accelerate,
     Fsdp2,
     Torchrun,
+    Axolotl,
+    LlamaFactory,
     Env,
 }
 
 impl Target {
-    pub const ALL: [Target; 6] = [
+    pub const ALL: [Target; 8] = [
         Target::DeepSpeed,
         Target::Trainer,
         Target::Accelerate,
         Target::Fsdp2,
         Target::Torchrun,
+        Target::Axolotl,
+        Target::LlamaFactory,
         Target::Env,
     ];
 
@@ -67,6 +72,8 @@ impl Target {
             Target::Accelerate => "accelerate",
             Target::Fsdp2 => "fsdp2",
             Target::Torchrun => "torchrun",
+            Target::Axolotl => "axolotl",
+            Target::LlamaFactory => "llamafactory",
             Target::Env => "env",
         }
     }
@@ -79,6 +86,8 @@ impl Target {
             Target::Accelerate => "accelerate_config.yaml",
             Target::Fsdp2 => "train_fsdp2.py",
             Target::Torchrun => "launch.sh",
+            Target::Axolotl => "axolotl.yaml",
+            Target::LlamaFactory => "llamafactory.yaml",
             Target::Env => "env.sh",
         }
     }
@@ -125,6 +134,8 @@ pub fn export(spec: &ModelSpec, scen: &Scenario, target: Target) -> Export {
         Target::Accelerate => accelerate_text(spec, scen),
         Target::Fsdp2 => fsdp2_text(spec, scen),
         Target::Torchrun => torchrun_text(spec, scen),
+        Target::Axolotl => hf_yaml::axolotl_text(spec, scen),
+        Target::LlamaFactory => hf_yaml::llamafactory_text(spec, scen),
         Target::Env => (env_text(scen), Vec::new()),
     };
     Export {

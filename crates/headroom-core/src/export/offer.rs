@@ -47,10 +47,16 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
             target.file_name()
         ));
     }
-    if scen.packing && !matches!(target, Target::Trainer | Target::Fsdp2) {
+    if scen.packing
+        && !matches!(
+            target,
+            Target::Trainer | Target::Fsdp2 | Target::Axolotl | Target::LlamaFactory
+        )
+    {
         return Some(format!(
             "packing is a data collator (transformers' DataCollatorWithFlattening), which {} \
-             does not carry: training_args.py and train_fsdp2.py write it",
+             does not carry: training_args.py, train_fsdp2.py, axolotl.yaml (sample_packing) \
+             and llamafactory.yaml (neat_packing) write it",
             target.file_name()
         ));
     }
@@ -131,6 +137,7 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
                 p.data.label()
             )),
         },
+        Target::Axolotl | Target::LlamaFactory => super::hf_yaml::refusal(scen, target),
         Target::Trainer | Target::Accelerate | Target::Torchrun => match p.data {
             DataParallel::Ddp => ddp_offload(),
             DataParallel::Fsdp => fsdp_offload(),
