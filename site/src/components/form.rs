@@ -123,7 +123,7 @@ pub fn ScenarioForm(props: &FormProps) -> Html {
                              id_prefix={props.id_prefix.clone()}/>
             </fieldset>
             <super::import::ImportBox dispatch={props.dispatch.clone()} id_prefix={props.id_prefix.clone()}
-                                      gpu={props.state.scenario.gpu.clone()}/>
+                                      gpu={props.state.scenario.gpu.clone()} gpus={props.state.scenario.gpus}/>
             { for GROUPS.iter().map(|g| {
                 html! {
                     <details class="group" open={g.open && props.open_defaults}

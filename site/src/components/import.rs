@@ -13,15 +13,17 @@ use crate::state::Action;
 pub struct ImportProps {
     pub dispatch: Callback<Action>,
     pub id_prefix: AttrValue,
-    /// The GPU chosen on the page: a config names none, so the import keeps it.
+    /// The GPU chosen on the page, and how many: a config names neither (accelerate's
+    /// num_processes aside), so the import keeps them.
     pub gpu: AttrValue,
+    pub gpus: u32,
 }
 
-/// What the worker answered, applied to the default scenario on the page's GPU; the message
+/// What the worker answered, applied to the default scenario on the page's GPUs; the message
 /// and the report to show.
 fn applied(
     answer: &[String],
-    gpu: &str,
+    (gpu, gpus): (&str, u32),
     dispatch: &Callback<Action>,
 ) -> ((bool, String), Vec<String>) {
     let [query, unresolved, framework, report @ ..] = answer else {
@@ -29,6 +31,7 @@ fn applied(
     };
     let base = Scenario {
         gpu: gpu.to_string(),
+        gpus,
         ..Scenario::default()
     };
     let (scen, errors) = match query_pairs(query) {
@@ -62,11 +65,12 @@ pub fn ImportBox(props: &ImportProps) -> Html {
 
     // Reads `text` (a file called `name`) in the worker, then applies it.
     let run = {
-        let (dispatch, message, report, gpu) = (
+        let (dispatch, message, report, gpu, gpus) = (
             props.dispatch.clone(),
             message.clone(),
             report.clone(),
             props.gpu.clone(),
+            props.gpus,
         );
         Callback::from(move |(text, name): (String, String)| {
             let (dispatch, message, report, gpu) = (
@@ -79,7 +83,7 @@ pub fn ImportBox(props: &ImportProps) -> Html {
             wasm_bindgen_futures::spawn_local(async move {
                 match crate::worker_client::request(&["import", &text, &name]).await {
                     Ok(answer) => {
-                        let (m, lines) = applied(&answer, &gpu, &dispatch);
+                        let (m, lines) = applied(&answer, (&gpu, gpus), &dispatch);
                         message.set(Some(m));
                         report.set(lines);
                     }

@@ -30,6 +30,31 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
     {
         n.push("NVMe offload: set nvme_path in ds_config.json to a fast local disk".into());
     }
+    n.extend(python_notes(scen));
+    if scen.mtp > 0 {
+        n.push(format!(
+            "multi-token prediction ({} module{}): transformers builds none (it drops their weights); Megatron-LM: --mtp-num-layers {}",
+            scen.mtp,
+            if scen.mtp == 1 { "" } else { "s" },
+            scen.mtp
+        ));
+    }
+    if let Some(lines) = sdpa_switches(scen) {
+        n.push(format!(
+            "SDPA kernel as estimated: {}",
+            lines.lines().collect::<Vec<_>>().join("; ")
+        ));
+    }
+    if scen.keep_logits {
+        n.push("the scenario keeps the outputs (logits) alive through backward: keep only outputs.loss in the loop".into());
+    }
+    n
+}
+
+/// How the Python targets build what the estimate assumed (the dtype to load, peft's adapters,
+/// the QLoRA quantization, DPO's trainer, compile); the YAML targets write these as keys.
+pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
+    let mut n = Vec::new();
     if scen.precision == Precision::Bf16 || scen.precision == Precision::Fp16 {
         n.push(format!(
             "pure {}: load the model with dtype=torch.{} (weights, gradients and optimizer states in 16 bits); no autocast flag",
@@ -84,23 +109,6 @@ pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
         n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());
     } else if scen.runtime.compile {
         n.push("torch.compile: model = torch.compile(model), after any fp8 conversion (it fuses torchao's casts)".into());
-    }
-    if scen.mtp > 0 {
-        n.push(format!(
-            "multi-token prediction ({} module{}): transformers builds none (it drops their weights); Megatron-LM: --mtp-num-layers {}",
-            scen.mtp,
-            if scen.mtp == 1 { "" } else { "s" },
-            scen.mtp
-        ));
-    }
-    if let Some(lines) = sdpa_switches(scen) {
-        n.push(format!(
-            "SDPA kernel as estimated: {}",
-            lines.lines().collect::<Vec<_>>().join("; ")
-        ));
-    }
-    if scen.keep_logits {
-        n.push("the scenario keeps the outputs (logits) alive through backward: keep only outputs.loss in the loop".into());
     }
     n
 }

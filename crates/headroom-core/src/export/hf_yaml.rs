@@ -13,7 +13,7 @@ use crate::scenario::{
 };
 
 use super::Target;
-use super::common::{comment_lines, common_notes, summary};
+use super::common::{comment_lines, common_notes, python_notes, summary};
 use super::names::{layer_class, model_path};
 
 /// Why axolotl's or LLaMA-Factory's YAML cannot run `scen` as estimated (the rules every
@@ -164,7 +164,18 @@ fn target_list(scen: &Scenario) -> &'static str {
 
 /// The file's head: the plan, the versions, what it cannot carry.
 fn head(scen: &Scenario, framework: &str, launch: &str) -> (String, Vec<String>) {
-    let mut notes = common_notes(scen);
+    // The Python targets' how-to notes (peft, BitsAndBytesConfig, dtype) are this file's keys.
+    let python = python_notes(scen);
+    let mut notes: Vec<String> = common_notes(scen)
+        .into_iter()
+        .filter(|n| !python.contains(n))
+        .collect();
+    if scen.runtime.cuda_graphs {
+        notes.push(
+            "CUDA graphs (torch.compile mode=\"reduce-overhead\") are not a key of this file"
+                .into(),
+        );
+    }
     notes.push(format!(
         "launch on {} GPU{}: {launch}",
         scen.gpus,
