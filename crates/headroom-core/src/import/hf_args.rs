@@ -368,9 +368,17 @@ pub(super) fn fsdp_config(
                 &v,
                 "FSDP1's flat parameters are modelled as FSDP2's per-parameter shards",
             ),
+            "mixed_precision_policy" => out.not_expressed(
+                &key,
+                &v,
+                "FSDP's mixed precision follows the training precision here (parameters \
+                 gathered in the compute dtype, gradients reduced in fp32)",
+            ),
             "auto_wrap_policy"
             | "transformer_layer_cls_to_wrap"
             | "cpu_ram_efficient_loading"
+            | "cpu_offload_pin_memory"
+            | "final_state_dict_type"
             | "sync_module_states"
             | "state_dict_type"
             | "min_num_params"

@@ -132,3 +132,23 @@ fn a_deepspeed_file_named_by_the_arguments_is_read() {
     );
     assert!(!unread.iter().any(|(k, _)| k == "dp"));
 }
+
+/// axolotl's FSDP2 block as its schema names the keys (`schemas/fsdp.py`: no `fsdp_` prefix).
+#[test]
+fn axolotl_fsdp2_keys_are_all_accounted_for() {
+    let text = "base_model: meta-llama/Llama-3.1-8B\nmicro_batch_size: 1\nfsdp_version: 2\nfsdp_config:\n  offload_params: true\n  cpu_offload_pin_memory: false\n  reshard_after_forward: true\n  mixed_precision_policy: bf16\n  final_state_dict_type: FULL_STATE_DICT\n  transformer_layer_cls_to_wrap: LlamaDecoderLayer\n";
+    let got = import(text, Some("a.yml"), &no_files).expect("imports");
+    assert!(got.with(Outcome::Unknown).next().is_none());
+    let get = |k: &str| {
+        got.pairs
+            .iter()
+            .find(|(f, _)| f == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("dp"), Some("fsdp"));
+    assert_eq!(get("param_offload"), Some("cpu"));
+    assert!(
+        got.with(Outcome::NotExpressed)
+            .any(|n| n.key == "fsdp_config.mixed_precision_policy")
+    );
+}
