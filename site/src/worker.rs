@@ -5,10 +5,8 @@
 //! "ready", then answers each request (an array of strings, the first naming it) with an
 //! array of strings: `["ok", ...]` or `["error", message]`.
 //!
-//! - `["import", text, file name, (attached name, attached text)...]`: `headroom_core::import`
-//!   (the model resolved to a preset; attached files answer the paths the config names, which
-//!   the page's box does not send yet: its code would cost the first download about 1 KB);
-//!   answer `["ok", link query, model that is not a preset or "", framework, report lines...]`.
+//! - `["import", text, file name]`: `headroom_core::import` (the model resolved to a preset;
+//!   the page cannot read the files a config names, which the notes say); answer `["ok", link query, model that is not a preset or "", framework, report lines...]`.
 //! - `["export", link query, target id]`: the targets that express the plan and
 //!   `headroom_core::export`'s file for the one asked (or the first offered); answer
 //!   `["ok", target shown, offered ids comma-separated, n, n refusals..., text, notes...]`.
@@ -26,18 +24,8 @@ use web_sys::{DedicatedWorkerGlobalScope, MessageEvent, Response};
 /// The answer to one request.
 fn answer(request: &[String]) -> Result<Vec<String>, String> {
     match request {
-        [kind, text, name, attached @ ..] if kind == "import" => {
-            // The files uploaded with the config (name, text pairs) answer the paths it names,
-            // by file name (a `deepspeed: examples/deepspeed/ds_z3_config.json`); the notes say
-            // when one is missing.
-            let base = |p: &str| p.rsplit(['/', '\\']).next().unwrap_or(p).to_string();
-            let read = |path: &str| {
-                attached
-                    .chunks(2)
-                    .find(|f| f.len() == 2 && base(&f[0]) == base(path))
-                    .map(|f| f[1].clone())
-            };
-            let imported = import(text, Some(name), &read).map_err(|e| e.0)?;
+        [kind, text, name] if kind == "import" => {
+            let imported = import(text, Some(name), &|_: &str| None).map_err(|e| e.0)?;
             let query = imported
                 .pairs
                 .iter()

@@ -292,28 +292,40 @@ pub fn Planner(props: &PlannerProps) -> Html {
         let chosen = chosen.clone();
         Callback::from(move |n: usize| chosen.set(n))
     };
+    // The plan shown and the file asked for. The worker writes the file and says which targets
+    // express the plan (the others with the reason): asked once each time either changes.
+    let wanted = match &*result {
+        Some(Ok(p)) => p
+            .plans
+            .iter()
+            .chain(&p.training_plans)
+            .nth(*chosen)
+            .or(p.plans.first().or(p.training_plans.first()))
+            .map(|pl| (pl.link.clone(), *target)),
+        _ => None,
+    };
+    {
+        let exported = exported.clone();
+        use_effect_with(wanted, move |wanted| {
+            if let Some((link, target)) = wanted.clone() {
+                wasm_bindgen_futures::spawn_local(async move {
+                    let answer =
+                        crate::worker_client::request(&["export", &link, target.id()]).await;
+                    exported.set((
+                        Some((link, target)),
+                        Some(answer.and_then(|a| Written::parse(&a))),
+                    ));
+                });
+            }
+        });
+    }
     let body = match &*result {
         None => html! {},
         Some(Err(e)) => html! { <div class="notice error" role="alert">{ e }</div> },
         Some(Ok(p)) => {
             let all: Vec<&Plan> = p.plans.iter().chain(p.training_plans.iter()).collect();
             let pick = all.get(*chosen).or(all.first()).copied();
-            // The worker writes the file and says which targets express the plan (the others
-            // with the reason): asked again when the plan or the chosen target changes.
             let wanted = pick.map(|pl| (pl.link.clone(), *target));
-            if wanted.is_some() && exported.0 != wanted {
-                let (exported, wanted) = (exported.clone(), wanted.clone());
-                wasm_bindgen_futures::spawn_local(async move {
-                    if let Some((link, target)) = &wanted {
-                        let answer =
-                            crate::worker_client::request(&["export", link, target.id()]).await;
-                        exported.set((
-                            wanted.clone(),
-                            Some(answer.and_then(|a| Written::parse(&a))),
-                        ));
-                    }
-                });
-            }
             let written: Option<Result<Written, String>> =
                 (exported.0 == wanted).then(|| exported.1.clone()).flatten();
             let pending = wanted.is_some() && written.is_none();

@@ -13,7 +13,7 @@ use crate::scenario::{
 };
 
 use super::Target;
-use super::common::{comment_lines, common_notes, python_notes, summary};
+use super::common::{comment_lines, common_notes, lora_targets, python_notes, summary};
 use super::names::{layer_class, model_path};
 
 /// Why axolotl's or LLaMA-Factory's YAML cannot run `scen` as estimated (the rules every
@@ -150,15 +150,55 @@ fn optimizer_name(o: Optimizer) -> Option<&'static str> {
     })
 }
 
-/// peft's module names for the scenario's targets (Llama-like layers).
-fn target_list(scen: &Scenario) -> &'static str {
-    use crate::scenario::LoraTargets::*;
+/// peft's module names for the scenario's targets as a YAML list: the Python targets' list
+/// (`common::lora_targets`) without its quotes, every linear layer spelled out.
+fn target_list(scen: &Scenario) -> String {
     match scen.lora.targets {
-        AllLinear => "[q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]",
-        Attention => "[q_proj, k_proj, v_proj, o_proj]",
-        Qv => "[q_proj, v_proj]",
-        Qkv => "[q_proj, k_proj, v_proj]",
-        Mlp => "[gate_proj, up_proj, down_proj]",
+        crate::scenario::LoraTargets::AllLinear => {
+            "[q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]".into()
+        }
+        _ => lora_targets(scen).replace('"', ""),
+    }
+}
+
+/// The keys where the two frameworks differ, for the lines they otherwise share.
+struct Dialect {
+    optimizer_key: &'static str,
+    fused_loss: &'static str,
+}
+
+const AXOLOTL: Dialect = Dialect {
+    optimizer_key: "optimizer",
+    fused_loss: "plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_fused_linear_cross_entropy: true\n",
+};
+
+const LLAMA_FACTORY: Dialect = Dialect {
+    optimizer_key: "optim",
+    fused_loss: "enable_liger_kernel: true\n",
+};
+
+/// The optimizer, the fused loss and compile.
+fn training_keys(t: &mut String, scen: &Scenario, d: &Dialect) {
+    t.push_str(&format!(
+        "{}: {}\n",
+        d.optimizer_key,
+        optimizer_name(scen.optimizer).unwrap_or("adamw_torch")
+    ));
+    if scen.loss == LossImpl::Fused {
+        t.push_str(d.fused_loss);
+    }
+    if scen.runtime.compile {
+        t.push_str("torch_compile: true\n");
+    }
+}
+
+/// The DeepSpeed JSON beside the file, for ZeRO plans.
+fn deepspeed_key(t: &mut String, scen: &Scenario) {
+    if matches!(
+        scen.parallel.data,
+        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3
+    ) {
+        t.push_str(&format!("deepspeed: {}\n", Target::DeepSpeed.file_name()));
     }
 }
 
@@ -192,15 +232,6 @@ fn head(scen: &Scenario, framework: &str, launch: &str) -> (String, Vec<String>)
         summary(scen)
     );
     (t, notes)
-}
-
-/// The data-parallel keys both files share: a DeepSpeed JSON beside them.
-fn deepspeed_line(scen: &Scenario) -> Option<String> {
-    matches!(
-        scen.parallel.data,
-        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3
-    )
-    .then(|| format!("deepspeed: {}\n", Target::DeepSpeed.file_name()))
 }
 
 /// axolotl's YAML (`axolotl train axolotl.yaml`).
@@ -253,22 +284,11 @@ pub(super) fn axolotl_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     if scen.offload_activations {
         t.push_str("activation_offloading: true\n");
     }
-    t.push_str(&format!(
-        "optimizer: {}\n",
-        optimizer_name(scen.optimizer).unwrap_or("adamw_torch")
-    ));
-    if scen.loss == LossImpl::Fused {
-        t.push_str("plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_fused_linear_cross_entropy: true\n");
-    }
-    if scen.runtime.compile {
-        t.push_str("torch_compile: true\n");
-    }
+    training_keys(&mut t, scen, &AXOLOTL);
     if scen.trainer == Trainer::Dpo {
         t.push_str("rl: dpo\n");
     }
-    if let Some(ds) = deepspeed_line(scen) {
-        t.push_str(&ds);
-    }
+    deepspeed_key(&mut t, scen);
     if scen.parallel.data == DataParallel::Fsdp {
         t.push_str(&format!(
             "fsdp_version: 2\nfsdp_config:\n  offload_params: {}\n  auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  transformer_layer_cls_to_wrap: {}\n  reshard_after_forward: true\n  state_dict_type: SHARDED_STATE_DICT\n",
@@ -347,19 +367,8 @@ pub(super) fn llamafactory_text(_spec: &ModelSpec, scen: &Scenario) -> (String, 
     } else if scen.offload_activations {
         t.push_str("use_unsloth_gc: true\n");
     }
-    t.push_str(&format!(
-        "optim: {}\n",
-        optimizer_name(scen.optimizer).unwrap_or("adamw_torch")
-    ));
-    if scen.loss == LossImpl::Fused {
-        t.push_str("enable_liger_kernel: true\n");
-    }
-    if scen.runtime.compile {
-        t.push_str("torch_compile: true\n");
-    }
-    if let Some(ds) = deepspeed_line(scen) {
-        t.push_str(&ds);
-    }
+    training_keys(&mut t, scen, &LLAMA_FACTORY);
+    deepspeed_key(&mut t, scen);
     t.push_str(&comment_lines(&notes, "# "));
     (t, notes)
 }

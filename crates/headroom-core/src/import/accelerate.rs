@@ -141,18 +141,7 @@ fn deepspeed_plugin(mut m: Map<String, Value>, out: &mut Out) -> Result<(), Impo
         out.deepspeed_file("deepspeed_config.deepspeed_config_file", &v)?;
     }
     if let Some(v) = m.remove("zero_stage") {
-        let dp = match as_u32("deepspeed_config.zero_stage", &v)? {
-            0 => "ddp",
-            1 => "zero1",
-            2 => "zero2",
-            3 => "zero3",
-            _ => {
-                return Err(super::bad(
-                    "deepspeed_config.zero_stage",
-                    "expected 0, 1, 2 or 3",
-                ));
-            }
-        };
+        let dp = super::deepspeed::stage_dp("deepspeed_config.zero_stage", &v)?;
         out.mapped("deepspeed_config.zero_stage", &v, &[("dp", dp)]);
     }
     for (k, field) in [

@@ -517,9 +517,7 @@ fn lora_keys(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
         }
     }
     dropout(map, out, ("0", "axolotl's default"))?;
-    if let Some(v) = map.remove("lora_modules_to_save") {
-        modules_to_save(out, "lora_modules_to_save", &v)?;
-    }
+    modules_to_save(map, out, "lora_modules_to_save")?;
     switch(map, out, "peft_use_dora", "dora")?;
     Ok(())
 }

@@ -165,30 +165,30 @@ pub(super) fn read(
     Ok(())
 }
 
+/// A ZeRO stage (0-3) as the `dp` link field.
+pub(super) fn stage_dp(key: &str, v: &Value) -> Result<&'static str, ImportError> {
+    Ok(match as_u32(key, v)? {
+        0 => "ddp",
+        1 => "zero1",
+        2 => "zero2",
+        3 => "zero3",
+        _ => return Err(super::bad(key, "expected 0, 1, 2 or 3")),
+    })
+}
+
 fn read_zero(mut zero: Map<String, Value>, prefix: &str, out: &mut Out) -> Result<(), ImportError> {
     let key = |k: &str| format!("{prefix}{k}");
-    let stage = match zero.remove("stage") {
+    match zero.remove("stage") {
         Some(v) => {
-            let s = as_u32(&key("stage"), &v)?;
-            let dp = match s {
-                0 => "ddp",
-                1 => "zero1",
-                2 => "zero2",
-                3 => "zero3",
-                _ => return Err(super::bad(&key("stage"), "expected 0, 1, 2 or 3")),
-            };
+            let dp = stage_dp(&key("stage"), &v)?;
             out.mapped(&key("stage"), &v, &[("dp", dp)]);
-            s
         }
-        None => {
-            out.default(
-                &key("stage"),
-                &[("dp", "ddp")],
-                "DeepSpeed's default stage 0",
-            );
-            0
-        }
-    };
+        None => out.default(
+            &key("stage"),
+            &[("dp", "ddp")],
+            "DeepSpeed's default stage 0",
+        ),
+    }
     for (k, field) in [
         ("offload_optimizer", "opt_offload"),
         ("offload_param", "param_offload"),
@@ -212,7 +212,6 @@ fn read_zero(mut zero: Map<String, Value>, prefix: &str, out: &mut Out) -> Resul
             }
         }
     }
-    let _ = stage;
     for (k, v) in zero {
         let name = k.as_str();
         if ZERO_NOT_READ.contains(&name) {

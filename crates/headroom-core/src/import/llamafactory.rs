@@ -341,9 +341,7 @@ fn lora_keys(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
         ),
     }
     dropout(map, out, ("0", "LLaMA-Factory's default"))?;
-    if let Some(v) = map.remove("additional_target") {
-        modules_to_save(out, "additional_target", &v)?;
-    }
+    modules_to_save(map, out, "additional_target")?;
     switch(map, out, "use_dora", "dora")?;
     Ok(())
 }

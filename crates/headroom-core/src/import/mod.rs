@@ -369,29 +369,27 @@ impl<'a> Out<'a> {
         });
     }
 
-    /// `key` (as written, `value`) set these link fields.
-    fn mapped(&mut self, key: &str, value: &Value, fields: &[(&str, &str)]) {
+    /// Sets link fields; returns them as a note says them (`method=qlora, kbit=0`).
+    fn set(&mut self, fields: &[(&str, &str)]) -> String {
         for (f, v) in fields {
             self.pair(f, *v);
         }
-        let text = fields
+        fields
             .iter()
             .map(|(f, v)| format!("{f}={v}"))
             .collect::<Vec<_>>()
-            .join(", ");
+            .join(", ")
+    }
+
+    /// `key` (as written, `value`) set these link fields.
+    fn mapped(&mut self, key: &str, value: &Value, fields: &[(&str, &str)]) {
+        let text = self.set(fields);
         self.note(key, value, Outcome::Mapped, text);
     }
 
     /// `key` is absent: the framework's default `fields`, said in `why`.
     fn default(&mut self, key: &str, fields: &[(&str, &str)], why: &str) {
-        for (f, v) in fields {
-            self.pair(f, *v);
-        }
-        let set = fields
-            .iter()
-            .map(|(f, v)| format!("{f}={v}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let set = self.set(fields);
         let text = if set.is_empty() {
             why.to_string()
         } else {
@@ -771,7 +769,15 @@ fn targets(out: &mut Out, key: &str, v: &Value) -> Result<(), ImportError> {
 }
 
 /// `modules_to_save`: a trained copy of the embeddings and lm_head is expressible.
-fn modules_to_save(out: &mut Out, key: &str, v: &Value) -> Result<(), ImportError> {
+fn modules_to_save(
+    map: &mut Map<String, Value>,
+    out: &mut Out,
+    key: &str,
+) -> Result<(), ImportError> {
+    let Some(value) = map.remove(key) else {
+        return Ok(());
+    };
+    let v = &value;
     let names = as_names(key, v)?;
     let mut set: Vec<&str> = names.iter().map(String::as_str).collect();
     set.sort_unstable();
@@ -899,14 +905,7 @@ fn set_precision(
             }
         }
     };
-    for (f, v) in &fields {
-        out.pair(f, *v);
-    }
-    let set = fields
-        .iter()
-        .map(|(f, v)| format!("{f}={v}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let set = out.set(&fields);
     out.notes.push(Note {
         key: "precision".into(),
         value: String::new(),

@@ -207,7 +207,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         }
         None => 1,
     };
-    let gpus = match &shard {
+    match &shard {
         Some((n, v)) if *n > 0 => {
             let g = (*n as u32)
                 .saturating_mul(replicas)
@@ -217,7 +217,6 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
                 v,
                 &[("dp", "fsdp"), ("gpus", &g.to_string())],
             );
-            g
         }
         other => {
             let g = if 8 % model_parallel == 0 {
@@ -238,10 +237,8 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
                 "data_parallel_shard_degree -1 shards over every GPU the launcher starts: \
                  run_train.sh's NGPU (8); set --gpus for yours",
             );
-            g
         }
-    };
-    let _ = gpus;
+    }
     if let Some(v) = parallelism.remove("pipeline_parallel_schedule") {
         out.not_expressed(
             "parallelism.pipeline_parallel_schedule",

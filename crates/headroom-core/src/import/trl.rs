@@ -328,9 +328,7 @@ fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, Import
         ),
     }
     dropout(map, out, ("1", "ModelConfig's default 0.05"))?;
-    if let Some(v) = map.remove("lora_modules_to_save") {
-        modules_to_save(out, "lora_modules_to_save", &v)?;
-    }
+    modules_to_save(map, out, "lora_modules_to_save")?;
     switch(map, out, "use_dora", "dora")?;
     if let Some(v) = map.remove("lora_target_parameters") {
         out.not_expressed(
