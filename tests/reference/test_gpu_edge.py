@@ -9,11 +9,11 @@ and without prepare_model_for_kbit_training (bitsandbytes' NF4 Linear4bit on CUD
 16-bit and on an fp32 base under autocast; then the edges again with expandable segments.
 
 - Where the run trained, the allocated peak is within 1% of the core's.
-- The verdict is the run's: fits where it trained, does not where it ran out. Where the default
-  allocator failed only because its free memory was split (fragmentation), the case is a strict
-  xfail naming the block it could not place: the allocator model (crates/headroom-core/src/
-  allocator.rs, checked against traces of these runs) reproduces those failures, and the core's
-  verdict does not yet run it.
+- The verdict is the run's: fits where it trained, does not where it ran out. The verdict
+  replays the step through the allocator model within the card (crates/headroom-core/src/
+  estimate/sequence.rs over allocator.rs), which finds two of the three runs that failed only
+  because free memory was split (fragmentation); the third is a strict xfail naming the block
+  the run could not place.
 """
 import json
 import pathlib
@@ -36,6 +36,15 @@ FRAGMENTED = {
 }
 
 
+# Of those, the failures the core's replayed step does not reproduce (its sequence places the
+# block within the cap).
+MISSED = {
+    ("llama-3.1-8b", "bf16", "full", 3, "full"):
+        "the replayed step reserves 78.1 GiB and fits within the cap; the run could not place its "
+        + FRAGMENTED[("llama-3.1-8b", "bf16", "full", 3, "full")],
+}
+
+
 def _rows(name):
     d = json.loads((EDGE / name).read_text())
     return d["allocator"], d["boundary"]
@@ -55,7 +64,7 @@ def _params():
         allocator, rows = _rows(name)
         for row in rows:
             sc = row["scenario"]
-            why = FRAGMENTED.get((sc[0], sc[1], sc[3], sc[4], sc[6])) if not allocator else None
+            why = MISSED.get((sc[0], sc[1], sc[3], sc[4], sc[6])) if not allocator else None
             marks = [pytest.mark.xfail(strict=True, reason=f"fragmentation: {why}")] if why else []
             out.append(pytest.param(allocator, row, marks=marks, id=_id(allocator, sc)))
     return out
@@ -80,17 +89,16 @@ def test_the_verdict_at_the_edge_is_the_runs(allocator, row):
 
 
 @pytest.mark.parametrize("row", [r for r in _rows("boundary.json")[1]
-                                 if (r["scenario"][0], r["scenario"][1], r["scenario"][3], r["scenario"][4],
-                                     r["scenario"][6]) in FRAGMENTED],
+                                 if (key := (r["scenario"][0], r["scenario"][1], r["scenario"][3], r["scenario"][4],
+                                             r["scenario"][6])) in FRAGMENTED and key not in MISSED],
                          ids=lambda r: _id("", r["scenario"]))
-def test_every_fragmentation_failure_is_warned_with_expandable_segments_as_the_way_out(row):
-    # The verdict says fits, but the estimate warns that its largest block (the fp32 logits)
-    # exceeds the room left under the peak and names expandable segments: these runs then
-    # trained (boundary_expandable.json). Measured: the warning also fires on two QLoRA runs
-    # that trained (their reserved reached the cap and the allocator retried).
+def test_every_reproduced_fragmentation_failure_is_named_with_expandable_segments_as_the_way_out(row):
+    # The replay fails within the card although the tensors' peak fits, and the estimate says
+    # so and names expandable segments: these runs then trained (boundary_expandable.json).
     p = predict("", row["scenario"])
-    warning = [w for w in p["warnings"] if "largest single allocation" in w]
-    assert row["status"] == "oom" and warning and "expandable_segments:True" in warning[0], p["warnings"]
+    warning = [w for w in p["warnings"] if "fragmentation" in w]
+    assert row["status"] == "oom" and not p["verdict"]["fits"], p["verdict"]
+    assert warning and "expandable_segments:True" in warning[0], p["warnings"]
 
 
 def table():

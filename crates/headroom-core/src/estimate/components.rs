@@ -621,10 +621,16 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.add(
         ReservedSlack,
         totals.reserved_slack,
-        format!(
-            "{:.0}% of transient bytes{expandable}",
-            100.0 * slack_fraction(cal, scen)
-        ),
+        if rt.simulated {
+            format!(
+                "the caching allocator's high-water mark over three steps, replayed{expandable}"
+            )
+        } else {
+            format!(
+                "{:.0}% of transient bytes{expandable}",
+                100.0 * slack_fraction(cal, scen)
+            )
+        },
     );
     p.add(
         CudaContext,

@@ -1,6 +1,8 @@
 //! Levels, peaks and the verdict: the timeline's live tensor bytes raised to what the caching
 //! allocator holds (allocated, reserved) and what the device shows, then the maxima.
 
+#[cfg(feature = "replay")]
+use crate::allocator::AllocatorSettings;
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
 use crate::scenario::Scenario;
@@ -56,6 +58,12 @@ pub(super) struct Runtime {
     pub graph_pool: u64,
     /// Everything outside the allocator: the CUDA context, NCCL, paged optimizer states.
     device_extra: u64,
+    /// Whether reserved comes from replaying the step through the allocator model
+    /// ([`super::sequence`]) rather than from the slack fraction.
+    pub simulated: bool,
+    /// A request the replay could not place within the GPU although the tensors' peak fits:
+    /// the step fails on fragmentation (its bytes).
+    pub fragmented: Option<u64>,
 }
 
 impl Runtime {
@@ -72,6 +80,53 @@ impl Runtime {
             graphs: scen.runtime.cuda_graphs,
             graph_pool: 0,
             device_extra: cal.cuda_context_bytes + nccl + s.st.optimizer.paged,
+            simulated: false,
+            fragmented: None,
+        }
+    }
+
+    /// Reserved from the allocator model where it models the step: its high-water mark over
+    /// three steps, run within what the card leaves the allocator (its capacity less what
+    /// lives outside the allocator), as PyTorch frees its cache and retries before it fails. `always`: a full estimate replays every supported step; the planner's checks
+    /// (`verdict_only`) replay only where the verdict could turn on it, between the allocated
+    /// peak and one and a half times the slack fraction's device figure.
+    #[cfg(feature = "replay")]
+    pub fn simulate(&mut self, s: &Step, capacity: u64, points: &mut [Point], always: bool) {
+        if self.graphs || !super::sequence::supported(s) {
+            return;
+        }
+        let budget = capacity.saturating_sub(capacity / 100 * u64::from(s.scen.runtime.margin));
+        let allocated = points.iter().map(|p| p.allocated).max().unwrap_or(0);
+        let device = points.iter().map(|p| p.device).max().unwrap_or(0);
+        if !always && (allocated + self.device_extra > budget || device / 2 * 3 < budget) {
+            return;
+        }
+        let settings = |limit| AllocatorSettings {
+            limit,
+            expandable_segments: s.scen.runtime.expandable_segments,
+            ..AllocatorSettings::default()
+        };
+        // The card's own limit, not the margin: the margin is what the verdict keeps free of
+        // what the run reserves on this card.
+        let limit = capacity.saturating_sub(self.device_extra);
+        let reserved =
+            match super::sequence::reserved_peak(s, settings(Some(limit)), self.workspaces) {
+                Ok(r) => r,
+                Err(requested) => {
+                    // What the step reserves where nothing stops it, shown as its need.
+                    if allocated <= limit {
+                        self.fragmented = Some(requested);
+                    }
+                    match super::sequence::reserved_peak(s, settings(None), self.workspaces) {
+                        Ok(r) => r,
+                        Err(_) => return,
+                    }
+                }
+            };
+        self.simulated = true;
+        for p in points {
+            p.reserved = round_up(p.allocated, 2 * MIB).max(reserved);
+            p.device = p.reserved + self.device_extra;
         }
     }
 

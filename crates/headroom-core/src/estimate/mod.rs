@@ -15,6 +15,8 @@ mod host;
 mod kv_cache;
 mod levels;
 mod schedule;
+#[cfg(feature = "replay")]
+mod sequence;
 mod step;
 mod timeline;
 mod types;
@@ -94,17 +96,32 @@ fn host_warning(v: &Verdict, scen: &Scenario) -> Option<String> {
 /// ones and stopped at 68.3 GiB of 79.2, where Headroom predicts 72.3 GiB; with expandable
 /// segments it trained (tests/reference/gpu). A warning, not the verdict: runs in the same
 /// position also fit (Qwen2.5 1.5B with an 18.5 GiB block and 4.8 GiB to spare).
-fn fragmentation_warning(v: &Verdict, block: u64, scen: &Scenario) -> Option<String> {
+fn fragmentation_warning(v: &Verdict, block: u64, scen: &Scenario, rt: &Runtime) -> Option<String> {
+    if let Some(request) = rt.fragmented {
+        let fix = if scen.runtime.expandable_segments {
+            "a shorter sequence or a smaller micro-batch leaves it room"
+        } else {
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (expandable) lets it map pages \
+             into the gaps instead"
+        };
+        return Some(format!(
+            "Out of memory on fragmentation: the step's tensors fit, but replayed through \
+             PyTorch's caching allocator its free memory is split and a request of {} finds \
+             no block to hold it; {fix}.",
+            crate::format::bytes(request)
+        ));
+    }
     let room = u64::try_from(v.headroom).unwrap_or(0);
-    (v.fits && !scen.runtime.expandable_segments && block > room).then(|| {
+    // Where the replay modelled the step, its verdict already placed every block.
+    (v.fits && !rt.simulated && !scen.runtime.expandable_segments && block > room).then(|| {
         let what = match scen.loss {
             crate::scenario::LossImpl::Hf => "the fp32 logits",
             crate::scenario::LossImpl::Fused => "a chunk of the fused loss",
         };
         format!(
             "The largest single allocation, {what} ({}), is larger than the {} left under the \
-             peak: if the blocks earlier steps leave cached cannot hold it in one piece, the \
-             run stops short of this peak (seen on an H100). \
+             peak: if the blocks earlier steps leave cached cannot hold it in one piece \
+             (fragmentation), the run stops short of this peak (seen on an H100). \
              PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (expandable) avoids that.",
             crate::format::bytes(block),
             crate::format::bytes(room)
@@ -362,6 +379,7 @@ pub fn memory_with(
         &Step::prepare_with(spec, Cow::Borrowed(inv), gpu, scen),
         gpu,
         cal,
+        true,
     );
     Memory {
         peak_device: w.peak.device,
@@ -401,11 +419,16 @@ struct Walked {
     verdict: Verdict,
 }
 
-fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
+fn walk(step: &Step, gpu: &Gpu, cal: &Calibration, verdict_only: bool) -> Walked {
     let (mut timeline, fwd, loss) = schedule::run(step);
     let parts = std::mem::take(&mut timeline.parts);
     let mut runtime = Runtime::new(step, cal);
-    let points = runtime.levels(timeline);
+    #[cfg_attr(not(feature = "replay"), allow(unused_mut))]
+    let mut points = runtime.levels(timeline);
+    #[cfg(feature = "replay")]
+    runtime.simulate(step, cal.capacity(gpu), &mut points, !verdict_only);
+    #[cfg(not(feature = "replay"))]
+    let _ = verdict_only;
     let peak = levels::peaks(&points);
     let host_activations = host::offloaded_activations(step);
     let verdict = levels::verdict(
@@ -439,7 +462,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         mut peak,
         host_activations,
         verdict,
-    } = walk(&step, gpu, cal);
+    } = walk(&step, gpu, cal, false);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;
     let totals = Totals {
@@ -508,7 +531,12 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     let warnings = warnings(spec, &kernel, scen)
         .into_iter()
         .chain(host_warning(&verdict, scen))
-        .chain(fragmentation_warning(&verdict, step.lm.largest_block, scen))
+        .chain(fragmentation_warning(
+            &verdict,
+            step.lm.largest_block,
+            scen,
+            &runtime,
+        ))
         .collect();
     Estimate {
         model: String::new(),

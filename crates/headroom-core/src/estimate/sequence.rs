@@ -1,0 +1,516 @@
+//! The step as PyTorch's caching allocator sees it: the prepared step written out as an ordered
+//! list of allocations and frees, replayed through [`crate::allocator`] over three steps; its
+//! reserved high-water mark is the reserved level, where the slack fraction only scaled the
+//! transient bytes.
+//!
+//! What decides reserved is which blocks are cached free when a large request arrives, so the
+//! sequence keeps each tensor that reaches the large pool as its own request, in the order a
+//! transformers training step makes it (read from the H200's allocator traces,
+//! tests/reference/gpu/h200/edge/traces): the weights at load; per layer the tensors its
+//! forward saves, in forward order, the residual stream between layers, and the largest
+//! transient; the loss's logits, their fp32 upcast and log_softmax; backward in reverse, each
+//! saved tensor's gradient beside it, the layer's parameter gradients allocated as backward
+//! reaches them (the Trainer's `zero_grad(set_to_none=True)` frees them after every step, so
+//! each step allocates them again among the activations' freed blocks); the optimizer's states
+//! at the first step and its foreach temporaries at every step. The second and third steps
+//! start from the cache the first left, which is where a checkpointed run's reserved grows.
+//!
+//! Modelled for what the traces cover: one GPU, dense decoder layers, transformers' loss,
+//! eager. Everything else keeps the slack fraction ([`supported`] says which).
+
+use crate::activations::{Part, Saved};
+use crate::allocator::{Allocation, AllocatorSettings, CachingAllocator};
+use crate::dtype::DType;
+use crate::model::Scope;
+use crate::scenario::{LayerPlan, LossImpl, Method, Trainer};
+
+use super::step::Step;
+
+/// Steps replayed: the first fills the cache, the second may grow it, the third repeats the
+/// second (every committed trace reached its reserved peak by the second step).
+const STEPS: usize = 3;
+
+/// Whether the step's sequence is modelled (else the slack fraction stands).
+pub(super) fn supported(s: &Step) -> bool {
+    let scen = s.scen;
+    scen.gpus == 1
+        && scen.parallel.tensor == 1
+        && scen.parallel.pipeline == 1
+        && s.spec.moe.is_none()
+        && s.spec.linear_attention.is_none()
+        && s.spec.other_attention_layers() == 0
+        && scen.trainer == Trainer::Sft
+        && scen.loss == LossImpl::Hf
+        && !scen.runtime.compiled()
+        && !scen.keep_logits
+        && !scen.act_int8
+        && !s.offload
+        && s.st.optimizer.paged == 0
+        && s.generation.kv_cache == 0
+        && s.kv.unsaved == 0
+        && s.st.comm_buffers == 0
+        && s.st.gather_transient == 0
+        && s.backward_extra == 0
+        && s.spec.mtp_trained == 0
+        && s.inv.vision() == 0
+        // Selective recompute drops part of a layer's saved tensors: not written out here.
+        && (0..s.layers).all(|i| s.plan(i) != LayerPlan::Selective)
+}
+
+/// The reserved high-water mark of three steps, or the request that failed within the
+/// settings' limit. `workspaces`: cuBLAS's, allocated by the first matmul and kept.
+pub(super) fn reserved_peak(
+    s: &Step,
+    settings: AllocatorSettings,
+    workspaces: u64,
+) -> Result<u64, u64> {
+    let mut r = Replay {
+        alloc: CachingAllocator::new(settings),
+        failed: None,
+    };
+    let model = Model::new(s);
+    let weights = model.load(&mut r);
+    let workspaces = r.get(workspaces);
+    let inputs = r.get(s.inputs);
+    let mut states: Vec<Allocation> = Vec::new();
+    for step in 0..STEPS {
+        let mut grads = Vec::new();
+        for micro in 0..s.scen.grad_accum.clamp(1, 2) {
+            let acc = micro > 0;
+            let fwd = model.forward(&mut r);
+            let lm = model.loss_forward(&mut r, fwd.last);
+            model.backward(&mut r, fwd, lm, &mut grads, acc);
+        }
+        if step == 0 {
+            model.states(&mut r, &mut states);
+        }
+        model.optimizer_step(&mut r);
+        r.put_all(grads);
+        if let Some(requested) = r.failed {
+            return Err(requested);
+        }
+    }
+    drop((weights, workspaces, inputs, states));
+    Ok(r.alloc.peak_reserved())
+}
+
+/// The allocator and the request that failed, if one did (nothing is asked after it).
+struct Replay {
+    alloc: CachingAllocator,
+    failed: Option<u64>,
+}
+
+impl Replay {
+    fn get(&mut self, bytes: u64) -> Option<Allocation> {
+        if bytes == 0 || self.failed.is_some() {
+            return None;
+        }
+        match self.alloc.malloc(bytes) {
+            Ok(a) => Some(a),
+            Err(oom) => {
+                self.failed = Some(oom.requested);
+                None
+            }
+        }
+    }
+
+    fn put(&mut self, a: Option<Allocation>) {
+        if let Some(a) = a {
+            self.alloc.free(a);
+        }
+    }
+
+    fn put_all(&mut self, v: Vec<Allocation>) {
+        for a in v {
+            self.alloc.free(a);
+        }
+    }
+
+    /// `bytes` split into `n` requests (a tensor list: one per tensor).
+    fn get_split(&mut self, bytes: u64, n: u64, into: &mut Vec<Allocation>) {
+        let n = n.max(1);
+        for k in 0..n {
+            let part = bytes / n + u64::from(k < bytes % n);
+            into.extend(self.get(part));
+        }
+    }
+}
+
+/// What the forward leaves for the loss and backward.
+struct Forward {
+    /// Per layer, what it keeps: its saved tensors, or a checkpoint's input.
+    kept: Vec<Vec<Allocation>>,
+    /// Per layer, autocast weight casts kept to its backward.
+    casts: Vec<Vec<Allocation>>,
+    /// Autocast's casts of checkpointed layers, freed when the autocast region exits.
+    cache: Vec<Allocation>,
+    /// RoPE's tables, kept to the first layer's backward.
+    rope: Vec<Allocation>,
+    /// The final norm's and lm_head's saved tensors, freed after lm_head's backward.
+    outside: Vec<Allocation>,
+    /// The last hidden state (the final norm's output).
+    last: Option<Allocation>,
+}
+
+/// What the loss keeps for its backward.
+struct LossKept {
+    log_softmax: Option<Allocation>,
+    labels: Option<Allocation>,
+    head_cast: Option<Allocation>,
+}
+
+/// The step's sizes, read from the prepared step.
+struct Model<'s, 'a> {
+    s: &'s Step<'a>,
+    /// One residual-stream tensor, and one in the compute dtype.
+    residual: u64,
+    hidden_compute: u64,
+    /// Bytes per element of the weights, gradients and optimizer states.
+    weight_per_element: f64,
+    /// Parameter tensors per layer and their elements (trainable ones get gradients).
+    layer_tensors: Vec<u64>,
+    outside_tensors: Vec<u64>,
+}
+
+impl<'s, 'a> Model<'s, 'a> {
+    fn new(s: &'s Step<'a>) -> Self {
+        let h = s.spec.hidden;
+        let residual = s.t * h * s.stream.bytes();
+        let hidden_compute = s.t * h * s.compute.bytes();
+        let inv = &s.inv;
+        let params = inv.total().max(1);
+        let per = |scope: Scope| -> Vec<u64> {
+            inv.tensors
+                .iter()
+                .filter(|t| (t.scope == Scope::Model) == (scope == Scope::Model))
+                .map(|t| t.numel())
+                .collect()
+        };
+        Model {
+            s,
+            residual,
+            hidden_compute,
+            weight_per_element: s.st.weights as f64 / params as f64,
+            layer_tensors: per(Scope::Layer),
+            outside_tensors: per(Scope::Model),
+        }
+    }
+
+    /// The weights as the model was loaded: one request per tensor.
+    fn load(&self, r: &mut Replay) -> Vec<Allocation> {
+        let mut out = Vec::new();
+        let w = |n: u64| (n as f64 * self.weight_per_element) as u64;
+        for &n in &self.outside_tensors {
+            out.extend(r.get(w(n)));
+        }
+        for _ in 0..self.s.layers {
+            for &n in &self.layer_tensors {
+                out.extend(r.get(w(n)));
+            }
+        }
+        out
+    }
+
+    /// One saved tensor's requests (its identical copies each their own).
+    fn get_saved(&self, r: &mut Replay, x: &Saved, into: &mut Vec<Allocation>) {
+        for _ in 0..x.copies {
+            into.extend(r.get(x.elements * x.dtype.bytes()));
+        }
+    }
+
+    /// Whether the first norm saves the residual itself (fp32 stream or LayerNorm), so the
+    /// stream is one of the layer's saved tensors rather than a tensor of its own.
+    fn stream_is_saved(&self) -> bool {
+        self.s.recompute_shares_input()
+    }
+
+    /// One layer's forward: its saved tensors in order with the residual adds between them and
+    /// the largest transient at the MLP. Returns what it saves and the new residual.
+    fn layer_forward(
+        &self,
+        r: &mut Replay,
+        residual: Option<Allocation>,
+        keep: bool,
+    ) -> (Vec<Allocation>, Option<Allocation>) {
+        let mut saved = Vec::new();
+        let mut residual = residual;
+        let mut transient: Option<Allocation> = None;
+        let mut window: Vec<Allocation> = Vec::new();
+        let mut last_part = None;
+        for x in &self.s.dense {
+            if last_part != Some(x.part) {
+                // The residual adds: after attention's output projection and after the MLP.
+                if last_part == Some(Part::OutputProjection) && !self.stream_is_saved() {
+                    let next = r.get(self.residual);
+                    r.put(residual.take());
+                    residual = next;
+                }
+                if x.part == Part::Mlp {
+                    transient = r.get(self.s.tmp.layer_forward);
+                }
+                last_part = Some(x.part);
+            }
+            if keep {
+                self.get_saved(r, x, &mut saved);
+            } else {
+                // Without grad nothing is saved: each tensor lives until the next few ops.
+                self.get_saved(r, x, &mut window);
+                while window.len() > 3 {
+                    let a = window.remove(0);
+                    r.put(Some(a));
+                }
+            }
+        }
+        r.put(transient);
+        r.put_all(window);
+        if !self.stream_is_saved() {
+            let next = r.get(self.residual);
+            if keep {
+                r.put(residual);
+            } else {
+                // The checkpoint keeps its input.
+                saved.extend(residual);
+            }
+            residual = next;
+        }
+        (saved, residual)
+    }
+
+    fn forward(&self, r: &mut Replay) -> Forward {
+        let s = self.s;
+        let mut rope = Vec::new();
+        let mut outside = Vec::new();
+        let mut residual = r.get(self.residual);
+        for x in s.outside.iter().filter(|x| x.part == Part::Rope) {
+            self.get_saved(r, x, &mut rope);
+        }
+        let mut kept = Vec::new();
+        let mut casts = Vec::new();
+        let mut cache = Vec::new();
+        for i in 0..s.layers {
+            let keep = s.plan(i) != LayerPlan::Checkpointed;
+            let mut layer_casts = Vec::new();
+            r.get_split(s.casts(i) + s.kept_copies(i), 7, &mut layer_casts);
+            let (saved, next) = self.layer_forward(r, residual, keep);
+            residual = next;
+            kept.push(saved);
+            if keep {
+                casts.push(layer_casts);
+            } else {
+                casts.push(Vec::new());
+                cache.extend(layer_casts);
+            }
+        }
+        for x in s.outside.iter().filter(|x| x.part != Part::Rope) {
+            self.get_saved(r, x, &mut outside);
+        }
+        // The final norm's output, held by the model's output while the head runs.
+        let last = r.get(self.hidden_compute);
+        r.put(residual);
+        Forward {
+            kept,
+            casts,
+            cache,
+            rope,
+            outside,
+            last,
+        }
+    }
+
+    /// transformers' loss: logits, their fp32 upcast, log_softmax; the upcast and logits
+    /// freed, log_softmax and the shifted labels kept for backward.
+    fn loss_forward(&self, r: &mut Replay, last: Option<Allocation>) -> LossKept {
+        let s = self.s;
+        let nv = s.t * s.spec.vocab;
+        let head_cast = r.get(s.st.autocast_cache_outside);
+        let logits = r.get(nv * s.compute.bytes());
+        let padded = r.get(s.t * 8 + s.scen.sequences() as u64 * 8);
+        let labels = r.get(s.t * 8);
+        r.put(padded);
+        let upcast = if s.compute == DType::F32 {
+            None
+        } else {
+            r.get(nv * 4)
+        };
+        let log_softmax = r.get(nv * 4);
+        r.put(upcast);
+        r.put(logits);
+        r.put(last);
+        LossKept {
+            log_softmax,
+            labels,
+            head_cast,
+        }
+    }
+
+    /// Gradients of one parameter group, or their in-flight copies when accumulating.
+    fn grads_of(&self, r: &mut Replay, tensors: &[u64], into: &mut Vec<Allocation>, acc: bool) {
+        let st = &self.s.st;
+        if st.params_trainable == 0 {
+            return;
+        }
+        let per = st.gradients as f64 / st.params_trainable as f64;
+        if self.s.scen.method != Method::Full {
+            return self.adapter_grads(r, tensors.len() as u64, into, acc);
+        }
+        for &n in tensors {
+            let g = r.get((n as f64 * per) as u64);
+            if acc {
+                r.put(g);
+            } else {
+                into.extend(g);
+            }
+        }
+    }
+
+    /// A layer's adapter gradients: small tensors, one per adapter matrix (assumed: the
+    /// layer's gradient bytes split evenly).
+    fn adapter_grads(&self, r: &mut Replay, _n: u64, into: &mut Vec<Allocation>, acc: bool) {
+        let mut g = Vec::new();
+        r.get_split(self.s.st.layer_grad_bytes, 14, &mut g);
+        if acc {
+            r.put_all(g);
+        } else {
+            into.extend(g);
+        }
+    }
+
+    fn backward(
+        &self,
+        r: &mut Replay,
+        fwd: Forward,
+        lm: LossKept,
+        grads: &mut Vec<Allocation>,
+        acc: bool,
+    ) {
+        let s = self.s;
+        let nv = s.t * s.spec.vocab;
+        let Forward {
+            mut kept,
+            mut casts,
+            cache,
+            rope,
+            outside,
+            ..
+        } = fwd;
+        // The autocast region exits after the loss: the checkpointed layers' casts go.
+        r.put_all(cache);
+        // nll_loss's and log_softmax's backward in fp32, then the cast back to the logits' dtype.
+        let nll = r.get(nv * 4);
+        let lsm = r.get(nv * 4);
+        r.put(nll);
+        r.put(lm.log_softmax);
+        r.put(lm.labels);
+        let grad_logits = if s.compute == DType::F32 {
+            lsm
+        } else {
+            let g = r.get(nv * s.compute.bytes());
+            r.put(lsm);
+            g
+        };
+        // lm_head's backward: its weight's gradient (when trained) and its input's.
+        let trains_outside = s.st.outside_grad_bytes > 0;
+        if trains_outside && !acc {
+            grads.extend(r.get(s.bwd.lm_head_grad.min(s.st.outside_grad_bytes)));
+        }
+        let input_grad = r.get(self.hidden_compute);
+        r.put(grad_logits);
+        r.put(lm.head_cast);
+        let mut residual_grad = r.get(self.residual);
+        r.put(input_grad);
+        r.put_all(outside);
+        for i in (0..s.layers).rev() {
+            let layer_kept = kept.pop().unwrap_or_default();
+            let mut layer_casts = casts.pop().unwrap_or_default();
+            let saved = if s.plan(i) == LayerPlan::Checkpointed {
+                // The recompute: the layer's casts and its forward again, saving this time.
+                r.get_split(s.casts(i) + s.kept_copies(i), 7, &mut layer_casts);
+                let (saved, out) = self.layer_forward(r, None, true);
+                r.put(out);
+                r.put_all(layer_kept);
+                saved
+            } else {
+                layer_kept
+            };
+            residual_grad = self.layer_backward(r, saved, residual_grad, grads, acc);
+            r.put_all(layer_casts);
+        }
+        r.put_all(rope);
+        // The embedding's gradient (when trained), then the residual gradient goes.
+        if trains_outside && !acc {
+            let rest = s.st.outside_grad_bytes - s.bwd.lm_head_grad.min(s.st.outside_grad_bytes);
+            grads.extend(r.get(rest));
+        }
+        r.put(residual_grad);
+    }
+
+    /// One layer's backward: through its saved tensors in reverse, each one's gradient made
+    /// beside it and the tensor freed once its op's backward ran; the layer's parameter
+    /// gradients as the backward reaches the MLP and the attention; a new residual gradient.
+    fn layer_backward(
+        &self,
+        r: &mut Replay,
+        mut saved: Vec<Allocation>,
+        residual_grad: Option<Allocation>,
+        grads: &mut Vec<Allocation>,
+        acc: bool,
+    ) -> Option<Allocation> {
+        let s = self.s;
+        let layer = &self.layer_tensors;
+        let half = layer.len() / 2;
+        let sizes: Vec<u64> = s
+            .dense
+            .iter()
+            .flat_map(|x| std::iter::repeat_n(x.elements * x.dtype.bytes(), x.copies as usize))
+            .filter(|&b| b > 0)
+            .collect();
+        let mut flowing: Vec<Allocation> = Vec::new();
+        let n = saved.len().min(sizes.len());
+        for k in (0..n).rev() {
+            if k == n / 2 {
+                // Past the MLP: its weights' gradients.
+                self.grads_of(r, &layer[half..], grads, acc);
+            }
+            flowing.extend(r.get(sizes[k]));
+            while flowing.len() > 2 {
+                let a = flowing.remove(0);
+                r.put(Some(a));
+            }
+            if let Some(a) = saved.pop() {
+                r.put(Some(a));
+            }
+        }
+        self.grads_of(r, &layer[..half], grads, acc);
+        r.put_all(saved);
+        let next = r.get(self.residual);
+        r.put_all(flowing);
+        r.put(residual_grad);
+        next
+    }
+
+    /// The optimizer's states, made at its first step: one request per state tensor.
+    fn states(&self, r: &mut Replay, into: &mut Vec<Allocation>) {
+        let st = &self.s.st;
+        let tensors = self.trainable_tensors();
+        r.get_split(st.optimizer.device + st.master_weights, 2 * tensors, into);
+    }
+
+    fn trainable_tensors(&self) -> u64 {
+        if self.s.scen.method == Method::Full {
+            (self.layer_tensors.len() as u64) * self.s.layers + self.outside_tensors.len() as u64
+        } else {
+            14 * self.s.layers
+        }
+    }
+
+    /// foreach temporaries: a list of tensors as large as the states, made and freed.
+    fn optimizer_step(&self, r: &mut Replay) {
+        let mut tmp = Vec::new();
+        r.get_split(
+            self.s.st.optimizer.step_transient,
+            self.trainable_tensors(),
+            &mut tmp,
+        );
+        r.put_all(tmp);
+    }
+}
