@@ -52,6 +52,21 @@ const RUNS: &[(u32, &str, f64)] = &[
         "model=llama-3.1-8b&precision=amp-bf16&ckpt=full&batch=4&seq=4096&method=lora&rank=16&targets=all&base=fp32",
         5.0,
     ),
+    (
+        3,
+        "model=qwen2.5-0.5b&precision=amp-bf16&attention=eager&ckpt=none&batch=4&seq=1024&method=full",
+        2.0,
+    ),
+    (
+        12,
+        "model=qwen2.5-0.5b&precision=amp-bf16&attention=eager&ckpt=none&batch=4&seq=1024&method=full&expandable=1",
+        2.0,
+    ),
+    (
+        11,
+        "model=llama-3.2-1b&precision=amp-bf16&ckpt=none&batch=1&seq=2048&method=lora&rank=16&targets=all&base=fp32",
+        5.0,
+    ),
 ];
 
 fn measured_reserved(n: u32) -> u64 {
@@ -76,7 +91,11 @@ fn measured_reserved(n: u32) -> u64 {
 fn the_replayed_step_reserves_what_the_h200_reserved() {
     let mut failures = Vec::new();
     for &(n, link, within) in RUNS {
-        let link = format!("{link}&gpu=h200-141gb&optimizer=adamw&attention=sdpa");
+        let link = if link.contains("attention=") {
+            format!("{link}&gpu=h200-141gb&optimizer=adamw")
+        } else {
+            format!("{link}&gpu=h200-141gb&optimizer=adamw&attention=sdpa")
+        };
         let scen = decode_pairs(Scenario::default(), &query_pairs(&link).expect("query"))
             .expect("valid link");
         let e = estimate(&scen).expect("estimates");
