@@ -1,4 +1,5 @@
-//! `headroom estimate` through the built binary: a GPU's missing dtypes refused by name.
+//! `headroom estimate` through the built binary: a GPU's missing dtypes refused by name, and
+//! `--model` given a Hub id as the page's import takes it.
 
 use std::process::{Command, Output};
 
@@ -72,4 +73,48 @@ fn a_t4_refuses_bf16_by_name() {
         "amp-fp16",
     ]);
     assert!(t.contains("fp16 autocast"), "{t}");
+}
+
+#[test]
+fn a_hub_id_names_its_preset() {
+    let json = |model: &str| {
+        let text = stdout(&[
+            "estimate",
+            "--model",
+            model,
+            "--gpu",
+            "rtx-4090-24gb",
+            "--method",
+            "lora",
+            "--format",
+            "json",
+        ]);
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON: {e}"));
+        v
+    };
+    let hub = json("Qwen/Qwen2.5-7B");
+    let preset = json("qwen2.5-7b");
+    assert_eq!(hub, preset);
+    // An instruct model's id names its base model's preset, as on the page.
+    assert_eq!(json("Qwen/Qwen2.5-7B-Instruct"), preset);
+}
+
+#[test]
+fn a_hub_id_that_is_no_preset_says_how_to_give_its_config() {
+    refused(
+        &[
+            "estimate",
+            "--model",
+            "someone/unknown-model",
+            "--gpu",
+            "l4",
+        ],
+        &[
+            "--model: `someone/unknown-model` is not a preset",
+            "--model path/to/config.json",
+        ],
+    );
+    let out = headroom(&["estimate", "--model", "someone/unknown-model"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("link field"));
 }
