@@ -132,8 +132,9 @@ pub struct ScenarioArgs {
     /// A share link or its query string (`?v=1&model=...`).
     #[arg(long, value_name = "URL")]
     pub link: Option<String>,
-    /// Model preset id (see `headroom models`), a size such as `7b` (the typical layout of that
-    /// size, approximate) or a path to a Hugging Face config.json.
+    /// Model preset id (see `headroom models`), a Hub id that names a preset (`Qwen/Qwen2.5-7B`,
+    /// as the page's import reads it), a size such as `7b` (the typical layout of that size,
+    /// approximate) or a path to a Hugging Face config.json.
     #[arg(long)]
     pub model: Option<String>,
     /// Link fields as flags (see [`FLAGS`]).

@@ -156,7 +156,7 @@ impl ScenarioArgs {
             scen = codec::decode_pairs(scen, &pairs).context("--link")?;
         }
         let mut pairs = self.fields.pairs.clone();
-        // --model takes a preset id or a path to a config.json.
+        // --model takes a preset id, a size, a path to a config.json or a Hub id.
         if let Some(model) = &self.model {
             let path = std::path::Path::new(model);
             if model.ends_with(".json") || path.is_file() {
@@ -165,11 +165,28 @@ impl ScenarioArgs {
                 let spec = headroom_core::model::parse_config_json(&text)
                     .with_context(|| format!("--model {model}"))?;
                 scen.model = headroom_core::scenario::ModelChoice::Custom(Box::new(spec));
+            } else if model.contains('/') {
+                pairs.push(("model".into(), hub_preset(model)?));
             } else {
                 pairs.push(("model".into(), model.clone()));
             }
         }
         Ok((codec::decode_pairs(scen, &pairs)?, imported))
+    }
+}
+
+/// The preset a Hub id (`owner/name`) names, as the page's import resolves it
+/// (`import::resolve_preset`: the preset's Hub id, or the same name without its owner or a
+/// chat-tuning suffix, Llama 3 as Llama 3.1). A link field cannot hold `/`, so the id never
+/// reaches the codec; an id that is no preset is said to need its config.json.
+fn hub_preset(id: &str) -> Result<String> {
+    match headroom_core::import::resolve_preset(id) {
+        Some(preset) => Ok(preset),
+        None => bail!(
+            "--model: `{id}` is not a preset (see `headroom models`) and no file at that path; \
+             download its config.json (https://huggingface.co/{id}/blob/main/config.json) and \
+             give --model path/to/config.json"
+        ),
     }
 }
 

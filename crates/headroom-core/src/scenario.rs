@@ -81,6 +81,17 @@ impl Precision {
         matches!(self, Precision::AmpBf16 | Precision::AmpFp16)
     }
 
+    /// The same precision in fp16 where the GPU has no bf16 (T4, V100: amp-bf16 becomes
+    /// amp-fp16, bf16 fp16), as the planner, the ladder and the strategy table propose it;
+    /// unchanged elsewhere.
+    pub fn for_gpu(self, gpu: &crate::catalog::Gpu) -> Precision {
+        match self {
+            Precision::AmpBf16 if !gpu.has_bf16() => Precision::AmpFp16,
+            Precision::Bf16 if !gpu.has_bf16() => Precision::Fp16,
+            p => p,
+        }
+    }
+
     /// The 16-bit type of this precision family (bf16 for fp32, which has none).
     pub const fn half_dtype(self) -> DType {
         match self {

@@ -61,6 +61,22 @@ pub(crate) struct Candidate {
     pub scenario: Scenario,
 }
 
+impl Candidate {
+    /// The change as it runs on `gpu`: its bf16 precision in fp16 where the GPU has no bf16
+    /// (T4, V100; `Precision::for_gpu`), the text with it, so neither the table nor the
+    /// ladder offers what the estimate refuses there (`estimate::check_dtypes`).
+    pub(crate) fn on_gpu(mut self, gpu: &Gpu) -> Candidate {
+        let fixed = self.scenario.precision.for_gpu(gpu);
+        if fixed != self.scenario.precision {
+            self.change = self
+                .change
+                .replace(self.scenario.precision.id(), fixed.id());
+            self.scenario.precision = fixed;
+        }
+        self
+    }
+}
+
 /// QLoRA computes in 16 bits: an fp32 scenario moves to bf16, any other precision is kept.
 fn qlora_precision(p: Precision) -> Precision {
     if p == Precision::Fp32 {
@@ -478,9 +494,11 @@ pub fn strategies_from(
     let inv = crate::model::inventory(spec);
     let mut rows: Vec<Strategy> = candidates(scen)
         .into_iter()
+        .map(|c| c.on_gpu(gpu))
         .filter(|c| {
             c.scenario.validate().is_ok()
                 && crate::estimate::check_fp8(gpu, &c.scenario).is_ok()
+                && crate::estimate::check_dtypes(gpu, &c.scenario).is_ok()
                 && crate::estimate::check_context(spec, gpu, &c.scenario).is_ok()
         })
         .map(|c| {

@@ -33,12 +33,22 @@ fn the_default_kernel_is_pytorchs_pick_for_the_gpu_and_dtype() {
             .expect("estimates")
             .attention
     };
-    // T4 (sm75): flash needs sm80, memory-efficient takes bf16 only from sm80: math.
-    let t4 = line("t4-16gb", Precision::AmpBf16);
-    assert!(t4.starts_with("SDPA, math kernel"), "{t4}");
-    assert!(t4.contains("sm75") && t4.contains("bf16"), "{t4}");
-    // ... and fp16 runs the memory-efficient kernel there, for a model without grouped-query
-    // attention (memory-efficient refuses enable_gqa).
+    // T4 (sm75): no bf16 at all, so amp-bf16 is refused there, naming the field (PyTorch's
+    // kernel rule for bf16 on sm75, math, stays in `sdpa.rs`'s unit tests). fp16 runs the
+    // memory-efficient kernel there, for a model without grouped-query attention
+    // (memory-efficient refuses enable_gqa).
+    let refused = estimate(&scenario(
+        "llama-3.1-8b",
+        "t4-16gb",
+        Precision::AmpBf16,
+        4096,
+    ))
+    .expect_err("bf16 on a T4")
+    .to_string();
+    assert!(
+        refused.starts_with("`precision`: amp-bf16 needs bf16") && refused.contains("t4-16gb"),
+        "{refused}"
+    );
     let t4_fp16 = estimate(&scenario("llama-2-7b", "t4-16gb", Precision::AmpFp16, 4096))
         .expect("estimates")
         .attention;
@@ -70,21 +80,27 @@ fn the_default_kernel_is_pytorchs_pick_for_the_gpu_and_dtype() {
 
 #[test]
 fn the_math_kernel_saves_the_whole_probability_matrix_in_fp32() {
-    // Llama 3.1 8B, seq 1024: 32 heads x 1024 x 1024 fp32 softmax output per layer.
-    let t4 = scenario("llama-3.1-8b", "t4-16gb", Precision::AmpBf16, 1024);
-    let e = estimate(&t4).expect("estimates");
+    // Llama 3.1 8B, seq 1024: 32 heads x 1024 x 1024 fp32 softmax output per layer. The math
+    // kernel forced on an A100 (this test ran on a T4 in bf16, which is now refused: the T4
+    // has no bf16).
+    let math = Scenario {
+        sdpa: SdpaKernel::Math,
+        ..scenario("llama-3.1-8b", "a100-sxm4-80gb", Precision::AmpBf16, 1024)
+    };
+    let e = estimate(&math).expect("estimates");
     let softmax = e
         .layer_inventory
         .iter()
         .find(|s| s.what.contains("softmax output"))
         .expect("a softmax row");
     assert_eq!(softmax.bytes(), 32 * 1024 * 1024 * 4);
-    // The same run on an A100 (flash) keeps no s x s tensor: far less per layer.
-    let a100 = Scenario {
-        gpu: "a100-sxm4-80gb".into(),
-        ..t4.clone()
+    // The same run with PyTorch's pick on an A100 (flash) keeps no s x s tensor: far less per
+    // layer.
+    let flash = Scenario {
+        sdpa: SdpaKernel::Auto,
+        ..math.clone()
     };
-    assert!(layer_bytes(&a100) + 128 * 1024 * 1024 <= layer_bytes(&t4));
+    assert!(layer_bytes(&flash) + 128 * 1024 * 1024 <= layer_bytes(&math));
 }
 
 #[test]

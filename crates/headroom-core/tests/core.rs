@@ -176,6 +176,125 @@ fn unknown_model_and_gpu_are_clear_errors() {
     );
 }
 
+/// A GPU without bf16 (T4 sm75, V100 sm70) refuses every setting that computes in it, naming
+/// the field, the GPU and what it allows; Ampere and later accept them. A link is decoded and
+/// estimated as the site and the CLI do, so all three surfaces give this message.
+#[test]
+fn gpus_refuse_the_dtypes_they_lack() {
+    let err = |q: &str| {
+        let s = decode(q).expect("decodes: the GPU is known only at estimate time");
+        estimate(&s).expect_err(q).to_string()
+    };
+    assert_eq!(
+        err("gpu=t4-16gb"),
+        "`precision`: amp-bf16 needs bf16, which t4-16gb (compute capability 7.5) lacks; \
+         allowed on this GPU: fp32, fp16, amp-fp16"
+    );
+    for (q, field, says) in [
+        (
+            "gpu=v100-sxm2-32gb&precision=bf16",
+            "precision",
+            "bf16 needs bf16",
+        ),
+        (
+            "gpu=t4-16gb&method=qlora",
+            "precision",
+            "amp-bf16 needs bf16",
+        ),
+        (
+            "gpu=t4-16gb&method=lora&precision=bf16",
+            "precision",
+            "bf16 needs",
+        ),
+        (
+            "gpu=t4-16gb&trainer=dpo&method=lora",
+            "precision",
+            "amp-bf16",
+        ),
+        (
+            "gpu=t4-16gb&trainer=grpo&precision=bf16",
+            "precision",
+            "bf16 needs",
+        ),
+        (
+            "gpu=t4-16gb&method=lora&precision=amp-fp16&adapter=bf16",
+            "adapter",
+            "adapter dtype bf16 needs bf16",
+        ),
+    ] {
+        let e = err(q);
+        assert!(
+            e.starts_with(&format!("`{field}`: ")) && e.contains(says) && e.contains("lacks"),
+            "{q}: {e}"
+        );
+    }
+    // fp8 keeps its own refusal (no fp8 tensor cores), named before the precision's.
+    assert!(err("gpu=t4-16gb&fp8=tensorwise").starts_with("`fp8`"));
+    // What the T4 does compute, and bf16 from Ampere on, estimate.
+    for q in [
+        "gpu=t4-16gb&precision=amp-fp16",
+        "gpu=t4-16gb&method=qlora&precision=fp16",
+        "gpu=v100-sxm2-16gb&precision=fp32&model=gpt2",
+        "gpu=t4-16gb&method=lora&precision=amp-fp16&adapter=fp16",
+        "gpu=a100-sxm4-80gb&precision=bf16",
+        "gpu=a100-sxm4-80gb&method=qlora",
+        "gpu=a10g-24gb&method=lora&adapter=bf16",
+    ] {
+        estimate(&decode(q).expect("decodes")).unwrap_or_else(|e| panic!("{q}: {e}"));
+    }
+}
+
+/// The planner starts from the scenario, so it refuses bf16 on a T4 as the estimate does; from
+/// an fp32 scenario there, neither its plans, its ladder nor the strategy table propose bf16.
+#[test]
+fn the_planner_and_strategies_keep_to_the_gpus_dtypes() {
+    use headroom_core::plan::{PlanOptions, plan};
+    let opts = PlanOptions {
+        allow_training_changes: true,
+        ..Default::default()
+    };
+    let bf16 = decode("gpu=t4-16gb&model=gpt2").expect("decodes");
+    assert!(
+        plan(&bf16, &opts)
+            .expect_err("bf16 on a T4")
+            .to_string()
+            .starts_with("`precision`")
+    );
+    let fp32 = decode("gpu=t4-16gb&model=llama-3.2-1b&precision=fp32&batch=8").expect("decodes");
+    let p = plan(&fp32, &opts).expect("plans");
+    let precisions = p
+        .plans
+        .iter()
+        .chain(&p.training_plans)
+        .map(|x| x.scenario.precision)
+        .chain(p.ladder.iter().map(|l| {
+            decode(&l.link)
+                .expect("a ladder step's link decodes")
+                .precision
+        }));
+    let mut seen = 0;
+    for pr in precisions {
+        assert!(
+            !matches!(pr, Precision::Bf16 | Precision::AmpBf16),
+            "{pr:?}"
+        );
+        seen += 1;
+    }
+    assert!(seen > 1 && !p.training_plans.is_empty());
+    let a = headroom_core::analyze(&fp32).expect("analyzes");
+    let rows = a.strategies.expect("the strategy table");
+    assert!(rows.iter().any(|r| r.change == "fp32 -> amp-fp16"));
+    for r in &rows {
+        let s = decode(&r.link).expect("a row's link decodes");
+        assert!(
+            !matches!(s.precision, Precision::Bf16 | Precision::AmpBf16),
+            "{}: {}",
+            r.id,
+            r.change
+        );
+    }
+}
+
 #[test]
 fn named_scenarios_parse_and_estimate() {
     for n in named_scenarios() {

@@ -30,9 +30,12 @@ const RECIPES: [(&str, &str); 3] = [
     ),
 ];
 
-/// A recipe's estimate on one GPU, its link, and its scenario (for the planner).
+/// A recipe's estimate on one GPU, its link, and its scenario (for the planner). On a GPU
+/// without bf16 (T4, V100), which the core refuses to train in bf16, the recipe runs in fp16,
+/// as the planner would propose it there.
 fn recipe(model: &str, gpu: &str, query: &str) -> Option<(Estimate, String, Scenario)> {
-    let scen = decode(&format!("model={model}&gpu={gpu}&{query}")).ok()?;
+    let mut scen = decode(&format!("model={model}&gpu={gpu}&{query}")).ok()?;
+    scen.precision = scen.precision.for_gpu(GpuCatalog::builtin().get(gpu).ok()?);
     Some((estimate(&scen).ok()?, codec::encode(&scen), scen))
 }
 
@@ -172,7 +175,7 @@ pub fn GpuPage(props: &IdProps) -> Html {
             <h1>{ g.name.clone() }</h1>
             { gpu_facts(g) }
             <h2>{ "What fits on one" }</h2>
-            <p class="help">{ "Device peak of one training step (weights, gradients, optimizer, activations, allocator and CUDA context) at micro-batch 1 with 2048-token sequences and checkpointing every layer; ✓ fits in the GPU's usable memory. Click a figure to open that scenario in the calculator." }</p>
+            <p class="help">{ "Device peak of one training step (weights, gradients, optimizer, activations, allocator and CUDA context) at micro-batch 1 with 2048-token sequences and checkpointing every layer, in bf16 (fp16 on GPUs without bf16: T4, V100); ✓ fits in the GPU's usable memory. Click a figure to open that scenario in the calculator." }</p>
             <div class="table-wrap">
                 <table class="calc-table" id="fits-table">
                     <thead><tr><th scope="col">{ "Model" }</th>{ recipe_headers() }</tr></thead>
@@ -243,7 +246,7 @@ pub fn ModelPage(props: &IdProps) -> Html {
                 <div><dt>{ "Config" }</dt><dd><a href={format!("https://huggingface.co/{}", p.hf_id)} rel="noopener">{ p.hf_id.clone() }</a></dd></div>
             </dl>
             <h2>{ "Memory to train it on one GPU" }</h2>
-            <p class="help">{ "Device peak of one step at micro-batch 1 with 2048-token sequences and checkpointing every layer, on an H100 80 GB, and the smallest GPU in the catalog it fits on. Multi-GPU setups (ZeRO, FSDP) are in the calculator and the guides." }</p>
+            <p class="help">{ "Device peak of one step at micro-batch 1 with 2048-token sequences and checkpointing every layer, on an H100 80 GB, and the smallest GPU in the catalog it fits on (in fp16 on GPUs without bf16: T4, V100). Multi-GPU setups (ZeRO, FSDP) are in the calculator and the guides." }</p>
             <div class="table-wrap">
                 <table class="calc-table" id="recipes-table">
                     <thead><tr><th scope="col">{ "Recipe" }</th><th scope="col">{ "Peak on an H100" }</th><th scope="col">{ "Smallest GPU that fits" }</th></tr></thead>

@@ -67,6 +67,14 @@ impl Gpu {
         (num(), num())
     }
 
+    /// Whether the GPU computes in bf16 (compute capability 8.0 on, Ampere; not the T4 or
+    /// V100), which the catalog records as a bf16 throughput. Every rule that asks reads this:
+    /// the scenario's refusal (`estimate::check_dtypes`) and the planner's and strategy table's
+    /// choice of fp16 instead.
+    pub fn has_bf16(&self) -> bool {
+        self.dense_tflops.bf16.is_some()
+    }
+
     /// Hopper (sm90) gets a 32 MiB cuBLAS workspace in PyTorch; others get 8 MiB + 128 KiB.
     pub fn is_sm90(&self) -> bool {
         self.vendor == "nvidia" && self.compute_capability == "9.0"

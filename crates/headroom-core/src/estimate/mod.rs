@@ -191,6 +191,7 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
         .map_err(|e| ScenarioError::invalid("mtp", e))?;
     let gpu = GpuCatalog::builtin().get(&scen.gpu)?;
     check_fp8(gpu, scen)?;
+    check_dtypes(gpu, scen)?;
     check_expert_parallel(&spec, scen)?;
     check_context(&spec, gpu, scen)?;
     check_images(&spec, scen)?;
@@ -293,6 +294,44 @@ pub fn check_fp8(gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
                 gpu.name, gpu.compute_capability
             ),
         ));
+    }
+    Ok(())
+}
+
+/// bf16 needs a GPU that computes in it (compute capability 8.0 on, Ampere): the T4 (7.5) and
+/// the V100 (7.0) have no bf16 tensor cores, and PyTorch's autocast refuses bf16 there, so a
+/// scenario that trains in bf16 on them is refused rather than estimated as if it ran. The
+/// precision covers every path that computes in it (full training, LoRA's and QLoRA's compute
+/// dtype, DPO and GRPO); LoRA's adapters have their own dtype (`adapter`). Each message names
+/// the field, the GPU and what the GPU allows.
+pub fn check_dtypes(gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
+    use crate::dtype::DType;
+    use crate::scenario::{Method, Precision};
+    if gpu.has_bf16() {
+        return Ok(());
+    }
+    let lacks = |field: &str, what: &str, allowed: &[&str]| {
+        ScenarioError::invalid(
+            field,
+            format!(
+                "{what} needs bf16, which {} (compute capability {}) lacks; allowed on this \
+                 GPU: {}",
+                gpu.id,
+                gpu.compute_capability,
+                allowed.join(", ")
+            ),
+        )
+    };
+    if scen.precision.compute_dtype() == DType::Bf16 {
+        let allowed: Vec<&str> = Precision::ALL
+            .iter()
+            .filter(|p| p.compute_dtype() != DType::Bf16)
+            .map(|p| p.id())
+            .collect();
+        return Err(lacks("precision", scen.precision.id(), &allowed));
+    }
+    if scen.method != Method::Full && scen.lora.adapter_dtype == DType::Bf16 {
+        return Err(lacks("adapter", "adapter dtype bf16", &["fp32", "fp16"]));
     }
     Ok(())
 }

@@ -63,7 +63,7 @@ impl<'a> Ctx<'a> {
 
     /// Autocast on this GPU: bf16 where it has bf16 tensor math, fp16 otherwise (T4, V100).
     pub(super) fn half_precision(&self, pure: bool) -> Precision {
-        match (self.gpu.dense_tflops.bf16.is_some(), pure) {
+        match (self.gpu.has_bf16(), pure) {
             (true, false) => Precision::AmpBf16,
             (true, true) => Precision::Bf16,
             (false, false) => Precision::AmpFp16,

@@ -2,7 +2,7 @@
 //! strategy table at a time.
 
 use crate::codec;
-use crate::scenario::{Precision, Scenario};
+use crate::scenario::Scenario;
 use crate::strategies::candidates;
 
 use super::eval::Ctx;
@@ -93,25 +93,16 @@ pub(super) fn ladder(
         }
         let mut cands = Vec::new();
         for c in candidates(&cur) {
-            let (id, technique, mut change, mut s) = (c.id, c.technique, c.change, c.scenario);
-            if LADDER_EXCLUDED.contains(&id) {
+            if LADDER_EXCLUDED.contains(&c.id) {
                 continue;
             }
             // The strategy table's mixed-precision rows use bf16; a GPU without bf16 tensor
             // math (T4, V100) runs the fp16 form of the same change.
-            if ctx.gpu.dense_tflops.bf16.is_none() {
-                let fixed = match s.precision {
-                    Precision::AmpBf16 => Precision::AmpFp16,
-                    Precision::Bf16 => Precision::Fp16,
-                    p => p,
-                };
-                if fixed != s.precision {
-                    change = change.replace(s.precision.id(), fixed.id());
-                    s.precision = fixed;
-                }
-            }
+            let c = c.on_gpu(ctx.gpu);
+            let (id, technique, change, s) = (c.id, c.technique, c.change, c.scenario);
             if s.validate().is_err()
                 || crate::estimate::check_fp8(ctx.gpu, &s).is_err()
+                || crate::estimate::check_dtypes(ctx.gpu, &s).is_err()
                 || crate::estimate::check_context(ctx.spec, ctx.gpu, &s).is_err()
                 || s == cur
                 || !differences(&cur, &s).iter().all(|c| keep.allows(c.field))
