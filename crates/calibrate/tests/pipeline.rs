@@ -93,11 +93,12 @@ fn measure_fit_write_and_the_core_reads_it() {
     assert_eq!(c.cublas_workspaces, truth.cublas_workspaces);
     assert_eq!(c.cublas_workspace_bytes, truth.cublas_workspace_bytes);
     assert!(c.cuda_context_bytes.abs_diff(truth.cuda_context_bytes) <= 4 * MIB);
-    assert!((c.reserved_slack_fraction - truth.reserved_slack_fraction).abs() < 0.003);
-    assert!(
-        (c.reserved_slack_fraction_expandable - truth.reserved_slack_fraction_expandable).abs()
-            < 0.003
-    );
+    // The fake's reserved level is the allocator replay's wherever the core replays a step
+    // (every row of the grid), so the slack fraction, fitted with the replay off as the
+    // stand-in for steps it cannot replay, is not the fake's: it is only a fraction.
+    // (fit.rs's own test recovers it from rows made with the slack fraction.)
+    assert!((0.0..=1.0).contains(&c.reserved_slack_fraction));
+    assert!((0.0..=1.0).contains(&c.reserved_slack_fraction_expandable));
     let before = file.torch.held_out_before.as_ref().expect("held-out table");
     let after = file.torch.held_out_after.as_ref().expect("held-out table");
     assert!(after.device.mean_abs_pct < 0.5 && before.device.mean_abs_pct > 1.0);

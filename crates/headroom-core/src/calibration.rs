@@ -58,6 +58,11 @@ pub struct Calibration {
     /// defaults, and left out of the JSON then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usable_bytes: Option<u64>,
+    /// Whether the reserved level replays the step through the allocator model where the
+    /// replay models it (the `replay` feature). Off only where the slack fraction, which stands
+    /// in for the replay elsewhere, is fitted on runs the replay models (calibrate's fit).
+    #[serde(skip, default = "replays")]
+    pub replay: bool,
 }
 
 /// What a calibration file measured of speed, for every dtype it measured (the time model picks
@@ -137,6 +142,10 @@ impl MeasuredRates {
     }
 }
 
+fn replays() -> bool {
+    true
+}
+
 impl Calibration {
     /// The documented defaults for `gpu`.
     pub fn assumed(gpu: &Gpu) -> Self {
@@ -154,6 +163,7 @@ impl Calibration {
             nccl_bytes: 512 * MIB,
             rates: MeasuredRates::default(),
             usable_bytes: None,
+            replay: true,
         }
     }
 
@@ -222,6 +232,7 @@ impl Calibration {
                     Ok(_) => Some(f.uint("machine.total_bytes", 1 << 30, 1 << 41)?),
                     Err(_) => None,
                 },
+                replay: true,
             },
         ))
     }

@@ -61,6 +61,9 @@ pub(super) struct Runtime {
     /// Whether reserved comes from replaying the step through the allocator model
     /// ([`super::sequence`]) rather than from the slack fraction.
     pub simulated: bool,
+    /// Whether the calibration lets the replay stand in for the slack fraction.
+    #[cfg_attr(not(feature = "replay"), allow(dead_code))]
+    replay: bool,
     /// A request the replay could not place within the GPU although the tensors' peak fits:
     /// the step fails on fragmentation (its bytes).
     pub fragmented: Option<u64>,
@@ -81,26 +84,22 @@ impl Runtime {
             graph_pool: 0,
             device_extra: cal.cuda_context_bytes + nccl + s.st.optimizer.paged,
             simulated: false,
+            replay: cal.replay,
             fragmented: None,
         }
     }
 
     /// Reserved from the allocator model where it models the step: its high-water mark over
     /// three steps, run within what the card leaves the allocator (its capacity less what
-    /// lives outside the allocator), as PyTorch frees its cache and retries before it fails. `always`: a full estimate replays every supported step; the planner's checks
-    /// (`verdict_only`) replay only where the verdict could turn on it, between the allocated
-    /// peak and one and a half times the slack fraction's device figure.
+    /// lives outside the allocator), as PyTorch frees its cache and retries before it fails.
+    /// The estimate and the planner's checks both replay (a few milliseconds natively), so a
+    /// plan's figures are its estimate's.
     #[cfg(feature = "replay")]
-    pub fn simulate(&mut self, s: &Step, capacity: u64, points: &mut [Point], always: bool) {
-        if self.graphs || !super::sequence::supported(s) {
+    pub fn simulate(&mut self, s: &Step, capacity: u64, points: &mut [Point]) {
+        if !self.replay || self.graphs || !super::sequence::supported(s) {
             return;
         }
-        let budget = capacity.saturating_sub(capacity / 100 * u64::from(s.scen.runtime.margin));
         let allocated = points.iter().map(|p| p.allocated).max().unwrap_or(0);
-        let device = points.iter().map(|p| p.device).max().unwrap_or(0);
-        if !always && (allocated + self.device_extra > budget || device / 2 * 3 < budget) {
-            return;
-        }
         let settings = |limit| AllocatorSettings {
             limit,
             expandable_segments: s.scen.runtime.expandable_segments,

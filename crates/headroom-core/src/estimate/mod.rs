@@ -418,7 +418,6 @@ pub fn memory_with(
         &Step::prepare_with(spec, Cow::Borrowed(inv), gpu, scen),
         gpu,
         cal,
-        true,
     );
     Memory {
         peak_device: w.peak.device,
@@ -458,16 +457,14 @@ struct Walked {
     verdict: Verdict,
 }
 
-fn walk(step: &Step, gpu: &Gpu, cal: &Calibration, verdict_only: bool) -> Walked {
+fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
     let (mut timeline, fwd, loss) = schedule::run(step);
     let parts = std::mem::take(&mut timeline.parts);
     let mut runtime = Runtime::new(step, cal);
     #[cfg_attr(not(feature = "replay"), allow(unused_mut))]
     let mut points = runtime.levels(timeline);
     #[cfg(feature = "replay")]
-    runtime.simulate(step, cal.capacity(gpu), &mut points, !verdict_only);
-    #[cfg(not(feature = "replay"))]
-    let _ = verdict_only;
+    runtime.simulate(step, cal.capacity(gpu), &mut points);
     let peak = levels::peaks(&points);
     let host_activations = host::offloaded_activations(step);
     let verdict = levels::verdict(
@@ -501,7 +498,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         mut peak,
         host_activations,
         verdict,
-    } = walk(&step, gpu, cal, false);
+    } = walk(&step, gpu, cal);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;
     let totals = Totals {
