@@ -108,20 +108,19 @@ impl Runtime {
         // The card's own limit, not the margin: the margin is what the verdict keeps free of
         // what the run reserves on this card.
         let limit = capacity.saturating_sub(self.device_extra);
-        let reserved =
-            match super::sequence::reserved_peak(s, settings(Some(limit)), self.workspaces) {
-                Ok(r) => r,
-                Err(requested) => {
-                    // What the step reserves where nothing stops it, shown as its need.
-                    if allocated <= limit {
-                        self.fragmented = Some(requested);
-                    }
-                    match super::sequence::reserved_peak(s, settings(None), self.workspaces) {
-                        Ok(r) => r,
-                        Err(_) => return,
-                    }
+        let reserved = match super::sequence::replay(s, settings(Some(limit)), self.workspaces) {
+            Ok(r) => r.reserved,
+            Err(requested) => {
+                // What the step reserves where nothing stops it, shown as its need.
+                if allocated <= limit {
+                    self.fragmented = Some(requested);
                 }
-            };
+                match super::sequence::replay(s, settings(None), self.workspaces) {
+                    Ok(r) => r.reserved,
+                    Err(_) => return,
+                }
+            }
+        };
         self.simulated = true;
         for p in points {
             p.reserved = round_up(p.allocated, 2 * MIB).max(reserved);

@@ -17,6 +17,8 @@ mod levels;
 mod schedule;
 #[cfg(feature = "replay")]
 mod sequence;
+#[cfg(feature = "replay")]
+pub use sequence::Replayed;
 mod step;
 mod timeline;
 mod types;
@@ -394,6 +396,23 @@ pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
         model: r.name,
         ..estimate_with(&r.spec, r.gpu, &r.calibration, scen)
     })
+}
+
+/// The allocator replay of a scenario without a limit, where the replay models its step (else
+/// None): for tests and diagnostics, whose check is that its allocated peak is the estimate's.
+#[cfg(feature = "replay")]
+pub fn replay(scen: &Scenario) -> Result<Option<sequence::Replayed>, ScenarioError> {
+    let r = resolve(scen)?;
+    let step = Step::prepare(&r.spec, r.gpu, scen);
+    if !sequence::supported(&step) {
+        return Ok(None);
+    }
+    let settings = crate::allocator::AllocatorSettings {
+        expandable_segments: scen.runtime.expandable_segments,
+        ..Default::default()
+    };
+    let workspaces = r.calibration.cublas_workspace_bytes * r.calibration.cublas_workspaces;
+    Ok(sequence::replay(&step, settings, workspaces).ok())
 }
 
 /// Estimates with explicit model, GPU and calibration (the pure core of everything else).
