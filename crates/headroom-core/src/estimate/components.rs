@@ -621,7 +621,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.add(
         ReservedSlack,
         totals.reserved_slack,
-        if rt.simulated {
+        if cfg!(feature = "replay") && rt.simulated {
             format!(
                 "the caching allocator's high-water mark over three steps, replayed{expandable}"
             )

@@ -99,7 +99,8 @@ fn host_warning(v: &Verdict, scen: &Scenario) -> Option<String> {
 /// segments it trained (tests/reference/gpu). A warning, not the verdict: runs in the same
 /// position also fit (Qwen2.5 1.5B with an 18.5 GiB block and 4.8 GiB to spare).
 fn fragmentation_warning(v: &Verdict, block: u64, scen: &Scenario, rt: &Runtime) -> Option<String> {
-    if let Some(request) = rt.fragmented {
+    // (The site builds without the replay: `cfg!` drops this text from its download.)
+    if let Some(request) = rt.fragmented.filter(|_| cfg!(feature = "replay")) {
         let fix = if scen.runtime.expandable_segments {
             "a shorter sequence or a smaller micro-batch leaves it room"
         } else {
