@@ -314,6 +314,20 @@ fn measured(a: At<'_>) -> Result<Measured, String> {
     })
 }
 
+/// A measurement the file leaves out: every figure not a number.
+fn unmeasured() -> Measured {
+    Measured {
+        unit: String::new(),
+        method: String::new(),
+        reps: 0,
+        median: f64::NAN,
+        min: f64::NAN,
+        max: f64::NAN,
+        q1: f64::NAN,
+        q3: f64::NAN,
+    }
+}
+
 fn unsupported(a: At<'_>) -> Result<Unsupported, String> {
     Ok(Unsupported {
         dtype: a.text("dtype")?,
@@ -447,10 +461,16 @@ fn file_view(root: At<'_>) -> Result<(FileView, Vec<RowView>), String> {
                     None => None,
                     Some(_) => Some(p.num("efficiency")?),
                 };
+                // The embedded copy leaves the throughput out (the efficiency is what
+                // estimates read): not a number then, which the chart skips.
+                let tflops = match p.opt("tflops") {
+                    None => unmeasured(),
+                    Some(_) => p.obj("tflops", measured)?,
+                };
                 Ok(MatmulPoint {
                     dtype: p.text("dtype")?,
                     n: p.uint("n")?,
-                    tflops: p.obj("tflops", measured)?,
+                    tflops,
                     efficiency,
                 })
             })?,

@@ -18,6 +18,11 @@ saves. Scenario inputs come from flags, a scenario file (--scenario), a named sc
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Reserved and device levels from the calibrated slack fraction, as the web page computes
+    /// them today, instead of the step replayed through the model of PyTorch's caching
+    /// allocator (the default, where the replay models the step).
+    #[arg(long, global = true)]
+    pub no_replay: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -16,6 +16,7 @@ use args::{Cli, Command, Format, ScenarioArgs};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    headroom_core::calibration::set_replay(!cli.no_replay);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

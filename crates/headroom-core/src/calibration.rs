@@ -146,6 +146,18 @@ fn replays() -> bool {
     true
 }
 
+/// Whether [`Calibration::for_gpu`] lets estimates replay the step (see
+/// [`Calibration::replay`]): on, unless the process turns it off with [`set_replay`].
+static REPLAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turns the allocator replay off (or on again) for every estimate of this process that takes
+/// its GPU's calibration: the CLI's `--no-replay`, which gives the reserved and device levels
+/// as the site computes them (from the slack fraction; the site's download leaves the replay
+/// out).
+pub fn set_replay(on: bool) {
+    REPLAY.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl Calibration {
     /// The documented defaults for `gpu`.
     pub fn assumed(gpu: &Gpu) -> Self {
@@ -274,7 +286,10 @@ impl Calibration {
         static EMBEDDED: std::sync::OnceLock<Vec<Candidate>> = std::sync::OnceLock::new();
         let parsed =
             EMBEDDED.get_or_init(|| candidates(crate::catalog::embedded::CALIBRATION_FILES));
-        best(parsed, gpu)
+        Calibration {
+            replay: REPLAY.load(std::sync::atomic::Ordering::Relaxed),
+            ..best(parsed, gpu)
+        }
     }
 
     /// [`Calibration::for_gpu`] over any set of (file stem, text) pairs.

@@ -77,11 +77,13 @@ pub fn cli_path() -> PathBuf {
         .map_or_else(|| repo_root().join("target/debug/headroom"), PathBuf::from)
 }
 
-/// Runs the CLI with `args` and parses its JSON output.
+/// Runs the CLI with `args` and parses its JSON output. With `--no-replay`: the page's reserved
+/// and device levels come from the slack fraction (its download leaves the allocator replay
+/// out), and the comparison is with the same computation.
 pub fn cli_json(args: &[&str]) -> serde_json::Value {
     let out = std::process::Command::new(cli_path())
         .args(args)
-        .args(["--format", "json"])
+        .args(["--format", "json", "--no-replay"])
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", cli_path().display()));
     assert!(

@@ -15,6 +15,7 @@ const NAMED: &str = "ex3-llama-3.2-1b-4xa10g-zero2";
 fn cli_text(args: &[&str]) -> String {
     let out = std::process::Command::new(cli_path())
         .args(args)
+        .arg("--no-replay")
         .output()
         .unwrap_or_else(|e| panic!("running the CLI: {e}"));
     assert!(out.status.success(), "headroom {args:?} failed");

@@ -115,8 +115,9 @@ fn fragmentation_warning(v: &Verdict, block: u64, scen: &Scenario, rt: &Runtime)
         ));
     }
     let room = u64::try_from(v.headroom).unwrap_or(0);
-    // Where the replay modelled the step, its verdict already placed every block.
-    (v.fits && !rt.simulated && !scen.runtime.expandable_segments && block > room).then(|| {
+    // Kept where the replay fits the step too: whether the cache holds the block in one piece
+    // can turn on details the replay does not have (estimate/sequence.rs).
+    (v.fits && !scen.runtime.expandable_segments && block > room).then(|| {
         let what = match scen.loss {
             crate::scenario::LossImpl::Hf => "the fp32 logits",
             crate::scenario::LossImpl::Fused => "a chunk of the fused loss",
