@@ -144,7 +144,13 @@ fn the_replays_allocated_peak_is_the_estimates() {
     ] {
         for precision in ["bf16", "amp-bf16", "fp32"] {
             for ckpt in ["none", "full"] {
-                for method in ["full", "lora&targets=all", "lora&targets=attn&base=fp32"] {
+                for method in [
+                    "full",
+                    "lora&targets=all",
+                    "lora&targets=attn&base=fp32",
+                    "full&fp8=tensorwise",
+                    "full&fp8=rowwise",
+                ] {
                     for (batch, seq) in [(1, 512), (4, 2048)] {
                         let link = format!(
                             "model={model}&gpu=h200-141gb&precision={precision}&ckpt={ckpt}&method={method}&batch={batch}&seq={seq}&optimizer=adamw"

@@ -22,7 +22,7 @@ use crate::activations::{Part, Saved};
 use crate::allocator::{Allocation, AllocatorSettings, CachingAllocator};
 use crate::dtype::DType;
 use crate::model::Scope;
-use crate::scenario::{LayerPlan, LossImpl, Method, Trainer};
+use crate::scenario::{Fp8Recipe, LayerPlan, LossImpl, Method, Trainer};
 
 use super::step::Step;
 
@@ -52,11 +52,23 @@ pub(super) fn supported(s: &Step) -> bool {
         // QLoRA's dequantized weights (and fp8's, cp's and int8's copies) in backward: the
         // H200's QLoRA trace reserved 4 GiB more than a replay with them placed as one
         // transient per half layer, so QLoRA keeps the slack fraction until that is found.
-        && s.backward_extra == 0
+        // QLoRA's dequantized weights (and int8's and cp's copies) in backward are not written
+        // out; torchao's fp8 casts are (see `layer_backward`).
+        && (s.backward_extra == 0 || torchao_fp8(s))
         && s.spec.mtp_trained == 0
         && s.inv.vision() == 0
         // Selective recompute drops part of a layer's saved tensors: not written out here.
         && (0..s.layers).all(|i| s.plan(i) != LayerPlan::Selective)
+}
+
+/// torchao's float8 training alone adds to a layer's backward (its casts of each matmul's
+/// operands, `fp8::backward_cast_bytes`).
+fn torchao_fp8(s: &Step) -> bool {
+    let scen = s.scen;
+    matches!(scen.fp8, Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise)
+        && scen.method != Method::Qlora
+        && !scen.act_int8
+        && scen.parallel.context == 1
 }
 
 /// The high-water marks of three steps replayed.
@@ -546,10 +558,20 @@ impl<'s, 'a> Model<'s, 'a> {
             .collect();
         let mut flowing: Vec<Allocation> = Vec::new();
         let n = saved.len().min(sizes.len());
+        // fp8: a converted Linear's operand casts while its backward matmuls run (the largest,
+        // in the MLP's and in the attention's backward).
+        let casts = |r: &mut Replay| {
+            let c = r.get(s.backward_extra);
+            r.put(c);
+        };
         for k in (0..n).rev() {
+            if k + 1 == n {
+                casts(r);
+            }
             if k == n / 2 {
                 // Past the MLP: its weights' gradients.
                 self.grads_of(r, &layer[half..], grads, acc);
+                casts(r);
             }
             flowing.extend(r.get(sizes[k]));
             while flowing.len() > 2 {
