@@ -440,7 +440,7 @@ impl<'s, 'a> Model<'s, 'a> {
         }
         let per = st.gradients as f64 / st.params_trainable as f64;
         if self.s.scen.method != Method::Full {
-            return self.adapter_grads(r, tensors.len() as u64, into, acc);
+            return self.adapter_grads(r, into, acc);
         }
         for &n in tensors {
             let g = r.get((n as f64 * per) as u64);
@@ -454,7 +454,7 @@ impl<'s, 'a> Model<'s, 'a> {
 
     /// A layer's adapter gradients: small tensors, one per adapter matrix (assumed: the
     /// layer's gradient bytes split evenly).
-    fn adapter_grads(&self, r: &mut Replay, _n: u64, into: &mut Vec<Allocation>, acc: bool) {
+    fn adapter_grads(&self, r: &mut Replay, into: &mut Vec<Allocation>, acc: bool) {
         let mut g = Vec::new();
         r.get_split(self.s.st.layer_grad_bytes, 14, &mut g);
         if acc {
