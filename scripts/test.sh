@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$HOME/.local/webtools/node_modules/.bin:$PATH"
 export TRUNK_SKIP_VERSION_CHECK=true
+# A run from a clean checkout rebuilds nothing incrementally; the incremental caches would only
+# take disk (several GB).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 
 step() { printf '\n=== %s\n' "$*"; }
