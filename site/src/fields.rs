@@ -6,8 +6,9 @@
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::format;
 use headroom_core::scenario::{
-    Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method,
-    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, Trainer, VisionTraining,
+    Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, Generator, LoraTargets, LossImpl,
+    Method, ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, Trainer,
+    VisionTraining,
 };
 
 /// How a field is edited.
@@ -137,6 +138,15 @@ fn is_dpo(s: &Scenario) -> bool {
 }
 fn is_grpo(s: &Scenario) -> bool {
     s.trainer == Trainer::Grpo
+}
+fn generator_options(_: &Scenario) -> Vec<(String, String)> {
+    options(Generator::ALL, Generator::id, Generator::label)
+}
+fn uses_vllm(s: &Scenario) -> bool {
+    is_grpo(s) && s.generator != Generator::Hf
+}
+fn vllm_colocated(s: &Scenario) -> bool {
+    is_grpo(s) && s.generator == Generator::Colocate
 }
 fn base_options(_: &Scenario) -> Vec<(String, String)> {
     options(BaseDtype::ALL, BaseDtype::id, BaseDtype::label)
@@ -379,6 +389,42 @@ pub static GROUPS: &[Group] = &[
                 help: "A reference model (TRL's default beta is 0).",
                 control: Control::Check,
                 shown: is_grpo,
+            },
+            Field {
+                key: "gen",
+                label: "Generation",
+                help: "vLLM colocated shares each training GPU; a server holds a GPU of its own.",
+                control: Control::Select(generator_options),
+                shown: is_grpo,
+            },
+            Field {
+                key: "vllm_util",
+                label: "vLLM memory (%)",
+                help: "gpu_memory_utilization x 100. 0: TRL's 30 colocated, 90 on a server.",
+                control: Control::Number {
+                    min: 0.0,
+                    max: 100.0,
+                    step: 1.0,
+                },
+                shown: uses_vllm,
+            },
+            Field {
+                key: "vllm_len",
+                label: "vLLM max_model_len",
+                help: "Its KV cache must hold one such sequence. 0: the model's maximum.",
+                control: Control::Number {
+                    min: 0.0,
+                    max: 1_048_576.0,
+                    step: 1.0,
+                },
+                shown: uses_vllm,
+            },
+            Field {
+                key: "vllm_sleep",
+                label: "vLLM sleep mode",
+                help: "Frees its weights and KV cache while training.",
+                control: Control::Check,
+                shown: vllm_colocated,
             },
             Field {
                 key: "method",

@@ -155,6 +155,8 @@ fn enum_words() -> Vec<String> {
         .chain(ids(sc::Method::ALL, sc::Method::id))
         .chain(ids(sc::BaseDtype::ALL, sc::BaseDtype::id))
         .chain(ids(sc::LoraTargets::ALL, sc::LoraTargets::id))
+        .chain(ids(sc::Trainer::ALL, sc::Trainer::id))
+        .chain(ids(sc::Generator::ALL, sc::Generator::id))
         .chain(
             headroom_core::codec::ADAPTER_DTYPES
                 .iter()

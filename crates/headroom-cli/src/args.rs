@@ -321,7 +321,7 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "trainer",
         "trainer",
-        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model) | grpo (TRL's GRPOTrainer with transformers' generate: --batch completions per GPU, --seq prompt + completion).",
+        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model) | grpo (TRL's GRPOTrainer: --batch completions per GPU, --seq prompt + completion; --gen picks transformers' generate or vLLM).",
     ),
     flag(
         "prompt",
@@ -332,6 +332,26 @@ pub const FLAGS: &[Flag] = &[
         "kl",
         "kl",
         "GRPO: beta > 0, a reference model (its log-probabilities computed in the generation phase).",
+    ),
+    flag(
+        "gen",
+        "gen",
+        "GRPO's generation: hf (transformers generate) | colocate (vLLM in each training process, TRL's vllm_mode=colocate) | server (vLLM on a GPU of its own, `trl vllm-serve`).",
+    ),
+    flag(
+        "vllm_util",
+        "vllm-util",
+        "vLLM's gpu_memory_utilization in percent (default: TRL's 30 colocated, 90 for trl vllm-serve).",
+    ),
+    flag(
+        "vllm_len",
+        "vllm-len",
+        "vLLM's max_model_len in tokens (TRL's vllm_max_model_length; default: the model's max_position_embeddings).",
+    ),
+    flag(
+        "vllm_sleep",
+        "vllm-sleep",
+        "TRL's vllm_enable_sleep_mode: the colocated engine frees its weights and KV cache between generations.",
     ),
     renamed(
         "ref_precompute",

@@ -129,7 +129,7 @@ pub fn estimate_table(
     if scen.trainer == headroom_core::scenario::Trainer::Grpo {
         let _ = writeln!(
             s,
-            "objective: {} ({} completions per micro-batch of {} tokens{}, generated {} at a time; reference: {})",
+            "objective: {} ({} completions per micro-batch of {} tokens{}, generated {} at a time by {}; reference: {})",
             scen.trainer.label(),
             scen.micro_batch,
             scen.seq,
@@ -139,6 +139,7 @@ pub fn estimate_table(
                 String::new()
             },
             u64::from(scen.micro_batch) * u64::from(scen.grad_accum),
+            scen.generator.label(),
             if !scen.kl {
                 "none (beta 0)"
             } else if scen.reference_copy() {

@@ -9,8 +9,9 @@ use crate::dtype::DType;
 use crate::error::ScenarioError;
 use crate::model::{Family, ModelSpec, Router, Vision, VisionKind};
 use crate::scenario::{
-    Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method,
-    ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, Trainer, VisionTraining,
+    Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, Generator, LoraTargets, LossImpl,
+    Method, ModelChoice, Offload, Optimizer, Precision, Scenario, SdpaKernel, Trainer,
+    VisionTraining,
 };
 
 /// The codec version written into every link.
@@ -50,6 +51,11 @@ impl Field {
 
 fn always(_: &Scenario) -> bool {
     true
+}
+
+/// GRPO generating with vLLM (colocated or on a server).
+fn uses_vllm(s: &Scenario) -> bool {
+    s.trainer == Trainer::Grpo && s.generator != Generator::Hf
 }
 
 fn packing(s: &Scenario) -> bool {
@@ -268,6 +274,14 @@ pub const FIELDS: &[Field] = &[
     ),
     number!("prompt", |s| s.trainer == Trainer::Grpo, prompt),
     switch!("kl", |s| s.trainer == Trainer::Grpo, kl),
+    choice!("gen", |s| s.trainer == Trainer::Grpo, Generator, generator),
+    number!("vllm_util", uses_vllm, vllm_util),
+    number!("vllm_len", uses_vllm, vllm_len),
+    switch!(
+        "vllm_sleep",
+        |s| uses_vllm(s) && s.generator == Generator::Colocate,
+        vllm_sleep
+    ),
     switch!("keep_logits", keep_logits),
     choice!("dp", DataParallel, parallel.data),
     number!("tp", parallel.tensor),

@@ -44,6 +44,7 @@ pub mod sdpa;
 pub(crate) mod states;
 pub mod strategies;
 pub mod time;
+pub mod vllm;
 
 pub use activations::{Part, Saved};
 pub use analysis::{Analysis, What, analyze, analyze_only, analyze_with};

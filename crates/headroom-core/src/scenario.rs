@@ -237,9 +237,26 @@ named_enum!(
     Trainer, "trainer" {
         Sft => "sft", "SFT";
         Dpo => "dpo", "DPO (TRL)";
-        Grpo => "grpo", "GRPO (TRL, transformers generate)";
+        Grpo => "grpo", "GRPO (TRL)";
     }
 );
+
+named_enum!(
+    /// Where GRPO's completions are generated: TRL's `use_vllm` and `vllm_mode`.
+    Generator, "generation engine" {
+        Hf => "hf", "transformers generate";
+        Colocate => "colocate", "vLLM in each training process (vllm_mode=colocate)";
+        Server => "server", "vLLM server on a GPU of its own (vllm_mode=server)";
+    }
+);
+
+// `named_enum!` declares the variants, so `#[default]` cannot be put on one.
+#[allow(clippy::derivable_impls)]
+impl Default for Generator {
+    fn default() -> Self {
+        Generator::Hf
+    }
+}
 
 named_enum!(
     /// How the loss is computed from the last hidden states.
@@ -685,6 +702,21 @@ pub struct Scenario {
     /// generation phase computes (a copy of the weights for a full fine-tune).
     #[serde(default, skip_serializing_if = "is_false")]
     pub kl: bool,
+    /// GRPO: where the completions are generated (`crate::vllm` models vLLM's share).
+    #[serde(default, skip_serializing_if = "is_hf_generator")]
+    pub generator: Generator,
+    /// vLLM's `gpu_memory_utilization` in percent: its budget as a share of the GPU's memory
+    /// (0: TRL's defaults, 30 colocated and 90 for `trl vllm-serve`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub vllm_util: u32,
+    /// vLLM's `max_model_len` (TRL's `vllm_max_model_length`), tokens (0: the model's
+    /// `max_position_embeddings`, as vLLM infers it when TRL leaves it unset).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub vllm_len: u32,
+    /// TRL's `vllm_enable_sleep_mode`: the colocated engine frees its weights and KV cache
+    /// between generations (`sleep(level=2)`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub vllm_sleep: bool,
     /// Whether the training loop keeps `outputs` (and so the logits) alive through backward.
     pub keep_logits: bool,
     pub parallel: Parallel,
@@ -717,6 +749,10 @@ impl Default for Trainer {
 
 fn is_sft(t: &Trainer) -> bool {
     *t == Trainer::Sft
+}
+
+fn is_hf_generator(g: &Generator) -> bool {
+    *g == Generator::Hf
 }
 
 fn is_zero_u32(n: &u32) -> bool {
@@ -760,6 +796,10 @@ impl Default for Scenario {
             ref_precompute: false,
             prompt: 0,
             kl: false,
+            generator: Generator::Hf,
+            vllm_util: 0,
+            vllm_len: 0,
+            vllm_sleep: false,
             keep_logits: false,
             parallel: Parallel {
                 data: DataParallel::Ddp,
@@ -921,6 +961,7 @@ impl Scenario {
                 "applies to trainer=grpo only",
             ));
         }
+        self.validate_vllm()?;
         if self.prompt >= self.seq && self.prompt > 0 {
             return Err(ScenarioError::invalid(
                 "prompt",
@@ -1110,6 +1151,48 @@ impl Scenario {
                 "cp",
                 "context parallelism (ring SDPA) does not take packed documents' varlen \
                  attention: turn packing off or cp to 1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// vLLM's settings: GRPO only, a budget vLLM accepts, a context that holds `seq`.
+    fn validate_vllm(&self) -> Result<(), ScenarioError> {
+        let vllm = self.generator != Generator::Hf;
+        if self.trainer != Trainer::Grpo && vllm {
+            return Err(ScenarioError::invalid(
+                "gen",
+                "applies to trainer=grpo only",
+            ));
+        }
+        let set = [
+            ("vllm_util", self.vllm_util > 0),
+            ("vllm_len", self.vllm_len > 0),
+            ("vllm_sleep", self.vllm_sleep),
+        ];
+        if let Some((field, _)) = set.iter().find(|(_, on)| *on && !vllm) {
+            return Err(ScenarioError::invalid(
+                *field,
+                "applies to generation with vLLM only (gen=colocate or gen=server)",
+            ));
+        }
+        if self.vllm_sleep && self.generator != Generator::Colocate {
+            return Err(ScenarioError::invalid(
+                "vllm_sleep",
+                "applies to a colocated engine only (gen=colocate): a server keeps its memory",
+            ));
+        }
+        if self.vllm_util > 0 {
+            // vLLM's `CacheConfig` takes a fraction in (0, 1].
+            range("vllm_util", self.vllm_util, 1, 100)?;
+        }
+        if self.vllm_len > 0 && self.vllm_len < self.seq {
+            return Err(ScenarioError::invalid(
+                "vllm_len",
+                format!(
+                    "vLLM's max_model_len must hold prompt + completion: at least seq = {}, found {}",
+                    self.seq, self.vllm_len
+                ),
             ));
         }
         Ok(())

@@ -56,6 +56,7 @@ component_ids!(
     LayerTransients,
     GradientsInFlight,
     KvCache,
+    Vllm,
     ForwardTemporaries,
     OptimizerStep,
     CommBuffers,
@@ -282,6 +283,17 @@ impl ComponentId {
                     "transformers' DynamicLayer.update: use_cache is on in training (off with checkpointing)",
                 ),
                 Sure::Exact,
+            ),
+            Vllm => m(
+                "vllm",
+                "vLLM engine (colocated)",
+                Persistent,
+                Phase::Start,
+                Tensors,
+                Src::Text(
+                    "vLLM's V1 GPU worker: gpu_memory_utilization x the GPU's memory for its weights, profile run and KV cache; TRL's colocated defaults",
+                ),
+                Sure::Assumed,
             ),
             ForwardTemporaries => m(
                 "forward_temporaries",
@@ -696,6 +708,9 @@ fn live_only(p: &mut Parts, max: &Live) {
         max.get(KvCache),
         "key and value tensors the model returns beyond those attention saves",
     );
+    if let Some(e) = &p.s.vllm {
+        p.add_nonzero(Vllm, max.get(Vllm), crate::vllm::describe(e));
+    }
 }
 
 /// One layer's backward peak: followed op by op for dense layers, assumed for MoE layers

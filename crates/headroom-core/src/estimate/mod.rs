@@ -476,6 +476,8 @@ struct Walked {
     peak: Peaks,
     host_activations: u64,
     verdict: Verdict,
+    /// Why vLLM would refuse to start (GRPO generating with vLLM), if it would.
+    vllm_problem: Option<String>,
 }
 
 fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
@@ -488,13 +490,19 @@ fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
     runtime.simulate(step, cal.capacity(gpu), &mut points);
     let peak = levels::peaks(&points);
     let host_activations = host::offloaded_activations(step);
-    let verdict = levels::verdict(
+    let mut verdict = levels::verdict(
         gpu,
         cal.capacity(gpu),
         &peak,
         step.scen,
         step.st.host_bytes + host_activations,
     );
+    let vllm_problem = vllm_problem(step, gpu, cal);
+    if vllm_problem.is_some() {
+        // The run stops before its first step, whatever its steps would need.
+        verdict.fits = false;
+        verdict.tight = false;
+    }
     Walked {
         points,
         parts,
@@ -504,7 +512,17 @@ fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
         peak,
         host_activations,
         verdict,
+        vllm_problem,
     }
+}
+
+/// Why vLLM would refuse to start: on a colocated GPU, the memory free once the trainer has
+/// loaded its model (and a KL term's reference copy) against vLLM's budget; its KV cache
+/// against one sequence of `max_model_len`, colocated or on a server.
+fn vllm_problem(step: &Step, gpu: &Gpu, cal: &Calibration) -> Option<String> {
+    let engine = step.vllm.as_ref()?;
+    let loaded = step.st.weights + step.st.reference_weights + cal.cuda_context_bytes;
+    engine.start_problem(gpu.total_bytes.saturating_sub(loaded))
 }
 
 /// Runs the phases over a prepared step and assembles the estimate.
@@ -519,6 +537,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
         mut peak,
         host_activations,
         verdict,
+        vllm_problem,
     } = walk(&step, gpu, cal);
     let kernel = sdpa::for_scenario(spec, gpu, scen);
     let st = &step.st;
@@ -587,6 +606,7 @@ fn finish(step: Step, gpu: &Gpu, cal: &Calibration) -> Estimate {
     };
     let warnings = warnings(spec, &kernel, scen)
         .into_iter()
+        .chain(vllm_problem)
         .chain(host_warning(&verdict, scen))
         .chain(fragmentation_warning(
             &verdict,

@@ -43,7 +43,8 @@ fn base(s: &Step) -> Live {
         .with(OptimizerStates, st.optimizer.device)
         .with(MasterWeights, st.master_weights)
         .with(Inputs, s.inputs)
-        .with(CommBuffers, st.comm_buffers);
+        .with(CommBuffers, st.comm_buffers)
+        .with(Vllm, s.vllm_held());
     debug_assert_eq!(live.total(), s.base);
     live
 }
@@ -78,6 +79,20 @@ pub(super) fn run(s: &Step) -> (Timeline, Forward, Loss) {
             base(s)
                 .with(KvCache, s.generation.kv_cache)
                 .with(ForwardTemporaries, s.generation.working),
+        );
+    }
+    if let Some(engine) = &s.vllm {
+        if engine.colocated() {
+            tl.push(
+                Phase::Forward,
+                "GRPO generation in vLLM: its weights, KV cache and working memory",
+                base(s).with(Vllm, engine.while_generating() - s.vllm_held()),
+            );
+        }
+        tl.push(
+            Phase::Forward,
+            "GRPO scoring: the no-grad log-probability passes over the completions",
+            base(s).with(ForwardTemporaries, s.generation.working),
         );
     }
     let micro_batch_start = tl.points.len();

@@ -75,6 +75,8 @@ pub(super) struct Step<'a> {
     /// and the largest no-grad working set (the prompts' prefill, or the reference's
     /// log-probability pass); both 0 for other objectives.
     pub generation: Generation,
+    /// vLLM generating GRPO's completions (`crate::vllm`), None otherwise.
+    pub vllm: Option<crate::vllm::Engine>,
 }
 
 /// Unsaved tensors that set peaks inside the phases.
@@ -163,7 +165,16 @@ impl<'a> Step<'a> {
         let outside_bytes = activations::total(&outside);
         let lm = loss_memory(spec, scen);
         let inputs = 2 * t * 8;
-        let base = st.weights + st.optimizer.device + st.master_weights + inputs + st.comm_buffers;
+        let vllm = crate::vllm::Engine::of(spec, scen, gpu, &st);
+        let vllm_held = vllm
+            .as_ref()
+            .map_or(0, |e| e.held_while_training(scen.vllm_sleep));
+        let base = st.weights
+            + st.optimizer.device
+            + st.master_weights
+            + inputs
+            + st.comm_buffers
+            + vllm_held;
         let mut tmp = Temporaries::new(spec, scen, &sh);
         // fp8 (torchao): a converted Linear's fp8 operand copies while its matmul runs.
         let tp = scen.parallel.tensor as u64;
@@ -259,7 +270,15 @@ impl<'a> Step<'a> {
             bwd,
             kv,
             generation,
+            vllm,
         }
+    }
+
+    /// What a colocated vLLM engine holds while the trainer trains.
+    pub fn vllm_held(&self) -> u64 {
+        self.vllm
+            .as_ref()
+            .map_or(0, |e| e.held_while_training(self.scen.vllm_sleep))
     }
 
     /// Whether layer `i` is a MoE layer: the last `sparse_layers` when some are dense
@@ -562,12 +581,21 @@ impl Generation {
         // The next-token logits generate keeps in fp32 for each sequence.
         let logits = sequences * spec.vocab * 4;
         let prefill = sequences * prompt * no_grad_layer + logits;
-        let reference = if scen.kl {
-            sequences * seq * no_grad_layer
-                + sequences * scored * spec.lm_head_width() * compute.bytes()
-        } else {
-            0
-        };
+        // A no-grad log-probability pass over prompt and completion: TRL runs it in chunks of
+        // `per_device_train_batch_size` sequences (`_get_per_token_logps_and_entropies`).
+        let chunk = u64::from(scen.micro_batch);
+        let scoring =
+            chunk * seq * no_grad_layer + chunk * scored * spec.lm_head_width() * compute.bytes();
+        if scen.generator != crate::scenario::Generator::Hf {
+            // vLLM generates (`crate::vllm`); TRL's importance-sampling correction, on by
+            // default with vLLM, scores the completions with the policy in such a pass, and a
+            // KL term with the reference in another.
+            return Generation {
+                kv_cache: 0,
+                working: scoring + autocast_cache,
+            };
+        }
+        let reference = if scen.kl { scoring } else { 0 };
         Generation {
             kv_cache: sequences * seq * kv_per_token,
             working: prefill.max(reference) + autocast_cache,

@@ -105,6 +105,9 @@ pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
             }
         ));
     }
+    if scen.trainer == crate::scenario::Trainer::Grpo {
+        n.push(grpo_config(scen));
+    }
     if scen.runtime.cuda_graphs {
         n.push("CUDA graphs: torch.compile(model, mode=\"reduce-overhead\")".into());
     } else if scen.runtime.compile {
@@ -184,4 +187,57 @@ pub(super) fn packing_code(scen: &Scenario) -> String {
         scen.seq,
         scen.attention.hf_name()
     )
+}
+
+/// TRL's `GRPOConfig` as the estimate assumed it: completions per GPU, their length, the KL
+/// term, and where they are generated.
+fn grpo_config(scen: &Scenario) -> String {
+    use crate::scenario::Generator;
+    let completion = if scen.prompt > 0 {
+        scen.seq - scen.prompt
+    } else {
+        scen.seq
+    };
+    let mut args = vec![
+        format!("per_device_train_batch_size={}", scen.micro_batch),
+        format!("max_completion_length={completion}"),
+        if scen.kl {
+            "beta=0.04 (any beta > 0: a reference model, as estimated)".into()
+        } else {
+            "beta=0.0".into()
+        },
+    ];
+    if scen.generator != Generator::Hf {
+        args.push(format!(
+            "use_vllm=True, vllm_mode=\"{}\"",
+            scen.generator.id()
+        ));
+        if scen.vllm_util > 0 && scen.generator == Generator::Colocate {
+            args.push(format!(
+                "vllm_gpu_memory_utilization={}",
+                f64::from(scen.vllm_util) / 100.0
+            ));
+        }
+        if scen.vllm_len > 0 {
+            args.push(format!("vllm_max_model_length={}", scen.vllm_len));
+        }
+        if scen.vllm_sleep {
+            args.push("vllm_enable_sleep_mode=True".into());
+        }
+    }
+    let mut line = format!("GRPO: trl.GRPOTrainer, GRPOConfig({})", args.join(", "));
+    if scen.generator == Generator::Server {
+        let util = match scen.vllm_util {
+            0 => String::new(),
+            u => format!(" --gpu_memory_utilization {}", f64::from(u) / 100.0),
+        };
+        let len = match scen.vllm_len {
+            0 => String::new(),
+            n => format!(" --max_model_len {n}"),
+        };
+        line.push_str(&format!(
+            "; the server on a GPU of its own: trl vllm-serve --model MODEL{util}{len}"
+        ));
+    }
+    line
 }

@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 
 use super::hf_args::{self, Half};
 use super::{
-    ImportError, Out, as_f64, as_str, as_u32, attention, checkpointing, dropout, modules_to_save,
-    number, optimizer, set_precision, switch, take_bool, targets,
+    ImportError, Out, as_bool, as_f64, as_str, as_u32, attention, checkpointing, dropout,
+    modules_to_save, number, optimizer, set_precision, switch, take_bool, targets,
 };
 
 /// axolotl's keys with no effect on one step's memory or time.
@@ -429,6 +429,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
 /// `rl` (dpo, grpo) and its `trl` settings.
 fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let trl = map.remove("trl");
+    let vllm = map.remove("vllm");
     match map.remove("rl") {
         Some(v) if !v.is_null() => {
             let rl = as_str("rl", &v)?;
@@ -436,7 +437,7 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
                 "dpo" => out.mapped("rl", &v, &[("trainer", "dpo")]),
                 "grpo" => {
                     out.mapped("rl", &v, &[("trainer", "grpo")]);
-                    grpo(trl.as_ref(), out)?;
+                    grpo(trl.as_ref(), vllm.as_ref(), out)?;
                     return Ok(());
                 }
                 other => {
@@ -454,11 +455,16 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
     if let Some(t) = trl {
         out.no_effect("trl", &t);
     }
+    if let Some(v) = vllm {
+        out.no_effect("vllm", &v);
+    }
     Ok(())
 }
 
-/// GRPO's `trl:` block: the completion's length, the KL term, vLLM.
-fn grpo(trl: Option<&Value>, out: &mut Out) -> Result<(), ImportError> {
+/// GRPO's `trl:` block: the completion's length, the KL term, vLLM; and the `vllm:` block
+/// axolotl reads for vLLM's budget (`core/trainers/grpo/__init__.py`: a colocated engine gets
+/// its `gpu_memory_utilization`, default 0.9, and `axolotl vllm-serve` its context too).
+fn grpo(trl: Option<&Value>, vllm: Option<&Value>, out: &mut Out) -> Result<(), ImportError> {
     let get = |k: &str| trl.and_then(|t| t.get(k)).cloned();
     let completion = match get("max_completion_length") {
         Some(v) => as_u32("trl.max_completion_length", &v)?,
@@ -476,13 +482,56 @@ fn grpo(trl: Option<&Value>, out: &mut Out) -> Result<(), ImportError> {
         Some(v) if as_f64("trl.beta", &v)? > 0.0 => out.mapped("trl.beta", &v, &[("kl", "1")]),
         _ => out.default("trl.beta", &[], "TRL's default 0.0: no reference model"),
     }
-    if let Some(v) = get("use_vllm")
-        && v.as_bool() == Some(true)
+    let Some(on) = get("use_vllm") else {
+        return Ok(());
+    };
+    if !as_bool("trl.use_vllm", &on)? {
+        out.mapped("trl.use_vllm", &on, &[("gen", "hf")]);
+        return Ok(());
+    }
+    let mode = match get("vllm_mode") {
+        Some(v) if !v.is_null() => match v.as_str() {
+            Some(m @ ("colocate" | "server")) => {
+                let m = if m == "server" { "server" } else { "colocate" };
+                out.mapped("trl.use_vllm", &on, &[]);
+                out.mapped("trl.vllm_mode", &v, &[("gen", m)]);
+                m
+            }
+            _ => return Err(super::bad("trl.vllm_mode", "must be colocate or server")),
+        },
+        _ => {
+            out.mapped("trl.use_vllm", &on, &[("gen", "colocate")]);
+            "colocate"
+        }
+    };
+    let block = |k: &str| {
+        vllm.and_then(|b| b.get(k))
+            .cloned()
+            .filter(|v| !v.is_null())
+    };
+    let util = match block("gpu_memory_utilization") {
+        Some(v) => super::vllm_util_percent("vllm.gpu_memory_utilization", &v)?,
+        None => 90,
+    };
+    out.default(
+        "vllm.gpu_memory_utilization",
+        &[("vllm_util", &util.to_string())],
+        "axolotl's vllm block (default 0.9), passed to the engine colocated or served",
+    );
+    if mode == "server"
+        && let Some(v) = block("max_model_len")
     {
-        out.not_expressed(
-            "trl.use_vllm",
+        let n = as_u32("vllm.max_model_len", &v)?;
+        out.mapped("vllm.max_model_len", &v, &[("vllm_len", &n.to_string())]);
+    }
+    if mode == "colocate"
+        && let Some(v) = get("vllm_enable_sleep_mode").filter(|v| !v.is_null())
+    {
+        let on = as_bool("trl.vllm_enable_sleep_mode", &v)?;
+        out.mapped(
+            "trl.vllm_enable_sleep_mode",
             &v,
-            "generation with vLLM is not modelled: the estimate generates with transformers",
+            &[("vllm_sleep", if on { "1" } else { "0" })],
         );
     }
     Ok(())

@@ -682,6 +682,15 @@ fn as_u32(key: &str, v: &Value) -> Result<u32, ImportError> {
         .ok_or_else(|| bad(key, format!("expected a whole number, found {}", show(v))))
 }
 
+/// A vLLM `gpu_memory_utilization` (a fraction in (0, 1]) as the link's percent.
+fn vllm_util_percent(key: &str, v: &Value) -> Result<u32, ImportError> {
+    let util = as_f64(key, v)?;
+    if !(util > 0.0 && util <= 1.0) {
+        return Err(bad(key, "must be a fraction in (0, 1]"));
+    }
+    Ok(libm::round(util * 100.0).max(1.0) as u32)
+}
+
 fn as_f64(key: &str, v: &Value) -> Result<f64, ImportError> {
     match v {
         Value::Number(n) => n.as_f64(),

@@ -128,20 +128,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             Some(v) => out.no_effect("beta", &v),
             None => out.default("beta", &[], "GRPOConfig's default 0.0: no reference model"),
         }
-        for key in ["use_vllm", "vllm_mode", "vllm_gpu_memory_utilization"] {
-            if let Some(v) = map.remove(key) {
-                if key == "use_vllm" && !as_bool(key, &v)? {
-                    out.no_effect(key, &v);
-                } else {
-                    out.not_expressed(
-                        key,
-                        &v,
-                        "generation with vLLM is not modelled: the estimate generates with \
-                         transformers' generate",
-                    );
-                }
-            }
-        }
+        read_vllm(&mut map, out)?;
         if let Some(v) = map.remove("generation_batch_size") {
             out.not_expressed(
                 "generation_batch_size",
@@ -346,4 +333,69 @@ fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, Import
         );
     }
     Ok(true)
+}
+
+/// GRPOConfig's vLLM keys: `use_vllm` and `vllm_mode` pick the generation engine (TRL main's
+/// default mode is colocate), and its budget, context and sleep mode.
+fn read_vllm(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
+    let on = match map.remove("use_vllm") {
+        Some(v) => {
+            let on = as_bool("use_vllm", &v)?;
+            if !on {
+                out.mapped("use_vllm", &v, &[("gen", "hf")]);
+            }
+            on.then_some(v)
+        }
+        None => None,
+    };
+    let Some(use_vllm) = on else {
+        for key in [
+            "vllm_mode",
+            "vllm_gpu_memory_utilization",
+            "vllm_max_model_length",
+            "vllm_enable_sleep_mode",
+        ] {
+            if let Some(v) = map.remove(key) {
+                out.no_effect(key, &v);
+            }
+        }
+        return Ok(());
+    };
+    match map.remove("vllm_mode") {
+        Some(v) => {
+            let mode = match v.as_str() {
+                Some(m @ ("colocate" | "server")) => m,
+                _ => {
+                    return Err(super::bad(
+                        "vllm_mode",
+                        "must be \"colocate\" or \"server\"",
+                    ));
+                }
+            };
+            out.mapped("use_vllm", &use_vllm, &[]);
+            out.mapped("vllm_mode", &v, &[("gen", mode)]);
+        }
+        None => out.mapped("use_vllm", &use_vllm, &[("gen", "colocate")]),
+    }
+    if let Some(v) = map.remove("vllm_gpu_memory_utilization") {
+        let percent = super::vllm_util_percent("vllm_gpu_memory_utilization", &v)?;
+        out.mapped(
+            "vllm_gpu_memory_utilization",
+            &v,
+            &[("vllm_util", &percent.to_string())],
+        );
+    }
+    if let Some(v) = map.remove("vllm_max_model_length") {
+        let n = as_u32("vllm_max_model_length", &v)?;
+        out.mapped("vllm_max_model_length", &v, &[("vllm_len", &n.to_string())]);
+    }
+    if let Some(v) = map.remove("vllm_enable_sleep_mode") {
+        let on = as_bool("vllm_enable_sleep_mode", &v)?;
+        out.mapped(
+            "vllm_enable_sleep_mode",
+            &v,
+            &[("vllm_sleep", if on { "1" } else { "0" })],
+        );
+    }
+    Ok(())
 }

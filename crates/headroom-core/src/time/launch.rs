@@ -336,6 +336,9 @@ fn generation(cx: &Cx, terms: &mut Terms, layer_forward: f64) {
     if scen.trainer != crate::scenario::Trainer::Grpo {
         return;
     }
+    if let Some(engine) = crate::vllm::Engine::of(cx.spec, scen, cx.gpu, &cx.st) {
+        return vllm_generation(cx, terms, &engine);
+    }
     let sequences = f64::from(scen.micro_batch) * f64::from(scen.grad_accum);
     let seq = f64::from(scen.seq);
     let prompt = f64::from(scen.prompt).min(seq);
@@ -366,5 +369,53 @@ fn generation(cx: &Cx, terms: &mut Terms, layer_forward: f64) {
     );
     if let Some(t) = terms.list.last_mut() {
         t.confidence = crate::estimate::Confidence::Calibrated;
+    }
+}
+
+/// GRPO's generation in vLLM, once per optimizer step: the prompts' prefill at the matmul rate;
+/// decoding in waves of the completions the KV cache holds at once, each step reading every
+/// weight and the wave's KV cache (CUDA graphs: no host floor); the weights handed to the engine
+/// (a device copy colocated, a broadcast over NVLink to a server); and the no-grad scoring passes
+/// on the training GPUs: the policy's for TRL's importance-sampling correction, the reference's
+/// with a KL term. A server decodes every training GPU's completions while the trainers wait.
+fn vllm_generation(cx: &Cx, terms: &mut Terms, e: &crate::vllm::Engine) {
+    let scen = cx.scen;
+    let seq = f64::from(scen.seq);
+    let prompt = f64::from(scen.prompt).min(seq);
+    let completion = seq - prompt;
+    let share = super::elementwise::FUSED_BANDWIDTH_SHARE;
+    let bandwidth = cx.hbm * share;
+    let concurrent = e.concurrent as f64;
+    let per_step = (e.weights as f64
+        + concurrent * (prompt + completion / 2.0) * e.kv_per_token as f64)
+        / bandwidth;
+    let waves = e.waves() as f64;
+    let decode = waves * completion * per_step;
+    let params = cx.tf.matmul_params;
+    let prefill = 2.0 * params * e.sequences as f64 * prompt / cx.rate;
+    let sync = if e.colocated() {
+        2.0 * e.weights as f64 / bandwidth
+    } else {
+        e.weights as f64 / (cx.own_link_gbs(1) * 1e9)
+    };
+    let sequences = f64::from(scen.micro_batch) * f64::from(scen.grad_accum);
+    let passes = if scen.kl { 2.0 } else { 1.0 };
+    let scoring = passes * 2.0 * params * sequences * seq / cx.rate;
+    terms.idle(
+        "generation",
+        "GRPO generation (vLLM)",
+        decode + prefill + sync + scoring,
+        || {
+            format!(
+                "{waves:.0} wave(s) x {completion:.0} decoding steps x {per_step:.4} s (weights and \
+                 KV cache read) + prefill {prefill:.3} s + weight sync {sync:.3} s + {passes:.0} \
+                 scoring pass(es) {scoring:.3} s, for {} completions ({} at once)",
+                e.sequences, e.concurrent
+            )
+        },
+        "vLLM decodes with CUDA graphs, bound by reading the weights and KV cache (assumed); TRL's importance-sampling correction scores every completion",
+    );
+    if let Some(t) = terms.list.last_mut() {
+        t.confidence = crate::estimate::Confidence::Assumed;
     }
 }
