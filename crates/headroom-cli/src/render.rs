@@ -204,11 +204,15 @@ pub fn estimate_table(
         "  device     {:>12}   (nvidia-smi: + CUDA context, NCCL, paged memory)",
         bytes(e.peak.device)
     );
-    let margin = if v.margin > 0 {
+    let mut margin = if v.margin > 0 {
         format!(", safety margin {} kept free", bytes(v.margin))
     } else {
         String::new()
     };
+    if !v.fits && v.host_fits && v.headroom >= v.margin as i64 {
+        // The memory fits; what stops the run is among the warnings (vLLM refusing to start).
+        margin.push_str(", but the run cannot start: see the warnings");
+    }
     let _ = writeln!(
         s,
         "\n{} on {} ({} usable): headroom {} ({:.1}%){margin}",

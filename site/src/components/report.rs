@@ -85,7 +85,9 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
             <p class="verdict-line">
                 { "Peak " }<Bytes bytes={e.peak.device} id="peak-device"/>{ per }
                 { " of " }<Bytes bytes={v.capacity} id="capacity"/>
-                { if v.fits { " — headroom " } else { " — short by " } }
+                // Headroom can be positive where the run fails on something else (host RAM,
+                // vLLM refusing to start): the figure says which way the memory goes.
+                { if v.headroom >= 0 { " — headroom " } else { " — short by " } }
                 <span class="num" id="headroom" data-bytes={v.headroom.to_string()}>
                     { format::bytes(v.headroom.unsigned_abs()) }
                 </span>
