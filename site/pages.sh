@@ -79,3 +79,17 @@ src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 files = {p.stem: json.loads(p.read_text()) for p in sorted(src.glob("*.json"))}
 dest.write_text(json.dumps(files, separators=(",", ":")))
 PY
+
+# The published calibration files, also left out of the first download: one JSON object (file
+# stem -> the file) that the app fetches and installs into headroom-core before its first page
+# (`calibration::install_calibrations`; the CLI embeds the same files, cut down further). Each
+# file's rows (its measured training steps, most of its bytes) are emptied: no estimate reads
+# them, and the calibration page fetches the whole file from content/calibration/ to show them.
+python3 - "$content/calibration" "$stage/content/calibrations.json" <<'PY'
+import json, pathlib, sys
+src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+files = {p.stem: json.loads(p.read_text()) for p in sorted(src.glob("*.json"))}
+for f in files.values():
+    f["rows"] = []
+dest.write_text(json.dumps(files, separators=(",", ":")))
+PY

@@ -1,5 +1,5 @@
 //! Embeds the content folder (GPU catalog, model presets, named scenarios, the worked
-//! examples' claims) into the core.
+//! examples' claims, calibrations) into the core.
 //!
 //! The core does no IO at run time; this build script turns the files under `content/` into
 //! tables of text so the CLI, the site and the tests all see the same data. TOML files are
@@ -51,7 +51,12 @@ fn main() {
         }
         writeln!(out, "pub const {name}: &str = {json:?};").expect("writing to a String");
     }
-    out.push_str(&calibration_table(&content.join("calibration")));
+    if env::var_os("CARGO_FEATURE_EMBEDDED_CALIBRATIONS").is_some() {
+        out.push_str(&calibration_table(&content.join("calibration")));
+    } else {
+        // The site fetches them (site/pages.sh writes content/calibrations.json).
+        out.push_str("pub const CALIBRATION_FILES: &[(&str, &str)] = &[];\n");
+    }
     out.push_str(&guide_index(&content.join("guides")));
     let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("content.rs");
     fs::write(dest, out).expect("OUT_DIR is writable");
@@ -182,8 +187,9 @@ fn model_configs(dir: &Path, parser: &Path) -> String {
 
 /// `pub const CALIBRATION_FILES: &[(stem, json)]`: each measured file, compact and without its
 /// `rows` (the per-scenario measurements): estimates read only the constants and the measured
-/// rates, and the site's calibration page fetches the whole file from `content/calibration/`
-/// next to the app (Trunk copies the folder) when it shows the rows. Embedded whole, the H100
+/// rates (the `embedded-calibrations` feature: the CLI and the tests; the site fetches
+/// `content/calibrations.json` instead, and its calibration page the whole file from
+/// `content/calibration/` next to the app when it shows the rows). Embedded whole, the H100
 /// file (154 KB pretty-printed) would have cost the site's download 16 KB gzip.
 fn calibration_table(dir: &Path) -> String {
     let mut s = String::from("pub const CALIBRATION_FILES: &[(&str, &str)] = &[\n");

@@ -130,31 +130,56 @@ fn Routed() -> Html {
     switch(Route::current())
 }
 
-/// The presets' configs, which the app's download leaves out: fetched from
-/// `content/models.json` (site/pages.sh) and installed into the core before the first page, so
-/// every page computes from them. `None` while they load, then whether they could be read.
+/// The content the app's download leaves out and every page computes from: the presets'
+/// configs (`content/models.json`) and the published calibration files
+/// (`content/calibrations.json`), both written by site/pages.sh, fetched in parallel and
+/// installed into the core before the first page. `None` while they load, then whether both
+/// could be read (the error names the one that could not).
 #[hook]
-fn use_model_configs() -> Option<Result<(), String>> {
+fn use_content() -> Option<Result<(), String>> {
+    use headroom_core::calibration::{calibrations_ready, install_calibrations};
     use headroom_core::catalog::{install_model_configs, model_configs_ready};
-    let state = use_state(|| model_configs_ready().then_some(Ok(())));
+    let state = use_state(|| (model_configs_ready() && calibrations_ready()).then_some(Ok(())));
     {
         let state = state.clone();
         use_effect_with((), move |_| {
             if state.is_none() {
+                let base = dom::base_path();
+                // Both requests are sent before either is awaited.
+                let models = dom::fetch_text(&format!("{base}/content/models.json"));
+                let calibrations = dom::fetch_text(&format!("{base}/content/calibrations.json"));
                 wasm_bindgen_futures::spawn_local(async move {
-                    let url = format!("{}/content/models.json", dom::base_path());
-                    let read = match dom::fetch_text(&url).await {
-                        Ok(text) => install_model_configs(&text).map_err(|e| {
-                            format!("The models' configurations could not be read ({e}). Reload the page to try again.")
-                        }),
-                        Err(()) => Err("The models' configurations could not be loaded (offline?). Reload the page to try again.".to_string()),
-                    };
+                    let (models, calibrations) = (models.await, calibrations.await);
+                    let read =
+                        installed(models, install_model_configs, "The models' configurations")
+                            .and_then(|()| {
+                                installed(
+                                    calibrations,
+                                    install_calibrations,
+                                    "The GPUs' calibrations",
+                                )
+                            });
                     state.set(Some(read));
                 });
             }
         });
     }
     (*state).clone()
+}
+
+/// Fetched content `text` installed into the core by `install`; the error names `what`.
+fn installed(
+    text: Result<String, ()>,
+    install: fn(&str) -> Result<(), headroom_core::ContentError>,
+    what: &str,
+) -> Result<(), String> {
+    match text {
+        Ok(text) => install(&text)
+            .map_err(|e| format!("{what} could not be read ({e}). Reload the page to try again.")),
+        Err(()) => Err(format!(
+            "{what} could not be loaded (offline?). Reload the page to try again."
+        )),
+    }
 }
 
 #[component]
@@ -176,7 +201,7 @@ pub fn App() -> Html {
         user: (*user).clone(),
         set: Callback::from(move |u: Option<std::rc::Rc<UserCalibration>>| user.set(u)),
     };
-    match use_model_configs() {
+    match use_content() {
         Some(Ok(())) => html! {
             <ContextProvider<CalibrationContext> context={calibration}>
                 <Routed key={(*location).clone()}/>

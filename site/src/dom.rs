@@ -393,20 +393,21 @@ fn set_head(title: &str, description: Option<&str>) {
 }
 
 /// The text at `url` (a file next to the app), or `Err(())` when it cannot be fetched (offline,
-/// not found): the caller words the message.
-pub async fn fetch_text(url: &str) -> Result<String, ()> {
+/// not found): the caller words the message. The request is sent when this is called, not
+/// when the future is first awaited, so requests started one after the other load in parallel.
+pub fn fetch_text(url: &str) -> impl std::future::Future<Output = Result<String, ()>> + 'static {
     use wasm_bindgen::JsCast;
-    let window = window().ok_or(())?;
-    let response = wasm_bindgen_futures::JsFuture::from(window.fetch_with_str(url))
-        .await
-        .map_err(|_| ())?;
-    let response: web_sys::Response = response.dyn_into().map_err(|_| ())?;
-    if !response.ok() {
-        return Err(());
+    let sent = window().map(|w| wasm_bindgen_futures::JsFuture::from(w.fetch_with_str(url)));
+    async move {
+        let response = sent.ok_or(())?.await.map_err(|_| ())?;
+        let response: web_sys::Response = response.dyn_into().map_err(|_| ())?;
+        if !response.ok() {
+            return Err(());
+        }
+        wasm_bindgen_futures::JsFuture::from(response.text().map_err(|_| ())?)
+            .await
+            .map_err(|_| ())?
+            .as_string()
+            .ok_or(())
     }
-    wasm_bindgen_futures::JsFuture::from(response.text().map_err(|_| ())?)
-        .await
-        .map_err(|_| ())?
-        .as_string()
-        .ok_or(())
 }

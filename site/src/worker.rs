@@ -1,7 +1,8 @@
 //! The page's on-demand worker: the parts of Headroom a visit may never use (reading a
 //! framework's config, writing a plan's configuration files) run here, in a Web Worker whose
 //! wasm the page fetches the first time one is asked for, so they stay out of the first
-//! download. It installs the presets' configs (`content/models.json`, as the app does), says
+//! download. It installs the presets' configs and the published calibration files
+//! (`content/models.json`, `content/calibrations.json`, as the app does), says
 //! "ready", then answers each request (an array of strings, the first naming it) with an
 //! array of strings: `["ok", ...]` or `["error", message]`.
 //!
@@ -84,33 +85,42 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
     }
 }
 
-/// Fetches and installs the presets' configs; the message to give each request if it fails.
-async fn install_configs(scope: &DedicatedWorkerGlobalScope) -> Result<(), String> {
-    let failed = "The models' configurations could not be loaded (offline?)".to_string();
+/// Fetches and installs the presets' configs and the published calibration files, as the app
+/// does; the message to give each request if it fails.
+async fn install_content(scope: &DedicatedWorkerGlobalScope) -> Result<(), String> {
+    let failed = "The models' configurations could not be loaded (offline?)";
     let base = js_sys::Reflect::get(scope, &JsValue::from_str("HEADROOM_BASE"))
         .ok()
         .and_then(|b| b.as_string())
-        .ok_or_else(|| failed.clone())?;
-    let response: Response =
-        JsFuture::from(scope.fetch_with_str(&format!("{base}content/models.json")))
-            .await
-            .map_err(|_| failed.clone())?
-            .unchecked_into();
-    if !response.ok() {
-        return Err(failed);
-    }
-    let text = JsFuture::from(response.text().map_err(|_| failed.clone())?)
+        .ok_or_else(|| failed.to_string())?;
+    // Both requests are sent before either is awaited.
+    let models = scope.fetch_with_str(&format!("{base}content/models.json"));
+    let calibrations = scope.fetch_with_str(&format!("{base}content/calibrations.json"));
+    let text = text_of(models).await.ok_or_else(|| failed.to_string())?;
+    headroom_core::catalog::install_model_configs(&text).map_err(|e| format!("{failed}: {e}"))?;
+    let failed = "The GPUs' calibrations could not be loaded (offline?)";
+    let text = text_of(calibrations)
         .await
-        .ok()
-        .and_then(|t| t.as_string())
-        .ok_or_else(|| failed.clone())?;
-    headroom_core::catalog::install_model_configs(&text).map_err(|e| format!("{failed}: {e}"))
+        .ok_or_else(|| failed.to_string())?;
+    headroom_core::calibration::install_calibrations(&text).map_err(|e| format!("{failed}: {e}"))
+}
+
+/// The text a fetch answered, or `None` when it failed or was not OK.
+async fn text_of(request: js_sys::Promise) -> Option<String> {
+    let response: Response = JsFuture::from(request).await.ok()?.unchecked_into();
+    if !response.ok() {
+        return None;
+    }
+    JsFuture::from(response.text().ok()?)
+        .await
+        .ok()?
+        .as_string()
 }
 
 fn main() {
     let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
     wasm_bindgen_futures::spawn_local(async move {
-        let installed = install_configs(&scope).await;
+        let installed = install_content(&scope).await;
         let responder = scope.clone();
         let on_message = Closure::<dyn Fn(MessageEvent)>::new(move |msg: MessageEvent| {
             let request: Vec<String> = Array::from(&msg.data())

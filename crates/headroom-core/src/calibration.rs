@@ -158,6 +158,75 @@ pub fn set_replay(on: bool) {
     REPLAY.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The calibration files installed at run time (the site's fetched `content/calibrations.json`),
+/// as (file stem, text) sorted by stem, with what [`Calibration::for_gpu`] picks from.
+struct Installed {
+    files: Vec<(String, String)>,
+    candidates: Vec<Candidate>,
+}
+
+static INSTALLED: std::sync::OnceLock<Installed> = std::sync::OnceLock::new();
+
+/// Whether the published calibration files are in: embedded (the `embedded-calibrations`
+/// feature), or installed by [`install_calibrations`].
+pub fn calibrations_ready() -> bool {
+    cfg!(feature = "embedded-calibrations") || INSTALLED.get().is_some()
+}
+
+/// The published calibration files as (file stem, JSON text), sorted by stem: the embedded
+/// ones when the build has any, else the installed ones, else none. The embedded copies are
+/// cut down to what estimates read (`build.rs`); the installed ones lack only their rows.
+pub fn calibration_files() -> Vec<(&'static str, &'static str)> {
+    let embedded = crate::catalog::embedded::CALIBRATION_FILES;
+    if !embedded.is_empty() {
+        return embedded.to_vec();
+    }
+    INSTALLED
+        .get()
+        .map(|i| {
+            i.files
+                .iter()
+                .map(|(stem, text)| (stem.as_str(), text.as_str()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Installs the published calibration files from a JSON object of file stem to the file's
+/// JSON object (what site/pages.sh writes as `content/calibrations.json`), each checked by
+/// [`Calibration::parse`]: a file that does not parse is refused, its error naming it, and
+/// nothing is installed. [`Calibration::for_gpu`] then picks from them as from embedded files.
+/// A build with the files embedded keeps its own; a second install is ignored.
+pub fn install_calibrations(json: &str) -> Result<(), ContentError> {
+    let installed = read_installed(json)?;
+    let _ = INSTALLED.set(installed);
+    Ok(())
+}
+
+/// What [`install_calibrations`] installs: every file of `json`, parsed.
+fn read_installed(json: &str) -> Result<Installed, ContentError> {
+    let bad = |message: String| ContentError::Parse {
+        file: "content/calibrations.json".into(),
+        message,
+    };
+    let value: Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+    let map = value
+        .as_object()
+        .ok_or_else(|| bad("not a JSON object of file names to calibration files".into()))?;
+    let mut installed = Installed {
+        files: Vec::new(),
+        candidates: Vec::new(),
+    };
+    // serde_json's map iterates in key order: the files come sorted by stem.
+    for (stem, file) in map {
+        // Named by its stem, as an embedded file is: estimates cite the same name.
+        let (gpu_id, cal) = Calibration::parse_value(stem, file)?;
+        installed.candidates.push((gpu_id, rank_of(file), cal));
+        installed.files.push((stem.clone(), file.to_string()));
+    }
+    Ok(installed)
+}
+
 impl Calibration {
     /// The documented defaults for `gpu`.
     pub fn assumed(gpu: &Gpu) -> Self {
@@ -194,7 +263,12 @@ impl Calibration {
             file: name.to_string(),
             message: e.to_string(),
         })?;
-        let f = Fields { name, root: &value };
+        Calibration::parse_value(name, &value)
+    }
+
+    /// [`Calibration::parse`] of a file already read as JSON.
+    fn parse_value(name: &str, value: &Value) -> Result<(String, Self), ContentError> {
+        let f = Fields { name, root: value };
         let version = f.uint("schema_version", 0, u64::MAX)?;
         if version != u64::from(SCHEMA_VERSION) {
             return Err(f.err(
@@ -280,12 +354,18 @@ impl Calibration {
 
     /// The calibration for `gpu`: the best committed file for it, the defaults otherwise.
     /// Best: fitted on PyTorch training steps before native-only, a full run before a quick
-    /// one, then the newest (`measured_on`), then the last file name. The embedded files are
-    /// parsed once per process: every estimate asks, and the planner asks thousands of times.
+    /// one, then the newest (`measured_on`), then the last file name. The files are the
+    /// embedded ones when the build has any, else those [`install_calibrations`] installed
+    /// (none before: the defaults). They are parsed once per process: every estimate asks,
+    /// and the planner asks thousands of times.
     pub fn for_gpu(gpu: &Gpu) -> Self {
         static EMBEDDED: std::sync::OnceLock<Vec<Candidate>> = std::sync::OnceLock::new();
-        let parsed =
-            EMBEDDED.get_or_init(|| candidates(crate::catalog::embedded::CALIBRATION_FILES));
+        let embedded = crate::catalog::embedded::CALIBRATION_FILES;
+        let parsed: &[Candidate] = if embedded.is_empty() {
+            INSTALLED.get().map_or(&[], |i| &i.candidates)
+        } else {
+            EMBEDDED.get_or_init(|| candidates(embedded))
+        };
         Calibration {
             replay: REPLAY.load(std::sync::atomic::Ordering::Relaxed),
             ..best(parsed, gpu)
@@ -337,7 +417,11 @@ fn best(candidates: &[Candidate], gpu: &Gpu) -> Calibration {
 
 /// How complete a file is: (constants fitted on PyTorch steps, full rather than quick run).
 fn rank(text: &str) -> (bool, bool) {
-    let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    rank_of(&serde_json::from_str(text).unwrap_or(Value::Null))
+}
+
+/// [`rank`] of a file already read as JSON.
+fn rank_of(v: &Value) -> (bool, bool) {
     (
         v.pointer("/torch/status").and_then(Value::as_str) == Some("measured"),
         v.get("mode").and_then(Value::as_str) != Some("quick"),
@@ -890,5 +974,97 @@ pub mod schema {
         Oom,
         Error,
         Skipped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `content/calibrations.json` as site/pages.sh writes it: every committed file by its
+    /// stem, with its rows emptied.
+    fn published() -> serde_json::Map<String, Value> {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../content/calibration");
+        let mut files = serde_json::Map::new();
+        for entry in std::fs::read_dir(&dir).expect("content/calibration/ reads") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .expect("a file name");
+            let text = std::fs::read_to_string(&path).expect("a calibration file reads");
+            let mut file: Value = serde_json::from_str(&text).expect("a committed file is JSON");
+            file["rows"] = Value::Array(Vec::new());
+            files.insert(stem.to_string(), file);
+        }
+        assert!(!files.is_empty(), "no file in {}", dir.display());
+        files
+    }
+
+    #[test]
+    fn installed_files_pick_the_constants_the_embedded_copies_pick() {
+        let files = published();
+        let json = Value::Object(files.clone()).to_string();
+        let installed = read_installed(&json).expect("the published files install");
+        assert_eq!(
+            installed
+                .files
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .collect::<Vec<_>>(),
+            files.keys().map(String::as_str).collect::<Vec<_>>()
+        );
+        install_calibrations(&json).expect("the published files install");
+        assert!(calibrations_ready());
+        let catalog = GpuCatalog::builtin();
+        for (stem, file) in &files {
+            let gpu_id = file["gpu_id"].as_str().expect("a GPU id");
+            let gpu = catalog
+                .get(gpu_id)
+                .expect("the file's GPU is in the catalog");
+            let from_installed = best(&installed.candidates, gpu);
+            assert!(from_installed.is_measured(), "{stem}: {from_installed:?}");
+            // What every estimate of the build takes: the embedded copies where it has them
+            // (then the same constants as the installed files), else the installed files.
+            let picked = Calibration {
+                replay: true,
+                ..Calibration::for_gpu(gpu)
+            };
+            assert_eq!(picked, from_installed, "{stem}");
+            if cfg!(feature = "embedded-calibrations") {
+                let embedded = Calibration::pick(crate::catalog::embedded::CALIBRATION_FILES, gpu);
+                assert_eq!(embedded, from_installed, "{stem}");
+            }
+        }
+        let stems: Vec<&str> = calibration_files().iter().map(|(s, _)| *s).collect();
+        assert_eq!(stems, files.keys().map(String::as_str).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_broken_file_is_refused_by_name() {
+        let mut files = published();
+        let (stem, file) = files.iter_mut().next().expect("a file");
+        let stem = stem.clone();
+        file["constants"]["cuda_context_bytes"] = Value::from("lots");
+        let err = read_installed(&Value::Object(files).to_string())
+            .err()
+            .expect("a broken file is refused");
+        match &err {
+            ContentError::Field { file, field, .. } => {
+                assert_eq!(
+                    (file.as_str(), field.as_str()),
+                    (stem.as_str(), "constants.cuda_context_bytes")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains(&stem), "{err}");
+        for json in ["[]", "{", r#"{"x": 1}"#] {
+            assert!(install_calibrations(json).is_err(), "{json}");
+        }
     }
 }

@@ -3,8 +3,8 @@
 
 use std::rc::Rc;
 
+use headroom_core::calibration::calibration_files;
 use headroom_core::catalog::GpuCatalog;
-use headroom_core::catalog::embedded::CALIBRATION_FILES;
 use yew::prelude::*;
 
 use crate::calibration_state::{
@@ -93,8 +93,8 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
     let ctx = use_context::<CalibrationContext>();
     let user = ctx.as_ref().and_then(|c| c.user.clone());
     let base = dom::base_path();
-    // A published file's rows are not in the app (the core embeds its constants and rates
-    // only): the whole file is fetched from next to the app and read once per page (it is
+    // A published file's rows are not in the app (the core has its constants and rates only,
+    // installed from `content/calibrations.json`): the whole file is fetched from next to the app and read once per page (it is
     // 150 KB; reading it on every render cost each redraw). Err: it did not come or did not
     // read (a server that answers a missing file with the app's page sends HTML).
     let whole = use_state(|| None::<Result<Rc<CalibrationView>, ()>>);
@@ -105,7 +105,7 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
         use_effect_with(id.clone(), move |_| {
             whole.set(None);
             if let Some(stem) =
-                id.filter(|i| CALIBRATION_FILES.iter().any(|(s, _)| s == &i.as_str()))
+                id.filter(|i| calibration_files().iter().any(|(s, _)| s == &i.as_str()))
             {
                 wasm_bindgen_futures::spawn_local(async move {
                     let url = format!("{base}/content/calibration/{stem}.json");
@@ -125,7 +125,10 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
         user.map(|u| u.view.clone())
             .ok_or_else(|| "No calibration file of yours is loaded in this tab.".to_string())
     } else {
-        match CALIBRATION_FILES.iter().find(|(stem, _)| *stem == id) {
+        match calibration_files()
+            .into_iter()
+            .find(|(stem, _)| *stem == id)
+        {
             Some((stem, text)) => {
                 // The whole file when it came and read, else the embedded constants with a note.
                 match whole.as_ref() {
@@ -187,15 +190,16 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
 /// The list page.
 fn list(user: Option<&UserCalibration>, base: &str) -> Html {
     let catalog = GpuCatalog::builtin();
+    let files = calibration_files();
     html! {
         <main class="page narrow calibration-list" id="main">
             <h1>{ "Calibrations" }</h1>
             <p>{ "Runtime constants only a GPU can tell (CUDA context, cuBLAS workspaces, allocator slack), measured by calibrate with real PyTorch training steps. When a GPU has one, the calculator uses it and says so; otherwise it uses documented defaults." }</p>
-            if CALIBRATION_FILES.is_empty() {
+            if files.is_empty() {
                 <p id="no-calibrations">{ "No calibration is published yet: every GPU uses the documented defaults." }</p>
             } else {
                 <ul id="calibration-files">
-                    { for CALIBRATION_FILES.iter().map(|(stem, text)| {
+                    { for files.iter().map(|(stem, text)| {
                         // The stem is a committed file name; the GPU's name comes from the catalog.
                         let gpu = headroom_core::Calibration::parse(stem, text).ok()
                             .and_then(|(id, _)| catalog.get(&id).ok().map(|g| g.name.clone()));

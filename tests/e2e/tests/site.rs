@@ -761,6 +761,59 @@ fn a_published_calibration_shows_its_measured_rows_fetched_next_to_the_app() {
     );
 }
 
+/// The published calibrations reach the calculator though the app's download leaves them out
+/// (it fetches `content/calibrations.json` before its first page): on each GPU with a committed
+/// file the page says it is calibrated and shows the CLI's figures, speed included (the CLI
+/// embeds the same files).
+#[test]
+fn the_fetched_calibrations_give_the_clis_figures_on_each_calibrated_gpu() {
+    let mut gpus: Vec<String> = std::fs::read_dir(repo_root().join("content/calibration"))
+        .expect("content/calibration/ reads")
+        .filter_map(|e| {
+            let path = e.expect("a directory entry").path();
+            let file: serde_json::Value = match path.extension() {
+                Some(ext) if ext == "json" => {
+                    serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?
+                }
+                _ => return None,
+            };
+            Some(file["gpu_id"].as_str()?.to_string())
+        })
+        .collect();
+    gpus.sort();
+    gpus.dedup();
+    assert!(!gpus.is_empty(), "no published calibration");
+    let site = Site::start();
+    let s = site.desktop();
+    // A model that fits on one of each, so the page shows its speed.
+    for gpu in &gpus {
+        s.goto(&site.url(&format!("/?gpu={gpu}&model=llama-3.2-1b")));
+        s.wait_ready();
+        let cli = cli_json(&["estimate", "--gpu", gpu, "--model", "llama-3.2-1b"]);
+        assert_numbers_match(&s, &cli);
+        let source = s.js(
+            "const e = document.getElementById('calibration-note'); return e && e.getAttribute('data-source')",
+            json!([]),
+        );
+        assert_eq!(source, json!("builtin"), "{gpu}: the calibration note");
+        let tps = cli["speed"]["tokens_per_second"]
+            .as_f64()
+            .expect("a speed")
+            .round() as u64;
+        let grouped = headroom_core::format::grouped(tps);
+        let speed = s.js(
+            "return document.getElementById('speed').textContent",
+            json!([]),
+        );
+        assert!(
+            speed
+                .as_str()
+                .is_some_and(|t| t.contains(&format!("{grouped} tok/s"))),
+            "{gpu}: {speed} vs {tps}"
+        );
+    }
+}
+
 #[test]
 fn a_loaded_calibration_file_is_shown_and_used_by_the_calculator() {
     let site = Site::start();

@@ -1,5 +1,5 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 465.6 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under 464.7 KB (checked: exits non-zero above it).
 //!   The on-demand worker's wasm and JS (fetched when someone imports a config or opens a
 //!   plan's configuration) are listed apart and not counted: not part of the first download.
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
@@ -65,7 +65,11 @@
 //!   fetched the first time someone imports a config or opens a plan's configuration), which
 //!   took the page to 466,036 B with the import box; the offer rules moved there too (the
 //!   worker answers which files express a plan) and the axolotl and LLaMA-Factory exports
-//!   joined them: 465,284 B, and the limit came down to 465.6 KB;
+//!   joined them: 465,284 B, and the limit came down to 465.6 KB. The published calibration
+//!   files then left the download as the configs had (2.2 KB gzip of embedded data, less 1.1 KB
+//!   for the code that installs them): the app fetches `content/calibrations.json` beside
+//!   `content/models.json` before its first page, 465,561 -> 464,447 B, and the limit came
+//!   down to 464.7 KB;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -82,7 +86,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 465_600;
+const SIZE_BUDGET: u64 = 464_700;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
