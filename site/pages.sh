@@ -70,13 +70,27 @@ files = {p.stem: tomllib.loads(p.read_text()) for p in sorted(src.glob("*.toml")
 dest.write_text(json.dumps(files, separators=(",", ":")))
 PY
 
-# The presets' config.json files, also left out of the first download: one JSON object (file
-# stem -> the config) that the app fetches and installs into headroom-core before its first page
-# (crates/headroom-core's `install_model_configs`; the CLI embeds the same files).
+# The presets, also left out of the first download: their index (presets.toml as JSON, without
+# the config URLs the site does not show) and their config.json files (file stem -> the config),
+# which the app fetches and installs into headroom-core before its first page (crates/
+# headroom-core's `install_model_configs`; the CLI embeds the same files).
 python3 - "$content/models" "$stage/content/models.json" <<'PY'
-import json, pathlib, sys
+import json, pathlib, sys, tomllib
 src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-files = {p.stem: json.loads(p.read_text()) for p in sorted(src.glob("*.json"))}
+index = tomllib.loads((src / "presets.toml").read_text())
+for preset in index.get("preset", []):
+    preset.pop("source", None)
+configs = {p.stem: json.loads(p.read_text()) for p in sorted(src.glob("*.json"))}
+dest.write_text(json.dumps({"index": index, "configs": configs}, separators=(",", ":")))
+PY
+
+# The named scenarios (content/scenarios/*.toml: the starting points, the worked examples' and
+# the guides' scenarios), also left out of the first download: one JSON object (id -> the file
+# as JSON) installed before the first page (`codec::install_named_scenarios`).
+python3 - "$content/scenarios" "$stage/content/scenarios.json" <<'PY'
+import json, pathlib, sys, tomllib
+src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+files = {p.stem: tomllib.loads(p.read_text()) for p in sorted(src.glob("*.toml"))}
 dest.write_text(json.dumps(files, separators=(",", ":")))
 PY
 

@@ -28,7 +28,12 @@ fn main() {
         // The site fetches them (site/pages.sh writes content/models.json).
         out.push_str("pub const MODEL_CONFIGS: &[(&str, &str)] = &[];\n");
     }
-    out.push_str(&toml_table("SCENARIO_FILES", &content.join("scenarios")));
+    if env::var_os("CARGO_FEATURE_EMBEDDED_SCENARIOS").is_some() {
+        out.push_str(&toml_table("SCENARIO_FILES", &content.join("scenarios")));
+    } else {
+        // The site fetches them (site/pages.sh writes content/scenarios.json).
+        out.push_str("pub const SCENARIO_FILES: &[(&str, &str)] = &[];\n");
+    }
     if env::var_os("CARGO_FEATURE_EMBEDDED_CLAIMS").is_some() {
         out.push_str(&toml_table("CLAIM_FILES", &content.join("claims")));
     } else {
@@ -40,6 +45,11 @@ fn main() {
         ("PRESETS_JSON", content.join("models/presets.toml")),
     ] {
         println!("cargo:rerun-if-changed={}", file.display());
+        if name == "PRESETS_JSON" && env::var_os("CARGO_FEATURE_EMBEDDED_CONFIGS").is_none() {
+            // The index travels with the configs the site fetches (content/models.json).
+            writeln!(out, "pub const {name}: &str = \"\";").expect("writing to a String");
+            continue;
+        }
         let mut json = toml_to_json(&file);
         if env::var_os("CARGO_FEATURE_PROVENANCE").is_none() {
             json = if name == "GPUS_JSON" {

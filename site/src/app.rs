@@ -130,26 +130,32 @@ fn Routed() -> Html {
     switch(Route::current())
 }
 
-/// The content the app's download leaves out and every page computes from: the presets'
-/// configs (`content/models.json`) and the published calibration files
-/// (`content/calibrations.json`), both written by site/pages.sh, fetched in parallel and
-/// installed into the core before the first page. `None` while they load, then whether both
-/// could be read (the error names the one that could not).
+/// The content the app's download leaves out and every page computes from: the presets
+/// (`content/models.json`: their index and configs), the published calibration files
+/// (`content/calibrations.json`) and the named scenarios (`content/scenarios.json`), all written
+/// by site/pages.sh, fetched in parallel and installed into the core before the first page.
+/// `None` while they load, then whether all could be read (the error names the one that could
+/// not).
 #[hook]
 fn use_content() -> Option<Result<(), String>> {
     use headroom_core::calibration::{calibrations_ready, install_calibrations};
     use headroom_core::catalog::{install_model_configs, model_configs_ready};
-    let state = use_state(|| (model_configs_ready() && calibrations_ready()).then_some(Ok(())));
+    use headroom_core::codec::{install_named_scenarios, named_scenarios_ready};
+    let state = use_state(|| {
+        (model_configs_ready() && calibrations_ready() && named_scenarios_ready()).then_some(Ok(()))
+    });
     {
         let state = state.clone();
         use_effect_with((), move |_| {
             if state.is_none() {
                 let base = dom::base_path();
-                // Both requests are sent before either is awaited.
+                // Every request is sent before any is awaited.
                 let models = dom::fetch_text(&format!("{base}/content/models.json"));
                 let calibrations = dom::fetch_text(&format!("{base}/content/calibrations.json"));
+                let scenarios = dom::fetch_text(&format!("{base}/content/scenarios.json"));
                 wasm_bindgen_futures::spawn_local(async move {
-                    let (models, calibrations) = (models.await, calibrations.await);
+                    let (models, calibrations, scenarios) =
+                        (models.await, calibrations.await, scenarios.await);
                     let read =
                         installed(models, install_model_configs, "The models' configurations")
                             .and_then(|()| {
@@ -158,6 +164,9 @@ fn use_content() -> Option<Result<(), String>> {
                                     install_calibrations,
                                     "The GPUs' calibrations",
                                 )
+                            })
+                            .and_then(|()| {
+                                installed(scenarios, install_named_scenarios, "The scenarios")
                             });
                     state.set(Some(read));
                 });
@@ -168,9 +177,9 @@ fn use_content() -> Option<Result<(), String>> {
 }
 
 /// Fetched content `text` installed into the core by `install`; the error names `what`.
-fn installed(
+fn installed<E: std::fmt::Display>(
     text: Result<String, ()>,
-    install: fn(&str) -> Result<(), headroom_core::ContentError>,
+    install: fn(&str) -> Result<(), E>,
     what: &str,
 ) -> Result<(), String> {
     match text {

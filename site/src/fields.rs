@@ -393,14 +393,14 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "gen",
                 label: "Generation",
-                help: "vLLM colocated shares each training GPU; a server holds a GPU of its own.",
+                help: "Colocated vLLM shares each training GPU; a server has its own.",
                 control: Control::Select(generator_options),
                 shown: is_grpo,
             },
             Field {
                 key: "vllm_util",
                 label: "vLLM memory (%)",
-                help: "gpu_memory_utilization x 100. 0: TRL's 30 colocated, 90 on a server.",
+                help: "gpu_memory_utilization in %. 0: TRL's 30 (server: 90).",
                 control: Control::Number {
                     min: 0.0,
                     max: 100.0,
@@ -411,7 +411,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "vllm_len",
                 label: "vLLM max_model_len",
-                help: "Its KV cache must hold one such sequence. 0: the model's maximum.",
+                help: "Its KV cache must hold one. 0: the model's context.",
                 control: Control::Number {
                     min: 0.0,
                     max: 1_048_576.0,
@@ -422,7 +422,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "vllm_sleep",
                 label: "vLLM sleep mode",
-                help: "Frees its weights and KV cache while training.",
+                help: "Frees its memory while training.",
                 control: Control::Check,
                 shown: vllm_colocated,
             },

@@ -955,12 +955,46 @@ pub fn field_pairs(fields: &Map<String, Value>) -> Result<Vec<(String, String)>,
         .collect()
 }
 
-/// The named scenarios compiled into the core, parsed once, sorted by id (files that fail to
-/// parse are reported by the core's tests, never shown).
+/// The named scenarios installed at run time (the site's fetched `content/scenarios.json`).
+static INSTALLED_NAMED: std::sync::OnceLock<Vec<NamedScenario>> = std::sync::OnceLock::new();
+
+/// Installs the named scenarios from a JSON object of id to scenario file (what site/pages.sh
+/// writes as `content/scenarios.json`), each checked as the embedded files are; a file that
+/// does not parse is an error naming it. A build with the files embedded keeps its own; a
+/// second install is ignored.
+pub fn install_named_scenarios(json: &str) -> Result<(), ScenarioError> {
+    let file = "content/scenarios.json";
+    let value: Value =
+        serde_json::from_str(json).map_err(|e| ScenarioError::invalid(file, e.to_string()))?;
+    let map = value
+        .as_object()
+        .ok_or_else(|| ScenarioError::invalid(file, "must be an object of id to scenario file"))?;
+    let named = map
+        .iter()
+        .map(|(id, v)| {
+            parse_scenario_file(id, &v.to_string())
+                .map_err(|e| ScenarioError::invalid(format!("{file}: {id}"), e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let _ = INSTALLED_NAMED.set(named);
+    Ok(())
+}
+
+/// Whether the named scenarios are in: embedded, or installed.
+pub fn named_scenarios_ready() -> bool {
+    !crate::catalog::embedded::SCENARIO_FILES.is_empty() || INSTALLED_NAMED.get().is_some()
+}
+
+/// The named scenarios compiled into the core (or installed), parsed once, sorted by id (files
+/// that fail to parse are reported by the core's tests, never shown).
 fn parsed_named() -> &'static [NamedScenario] {
     static PARSED: std::sync::OnceLock<Vec<NamedScenario>> = std::sync::OnceLock::new();
+    let embedded = crate::catalog::embedded::SCENARIO_FILES;
+    if embedded.is_empty() {
+        return INSTALLED_NAMED.get().map_or(&[], Vec::as_slice);
+    }
     PARSED.get_or_init(|| {
-        crate::catalog::embedded::SCENARIO_FILES
+        embedded
             .iter()
             .filter_map(|(id, text)| parse_scenario_file(id, text).ok())
             .collect()

@@ -245,8 +245,8 @@ named_enum!(
     /// Where GRPO's completions are generated: TRL's `use_vllm` and `vllm_mode`.
     Generator, "generation engine" {
         Hf => "hf", "transformers generate";
-        Colocate => "colocate", "vLLM in each training process (vllm_mode=colocate)";
-        Server => "server", "vLLM server on a GPU of its own (vllm_mode=server)";
+        Colocate => "colocate", "vLLM, colocated";
+        Server => "server", "vLLM server";
     }
 );
 
@@ -1173,14 +1173,11 @@ impl Scenario {
         if let Some((field, _)) = set.iter().find(|(_, on)| *on && !vllm) {
             return Err(ScenarioError::invalid(
                 *field,
-                "applies to generation with vLLM only (gen=colocate or gen=server)",
+                "needs gen=colocate or gen=server",
             ));
         }
         if self.vllm_sleep && self.generator != Generator::Colocate {
-            return Err(ScenarioError::invalid(
-                "vllm_sleep",
-                "applies to a colocated engine only (gen=colocate): a server keeps its memory",
-            ));
+            return Err(ScenarioError::invalid("vllm_sleep", "needs gen=colocate"));
         }
         if self.vllm_util > 0 {
             // vLLM's `CacheConfig` takes a fraction in (0, 1].
@@ -1190,7 +1187,7 @@ impl Scenario {
             return Err(ScenarioError::invalid(
                 "vllm_len",
                 format!(
-                    "vLLM's max_model_len must hold prompt + completion: at least seq = {}, found {}",
+                    "must hold prompt + completion: at least seq ({}), found {}",
                     self.seq, self.vllm_len
                 ),
             ));

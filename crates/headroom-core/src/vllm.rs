@@ -231,8 +231,7 @@ pub fn describe(e: &Engine) -> String {
         e.kv_tokens,
         e.concurrent,
         if e.colocated() {
-            "; while training: all of it but the profile's working memory, or nothing when it \
-             sleeps"
+            "; weights and KV cache held while training, unless it sleeps"
         } else {
             ""
         }

@@ -28,21 +28,27 @@ pub fn model_configs_ready() -> bool {
     !super::embedded::MODEL_CONFIGS.is_empty() || INSTALLED.get().is_some()
 }
 
-/// Installs the presets' configs from a JSON object of file stem to `config.json` object (what
-/// site/pages.sh writes as `content/models.json`), checking that every preset then parses.
-/// A build with the configs embedded keeps its own; a second install is ignored.
+/// Installs the presets from what site/pages.sh writes as `content/models.json`: `index`, the
+/// presets' index (`content/models/presets.toml` as JSON), and `configs`, an object of file stem
+/// to `config.json` object; checks that every preset then parses. A build with the configs
+/// embedded keeps its own; a second install is ignored.
 pub fn install_model_configs(json: &str) -> Result<(), ContentError> {
-    let bad = |message: String| ContentError::Parse {
+    let bad = |message: &str| ContentError::Parse {
         file: "content/models.json".into(),
-        message,
+        message: message.into(),
     };
-    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
-    let map = value
-        .as_object()
-        .ok_or_else(|| bad("not a JSON object of file names to configs".into()))?;
+    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(&e.to_string()))?;
+    let (Some(index), Some(configs)) = (
+        value.get("index"),
+        value.get("configs").and_then(|c| c.as_object()),
+    ) else {
+        return Err(bad(
+            "not an object of the presets' `index` and their `configs` by file name",
+        ));
+    };
     // Each config is read from the parsed object itself (not written out and parsed again).
-    let catalog = PresetCatalog::parse_with(super::embedded::PRESETS_JSON, |stem| {
-        map.get(stem).map(crate::model::from_config_value)
+    let catalog = PresetCatalog::parse_with(&index.to_string(), |stem| {
+        configs.get(stem).map(crate::model::from_config_value)
     })?;
     let _ = INSTALLED.set(catalog);
     Ok(())

@@ -290,9 +290,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text(
-                    "vLLM's V1 GPU worker: gpu_memory_utilization x the GPU's memory for its weights, profile run and KV cache; TRL's colocated defaults",
-                ),
+                Src::Text("vLLM's V1 GPU worker: gpu_memory_utilization x GPU memory"),
                 Sure::Assumed,
             ),
             ForwardTemporaries => m(
