@@ -86,6 +86,40 @@ fn qlora_precision(p: Precision) -> Precision {
     }
 }
 
+/// GRPO generating with vLLM (`crate::vllm`): its context cut to the sequence, which it needs
+/// to hold in its KV cache to start, and a colocated engine's sleep mode.
+fn vllm_candidates(
+    scen: &Scenario,
+    add: &mut impl FnMut(&'static str, &'static str, String, Scenario),
+) {
+    use crate::scenario::Generator;
+    if scen.trainer != crate::scenario::Trainer::Grpo || scen.generator == Generator::Hf {
+        return;
+    }
+    if scen.vllm_len == 0 || scen.vllm_len > scen.seq {
+        add(
+            "vllm_len",
+            "vLLM context = the sequence",
+            format!("max_model_len -> {}", scen.seq),
+            Scenario {
+                vllm_len: scen.seq,
+                ..scen.clone()
+            },
+        );
+    }
+    if scen.generator == Generator::Colocate && !scen.vllm_sleep {
+        add(
+            "vllm_sleep",
+            "vLLM sleep mode",
+            "vllm_enable_sleep_mode".into(),
+            Scenario {
+                vllm_sleep: true,
+                ..scen.clone()
+            },
+        );
+    }
+}
+
 /// Sequences from this many tokens on are offered context parallelism.
 pub(crate) const LONG_SEQ: u32 = 16_384;
 
@@ -272,6 +306,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
+    vllm_candidates(scen, &mut add);
     if scen.attention == Attention::Eager {
         add(
             "sdpa",

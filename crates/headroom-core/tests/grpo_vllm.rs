@@ -64,6 +64,17 @@ fn vllm_refuses_a_context_its_kv_cache_cannot_hold_and_names_the_fix() {
     assert!(tokens < 131_072);
     // Its budget, 30% of the card, is what the engine takes while it generates.
     assert_eq!(vllm_bytes(&e), h100_total() * 30 / 100);
+    // The cheapest fix the strategy table offers is that context, which changes no byte.
+    let a = analyze(&decode(&format!("{BASE}&gen=colocate")).expect("decodes")).expect("analyzes");
+    let fix = a
+        .strategies
+        .as_ref()
+        .expect("the strategy table")
+        .iter()
+        .find(|s| s.recommended)
+        .expect("a recommended change");
+    assert_eq!(fix.id, "vllm_len");
+    assert!(fix.link.contains("vllm_len=1024"), "{}", fix.link);
     // With max_model_len set to the sequence, it starts.
     let ok = est(&format!("{BASE}&gen=colocate&vllm_len=1024"));
     assert!(ok.verdict.fits, "{:?}", ok.warnings);

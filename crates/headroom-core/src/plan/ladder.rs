@@ -114,7 +114,9 @@ pub(super) fn ladder(
                 continue;
             }
             let (peak, fits, headroom, _, _) = ctx.memory(&s);
-            if peak >= cur_peak {
+            // A change must save memory, unless it makes the run start at all (vLLM's context,
+            // host RAM): then it is taken as any change that makes it fit.
+            if peak >= cur_peak && !(fits && !cur_fits) {
                 continue;
             }
             let tps = ctx.time(&s).tokens_per_second;
