@@ -49,7 +49,10 @@ pub struct Engine {
     pub profile: u64,
     /// The rest of the budget (0 when weights and profile exceed it).
     pub kv_cache: u64,
+    /// KV cache bytes per token of a `seq`-token sequence (sliding-window layers keep their
+    /// window only).
     pub kv_per_token: u64,
+    /// The longest sequence the KV cache holds.
     pub kv_tokens: u64,
     /// vLLM's `max_model_len`.
     pub max_len: u64,
@@ -105,10 +108,11 @@ impl Engine {
         let profile = batched_tokens * forward_bytes_per_token(spec)
             + max_num_seqs.min(batched_tokens) * spec.vocab * (half + 8);
         let kv_cache = budget.saturating_sub(weights + profile);
-        let kv_per_token = (spec.layers * 2 * spec.kv_dim() * half).max(1);
-        let kv_tokens = kv_cache / kv_per_token;
+        let seq = u64::from(scen.seq).max(1);
+        let kv_per_token = (kv_bytes(spec, seq) / seq).max(1);
+        let kv_tokens = longest_held(spec, kv_cache);
         let max_len = match scen.vllm_len {
-            0 => spec.max_positions.max(u64::from(scen.seq)),
+            0 => spec.max_positions.max(seq),
             n => u64::from(n),
         };
         let per_gpu = u64::from(scen.micro_batch) * u64::from(scen.grad_accum);
@@ -117,8 +121,10 @@ impl Engine {
         } else {
             per_gpu * u64::from(scen.gpus)
         };
-        let seq = u64::from(scen.seq).max(1);
-        let concurrent = sequences.min(max_num_seqs).min(kv_tokens / seq).max(1);
+        let concurrent = sequences
+            .min(max_num_seqs)
+            .min(kv_cache / kv_bytes(spec, seq).max(1))
+            .max(1);
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         let problem = if kv_cache == 0 {
             Some(format!(
@@ -130,9 +136,10 @@ impl Engine {
             ))
         } else if kv_tokens < max_len {
             Some(format!(
-                "vLLM cannot start: its KV cache ({:.1} GiB) holds {kv_tokens} tokens, fewer than \
-                 one sequence of max_model_len {max_len}: set vllm_len between seq ({seq}) and \
+                "vLLM cannot start: one sequence of max_model_len {max_len} needs {:.1} GiB of KV \
+                 cache, its budget leaves {:.1} GiB: set vllm_len between seq ({seq}) and \
                  {kv_tokens}, or raise vllm_util",
+                gib(kv_bytes(spec, max_len)),
                 gib(kv_cache)
             ))
         } else {
@@ -236,4 +243,36 @@ pub fn describe(e: &Engine) -> String {
             ""
         }
     )
+}
+
+/// KV cache bytes of one sequence of `len` tokens in vLLM (16-bit, its `kv_cache_dtype` auto):
+/// keys and values per attention layer, a sliding-window layer's within its window, a linear-
+/// attention layer's none (its recurrent state is small); MLA's one latent and rotary key per
+/// layer (`kv_lora_rank + qk_rope_head_dim`).
+fn kv_bytes(spec: &ModelSpec, len: u64) -> u64 {
+    let per_layer = match &spec.mla {
+        Some(m) => (m.kv_lora_rank + m.qk_rope_head_dim) * 2,
+        None => 2 * spec.kv_dim() * 2,
+    };
+    let (window, local) = spec.local_attention().unwrap_or((0, 0));
+    let attention = match &spec.linear_attention {
+        Some(la) => spec.layers - la.layers,
+        None => spec.layers,
+    };
+    let local = local.min(attention);
+    ((attention - local).saturating_mul(len) + local * len.min(window)).saturating_mul(per_layer)
+}
+
+/// The longest sequence whose KV cache fits in `bytes`.
+fn longest_held(spec: &ModelSpec, bytes: u64) -> u64 {
+    let (mut lo, mut hi) = (0u64, 1u64 << 32);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if kv_bytes(spec, mid) <= bytes {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }

@@ -54,14 +54,11 @@ fn vllm_refuses_a_context_its_kv_cache_cannot_hold_and_names_the_fix() {
         .iter()
         .find(|w| w.contains("vLLM cannot start"))
         .expect("a warning");
-    assert!(w.contains("131072") && w.contains("vllm_len"), "{w}");
-    let tokens: u64 = w
-        .split("holds ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .expect("the KV cache's tokens");
-    assert!(tokens < 131_072);
+    // vLLM's own figure: "16.0 GiB KV cache is needed" for one such sequence.
+    assert!(
+        w.contains("max_model_len 131072 needs 16.0 GiB") && w.contains("vllm_len"),
+        "{w}"
+    );
     // Its budget, 30% of the card, is what the engine takes while it generates.
     assert_eq!(vllm_bytes(&e), h100_total() * 30 / 100);
     // The cheapest fix the strategy table offers is that context, which changes no byte.
