@@ -116,7 +116,8 @@ pub(super) fn ladder(
             let (peak, fits, headroom, _, _) = ctx.memory(&s);
             // A change must save memory, unless it makes the run start at all (vLLM's context,
             // host RAM): then it is taken as any change that makes it fit.
-            if peak >= cur_peak && !(fits && !cur_fits) {
+            let starts_it = fits && !cur_fits;
+            if peak >= cur_peak && !starts_it {
                 continue;
             }
             let tps = ctx.time(&s).tokens_per_second;
