@@ -76,8 +76,18 @@ fn fit_cell(result: Option<(Estimate, String, Scenario)>) -> Html {
     }
 }
 
-fn recipe_headers() -> Html {
-    html! { { for RECIPES.iter().map(|(label, _)| html! { <th scope="col">{ *label }</th> }) } }
+/// The recipes' column headers on `g`'s page: their bf16 reads fp16 where the GPU has no bf16
+/// (its figures are the fp16 runs, `recipe`).
+fn recipe_headers(g: &Gpu) -> Html {
+    use headroom_core::scenario::Precision;
+    let half = if Precision::Bf16.for_gpu(g) == Precision::Bf16 {
+        "bf16"
+    } else {
+        "fp16"
+    };
+    html! { { for RECIPES.iter().map(|(label, _)| html! {
+        <th scope="col">{ label.replace("bf16", half) }</th>
+    }) } }
 }
 
 fn tf(v: Option<f64>) -> String {
@@ -178,7 +188,7 @@ pub fn GpuPage(props: &IdProps) -> Html {
             <p class="help">{ "Device peak of one training step (weights, gradients, optimizer, activations, allocator and CUDA context) at micro-batch 1 with 2048-token sequences and checkpointing every layer, in bf16 (fp16 on GPUs without bf16: T4, V100); ✓ fits in the GPU's usable memory. Click a figure to open that scenario in the calculator." }</p>
             <div class="table-wrap">
                 <table class="calc-table" id="fits-table">
-                    <thead><tr><th scope="col">{ "Model" }</th>{ recipe_headers() }</tr></thead>
+                    <thead><tr><th scope="col">{ "Model" }</th>{ recipe_headers(g) }</tr></thead>
                     <tbody>
                         { for presets.iter().map(|p| html! {
                             <tr>
