@@ -1159,3 +1159,37 @@ fn a_model_given_by_its_size_matches_the_cli_and_names_itself() {
         "{label}"
     );
 }
+
+/// GRPO with vLLM colocated (issue 31): the page shows the CLI's figures and why vLLM would not
+/// start (Llama 3.1 8B's whole context does not fit the KV cache of TRL's default budget);
+/// setting vLLM's max_model_len to the sequence makes it fit, as the CLI says.
+#[test]
+fn a_colocated_vllm_that_cannot_start_says_why_and_its_fix_fits() {
+    let link = "v=1&model=llama-3.1-8b&gpu=h100-sxm-80gb&batch=4&seq=1024&method=lora\
+                &precision=bf16&ckpt=full&trainer=grpo&prompt=256&gen=colocate";
+    let site = Site::start();
+    let s = site.open(&format!("/?{link}"));
+    assert_numbers_match(&s, &cli_json(&["estimate", "--link", &format!("?{link}")]));
+    let verdict = s.js(
+        "const v = document.getElementById('verdict'); return [v.getAttribute('data-fits'), v.textContent]",
+        json!([]),
+    );
+    assert_eq!(verdict[0], "false", "{verdict}");
+    let text = verdict[1].as_str().unwrap_or_default();
+    assert!(
+        text.contains("vLLM cannot start") && text.contains("max_model_len 131072"),
+        "{text}"
+    );
+    let len = s.find("#f-vllm_len");
+    s.clear(&len);
+    s.type_text(&len, "1024");
+    s.wait_for(
+        "return document.getElementById('verdict').getAttribute('data-fits') === 'true'",
+        WAIT,
+        "the verdict to fit with vllm_len=1024",
+    );
+    assert_numbers_match(
+        &s,
+        &cli_json(&["estimate", "--link", &format!("?{link}&vllm_len=1024")]),
+    );
+}
