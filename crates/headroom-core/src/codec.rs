@@ -590,6 +590,9 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             put("intermediate_size", spec.intermediate.into());
             put("max_position_embeddings", spec.max_positions.into());
             put("attention_dropout", spec.dropout.attention.into());
+            if spec.rotary_fraction != 1.0 && spec.model_type != "gpt_oss" {
+                put("partial_rotary_factor", spec.rotary_fraction.into());
+            }
             if matches!(spec.family, Family::Opt) {
                 put("ffn_dim", spec.intermediate.into());
                 put("word_embed_proj_dim", spec.embed_proj_dim.into());

@@ -142,3 +142,39 @@ fn parsing_fixes_match_transformers() {
         assert_eq!(inventory(&spec).total(), expect, "{config}");
     }
 }
+
+/// RoPE's share of each head is the config's `partial_rotary_factor` where it states one
+/// (transformers: `int(head_dim * partial_rotary_factor)`), its class's default otherwise:
+/// Phi-4-mini-instruct (a Phi3Config) rotates 0.75 of its 128-wide heads; GLM-4 half without
+/// the key; a factor outside (0, 1] is refused by name.
+#[test]
+fn the_rotary_share_is_the_configs_partial_rotary_factor() {
+    use headroom_core::model::parse_config_json;
+    let phi4_mini = r#"{"model_type": "phi3", "vocab_size": 200064, "hidden_size": 3072,
+        "intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 24,
+        "num_key_value_heads": 8, "partial_rotary_factor": 0.75,
+        "max_position_embeddings": 131072}"#;
+    let spec = parse_config_json(phi4_mini).expect("parses");
+    assert_eq!((spec.head_dim, spec.rotary_dim()), (128, 96));
+    let without = phi4_mini.replace("\"partial_rotary_factor\": 0.75,", "");
+    assert_eq!(
+        parse_config_json(&without).expect("parses").rotary_dim(),
+        128
+    );
+    let glm = r#"{"model_type": "glm4", "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 2, "head_dim": 128, "num_hidden_layers": 40}"#;
+    assert_eq!(parse_config_json(glm).expect("parses").rotary_dim(), 64);
+    // A link with this config keeps the share.
+    let scen = headroom_core::Scenario {
+        model: headroom_core::scenario::ModelChoice::Custom(Box::new(spec.clone())),
+        ..Default::default()
+    };
+    let back = headroom_core::codec::decode(&headroom_core::codec::encode(&scen)).expect("decodes");
+    match back.model {
+        headroom_core::scenario::ModelChoice::Custom(s) => assert_eq!(s.rotary_dim(), 96),
+        other => panic!("{other:?}"),
+    }
+    let bad = phi4_mini.replace("0.75", "1.5");
+    let e = parse_config_json(&bad).expect_err("refused").to_string();
+    assert!(e.contains("partial_rotary_factor"), "{e}");
+}

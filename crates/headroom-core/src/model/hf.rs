@@ -520,9 +520,32 @@ fn llama_like_with(cfg: &Cfg, model_type: &str, defaults: &str) -> Result<ModelS
             embedding: 0.0,
         },
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
+        rotary_fraction: rotary_fraction(cfg, model_type)?,
         sliding_window,
         sliding_layers,
     })
+}
+
+/// The share of each head RoPE rotates: the config's `partial_rotary_factor` (a fraction in
+/// (0, 1]; Phi-4-mini's 0.75), else its config class's default: GLM-4's and GLM-4.5's 0.5,
+/// Qwen3-Next's 0.25, 1 for the others. gpt-oss rotates every dimension, from cos and sin
+/// tables of half the head that its `_apply_rotary_emb` applies to each half: counted as 0.5.
+fn rotary_fraction(cfg: &Cfg, model_type: &str) -> Result<f64, ConfigError> {
+    let default = match model_type {
+        "glm4" | "glm4_moe" => 0.5,
+        "qwen3_next" => 0.25,
+        "gpt_oss" => return Ok(0.5),
+        _ => 1.0,
+    };
+    let f = cfg.f64_or("partial_rotary_factor", default)?;
+    if !(f > 0.0 && f <= 1.0) {
+        return Err(bad(
+            "partial_rotary_factor",
+            "a fraction in (0, 1]",
+            &Value::from(f),
+        ));
+    }
+    Ok(f)
 }
 
 /// Multi-head latent attention's keys (DeepseekV2Config and DeepseekV3Config share their
@@ -823,6 +846,7 @@ fn gemma(cfg: &Cfg, model_type: &str) -> Result<ModelSpec, ConfigError> {
             embedding: 0.0,
         },
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
+        rotary_fraction: 1.0,
         sliding_window: if v1 {
             None
         } else {
@@ -873,6 +897,7 @@ fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
             embedding: cfg.f64_or("embd_pdrop", 0.0)?,
         },
         max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
+        rotary_fraction: rotary_fraction(cfg, "phi3")?,
         sliding_window: cfg.opt_u64("sliding_window")?,
         sliding_layers: None,
     })
@@ -919,6 +944,7 @@ fn gpt2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
             embedding: cfg.f64_or("embd_pdrop", 0.1)?,
         },
         max_positions: cfg.u64_or("n_positions", 1024)?,
+        rotary_fraction: 1.0,
         sliding_window: None,
         sliding_layers: None,
     })
@@ -966,6 +992,7 @@ fn gpt_neox(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
             embedding: 0.0,
         },
         max_positions: cfg.u64_or("max_position_embeddings", 2048)?,
+        rotary_fraction: 1.0,
         sliding_window: None,
         sliding_layers: None,
     })
@@ -1017,6 +1044,7 @@ fn opt(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
             embedding: 0.0,
         },
         max_positions,
+        rotary_fraction: 1.0,
         sliding_window: None,
         sliding_layers: None,
     })
@@ -1451,6 +1479,7 @@ fn starcoder2(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
             embedding: cfg.f64_or("embedding_dropout", 0.0)?,
         },
         max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
+        rotary_fraction: 1.0,
         sliding_window: cfg.opt_u64("sliding_window")?,
         sliding_layers: None,
     })

@@ -317,6 +317,14 @@ pub fn default_sliding_layers(model_type: &str, layers: u64) -> u64 {
     }
 }
 
+fn whole_head() -> f64 {
+    1.0
+}
+
+fn is_whole_head(f: &f64) -> bool {
+    *f == 1.0
+}
+
 /// A decoder-only transformer, normalized from its `config.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
@@ -351,6 +359,11 @@ pub struct ModelSpec {
     pub final_norm: bool,
     pub dropout: Dropout,
     pub max_positions: u64,
+    /// The share of each head RoPE rotates: the config's `partial_rotary_factor` (1 where the
+    /// config class has none; see `hf::rotary_fraction`). Multi-head latent attention's rotary
+    /// width is its own (`Mla::qk_rope_head_dim`).
+    #[serde(default = "whole_head", skip_serializing_if = "is_whole_head")]
+    pub rotary_fraction: f64,
     /// Sliding-window attention size, if the model uses one.
     pub sliding_window: Option<u64>,
     /// How many layers slide where the config decides it (its `layer_types`, or the rule of
@@ -436,17 +449,10 @@ impl ModelSpec {
     /// cos and sin); multi-head latent attention rotates `qk_rope_head_dim` of each head; the
     /// others all of it. Below `head_dim`, q comes out of a `torch.cat` (heads-first layout).
     pub fn rotary_dim(&self) -> u64 {
-        if let Some(m) = &self.mla {
-            m.qk_rope_head_dim
-        } else if self.family == Family::Glm4
-            || matches!(self.model_type.as_str(), "glm4_moe" | "gpt_oss")
-        {
-            self.head_dim / 2
-        } else if self.gated_attention() {
-            // Qwen3NextConfig's `partial_rotary_factor` defaults to 0.25 (every release's).
-            self.head_dim / 4
-        } else {
-            self.head_dim
+        match &self.mla {
+            Some(m) => m.qk_rope_head_dim,
+            // transformers: `int(head_dim * partial_rotary_factor)`.
+            None => (self.head_dim as f64 * self.rotary_fraction) as u64,
         }
     }
 
