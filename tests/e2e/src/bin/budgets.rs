@@ -1,5 +1,5 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 462.7 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under 463.5 KB (checked: exits non-zero above it).
 //!   The on-demand worker's wasm and JS (fetched when someone imports a config or opens a
 //!   plan's configuration) are listed apart and not counted: not part of the first download.
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
@@ -74,7 +74,9 @@
 //!   `content/models.json` with their configs, and the named scenarios (the starting points,
 //!   worked examples and guides' scenarios), fetched as `content/scenarios.json` beside them:
 //!   467,774 -> 462,427 B; with the strategy table's vLLM rows (its context cut to the
-//!   sequence, sleep mode) 462,620 B, and the limit came down to 462.7 KB;
+//!   sequence, sleep mode), vLLM's KV cache per sequence (sliding and latent layers), the
+//!   configs' `partial_rotary_factor` and the GPU pages' fp16 headers 463,455 B, and the limit
+//!   came down to 463.5 KB (from 465.6 KB on the last landed main);
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -91,7 +93,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 462_700;
+const SIZE_BUDGET: u64 = 463_500;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
