@@ -2,9 +2,10 @@
 //! GPU, what fills it, how many completions it decodes at once, and why it would refuse to
 //! start.
 //!
-//! Read from TRL (main at f2cd577, `trl/generation/vllm_generation.py`, `trl/trainer/
-//! grpo_config.py`, `trl/scripts/vllm_serve.py`) and vLLM's V1 GPU worker
-//! (`vllm/v1/worker/gpu_worker.py`, as TRL's pin `vllm>=0.17,<=0.25.1` has it):
+//! Read from TRL (`trl/generation/vllm_generation.py`, `trl/trainer/grpo_config.py`,
+//! `trl/scripts/vllm_serve.py`: main at f2cd577, and the same defaults checked in the 1.16.0
+//! wheel) and vLLM's V1 GPU worker (`vllm/v1/worker/gpu_worker.py`; TRL 1.16 pins
+//! `vllm>=0.22,<=0.31`):
 //! - vLLM takes `gpu_memory_utilization x the GPU's total memory` as its budget and refuses to
 //!   start when the GPU has less than that free (a colocated trainer's model is already
 //!   loaded by then). TRL's default is 0.3 colocated, 0.9 for `trl vllm-serve`.
