@@ -138,36 +138,26 @@ fn Routed() -> Html {
 /// not).
 #[hook]
 fn use_content() -> Option<Result<(), String>> {
-    use headroom_core::calibration::{calibrations_ready, install_calibrations};
-    use headroom_core::catalog::{install_model_configs, model_configs_ready};
-    use headroom_core::codec::{install_named_scenarios, named_scenarios_ready};
-    let state = use_state(|| {
-        (model_configs_ready() && calibrations_ready() && named_scenarios_ready()).then_some(Ok(()))
-    });
+    use headroom_core::catalog::{FETCHED, fetched_ready};
+    let state = use_state(|| fetched_ready().then_some(Ok(())));
     {
         let state = state.clone();
         use_effect_with((), move |_| {
             if state.is_none() {
                 let base = dom::base_path();
                 // Every request is sent before any is awaited.
-                let models = dom::fetch_text(&format!("{base}/content/models.json"));
-                let calibrations = dom::fetch_text(&format!("{base}/content/calibrations.json"));
-                let scenarios = dom::fetch_text(&format!("{base}/content/scenarios.json"));
+                let requests: Vec<_> = FETCHED
+                    .iter()
+                    .map(|f| (*f, dom::fetch_text(&format!("{base}/{}", f.path))))
+                    .collect();
                 wasm_bindgen_futures::spawn_local(async move {
-                    let (models, calibrations, scenarios) =
-                        (models.await, calibrations.await, scenarios.await);
-                    let read =
-                        installed(models, install_model_configs, "The models' configurations")
-                            .and_then(|()| {
-                                installed(
-                                    calibrations,
-                                    install_calibrations,
-                                    "The GPUs' calibrations",
-                                )
-                            })
-                            .and_then(|()| {
-                                installed(scenarios, install_named_scenarios, "The scenarios")
-                            });
+                    let mut read = Ok(());
+                    for (file, text) in requests {
+                        let text = text.await;
+                        if read.is_ok() {
+                            read = installed(text, file);
+                        }
+                    }
                     state.set(Some(read));
                 });
             }
@@ -176,14 +166,14 @@ fn use_content() -> Option<Result<(), String>> {
     (*state).clone()
 }
 
-/// Fetched content `text` installed into the core by `install`; the error names `what`.
-fn installed<E: std::fmt::Display>(
+/// Fetched content `text` installed into the core; the error names the file's content.
+fn installed(
     text: Result<String, ()>,
-    install: fn(&str) -> Result<(), E>,
-    what: &str,
+    file: headroom_core::catalog::Fetched,
 ) -> Result<(), String> {
+    let what = file.what;
     match text {
-        Ok(text) => install(&text)
+        Ok(text) => (file.install)(&text)
             .map_err(|e| format!("{what} could not be read ({e}). Reload the page to try again.")),
         Err(()) => Err(format!(
             "{what} could not be loaded (offline?). Reload the page to try again."

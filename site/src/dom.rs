@@ -395,7 +395,7 @@ fn set_head(title: &str, description: Option<&str>) {
 /// The text at `url` (a file next to the app), or `Err(())` when it cannot be fetched (offline,
 /// not found): the caller words the message. The request is sent when this is called, not
 /// when the future is first awaited, so requests started one after the other load in parallel.
-pub fn fetch_text(url: &str) -> impl std::future::Future<Output = Result<String, ()>> + 'static {
+pub fn fetch_text(url: &str) -> impl std::future::Future<Output = Result<String, ()>> + use<> {
     use wasm_bindgen::JsCast;
     let sent = window().map(|w| wasm_bindgen_futures::JsFuture::from(w.fetch_with_str(url)));
     async move {

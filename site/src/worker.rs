@@ -1,8 +1,8 @@
 //! The page's on-demand worker: the parts of Headroom a visit may never use (reading a
 //! framework's config, writing a plan's configuration files) run here, in a Web Worker whose
 //! wasm the page fetches the first time one is asked for, so they stay out of the first
-//! download. It installs the presets' configs and the published calibration files
-//! (`content/models.json`, `content/calibrations.json`, as the app does), says
+//! download. It installs the content the app installs (`catalog::FETCHED`: the presets, the
+//! published calibration files, the named scenarios), says
 //! "ready", then answers each request (an array of strings, the first naming it) with an
 //! array of strings: `["ok", ...]` or `["error", message]`.
 //!
@@ -85,24 +85,25 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
     }
 }
 
-/// Fetches and installs the presets' configs and the published calibration files, as the app
-/// does; the message to give each request if it fails.
+/// Fetches and installs the content the app installs (`catalog::FETCHED`); the message to give
+/// each request if it fails.
 async fn install_content(scope: &DedicatedWorkerGlobalScope) -> Result<(), String> {
-    let failed = "The models' configurations could not be loaded (offline?)";
+    use headroom_core::catalog::FETCHED;
     let base = js_sys::Reflect::get(scope, &JsValue::from_str("HEADROOM_BASE"))
         .ok()
         .and_then(|b| b.as_string())
-        .ok_or_else(|| failed.to_string())?;
-    // Both requests are sent before either is awaited.
-    let models = scope.fetch_with_str(&format!("{base}content/models.json"));
-    let calibrations = scope.fetch_with_str(&format!("{base}content/calibrations.json"));
-    let text = text_of(models).await.ok_or_else(|| failed.to_string())?;
-    headroom_core::catalog::install_model_configs(&text).map_err(|e| format!("{failed}: {e}"))?;
-    let failed = "The GPUs' calibrations could not be loaded (offline?)";
-    let text = text_of(calibrations)
-        .await
-        .ok_or_else(|| failed.to_string())?;
-    headroom_core::calibration::install_calibrations(&text).map_err(|e| format!("{failed}: {e}"))
+        .ok_or_else(|| format!("{} could not be loaded", FETCHED[0].what))?;
+    // Every request is sent before any is awaited.
+    let requests: Vec<_> = FETCHED
+        .iter()
+        .map(|f| (f, scope.fetch_with_str(&format!("{base}{}", f.path))))
+        .collect();
+    for (file, request) in requests {
+        let failed = format!("{} could not be loaded (offline?)", file.what);
+        let text = text_of(request).await.ok_or_else(|| failed.clone())?;
+        (file.install)(&text).map_err(|e| format!("{failed}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The text a fetch answered, or `None` when it failed or was not OK.

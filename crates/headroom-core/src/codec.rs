@@ -965,18 +965,19 @@ static INSTALLED_NAMED: std::sync::OnceLock<Vec<NamedScenario>> = std::sync::Onc
 /// writes as `content/scenarios.json`), each checked as the embedded files are; a file that
 /// does not parse is an error naming it. A build with the files embedded keeps its own; a
 /// second install is ignored.
-pub fn install_named_scenarios(json: &str) -> Result<(), ScenarioError> {
-    let file = "content/scenarios.json";
-    let value: Value =
-        serde_json::from_str(json).map_err(|e| ScenarioError::invalid(file, e.to_string()))?;
+pub fn install_named_scenarios(json: &str) -> Result<(), crate::ContentError> {
+    let bad = |message: String| crate::ContentError::Parse {
+        file: "content/scenarios.json".into(),
+        message,
+    };
+    let value: Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
     let map = value
         .as_object()
-        .ok_or_else(|| ScenarioError::invalid(file, "must be an object of id to scenario file"))?;
+        .ok_or_else(|| bad("must be an object of id to scenario file".into()))?;
     let named = map
         .iter()
         .map(|(id, v)| {
-            parse_scenario_file(id, &v.to_string())
-                .map_err(|e| ScenarioError::invalid(format!("{file}: {id}"), e.to_string()))
+            parse_scenario_file(id, &v.to_string()).map_err(|e| bad(format!("{id}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let _ = INSTALLED_NAMED.set(named);

@@ -64,8 +64,11 @@ pub struct Engine {
     pub sequences: u64,
     /// Completions decoded at once (the KV cache and `max_num_seqs` allowing).
     pub concurrent: u64,
-    /// Why vLLM would refuse to start, when it would.
-    pub problem: Option<String>,
+    /// The sequence (prompt + completion), and the KV cache one `max_len` sequence needs.
+    pub seq: u64,
+    pub max_len_kv: u64,
+    /// Colocated with TRL's sleep mode: weights and KV cache freed while the trainer trains.
+    pub sleeps: bool,
 }
 
 impl Engine {
@@ -126,26 +129,6 @@ impl Engine {
             .min(max_num_seqs)
             .min(kv_cache / kv_bytes(spec, seq).max(1))
             .max(1);
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        let problem = if kv_cache == 0 {
-            Some(format!(
-                "vLLM cannot start: its budget ({util}% of the GPU, {:.1} GiB) is under its \
-                 weights ({:.1} GiB) and profile run ({:.1} GiB), leaving no KV cache: raise vllm_util",
-                gib(budget),
-                gib(weights),
-                gib(profile)
-            ))
-        } else if kv_tokens < max_len {
-            Some(format!(
-                "vLLM cannot start: one sequence of max_model_len {max_len} needs {:.1} GiB of KV \
-                 cache, its budget leaves {:.1} GiB: set vllm_len between seq ({seq}) and \
-                 {kv_tokens}, or raise vllm_util",
-                gib(kv_bytes(spec, max_len)),
-                gib(kv_cache)
-            ))
-        } else {
-            None
-        };
         Some(Engine {
             mode: scen.generator,
             util,
@@ -160,7 +143,9 @@ impl Engine {
             batched_tokens,
             sequences,
             concurrent,
-            problem,
+            seq,
+            max_len_kv: kv_bytes(spec, max_len),
+            sleeps: scen.vllm_sleep,
         })
     }
 
@@ -171,8 +156,8 @@ impl Engine {
     /// What the colocated engine holds on the training GPU while the trainer trains: its
     /// weights and KV cache, or nothing when it sleeps between generations; nothing on a
     /// server.
-    pub fn held_while_training(&self, sleeps: bool) -> u64 {
-        if !self.colocated() || sleeps {
+    pub fn held_while_training(&self) -> u64 {
+        if !self.colocated() || self.sleeps {
             0
         } else {
             self.weights + self.kv_cache
@@ -189,20 +174,43 @@ impl Engine {
         }
     }
 
-    /// Why a colocated engine would refuse to start with `free` bytes free on the GPU when it
-    /// starts (after the trainer has loaded its model), if it would.
+    /// Why vLLM would refuse to start, if it would: colocated, with `free` bytes free on the
+    /// GPU when it starts (after the trainer has loaded its model) under its budget; anywhere,
+    /// with no KV cache left, or one that cannot hold a `max_model_len` sequence. Written only
+    /// when asked (the planner builds engines by the thousand).
     pub fn start_problem(&self, free: u64) -> Option<String> {
-        if !self.colocated() || free >= self.budget {
-            return self.problem.clone();
-        }
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        Some(format!(
-            "vLLM cannot start: {:.1} GiB are free once the trainer's model is loaded, under \
-             its budget ({}% of the GPU, {:.1} GiB): lower vllm_util",
-            gib(free),
-            self.util,
-            gib(self.budget)
-        ))
+        if self.colocated() && free < self.budget {
+            Some(format!(
+                "vLLM cannot start: {:.1} GiB are free once the trainer's model is loaded, under \
+                 its budget ({}% of the GPU, {:.1} GiB): lower vllm_util",
+                gib(free),
+                self.util,
+                gib(self.budget)
+            ))
+        } else if self.kv_cache == 0 {
+            Some(format!(
+                "vLLM cannot start: its budget ({}% of the GPU, {:.1} GiB) is under its weights \
+                 ({:.1} GiB) and profile run ({:.1} GiB), leaving no KV cache: raise vllm_util",
+                self.util,
+                gib(self.budget),
+                gib(self.weights),
+                gib(self.profile)
+            ))
+        } else if self.kv_tokens < self.max_len {
+            Some(format!(
+                "vLLM cannot start: one sequence of max_model_len {} needs {:.1} GiB of KV cache, \
+                 its budget leaves {:.1} GiB: set vllm_len between seq ({}) and {}, or raise \
+                 vllm_util",
+                self.max_len,
+                gib(self.max_len_kv),
+                gib(self.kv_cache),
+                self.seq,
+                self.kv_tokens
+            ))
+        } else {
+            None
+        }
     }
 
     /// Passes of decoding the completions need (waves of `concurrent`).
@@ -227,14 +235,12 @@ fn forward_bytes_per_token(spec: &ModelSpec) -> u64 {
 pub fn describe(e: &Engine) -> String {
     let gib = |b: u64| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64);
     format!(
-        "{}% of the GPU ({}): weights {}, profile run {} ({} tokens, sampler over {} rows), KV \
-         cache {} ({} tokens, {} completions at once){}",
+        "{}% of the GPU ({}): weights {}, profile run {}, KV cache {} ({} tokens, {} \
+         completions at once){}",
         e.util,
         gib(e.budget),
         gib(e.weights),
         gib(e.profile),
-        e.batched_tokens,
-        e.max_num_seqs.min(e.batched_tokens),
         gib(e.kv_cache),
         e.kv_tokens,
         e.concurrent,

@@ -25,6 +25,15 @@ fn h100_total() -> u64 {
         .total_bytes
 }
 
+/// The last value an import gave link field `key`.
+fn last_value<'a>(got: &'a headroom_core::import::Imported, key: &str) -> Option<&'a str> {
+    got.pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
 fn vllm_bytes(e: &Estimate) -> u64 {
     e.components
         .iter()
@@ -172,13 +181,7 @@ fn grpo_configs_vllm_keys_import() {
         "vllm_enable_sleep_mode": true
     }"#;
     let got = import(text, Some("grpo.json"), &|_| None).expect("imports");
-    let pair = |k: &str| {
-        got.pairs
-            .iter()
-            .rev()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let pair = |k: &str| last_value(&got, k);
     assert_eq!(pair("trainer"), Some("grpo"));
     assert_eq!(pair("gen"), Some("colocate"));
     assert_eq!(pair("vllm_util"), Some("35"));
@@ -200,13 +203,7 @@ fn axolotls_vllm_keys_import() {
                 micro_batch_size: 4\n\
                 sequence_len: 1024\n";
     let got = import(text, Some("grpo.yaml"), &|_| None).expect("imports");
-    let pair = |k: &str| {
-        got.pairs
-            .iter()
-            .rev()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let pair = |k: &str| last_value(&got, k);
     assert_eq!(pair("gen"), Some("colocate"));
     assert_eq!(pair("vllm_util"), Some("50"));
     assert_eq!(pair("vllm_sleep"), Some("1"));

@@ -14,8 +14,27 @@ const WAIT: Duration = Duration::from_secs(20);
 
 use headroom_e2e::site_server as server;
 
-/// The page's headline numbers equal the CLI's JSON for the same scenario.
 #[track_caller]
+/// The speed line beside the verdict shows the CLI's tokens per second for the same scenario.
+fn assert_speed_matches(s: &Session, cli: &serde_json::Value, context: &str) {
+    let tps = cli["speed"]["tokens_per_second"]
+        .as_f64()
+        .expect("a speed")
+        .round() as u64;
+    let grouped = headroom_core::format::grouped(tps);
+    let speed = s.js(
+        "return document.getElementById('speed').textContent",
+        json!([]),
+    );
+    assert!(
+        speed
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("{grouped} tok/s"))),
+        "{context}: {speed} vs {tps}"
+    );
+}
+
+/// The page's headline numbers equal the CLI's JSON for the same scenario.
 fn assert_numbers_match(s: &Session, cli: &serde_json::Value) {
     for (id, key) in [
         ("peak-device", "peak_device"),
@@ -129,21 +148,7 @@ fn a_first_visit_opens_on_a_question_it_answers_with_starting_points_and_a_next_
     assert_eq!(first[1], json!(4), "four starting points");
     // The speed of the setup, beside the verdict, is the CLI's (issue 16 §3).
     let cli = cli_json(&["estimate", "--named", "llama-3.1-8b-lora-4090"]);
-    let tps = cli["speed"]["tokens_per_second"]
-        .as_f64()
-        .expect("a speed")
-        .round() as u64;
-    let grouped = headroom_core::format::grouped(tps);
-    let speed = s.js(
-        "return document.getElementById('speed').textContent",
-        json!([]),
-    );
-    assert!(
-        speed
-            .as_str()
-            .is_some_and(|t| t.contains(&format!("{grouped} tok/s"))),
-        "{speed} vs {tps}"
-    );
+    assert_speed_matches(&s, &cli, "the first visit");
     assert!(
         first[2].as_str().is_some_and(|t| t.starts_with("Next:")),
         "{first}"
@@ -796,21 +801,7 @@ fn the_fetched_calibrations_give_the_clis_figures_on_each_calibrated_gpu() {
             json!([]),
         );
         assert_eq!(source, json!("builtin"), "{gpu}: the calibration note");
-        let tps = cli["speed"]["tokens_per_second"]
-            .as_f64()
-            .expect("a speed")
-            .round() as u64;
-        let grouped = headroom_core::format::grouped(tps);
-        let speed = s.js(
-            "return document.getElementById('speed').textContent",
-            json!([]),
-        );
-        assert!(
-            speed
-                .as_str()
-                .is_some_and(|t| t.contains(&format!("{grouped} tok/s"))),
-            "{gpu}: {speed} vs {tps}"
-        );
+        assert_speed_matches(&s, &cli, gpu);
     }
 }
 

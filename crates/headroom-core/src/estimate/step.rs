@@ -168,7 +168,7 @@ impl<'a> Step<'a> {
         let vllm = crate::vllm::Engine::of(spec, scen, gpu, &st);
         let vllm_held = vllm
             .as_ref()
-            .map_or(0, |e| e.held_while_training(scen.vllm_sleep));
+            .map_or(0, crate::vllm::Engine::held_while_training);
         let base = st.weights
             + st.optimizer.device
             + st.master_weights
@@ -278,7 +278,7 @@ impl<'a> Step<'a> {
     pub fn vllm_held(&self) -> u64 {
         self.vllm
             .as_ref()
-            .map_or(0, |e| e.held_while_training(self.scen.vllm_sleep))
+            .map_or(0, crate::vllm::Engine::held_while_training)
     }
 
     /// Whether layer `i` is a MoE layer: the last `sparse_layers` when some are dense

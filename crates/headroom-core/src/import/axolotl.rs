@@ -490,15 +490,12 @@ fn grpo(trl: Option<&Value>, vllm: Option<&Value>, out: &mut Out) -> Result<(), 
         return Ok(());
     }
     let mode = match get("vllm_mode") {
-        Some(v) if !v.is_null() => match v.as_str() {
-            Some(m @ ("colocate" | "server")) => {
-                let m = if m == "server" { "server" } else { "colocate" };
-                out.mapped("trl.use_vllm", &on, &[]);
-                out.mapped("trl.vllm_mode", &v, &[("gen", m)]);
-                m
-            }
-            _ => return Err(super::bad("trl.vllm_mode", "must be colocate or server")),
-        },
+        Some(v) if !v.is_null() => {
+            let m = super::vllm_mode("trl.vllm_mode", &v)?;
+            out.mapped("trl.use_vllm", &on, &[]);
+            out.mapped("trl.vllm_mode", &v, &[("gen", m)]);
+            m
+        }
         _ => {
             out.mapped("trl.use_vllm", &on, &[("gen", "colocate")]);
             "colocate"

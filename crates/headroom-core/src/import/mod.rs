@@ -682,6 +682,15 @@ fn as_u32(key: &str, v: &Value) -> Result<u32, ImportError> {
         .ok_or_else(|| bad(key, format!("expected a whole number, found {}", show(v))))
 }
 
+/// TRL's `vllm_mode` as the link's `gen`.
+fn vllm_mode(key: &str, v: &Value) -> Result<&'static str, ImportError> {
+    match v.as_str() {
+        Some("colocate") => Ok("colocate"),
+        Some("server") => Ok("server"),
+        _ => Err(bad(key, "must be \"colocate\" or \"server\"")),
+    }
+}
+
 /// A vLLM `gpu_memory_utilization` (a fraction in (0, 1]) as the link's percent.
 fn vllm_util_percent(key: &str, v: &Value) -> Result<u32, ImportError> {
     let util = as_f64(key, v)?;

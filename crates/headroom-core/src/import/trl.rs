@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::hf_args::{self, Defaults, Half};
 use super::{
     ImportError, Out, as_bool, as_f64, as_str, as_u32, attention, dropout, modules_to_save, number,
-    set_precision, switch, targets,
+    set_precision, switch, take_bool, targets,
 };
 
 const GRPO_KEYS: &[&str] = &[
@@ -338,17 +338,11 @@ fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, Import
 /// GRPOConfig's vLLM keys: `use_vllm` and `vllm_mode` pick the generation engine (TRL main's
 /// default mode is colocate), and its budget, context and sleep mode.
 fn read_vllm(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
-    let on = match map.remove("use_vllm") {
-        Some(v) => {
-            let on = as_bool("use_vllm", &v)?;
-            if !on {
-                out.mapped("use_vllm", &v, &[("gen", "hf")]);
-            }
-            on.then_some(v)
-        }
-        None => None,
-    };
-    let Some(use_vllm) = on else {
+    let use_vllm = take_bool(map, "use_vllm")?;
+    if let Some((false, v)) = &use_vllm {
+        out.mapped("use_vllm", v, &[("gen", "hf")]);
+    }
+    let Some((true, use_vllm)) = use_vllm else {
         for key in [
             "vllm_mode",
             "vllm_gpu_memory_utilization",
@@ -363,15 +357,7 @@ fn read_vllm(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
     };
     match map.remove("vllm_mode") {
         Some(v) => {
-            let mode = match v.as_str() {
-                Some(m @ ("colocate" | "server")) => m,
-                _ => {
-                    return Err(super::bad(
-                        "vllm_mode",
-                        "must be \"colocate\" or \"server\"",
-                    ));
-                }
-            };
+            let mode = super::vllm_mode("vllm_mode", &v)?;
             out.mapped("use_vllm", &use_vllm, &[]);
             out.mapped("vllm_mode", &v, &[("gen", mode)]);
         }
@@ -385,17 +371,6 @@ fn read_vllm(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
             &[("vllm_util", &percent.to_string())],
         );
     }
-    if let Some(v) = map.remove("vllm_max_model_length") {
-        let n = as_u32("vllm_max_model_length", &v)?;
-        out.mapped("vllm_max_model_length", &v, &[("vllm_len", &n.to_string())]);
-    }
-    if let Some(v) = map.remove("vllm_enable_sleep_mode") {
-        let on = as_bool("vllm_enable_sleep_mode", &v)?;
-        out.mapped(
-            "vllm_enable_sleep_mode",
-            &v,
-            &[("vllm_sleep", if on { "1" } else { "0" })],
-        );
-    }
-    Ok(())
+    number(map, out, "vllm_max_model_length", "vllm_len", None)?;
+    switch(map, out, "vllm_enable_sleep_mode", "vllm_sleep")
 }
