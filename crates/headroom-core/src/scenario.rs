@@ -93,6 +93,14 @@ impl Precision {
     }
 
     /// The 16-bit type of this precision family (bf16 for fp32, which has none).
+    /// The pure 16-bit precision of the same dtype (amp-bf16 and bf16: bf16).
+    pub const fn half(self) -> Precision {
+        match self {
+            Precision::Fp16 | Precision::AmpFp16 => Precision::Fp16,
+            _ => Precision::Bf16,
+        }
+    }
+
     pub const fn half_dtype(self) -> DType {
         match self {
             Precision::Fp16 | Precision::AmpFp16 => DType::F16,

@@ -222,7 +222,12 @@ impl Shape {
             te_fp8: crate::fp8::te_converts(spec, scen),
             te_lm_head: crate::fp8::te_converts_lm_head(spec, scen),
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
-            adapter: scen.lora.adapter_dtype,
+            // FSDP's mixed-precision policy gathers the adapters in the compute dtype too.
+            adapter: if crate::states::fsdp_mixed(scen) {
+                scen.precision.compute_dtype()
+            } else {
+                scen.lora.adapter_dtype
+            },
             lora_dropout: scen.lora.dropout,
             dora: scen.method != Method::Full && scen.lora.dora,
             lm_head_trained: scen.method == Method::Full

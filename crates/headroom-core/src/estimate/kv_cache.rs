@@ -38,8 +38,10 @@ pub(super) fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache
         return KvCache::default();
     }
     let kv = (spec.kv_heads / tp).max(1) * spec.head_dim * sh.tokens();
-    let c = scen.precision.compute_dtype().bytes();
-    let amp = scen.precision.is_autocast();
+    // The precision the layers run in (16-bit under FSDP's mixed-precision policy).
+    let precision = crate::states::activation_precision(scen);
+    let c = precision.compute_dtype().bytes();
+    let amp = precision.is_autocast();
     let grouped = spec.heads > spec.kv_heads;
     let eager = scen.attention == Attention::Eager;
     let k = kv * if amp { 4 } else { c };

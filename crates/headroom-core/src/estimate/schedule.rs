@@ -43,7 +43,7 @@ fn base(s: &Step) -> Live {
         .with(OptimizerStates, st.optimizer.device)
         .with(MasterWeights, st.master_weights)
         .with(Inputs, s.inputs)
-        .with(CommBuffers, st.comm_buffers)
+        .with(CommBuffers, st.persistent_comm())
         .with(Vllm, s.vllm_held());
     debug_assert_eq!(live.total(), s.base);
     live
@@ -176,12 +176,12 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
 }
 
 fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
-    let gather = s.st.gather_transient;
+    let gather = s.st.gathered_around_loss();
     // `LlamaForCausalLM.forward` (and the other *ForCausalLM) holds
     // `outputs.last_hidden_state` while lm_head and the loss run; under autocast it is the fp32
     // final norm output, which nothing saves (lm_head saves its bf16 cast), otherwise it is
     // lm_head's saved input.
-    let last_hidden = if s.scen.precision.is_autocast() {
+    let last_hidden = if crate::states::activation_precision(s.scen).is_autocast() {
         s.t * s.spec.hidden * s.stream.bytes()
     } else {
         0
@@ -228,7 +228,7 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
 /// Backward: loss, lm_head, then layers last to first, then the embedding.
 fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     let st = &s.st;
-    let gather = st.gather_transient;
+    let gather = st.gathered_around_loss();
     let kv_unsaved = s.kv.unsaved * s.layers;
     // With `outputs` kept, the logits and the whole KV cache stay alive to the end of the step
     // (of the cache, what attention does not save itself is extra while backward runs).
@@ -250,7 +250,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         backward_base.with(LossBackward, s.lm.backward_peak),
     );
     let lm_head_w = s.spec.vocab * s.spec.hidden / s.scen.parallel.tensor as u64;
-    let lm_grad_tmp = if s.scen.precision.is_autocast() {
+    let lm_grad_tmp = if crate::states::activation_precision(s.scen).is_autocast() {
         lm_head_w * s.compute.bytes()
     } else {
         0
@@ -259,11 +259,18 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     // by the fp32 upcast's ToCopyBackward0), lm_head's weight gradient and its input gradient.
     // Only lm_head's gradient exists yet: the embedding's comes after the first layer
     // (EmbeddingBackward0 is the last node), and the final norm's right after lm_head.
-    let lm_grad = st.outside_grad_bytes.min(s.bwd.lm_head_grad);
-    let norm_grad = st
-        .outside_grad_bytes
-        .saturating_sub(lm_grad)
-        .min(s.bwd.final_norm_grad);
+    // Under FSDP they are the root unit's unsharded gradients, in flight to their shards: the
+    // root's reduce-scatter runs only when the whole backward is done.
+    let (lm_grad, norm_grad, root_in_flight) = if st.fsdp.is_some() {
+        (0, 0, s.bwd.lm_head_grad + s.bwd.final_norm_grad)
+    } else {
+        let lm_grad = st.outside_grad_bytes.min(s.bwd.lm_head_grad);
+        let norm_grad = st
+            .outside_grad_bytes
+            .saturating_sub(lm_grad)
+            .min(s.bwd.final_norm_grad);
+        (lm_grad, norm_grad, 0)
+    };
     tl.push(
         Phase::Backward,
         "lm_head backward",
@@ -271,7 +278,10 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             .with(Logits, kept_logits)
             .with(
                 GradientsInFlight,
-                s.lm.grad_logits + s.t * s.spec.hidden * s.compute.bytes() + lm_grad_tmp,
+                s.lm.grad_logits
+                    + s.t * s.spec.hidden * s.compute.bytes()
+                    + lm_grad_tmp
+                    + s.bwd.lm_head_grad.min(root_in_flight),
             )
             .with(Gradients, lm_grad),
     );
@@ -290,13 +300,30 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         .less(OutsideLayers, outside_freed)
         .with(Gradients, lm_grad + norm_grad)
         .with(Logits, kept_logits)
-        .with(GradientsInFlight, s.tmp.residual_grad);
+        .with(GradientsInFlight, s.tmp.residual_grad + root_in_flight);
     tl.grads_now += lm_grad + norm_grad;
     let mut live = after_lm;
     let mut kv_released = 0u64;
     for i in (0..s.layers).rev() {
-        // The layer's backward gathers its weights again beside the running and prefetched.
-        let during = layer_backward_transients(s, i, live).with(LayerTransients, gather / 2);
+        let during = match st.fsdp {
+            // FSDP: the layer's unsharded parameters beside the next one's prefetched
+            // all-gather output (none before the first layer); its unsharded gradients are
+            // the layer's backward's own (`Step::layer_backward`).
+            Some(f) if i > 0 => layer_backward_transients(s, i, live).with(GatheredParams, f.layer),
+            // The first layer prefetches nothing, but its copy-out writes the unsharded
+            // parameters while its all-gather output is still alive.
+            Some(f) => {
+                let compute = layer_backward_transients(s, i, live);
+                let copy_out = live.with(GatheredParams, f.layer);
+                if copy_out.total() > compute.total() {
+                    copy_out
+                } else {
+                    compute
+                }
+            }
+            // ZeRO-3 gathers the layer's weights again beside the running and prefetched.
+            None => layer_backward_transients(s, i, live).with(LayerTransients, gather / 2),
+        };
         tl.push(Phase::Backward, At::LayerBackward(i + 1), during);
         if s.scen.keep_logits {
             kv_released += s.kv.saved;
@@ -306,6 +333,14 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         } else {
             0
         };
+        if let Some(f) = st.fsdp {
+            // After its post-backward: its reduce-scatter input replaces the previous one's,
+            // and the first layer leaves only the root gathered.
+            live = live
+                .less(CommBuffers, live.get(CommBuffers))
+                .with(CommBuffers, f.layer_reduce)
+                .less(GatheredParams, if i == 0 { f.layer } else { 0 });
+        }
         live = live
             .with(Gradients, st.layer_grad_bytes)
             .with(KvCache, if s.scen.keep_logits { s.kv.saved } else { 0 })
@@ -317,7 +352,6 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             tl.push(Phase::Backward, At::AfterLayerBackward(i + 1), live);
         }
     }
-    tl.grads_now = st.gradients;
     // EmbeddingBackward0 (embedding_dense_backward) writes a fresh vocab x hidden gradient
     // while the embedding output's gradient is alive. With tied embeddings lm_head's gradient
     // waited in the weight's input buffer (its AccumulateGrad runs once both arrived), and the
@@ -327,18 +361,46 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         .with(Gradients, st.gradients)
         .with(Logits, kept_logits)
         .with(KvCache, kept_kv + kv_released);
-    tl.push(
-        Phase::Backward,
-        "embedding backward",
-        end.with(
-            GradientsInFlight,
-            if s.spec.tie_embeddings {
-                2 * s.bwd.lm_head_grad
-            } else {
-                s.tmp.residual_grad
-            },
-        ),
-    );
+    let in_flight = if s.spec.tie_embeddings {
+        2 * s.bwd.lm_head_grad
+    } else {
+        s.tmp.residual_grad
+    };
+    match st.fsdp {
+        None => {
+            tl.grads_now = st.gradients;
+            tl.push(
+                Phase::Backward,
+                "embedding backward",
+                end.with(GradientsInFlight, in_flight),
+            )
+        }
+        // FSDP: the root's gradients are still unsharded, its parameters gathered and the
+        // first layer's reduce-scatter input held, until the root's post-backward frees them
+        // and reduce-scatters the root's gradients through a copy in the reduce dtype.
+        Some(f) => {
+            // (With the parameters offloaded the sharded gradients are on the host.)
+            let sharded_root = st.outside_grad_bytes.min(end.get(Gradients));
+            let layers_only = end
+                .less(Gradients, sharded_root)
+                .with(GradientsInFlight, f.root_grads);
+            tl.grads_now = layers_only.get(Gradients);
+            tl.push(
+                Phase::Backward,
+                "embedding backward",
+                layers_only
+                    .with(GatheredParams, f.root)
+                    .with(CommBuffers, f.layer_reduce)
+                    .with(GradientsInFlight, in_flight),
+            );
+            tl.push(
+                Phase::Backward,
+                "FSDP: the root's reduce-scatter",
+                layers_only.with(CommBuffers, f.root_reduce),
+            );
+        }
+    }
+    tl.grads_now = st.gradients;
     tl.push(Phase::Backward, "end of backward: all gradients", end);
     Backward { end }
 }

@@ -173,7 +173,7 @@ impl<'a> Step<'a> {
             + st.optimizer.device
             + st.master_weights
             + inputs
-            + st.comm_buffers
+            + st.persistent_comm()
             + vllm_held;
         let mut tmp = Temporaries::new(spec, scen, &sh);
         // fp8 (torchao): a converted Linear's fp8 operand copies while its matmul runs.
@@ -368,21 +368,31 @@ impl<'a> Step<'a> {
     /// Layer `i`'s backward peak above its start (the layer's gradients as this GPU keeps
     /// them, plus the activation gradients in flight).
     pub fn layer_backward(&self, i: u64) -> u64 {
+        let grads = self.layer_grads_in_backward();
         if self.is_moe(i) {
             // MoE layers: the routed experts' backward is not modelled op by op (assumed).
-            self.tmp.layer_backward + self.st.layer_grad_bytes + self.backward_extra
+            self.tmp.layer_backward + grads + self.backward_extra
         } else {
-            self.bwd.peak(self.st.layer_grad_bytes) + self.backward_extra
+            self.bwd.peak(grads) + self.backward_extra
         }
+    }
+
+    /// A layer's gradients while its backward runs: as this GPU keeps them, but unsharded
+    /// under FSDP (reduce-scattered in the layer's post-backward).
+    fn layer_grads_in_backward(&self) -> u64 {
+        self.st
+            .fsdp
+            .map_or(self.st.layer_grad_bytes, |f| f.layer_grads)
     }
 
     /// The breakdown's line for one layer's backward peak: a MoE layer's (assumed) in a MoE
     /// model, else a dense layer's.
     pub fn layer_backward_line(&self) -> u64 {
+        let grads = self.layer_grads_in_backward();
         if self.spec.moe.is_some() {
-            self.tmp.layer_backward + self.st.layer_grad_bytes + self.backward_extra
+            self.tmp.layer_backward + grads + self.backward_extra
         } else {
-            self.bwd.peak(self.st.layer_grad_bytes) + self.backward_extra
+            self.bwd.peak(grads) + self.backward_extra
         }
     }
 

@@ -151,6 +151,16 @@ impl ParamInventory {
         self.scoped(Scope::Model)
     }
 
+    /// The largest tensor outside the decoder layers (an embedding or lm_head).
+    pub fn largest_outside(&self) -> u64 {
+        self.tensors
+            .iter()
+            .filter(|t| t.scope == Scope::Model)
+            .map(ParamTensor::numel)
+            .max()
+            .unwrap_or(0)
+    }
+
     fn scoped(&self, scope: Scope) -> u64 {
         self.tensors
             .iter()

@@ -82,6 +82,17 @@ struct Cx<'a> {
     te_copy_bytes: u64,
 }
 
+impl Cx<'_> {
+    /// Whether autocast casts fp32 parameters for their matmuls. Not under FSDP's
+    /// mixed-precision policy (`super::fsdp_mixed`, what the export writes): the all-gather
+    /// hands the layers 16-bit parameters, so nothing is cast or cached (a torch.autocast over
+    /// fp32 FSDP shards would keep every gathered layer's cast in its cache until the forward
+    /// ends).
+    fn autocast_casts(&self) -> bool {
+        self.scen.precision.is_autocast() && !super::fsdp_mixed(self.scen)
+    }
+}
+
 /// Collects the local tensors of `inv` with weights in `base_dtype`; a `te.Linear`'s kept fp8
 /// weight copy is `te_copy_bytes` per weight (`crate::fp8::te_weight_copy_bytes`).
 pub(super) fn local_tensors(
@@ -165,7 +176,7 @@ fn module_to_save(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64) {
     l.outside_trainable += n;
     l.saved_modules += n;
     let p = cx.scen.precision;
-    if p.is_autocast() && t.name == "lm_head.weight" && cx.dtype != p.compute_dtype() {
+    if cx.autocast_casts() && t.name == "lm_head.weight" && cx.dtype != p.compute_dtype() {
         l.cache_outside += n * p.compute_dtype().bytes();
     }
 }
@@ -177,7 +188,7 @@ fn module_to_save(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64) {
 /// tower's input needs no gradient: nothing of it is saved.
 fn frozen_cast(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     let p = cx.scen.precision;
-    if !p.is_autocast() || cx.dtype == p.compute_dtype() || !used_by_linear(cx, t) {
+    if !cx.autocast_casts() || cx.dtype == p.compute_dtype() || !used_by_linear(cx, t) {
         return;
     }
     // With a modules_to_save copy the forward runs the copy, not the frozen lm_head.
@@ -245,12 +256,7 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
         return;
     }
     let p = cx.scen.precision;
-    // FSDP2's mixed precision is its MixedPrecisionPolicy (what the export writes): the
-    // all-gather hands the layers 16-bit parameters, so no autocast runs and nothing is cast
-    // or cached (a torch.autocast over fp32 FSDP shards would keep every gathered layer's cast
-    // in its cache until the forward ends).
-    let fsdp_mixed = cx.scen.parallel.data == crate::scenario::DataParallel::Fsdp;
-    if p.is_autocast() && !cx.ds_mixed && !fsdp_mixed && used_by_linear {
+    if cx.autocast_casts() && !cx.ds_mixed && used_by_linear {
         let bytes = n * p.half_dtype().bytes();
         if in_layer {
             l.cache_layer += bytes * per_layer;
@@ -362,7 +368,7 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     // Autocast caches the 16-bit casts of the adapters (leaves that require grad) until the
     // forward ends, and lora_A/lora_B save them for backward.
     let p = cx.scen.precision;
-    if p.is_autocast() && dtype != p.compute_dtype() {
+    if cx.autocast_casts() && dtype != p.compute_dtype() {
         // (DoRA's magnitude divides, no matmul: autocast leaves it alone.)
         let cast = per_layer - magnitude * t.copies;
         let bytes = cast * self::per_layer(cx, count) * p.compute_dtype().bytes();

@@ -42,6 +42,9 @@ pub struct ModelStates {
     pub comm_formula: String,
     /// Unsharded parameters gathered for the running and the prefetched unit (ZeRO-3, FSDP).
     pub gather_transient: u64,
+    /// FSDP's units phase by phase (the root's and a layer's gathers and reductions); `None`
+    /// where FSDP does not shard.
+    pub fsdp: Option<FsdpBuffers>,
     /// Autocast's cached 16-bit copies of the trainable Linear weights (per layer, and lm_head).
     pub autocast_cache_per_layer: u64,
     pub autocast_cache_outside: u64,
@@ -65,6 +68,51 @@ pub struct ModelStates {
     pub layers_local: u64,
     /// Extra bytes of 512-byte rounding over the persistent tensors (allocated level).
     pub rounding_overhead: u64,
+}
+
+/// What FSDP2 (`fully_shard`, one unit a decoder layer and the root unit around them)
+/// allocates and frees around its units, read from `torch/distributed/fsdp/_fully_shard/
+/// _fsdp_param_group.py` and measured on the fake process group (tests/reference/
+/// test_fsdp.py): in forward the running layer's unsharded parameters and its all-gather
+/// output (kept until the next layer's copy-out); after the last layer, that output alone
+/// (prefetched again for backward); in a layer's backward its unsharded parameters, the next
+/// one's prefetched all-gather output, its unsharded gradients and the previous layer's
+/// reduce-scatter input (held until this layer's post-backward); the root's parameters
+/// unsharded from the first forward to the end of backward, lm_head's unsharded gradient from
+/// its backward on, and the root's reduce-scatter last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsdpBuffers {
+    /// The root unit's unsharded parameters (embeddings, final norm, lm_head).
+    pub root: u64,
+    /// One decoder layer gathered: its unsharded parameters, or its all-gather output.
+    pub layer: u64,
+    /// One layer's unsharded gradients (the dtype its parameters were gathered in).
+    pub layer_grads: u64,
+    /// One layer's reduce-scatter input (the reduce dtype).
+    pub layer_reduce: u64,
+    /// The root's trained parameters' unsharded gradients, and their reduce-scatter input.
+    pub root_grads: u64,
+    pub root_reduce: u64,
+}
+
+impl ModelStates {
+    /// Communication buffers alive from the step's start: DDP's and ZeRO's buckets (FSDP's
+    /// come and go with its units).
+    pub fn persistent_comm(&self) -> u64 {
+        if self.fsdp.is_some() {
+            0
+        } else {
+            self.comm_buffers
+        }
+    }
+
+    /// Parameters gathered between the forward and the first layer's backward: under FSDP the
+    /// root and one layer (the last layer's all-gather output until the root's post-forward,
+    /// then the same layer prefetched for backward), else as in the layers.
+    pub fn gathered_around_loss(&self) -> u64 {
+        self.fsdp
+            .map_or(self.gather_transient, |f| f.root + f.layer)
+    }
 }
 
 /// bitsandbytes NF4 with double quantization: packed 4-bit codes, 8-bit absmax per 64 weights,
@@ -129,6 +177,7 @@ pub fn model_states(
         grad_bytes: grad_dtype.bytes(),
         weight_bytes: base_dtype.bytes(),
         layer_trainable: local.layer_trainable,
+        outside_trainable: local.outside_trainable,
         quant_state: local.quant_state,
     };
     // DeepSpeed also keeps an fp32 gradient partition (its estimator: 2 + 4 + 4 + 8 = 18
@@ -202,6 +251,7 @@ pub fn model_states(
         comm_buffers: s.comm.bytes,
         comm_formula: s.comm.formula,
         gather_transient: s.gather,
+        fsdp: s.fsdp,
         autocast_cache_per_layer: local.cache_layer,
         autocast_cache_outside: local.cache_outside,
         autocast_cache_kinds: local.cache_kinds,
@@ -259,12 +309,25 @@ pub(crate) fn kbit_upcast(scen: &Scenario) -> bool {
     scen.method == Method::Qlora && scen.lora.kbit
 }
 
-/// The precision the activations run in: the scenario's, but fp32 for a QLoRA model that
+/// Whether FSDP's mixed-precision policy runs the model: under an autocast precision FSDP
+/// gathers every parameter in the 16-bit compute dtype (`MixedPrecisionPolicy(param_dtype=...)`,
+/// as the FSDP2 export, torchtitan and accelerate set it), so the layers compute on 16-bit
+/// weights and the residual stream is 16-bit, as in pure 16-bit training; the fp32 shards
+/// only meet the optimizer. Measured on the fake process group: the same activations with or
+/// without a `torch.autocast` around the forward (tests/reference/test_fsdp.py).
+pub(crate) fn fsdp_mixed(scen: &Scenario) -> bool {
+    scen.parallel.data == DataParallel::Fsdp && scen.precision.is_autocast()
+}
+
+/// The precision the activations run in: the scenario's, but 16-bit under FSDP's mixed
+/// precision (`fsdp_mixed`) and fp32 for a QLoRA model that
 /// peft's `prepare_model_for_kbit_training` upcast and that trains without autocast (its
 /// fp32 embeddings give an fp32 stream, each 4-bit Linear returns its input's dtype, so every
 /// op runs in fp32 but the 4-bit matmuls, measured on CPU: tests/reference/test_peft.py).
 pub(crate) fn activation_precision(scen: &Scenario) -> Precision {
-    if kbit_upcast(scen) && !scen.precision.is_autocast() {
+    if fsdp_mixed(scen) {
+        scen.precision.half()
+    } else if kbit_upcast(scen) && !scen.precision.is_autocast() {
         Precision::Fp32
     } else {
         scen.precision
@@ -285,7 +348,9 @@ pub(crate) fn deepspeed_mixed(scen: &Scenario) -> bool {
 /// LoRA/QLoRA the frozen base's load dtype, whatever autocast computes in (a 16-bit base under
 /// amp keeps a 16-bit stream: autocast changes the matmuls' dtype, not the adds').
 pub(crate) fn stream_dtype(scen: &Scenario) -> DType {
-    if scen.method == Method::Full {
+    if fsdp_mixed(scen) {
+        scen.precision.half_dtype()
+    } else if scen.method == Method::Full {
         scen.precision.param_dtype()
     } else {
         weight_dtype(scen, deepspeed_mixed(scen))

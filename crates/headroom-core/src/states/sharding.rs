@@ -44,6 +44,8 @@ pub(super) struct Sharded {
     pub comm: Explained,
     /// Unsharded parameters gathered for the running and the prefetched unit.
     pub gather: u64,
+    /// FSDP's units phase by phase.
+    pub fsdp: Option<super::FsdpBuffers>,
     pub host: u64,
     pub nvme: u64,
     /// Whether each GPU keeps only its partition of the gradients (ZeRO-2/3, FSDP).
@@ -74,6 +76,9 @@ pub(super) struct Facts<'a> {
     pub weight_bytes: u64,
     /// Trainable parameters of one decoder layer on this GPU (LoRA: its adapters).
     pub layer_trainable: u64,
+    /// Trainable parameters outside the layers on this GPU (embeddings, lm_head, final norm;
+    /// LoRA: peft's `modules_to_save` copies).
+    pub outside_trainable: u64,
     /// QLoRA's quantization state on this GPU (in the weights; not a parameter).
     pub quant_state: u64,
 }
@@ -201,29 +206,59 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
         0
     };
     let packed = packed.min(largest - fp8);
-    // LoRA's adapters are parameters of the layer's unit too, gathered in the compute dtype
-    // beside the frozen weights (measured on FSDP2's collectives: tests/reference/test_fsdp.py).
+    // LoRA's adapters are parameters of the layer's unit too, gathered beside the frozen
+    // weights (measured on FSDP2's collectives: tests/reference/test_fsdp.py).
     let adapters = if scen.method == Method::Full {
         0
     } else {
         f.layer_trainable
     };
-    let layer_gathered = (largest - fp8 - packed + adapters) * c + fp8 + packed.div_ceil(2);
-    s.gather = 2 * layer_gathered + f.inv.outside_layers().div_ceil(p.tp) * c;
-    s.comm = if scen.method == Method::Full {
-        Explained::new(
-            largest * (c + 4),
-            "FSDP2 reduce-scatter: one layer's unsharded gradients + fp32 reduce copy".into(),
-        )
+    // A parameter is gathered in the compute dtype under the mixed-precision policy, else in
+    // its own (a LoRA adapter's, fp32 by default); its unsharded gradient has the same dtype,
+    // and the reduce-scatter's input is a copy in the reduce dtype (fp32 under the policy, as
+    // the FSDP2 export writes it, else the gradient's).
+    let gathered_grad = if precision.is_autocast() || scen.method == Method::Full {
+        c
     } else {
-        // Only parameters with gradients are reduce-scattered (FSDP2's `foreach_reduce`; FSDP1
-        // under transformers' Trainer wraps each adapter Linear as its own unit, peft's
-        // `fsdp_auto_wrap_policy`): one layer's adapter gradients, in their own dtype.
-        Explained::new(
-            f.layer_trainable * f.grad_bytes,
-            "FSDP reduce-scatter: one layer's adapter gradients".into(),
-        )
+        f.grad_bytes
     };
+    let layer_gathered =
+        (largest - fp8 - packed) * c + adapters * gathered_grad + fp8 + packed.div_ceil(2);
+    let root = f.inv.outside_layers().div_ceil(p.tp) * c;
+    s.gather = 2 * layer_gathered + root;
+    let reduce = if precision.is_autocast() {
+        4
+    } else {
+        gathered_grad
+    };
+    let fsdp = super::FsdpBuffers {
+        root,
+        layer: layer_gathered,
+        layer_grads: f.layer_trainable * gathered_grad,
+        layer_reduce: f.layer_trainable * reduce,
+        root_grads: f.outside_trainable * gathered_grad,
+        // Copying the gradients in casts each one's rank chunks to the reduce dtype first
+        // (`foreach_reduce_scatter_copy_in`): the largest tensor's chunk beside the input.
+        root_reduce: f.outside_trainable * reduce
+            + if reduce != gathered_grad && f.outside_trainable > 0 {
+                (f.inv.largest_outside() / p.tp).div_ceil(p.dp) * reduce
+            } else {
+                0
+            },
+    };
+    s.fsdp = Some(fsdp);
+    s.comm = Explained::new(
+        fsdp.layer_grads + fsdp.layer_reduce,
+        format!(
+            "FSDP2 in a layer's backward: its {} gradients unsharded ({gathered_grad} B each) + \
+             the previous layer's reduce-scatter input ({reduce} B each)",
+            if scen.method == Method::Full {
+                "parameters'"
+            } else {
+                "adapters'"
+            }
+        ),
+    );
     if scen.parallel.offload_params == Offload::Cpu {
         s.host += s.weights.bytes + s.gradients.bytes + s.optimizer.device;
         s.weights.bytes = 0;
