@@ -25,8 +25,8 @@ cargo clippy -p headroom-site --target wasm32-unknown-unknown --all-targets --lo
 step "cargo test (all crates but the browser tests, which need the site's build)"
 cargo test --workspace --exclude headroom-e2e --locked
 
-step "headroom-core without its default features (toml, provenance, claims, calibrations, time text and replay), as the site builds it, with the preset configs and named scenarios the site fetches (the calibration tests install the files as the site does)"
-cargo test -p headroom-core --no-default-features --features embedded-configs,embedded-scenarios --locked --lib --tests
+step "headroom-core without its default features (toml, provenance, claims, calibrations, time text and replay), as the site builds it, with the GPU catalog, preset configs and named scenarios the site fetches (the calibration tests install the files as the site does)"
+cargo test -p headroom-core --no-default-features --features embedded-gpus,embedded-configs,embedded-scenarios --locked --lib --tests
 
 step "headroom-core builds for wasm32-unknown-unknown"
 cargo build -p headroom-core --target wasm32-unknown-unknown --locked

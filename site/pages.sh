@@ -70,6 +70,20 @@ files = {p.stem: tomllib.loads(p.read_text()) for p in sorted(src.glob("*.toml")
 dest.write_text(json.dumps(files, separators=(",", ":")))
 PY
 
+# The GPU catalog, also left out of the first download: content/gpus.toml as JSON without the
+# text that says where each figure comes from (`provenance`, `total_bytes_source`: the CLI prints
+# it, no page shows it), installed into headroom-core before the first page and before the
+# calibrations and scenarios that name GPUs (`catalog::install_gpus`; the CLI embeds the file).
+python3 - "$content/gpus.toml" "$stage/content/gpus.json" <<'PY'
+import json, pathlib, sys, tomllib
+src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+catalog = tomllib.loads(src.read_text())
+for gpu in catalog.get("gpu", []):
+    gpu.pop("provenance", None)
+    gpu.pop("total_bytes_source", None)
+dest.write_text(json.dumps(catalog, separators=(",", ":")))
+PY
+
 # The presets, also left out of the first download: their index (presets.toml as JSON, without
 # the config URLs the site does not show) and their config.json files (file stem -> the config),
 # which the app fetches and installs into headroom-core before its first page (crates/

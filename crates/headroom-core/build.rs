@@ -45,8 +45,14 @@ fn main() {
         ("PRESETS_JSON", content.join("models/presets.toml")),
     ] {
         println!("cargo:rerun-if-changed={}", file.display());
-        if name == "PRESETS_JSON" && env::var_os("CARGO_FEATURE_EMBEDDED_CONFIGS").is_none() {
+        let fetched = if name == "PRESETS_JSON" {
             // The index travels with the configs the site fetches (content/models.json).
+            env::var_os("CARGO_FEATURE_EMBEDDED_CONFIGS").is_none()
+        } else {
+            // The site fetches the catalog (content/gpus.json).
+            env::var_os("CARGO_FEATURE_EMBEDDED_GPUS").is_none()
+        };
+        if fetched {
             writeln!(out, "pub const {name}: &str = \"\";").expect("writing to a String");
             continue;
         }

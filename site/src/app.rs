@@ -130,8 +130,9 @@ fn Routed() -> Html {
     switch(Route::current())
 }
 
-/// The content the app's download leaves out and every page computes from: the presets
-/// (`content/models.json`: their index and configs), the published calibration files
+/// The content the app's download leaves out and every page computes from: the GPU catalog
+/// (`content/gpus.json`), the presets (`content/models.json`: their index and configs), the
+/// published calibration files
 /// (`content/calibrations.json`) and the named scenarios (`content/scenarios.json`), all written
 /// by site/pages.sh, fetched in parallel and installed into the core before the first page.
 /// `None` while they load, then whether all could be read (the error names the one that could
@@ -181,11 +182,34 @@ fn installed(
     }
 }
 
+#[derive(Properties, PartialEq)]
+struct LoadedProps {
+    location: String,
+}
+
+/// The app once its content is in: the user's own calibration file, kept in session storage
+/// across page loads (read here, after the catalog it names its GPU from is installed), around
+/// the page the address names.
+#[component]
+fn Loaded(props: &LoadedProps) -> Html {
+    let user = use_state(load_session);
+    let calibration = CalibrationContext {
+        user: (*user).clone(),
+        set: Callback::from(move |u: Option<std::rc::Rc<UserCalibration>>| user.set(u)),
+    };
+    html! {
+        <ContextProvider<CalibrationContext> context={calibration}>
+            <Routed key={props.location.clone()}/>
+        </ContextProvider<CalibrationContext>>
+    }
+}
+
 #[component]
 pub fn App() -> Html {
     use_effect_with((), |_| dom::register_service_worker());
-    // Links to other pages of the site render in place (no page load); the key below makes
-    // each address a fresh page, which reads its state from the address as on a page load.
+    // Links to other pages of the site render in place (no page load); `Loaded` keys its page
+    // by the address, so each address is a fresh page, which reads its state from the address
+    // as on a page load.
     let location = use_state(dom::location_key);
     {
         let location = location.clone();
@@ -194,18 +218,8 @@ pub fn App() -> Html {
             dom::on_history(move || location.set(dom::location_key()));
         });
     }
-    // The user's own calibration file, kept in session storage across page loads.
-    let user = use_state(load_session);
-    let calibration = CalibrationContext {
-        user: (*user).clone(),
-        set: Callback::from(move |u: Option<std::rc::Rc<UserCalibration>>| user.set(u)),
-    };
     match use_content() {
-        Some(Ok(())) => html! {
-            <ContextProvider<CalibrationContext> context={calibration}>
-                <Routed key={(*location).clone()}/>
-            </ContextProvider<CalibrationContext>>
-        },
+        Some(Ok(())) => html! { <Loaded location={(*location).clone()}/> },
         Some(Err(e)) => html! {
             <main class="page narrow" id="main" data-ready="true"><div class="notice error">{ e }</div></main>
         },

@@ -139,12 +139,18 @@ impl GpuCatalog {
         Ok(GpuCatalog { gpus: file.gpu })
     }
 
-    /// The catalog compiled into the core.
+    /// The catalog: compiled into the core (the `embedded-gpus` feature), or installed by
+    /// [`install_gpus`], else empty.
     pub fn builtin() -> &'static GpuCatalog {
         static CATALOG: std::sync::OnceLock<GpuCatalog> = std::sync::OnceLock::new();
+        static EMPTY: GpuCatalog = GpuCatalog { gpus: Vec::new() };
+        let embedded = super::embedded::GPUS_JSON;
+        if embedded.is_empty() {
+            return INSTALLED.get().unwrap_or(&EMPTY);
+        }
         CATALOG.get_or_init(|| {
             // The embedded file is checked by the core's tests; a broken one is a build bug.
-            GpuCatalog::parse(super::embedded::GPUS_JSON).unwrap_or(GpuCatalog { gpus: Vec::new() })
+            GpuCatalog::parse(embedded).unwrap_or(GpuCatalog { gpus: Vec::new() })
         })
     }
 
@@ -165,4 +171,19 @@ impl GpuCatalog {
                     .join(", "),
             })
     }
+}
+
+static INSTALLED: std::sync::OnceLock<GpuCatalog> = std::sync::OnceLock::new();
+
+/// Installs the GPU catalog from JSON (what site/pages.sh writes as `content/gpus.json`:
+/// content/gpus.toml without its provenance), checked as the embedded one is.
+pub fn install_gpus(json: &str) -> Result<(), ContentError> {
+    let catalog = GpuCatalog::parse(json)?;
+    let _ = INSTALLED.set(catalog);
+    Ok(())
+}
+
+/// Whether the GPU catalog is in: embedded, or installed by [`install_gpus`].
+pub fn gpus_ready() -> bool {
+    !super::embedded::GPUS_JSON.is_empty() || INSTALLED.get().is_some()
 }

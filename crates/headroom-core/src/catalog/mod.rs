@@ -1,4 +1,5 @@
-//! Content compiled into the core: the GPU catalog, model presets, named scenarios, calibrations.
+//! Content compiled into the core, or fetched and installed by the site: the GPU catalog, model
+//! presets, named scenarios, calibrations.
 
 pub mod gpus;
 pub mod models;
@@ -49,9 +50,16 @@ pub struct Fetched {
     pub install: fn(&str) -> Result<(), ContentError>,
 }
 
-/// Everything the site installs before its first estimate: the presets (index and configs),
-/// the published calibrations and the named scenarios.
-pub const FETCHED: [Fetched; 3] = [
+/// Everything the site installs before its first estimate, in the order it is installed: the
+/// GPU catalog, the presets (index and configs), the published calibrations and the named
+/// scenarios.
+pub const FETCHED: [Fetched; 4] = [
+    // First: the calibrations and the named scenarios name GPUs.
+    Fetched {
+        path: "content/gpus.json",
+        what: "The GPU catalog",
+        install: install_gpus,
+    },
     Fetched {
         path: "content/models.json",
         what: "The models' configurations",
@@ -71,10 +79,11 @@ pub const FETCHED: [Fetched; 3] = [
 
 /// Whether every [`FETCHED`] file is in, embedded or installed.
 pub fn fetched_ready() -> bool {
-    models::model_configs_ready()
+    gpus::gpus_ready()
+        && models::model_configs_ready()
         && crate::calibration::calibrations_ready()
         && crate::codec::named_scenarios_ready()
 }
 
-pub use gpus::{Gpu, GpuCatalog, Tflops};
+pub use gpus::{Gpu, GpuCatalog, Tflops, gpus_ready, install_gpus};
 pub use models::{Preset, PresetCatalog, install_model_configs, model_configs_ready};
