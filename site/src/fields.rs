@@ -74,6 +74,14 @@ fn zero(s: &Scenario) -> bool {
     )
 }
 
+fn fsdp(s: &Scenario) -> bool {
+    s.parallel.data == DataParallel::Fsdp
+}
+
+fn fsdp_amp(s: &Scenario) -> bool {
+    fsdp(s) && s.precision.is_autocast()
+}
+
 fn ddp(s: &Scenario) -> bool {
     s.parallel.data == DataParallel::Ddp && s.gpus > 1
 }
@@ -645,6 +653,20 @@ pub static GROUPS: &[Group] = &[
                 help: "Gradients live in DDP's buckets instead of a second copy.",
                 control: Control::Check,
                 shown: ddp,
+            },
+            Field {
+                key: "fsdp1",
+                label: "FSDP1 (flat parameters)",
+                help: "accelerate's default, not FSDP2's fully_shard.",
+                control: Control::Check,
+                shown: fsdp,
+            },
+            Field {
+                key: "reduce32",
+                label: "FSDP reduces in fp32",
+                help: "torchtitan's policy; accelerate reduces in bf16.",
+                control: Control::Check,
+                shown: fsdp_amp,
             },
             Field {
                 key: "ds_bf16",

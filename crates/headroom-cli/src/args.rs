@@ -396,6 +396,16 @@ pub const FLAGS: &[Flag] = &[
         "DDP's gradient_as_bucket_view=True (gradients are views into the buckets).",
     ),
     flag(
+        "fsdp1",
+        "fsdp1",
+        "FSDP1 (accelerate's default: flat parameters, each unit's gradient one flat tensor) instead of FSDP2 (fully_shard).",
+    ),
+    flag(
+        "reduce32",
+        "reduce32",
+        "FSDP under amp: gradients reduced in fp32 (torchtitan's and PyTorch's FSDP recipes) instead of the compute dtype (accelerate's and the Trainer's policy).",
+    ),
+    flag(
         "ds_bf16",
         "ds-bf16",
         "DeepSpeed ZeRO with bf16: bf16_master_weights_and_grads and bf16_optimizer_states.",

@@ -293,6 +293,8 @@ pub const FIELDS: &[Field] = &[
     choice!("param_offload", Offload, parallel.offload_params),
     switch!("bucket_view", parallel.grad_bucket_view),
     switch!("ds_bf16", parallel.ds_bf16_states),
+    switch!("fsdp1", parallel.fsdp1),
+    switch!("reduce32", parallel.reduce32),
     switch!("expandable", runtime.expandable_segments),
     switch!("graphs", runtime.cuda_graphs),
     switch!("compile", runtime.compile),

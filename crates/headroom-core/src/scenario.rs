@@ -536,6 +536,17 @@ pub struct Parallel {
     /// bf16): the master copy, the gradient partition and the optimizer states in bf16.
     #[serde(default)]
     pub ds_bf16_states: bool,
+    /// FSDP1 (`FullyShardedDataParallel`, as accelerate and transformers' Trainer run it by
+    /// default: flat parameters, `use_orig_params=False`, the mixed-precision policy reducing
+    /// in the compute dtype) instead of FSDP2 (`fully_shard`, as the FSDP2 export and
+    /// torchtitan run it).
+    #[serde(default)]
+    pub fsdp1: bool,
+    /// FSDP's mixed-precision policy reduces the gradients in fp32 (`reduce_dtype=float32`, as
+    /// torchtitan and PyTorch's FSDP recipes set it) instead of the compute dtype
+    /// (`reduce_dtype=param_dtype`, as accelerate and transformers' Trainer set it).
+    #[serde(default)]
+    pub reduce32: bool,
     /// Expert parallelism: each MoE layer's experts split over this many data-parallel ranks,
     /// tokens exchanged by all-to-all (torchtitan's expert_parallel_degree, Megatron-LM's
     /// --expert-model-parallel-size). 1: every rank holds every expert.
@@ -818,6 +829,8 @@ impl Default for Scenario {
                 offload_params: Offload::None,
                 grad_bucket_view: false,
                 ds_bf16_states: false,
+                fsdp1: false,
+                reduce32: false,
                 expert: 1,
                 context: 1,
             },
@@ -1048,6 +1061,17 @@ impl Scenario {
             return Err(ScenarioError::invalid(
                 "param_offload",
                 "FSDP offloads to CPU only; NVMe needs DeepSpeed ZeRO-3",
+            ));
+        }
+        if self.parallel.fsdp1 && self.parallel.data != DataParallel::Fsdp {
+            return Err(ScenarioError::invalid("fsdp1", "needs dp=fsdp"));
+        }
+        if self.parallel.reduce32
+            && (self.parallel.data != DataParallel::Fsdp || !self.precision.is_autocast())
+        {
+            return Err(ScenarioError::invalid(
+                "reduce32",
+                "needs dp=fsdp and an amp precision",
             ));
         }
         if self.parallel.sequence && self.parallel.tensor == 1 {

@@ -770,8 +770,9 @@ fn component(e: &headroom_core::estimate::Estimate, id: &str) -> u64 {
 /// `foreach_reduce` takes each parameter's `.grad`; under transformers' Trainer FSDP1 wraps each
 /// adapter Linear as its own unit, peft's `fsdp_auto_wrap_policy`): in a layer's backward its
 /// adapters' unsharded gradients in bf16 (the policy gathers them in bf16) beside the previous
-/// layer's reduce-scatter input in fp32 (measured: tests/reference/test_fsdp.py). Llama 3.1 8B,
-/// r = 16 on all seven Linears: 16 x (in + out) summed, 1,310,720 parameters, x (2 + 4) B.
+/// layer's reduce-scatter input, bf16 as accelerate's policy reduces, fp32 with `reduce32`
+/// (measured: tests/reference/test_fsdp.py). Llama 3.1 8B, r = 16 on all seven Linears:
+/// 16 x (in + out) summed, 1,310,720 parameters, x (2 + 2) B, or x (2 + 4) B.
 #[test]
 fn fsdp_with_lora_reduces_only_the_adapters_gradients() {
     let e = estimate(&decode("method=lora&gpus=2&dp=fsdp&seq=2048").expect("decodes"))
@@ -790,7 +791,11 @@ fn fsdp_with_lora_reduces_only_the_adapters_gradients() {
     .map(|(i, o)| r * (i + o))
     .sum();
     assert_eq!(adapters, 1_310_720);
-    assert_eq!(component(&e, "comm_buffers"), adapters * (2 + 4));
+    assert_eq!(component(&e, "comm_buffers"), adapters * (2 + 2));
+    let fp32 =
+        estimate(&decode("method=lora&gpus=2&dp=fsdp&seq=2048&reduce32=1").expect("decodes"))
+            .expect("estimates");
+    assert_eq!(component(&fp32, "comm_buffers"), adapters * (2 + 4));
 }
 
 /// FSDP gathers a QLoRA layer as stored: its 4-bit Linears packed (half a byte a weight, the
@@ -842,4 +847,40 @@ fn lora_base_kbit_and_dropout_round_trip_and_are_checked() {
     assert!(err.contains("base"), "{err}");
     // Under full training the LoRA settings are not written.
     assert!(!encode(&decode("base=fp32&kbit=1").expect("decodes")).contains("base"));
+}
+
+/// FSDP1 and the fp32 reduce are FSDP settings: a link that sets them elsewhere is refused by
+/// name; on FSDP they change what a layer's backward holds (FSDP1: the flat gradient only, no
+/// reduce-scatter input kept; fp32 reduce: a 4-byte reduce-scatter input beside the 2-byte
+/// unsharded gradients). Llama 3.1 8B's layer: 4096 x (4096 + 1024 + 1024 + 4096) attention,
+/// 3 x 4096 x 14336 MLP and two 4096 norms, 218,112,000 parameters.
+#[test]
+fn fsdp1_and_reduce32_are_fsdp_settings() {
+    for (link, field) in [
+        ("gpus=2&dp=zero3&fsdp1=1", "fsdp1"),
+        ("gpus=2&dp=ddp&reduce32=1", "reduce32"),
+        ("gpus=2&dp=fsdp&precision=bf16&reduce32=1", "reduce32"),
+    ] {
+        let err = decode(link).expect_err(link).to_string();
+        assert!(err.contains(&format!("`{field}`")), "{link}: {err}");
+    }
+    let layer: u64 = 218_112_000;
+    let comm = |link: &str| {
+        component(
+            &estimate(&decode(link).expect("decodes")).expect("estimates"),
+            "comm_buffers",
+        )
+    };
+    // Full training over 8 ranks: the layer's gradients are whole while its backward runs (the
+    // default policy reduces in bf16; FSDP1's fp32 cast adds its 1/8 fp32 shard).
+    assert_eq!(comm("gpus=8&dp=fsdp&method=full"), layer * (2 + 2));
+    assert_eq!(
+        comm("gpus=8&dp=fsdp&method=full&reduce32=1"),
+        layer * (2 + 4)
+    );
+    assert_eq!(comm("gpus=8&dp=fsdp&method=full&fsdp1=1"), layer * 2);
+    assert_eq!(
+        comm("gpus=8&dp=fsdp&method=full&fsdp1=1&reduce32=1"),
+        layer * (2 + 4) + (layer * 4).div_ceil(8)
+    );
 }

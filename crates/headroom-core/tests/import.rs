@@ -51,7 +51,7 @@ const EXPECTED: &[(&str, Framework, &str)] = &[
     (
         "axolotl/qlora-fsdp-70b.yaml",
         Framework::Axolotl,
-        "model=llama-3.1-70b method=qlora rank=8 targets=all lora_dropout=1 seq=512 batch=1 accum=4 attention=flash2 ckpt=full optimizer=adamw-fused dp=fsdp param_offload=cpu opt_offload=cpu kbit=0 trainer=sft precision=amp-bf16 base=16bit",
+        "model=llama-3.1-70b method=qlora rank=8 targets=all lora_dropout=1 seq=512 batch=1 accum=4 attention=flash2 ckpt=full optimizer=adamw-fused dp=fsdp param_offload=cpu opt_offload=cpu kbit=0 trainer=sft precision=amp-bf16 base=16bit fsdp1=1",
     ),
     (
         "axolotl/llama3-8b-deepspeed-alst.yaml",
@@ -106,27 +106,27 @@ const EXPECTED: &[(&str, Framework, &str)] = &[
     (
         "llamafactory/fsdp_config.yaml",
         Framework::Accelerate,
-        "gpus=2 dp=fsdp precision=amp-bf16",
+        "gpus=2 dp=fsdp precision=amp-bf16 fsdp1=1",
     ),
     (
         "torchtitan/llama3_8b.toml",
         Framework::Torchtitan,
-        "model=llama-3.1-8b batch=1 seq=8192 tp=1 pp=1 cp=1 dp=fsdp gpus=8 ckpt=selective optimizer=adamw-fused precision=amp-bf16",
+        "model=llama-3.1-8b batch=1 seq=8192 tp=1 pp=1 cp=1 dp=fsdp gpus=8 ckpt=selective optimizer=adamw-fused precision=amp-bf16 reduce32=1",
     ),
     (
         "torchtitan/llama3_70b.toml",
         Framework::Torchtitan,
-        "model=llama-3.1-70b batch=8 seq=8192 tp=8 pp=1 cp=1 dp=fsdp gpus=8 ckpt=full optimizer=adamw-fused precision=amp-bf16",
+        "model=llama-3.1-70b batch=8 seq=8192 tp=8 pp=1 cp=1 dp=fsdp gpus=8 ckpt=full optimizer=adamw-fused precision=amp-bf16 reduce32=1",
     ),
     (
         "torchtitan/debug_model.toml",
         Framework::Torchtitan,
-        "batch=8 seq=2048 tp=1 pp=1 cp=1 dp=fsdp gpus=8 ckpt=every:2 optimizer=adamw-fused precision=amp-bf16",
+        "batch=8 seq=2048 tp=1 pp=1 cp=1 dp=fsdp gpus=8 ckpt=every:2 optimizer=adamw-fused precision=amp-bf16 reduce32=1",
     ),
     (
         "torchtitan/deepseek_v3_16b.toml",
         Framework::Torchtitan,
-        "batch=4 seq=4096 tp=1 pp=1 ep=8 dp=fsdp gpus=8 ckpt=selective optimizer=adamw-fused precision=amp-bf16",
+        "batch=4 seq=4096 tp=1 pp=1 ep=8 dp=fsdp gpus=8 ckpt=selective optimizer=adamw-fused precision=amp-bf16 reduce32=1",
     ),
     (
         "trl/example_config.yaml",
@@ -141,17 +141,17 @@ const EXPECTED: &[(&str, Framework, &str)] = &[
     (
         "trl/fsdp1.yaml",
         Framework::Accelerate,
-        "gpus=8 dp=fsdp precision=amp-bf16",
+        "gpus=8 dp=fsdp fsdp1=1 precision=amp-bf16",
     ),
     (
         "trl/fsdp2.yaml",
         Framework::Accelerate,
-        "gpus=8 dp=fsdp precision=amp-bf16",
+        "gpus=8 dp=fsdp fsdp1=0 precision=amp-bf16",
     ),
     (
         "trl/fsdp_qlora.yaml",
         Framework::Accelerate,
-        "gpus=8 dp=fsdp param_offload=cpu opt_offload=cpu precision=amp-bf16",
+        "gpus=8 dp=fsdp param_offload=cpu opt_offload=cpu precision=amp-bf16 fsdp1=1",
     ),
     (
         "trl/deepspeed_zero3.yaml",

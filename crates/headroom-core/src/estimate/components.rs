@@ -604,6 +604,12 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         "foreach: one tensor list the size of the states (sqrt of exp_avg_sq)",
     );
     p.add_nonzero(CommBuffers, st.comm_buffers, st.comm_formula.clone());
+    // FSDP's come and go with its units (`ModelStates::persistent_comm`).
+    if st.fsdp.is_some()
+        && let Some(c) = p.out.last_mut().filter(|c| c.id == "comm_buffers")
+    {
+        c.lifetime = Lifetime::Transient;
+    }
     p.add_nonzero(
         GatheredParams,
         st.gather_transient,

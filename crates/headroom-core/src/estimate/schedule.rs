@@ -113,7 +113,7 @@ fn sampled(i: u64, layers: u64) -> bool {
 
 fn forward(s: &Step, tl: &mut Timeline) -> Forward {
     let layers = s.layers;
-    let gather = s.st.gather_transient;
+    let gather = s.st.gathered_in_forward();
     let kv = s.kv.unsaved;
     let fixed = base(s)
         .with(ForwardTemporaries, s.tmp.model_forward)
@@ -176,7 +176,7 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
 }
 
 fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
-    let gather = s.st.gathered_around_loss();
+    let gather = s.st.gathered_at_loss();
     // `LlamaForCausalLM.forward` (and the other *ForCausalLM) holds
     // `outputs.last_hidden_state` while lm_head and the loss run; under autocast it is the fp32
     // final norm output, which nothing saves (lm_head saves its bf16 cast), otherwise it is
@@ -228,7 +228,7 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
 /// Backward: loss, lm_head, then layers last to first, then the embedding.
 fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     let st = &s.st;
-    let gather = st.gathered_around_loss();
+    let gather = st.gathered_in_backward();
     let kv_unsaved = s.kv.unsaved * s.layers;
     // With `outputs` kept, the logits and the whole KV cache stay alive to the end of the step
     // (of the cache, what attention does not save itself is extra while backward runs).
@@ -306,7 +306,31 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     let mut kv_released = 0u64;
     for i in (0..s.layers).rev() {
         let during = match st.fsdp {
-            // FSDP: the layer's unsharded parameters beside the next one's prefetched
+            // FSDP1: beside the prefetched layer, the layer's backward, then its flat gradient
+            // (`SplitWithSizesBackward0` concatenates its parameters' gradients, alive until
+            // then, once the layer's activations are released), and when the reduce dtype
+            // differs, its post-backward: the layer's parameters freed, the flat gradient's
+            // cast copy and the sharded output in the reduce dtype.
+            Some(f) if f.flat => {
+                let prefetched = if i > 0 { f.layer } else { 0 };
+                let compute =
+                    layer_backward_transients(s, i, live).with(GatheredParams, prefetched);
+                let done = live
+                    .less(Activations, s.on_gpu(s.kept(i)) * s.in_flight)
+                    .with(GatheredParams, prefetched);
+                let flat = done
+                    .with(GradientsInFlight, f.layer_grads)
+                    .with(CommBuffers, f.layer_grads);
+                let cast = done.less(GatheredParams, f.layer).with(
+                    CommBuffers,
+                    f.layer_grads + f.layer_reduce + f.layer_reduce.div_ceil(f.shards),
+                );
+                [compute, flat, cast]
+                    .into_iter()
+                    .max_by_key(Live::total)
+                    .unwrap_or(compute)
+            }
+            // FSDP2: the layer's unsharded parameters beside the next one's prefetched
             // all-gather output (none before the first layer); its unsharded gradients are
             // the layer's backward's own (`Step::layer_backward`).
             Some(f) if i > 0 => layer_backward_transients(s, i, live).with(GatheredParams, f.layer),
@@ -334,11 +358,11 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             0
         };
         if let Some(f) = st.fsdp {
-            // After its post-backward: its reduce-scatter input replaces the previous one's,
-            // and the first layer leaves only the root gathered.
+            // After its post-backward: its reduce-scatter input replaces the previous one's
+            // (FSDP2; FSDP1 holds none), and the first layer leaves only the root gathered.
             live = live
                 .less(CommBuffers, live.get(CommBuffers))
-                .with(CommBuffers, f.layer_reduce)
+                .with(CommBuffers, if f.flat { 0 } else { f.layer_reduce })
                 .less(GatheredParams, if i == 0 { f.layer } else { 0 });
         }
         live = live
@@ -390,14 +414,34 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
                 "embedding backward",
                 layers_only
                     .with(GatheredParams, f.root)
-                    .with(CommBuffers, f.layer_reduce)
+                    .with(CommBuffers, if f.flat { 0 } else { f.layer_reduce })
                     .with(GradientsInFlight, in_flight),
             );
-            tl.push(
-                Phase::Backward,
-                "FSDP: the root's reduce-scatter",
-                layers_only.with(CommBuffers, f.root_reduce),
-            );
+            if f.flat {
+                tl.push(
+                    Phase::Backward,
+                    "FSDP1: the root's flat gradient",
+                    layers_only
+                        .with(GatheredParams, f.root)
+                        .with(GradientsInFlight, f.root_grads),
+                );
+                if f.root_reduce > 0 {
+                    tl.push(
+                        Phase::Backward,
+                        "FSDP1: the root's gradient cast to the reduce dtype",
+                        layers_only.with(
+                            GradientsInFlight,
+                            f.root_reduce + f.root_reduce.div_ceil(f.shards),
+                        ),
+                    );
+                }
+            } else {
+                tl.push(
+                    Phase::Backward,
+                    "FSDP: the root's reduce-scatter",
+                    layers_only.with(CommBuffers, f.root_reduce),
+                );
+            }
         }
     }
     tl.grads_now = st.gradients;

@@ -30,13 +30,24 @@ pub(super) fn accelerate_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec
             if p.offload_optimizer != p.offload_params {
                 notes.push("FSDP2 offloads parameters, gradients and optimizer states together (fsdp_offload_params); optimizer-only offload needs DeepSpeed ZeRO".into());
             }
-            t.push_str("fsdp_config:\n  fsdp_version: 2\n");
+            let version = if p.fsdp1 { 1 } else { 2 };
+            t.push_str(&format!("fsdp_config:\n  fsdp_version: {version}\n"));
             t.push_str("  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");
             t.push_str(&format!(
                 "  fsdp_transformer_layer_cls_to_wrap: {}\n",
                 layer_class(spec)
             ));
-            t.push_str("  fsdp_reshard_after_forward: true\n");
+            if p.fsdp1 {
+                // FSDP1 as the estimate assumed: FULL_SHARD, one layer prefetched in backward,
+                // flat parameters (peft's wrap policy keeps the adapters in units of their own).
+                t.push_str("  fsdp_sharding_strategy: FULL_SHARD\n");
+                t.push_str("  fsdp_backward_prefetch: BACKWARD_PRE\n");
+                t.push_str("  fsdp_forward_prefetch: false\n");
+                t.push_str("  fsdp_use_orig_params: false\n");
+                t.push_str("  fsdp_sync_module_states: true\n");
+            } else {
+                t.push_str("  fsdp_reshard_after_forward: true\n");
+            }
             t.push_str(&format!("  fsdp_offload_params: {offload}\n"));
             t.push_str(&format!(
                 "  fsdp_activation_checkpointing: {}\n",

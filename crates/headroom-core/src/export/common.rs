@@ -171,7 +171,11 @@ pub(super) fn summary(scen: &Scenario) -> String {
         scen.global_batch(),
         scen.seq,
         scen.precision.id(),
-        scen.parallel.data.label(),
+        if scen.parallel.fsdp1 {
+            "FSDP1 (flat parameters)"
+        } else {
+            scen.parallel.data.label()
+        },
         scen.optimizer.id()
     )
 }

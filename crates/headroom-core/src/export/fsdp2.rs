@@ -106,7 +106,16 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
         t.push_str("# Every rank builds the model on the meta device (no host memory for weights); after\n# sharding, rank 0 alone reads the checkpoint and broadcasts each rank its shards.\nmodel = build_model(on_meta=True)\n");
         t.push_str(&fp8_code(scen));
         let mp = match param_dtype {
-            Some(d) => format!("MixedPrecisionPolicy(param_dtype={d}, reduce_dtype=torch.float32)"),
+            // Gradients reduced in the compute dtype as accelerate reduces them, or in fp32
+            // (`reduce32`), as the estimate assumed.
+            Some(d) => format!(
+                "MixedPrecisionPolicy(param_dtype={d}, reduce_dtype={})",
+                if scen.parallel.reduce32 {
+                    "torch.float32"
+                } else {
+                    d
+                }
+            ),
             None => "MixedPrecisionPolicy()".into(),
         };
         t.push_str(&format!(

@@ -291,7 +291,8 @@ pub(super) fn axolotl_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     deepspeed_key(&mut t, scen);
     if scen.parallel.data == DataParallel::Fsdp {
         t.push_str(&format!(
-            "fsdp_version: 2\nfsdp_config:\n  offload_params: {}\n  auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  transformer_layer_cls_to_wrap: {}\n  reshard_after_forward: true\n  state_dict_type: SHARDED_STATE_DICT\n",
+            "fsdp_version: {}\nfsdp_config:\n  offload_params: {}\n  auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  transformer_layer_cls_to_wrap: {}\n  reshard_after_forward: true\n  state_dict_type: SHARDED_STATE_DICT\n",
+            if scen.parallel.fsdp1 { 1 } else { 2 },
             scen.parallel.offload_params != Offload::None,
             layer_class(spec)
         ));

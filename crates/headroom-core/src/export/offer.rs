@@ -115,8 +115,22 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
         }
         _ => {}
     }
+    // accelerate (under the Trainer, torchrun's HF scripts, axolotl and LLaMA-Factory too) sets
+    // FSDP's reduce dtype to the compute dtype; only the FSDP2 script writes an fp32 reduce.
+    if p.reduce32 && p.data == DataParallel::Fsdp && target != Target::Fsdp2 {
+        return Some(
+            "the plan reduces FSDP's gradients in fp32 (reduce32): accelerate's policy reduces in \
+             the compute dtype, and only the FSDP2 script writes reduce_dtype=torch.float32"
+                .into(),
+        );
+    }
     match target {
         Target::Env => None,
+        Target::Fsdp2 if p.fsdp1 => Some(
+            "the plan runs FSDP1 (flat parameters), which the FSDP2 script does not write: \
+             accelerate's config (fsdp_version: 1) and the Trainer's fsdp_config do"
+                .into(),
+        ),
         Target::DeepSpeed => match p.data {
             DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => zero_offload(),
             DataParallel::Ddp => Some(

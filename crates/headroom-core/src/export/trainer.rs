@@ -102,7 +102,7 @@ pub fn trainer_kwargs(
             kw.push((
                 "fsdp_config",
                 json!({
-                    "version": 2,
+                    "version": if scen.parallel.fsdp1 { 1 } else { 2 },
                     "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
                     "transformer_layer_cls_to_wrap": [layer_class(spec)],
                     "reshard_after_forward": true,

@@ -350,17 +350,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         sharded |= hf_args::fsdp(out, "fsdp", &v)?;
     }
     if let Some(v) = map.remove("fsdp_version") {
-        let n = as_u32("fsdp_version", &v)?;
-        if n == 2 {
-            out.mapped("fsdp_version", &v, &[("dp", "fsdp")]);
-        } else {
-            out.not_expressed(
-                "fsdp_version",
-                &v,
-                "FSDP1 (flat parameters) is modelled as FSDP2: the same units gathered and \
-                 reduce-scattered",
-            );
-        }
+        hf_args::fsdp_version(out, "fsdp_version", &v)?;
         sharded = true;
     }
     if let Some(v) = map.remove("fsdp_config") {

@@ -283,6 +283,16 @@ pub(super) fn fsdp(out: &mut Out, key: &str, v: &Value) -> Result<bool, ImportEr
     Ok(sharded)
 }
 
+/// FSDP's version (`fsdp_version`, `fsdp_config.version`): 1 is FSDP1, 2 FSDP2.
+pub(super) fn fsdp_version(out: &mut Out, key: &str, v: &Value) -> Result<(), ImportError> {
+    match as_u32(key, v)? {
+        1 => out.mapped(key, v, &[("dp", "fsdp"), ("fsdp1", "1")]),
+        2 => out.mapped(key, v, &[("dp", "fsdp"), ("fsdp1", "0")]),
+        n => return Err(bad(key, format!("FSDP's version is 1 or 2, found {n}"))),
+    }
+    Ok(())
+}
+
 /// An FSDP config mapping (transformers' `fsdp_config`, accelerate's, axolotl's): its keys with
 /// or without the `fsdp_` prefix.
 pub(super) fn fsdp_config(
@@ -316,20 +326,7 @@ pub(super) fn fsdp_config(
                     out.no_effect(&key, &v);
                 }
             }
-            "version" => {
-                let n = as_u32(&key, &v)?;
-                if n == 1 {
-                    out.not_expressed(
-                        &key,
-                        &v,
-                        "FSDP1 (flat parameters) is modelled as FSDP2: the same units are \
-                         gathered and reduce-scattered; FSDP1's flat-parameter padding and its \
-                         low-precision shard copy are not counted",
-                    );
-                } else {
-                    out.mapped(&key, &v, &[("dp", "fsdp")]);
-                }
-            }
+            "version" => fsdp_version(out, &key, &v)?,
             "sharding_strategy" | "reshard_after_forward" => {
                 let s = match &v {
                     Value::Bool(true) => "FULL_SHARD".to_string(),
@@ -361,18 +358,21 @@ pub(super) fn fsdp_config(
             "backward_prefetch" | "forward_prefetch" | "limit_all_gathers" => out.not_expressed(
                 &key,
                 &v,
-                "prefetching is modelled as FSDP2 does it: one layer ahead in both passes",
+                "prefetching is modelled as FSDP does it by default: FSDP2 one layer ahead in \
+                 both passes, FSDP1 one layer ahead in backward (BACKWARD_PRE)",
             ),
             "use_orig_params" => out.not_expressed(
                 &key,
                 &v,
-                "FSDP1's flat parameters are modelled as FSDP2's per-parameter shards",
+                "FSDP1 is modelled with its flat parameters as peft's wrap policy builds them \
+                 (use_orig_params=False)",
             ),
             "mixed_precision_policy" => out.not_expressed(
                 &key,
                 &v,
                 "FSDP's mixed precision follows the training precision here (parameters \
-                 gathered in the compute dtype, gradients reduced in fp32)",
+                 gathered and gradients reduced in the compute dtype, as accelerate's own \
+                 policy does; reduce32=1 reduces in fp32)",
             ),
             "auto_wrap_policy"
             | "transformer_layer_cls_to_wrap"

@@ -207,7 +207,25 @@ pub fn read(
         Framework::Accelerate => accelerate::read(map, &mut out)?,
         Framework::Torchtitan => torchtitan::read(map, &mut out)?,
     }
+    fsdp_defaults(&mut out);
     Ok(out.finish())
+}
+
+/// FSDP's version where the file leaves it to the framework: accelerate (and axolotl, which
+/// launches through it) runs FSDP1 unless told `fsdp_version: 2` (`FullyShardedDataParallelPlugin`:
+/// `FSDP_VERSION`, default 1); transformers' Trainer runs FSDP2 (`fsdp_config["version"]`,
+/// default 2 in transformers 5), the core's default. All of them reduce the gradients in the
+/// compute dtype under a mixed precision (accelerate's `set_mixed_precision`: `reduce_dtype` =
+/// `param_dtype`), also the core's default; torchtitan's fp32 reduce is read by its importer.
+fn fsdp_defaults(out: &mut Out) {
+    let accelerate = matches!(out.framework, Framework::Accelerate | Framework::Axolotl);
+    if accelerate && out.get("dp") == Some("fsdp") && out.get("fsdp1").is_none() {
+        out.default(
+            "fsdp_version",
+            &[("fsdp1", "1")],
+            "accelerate runs FSDP1 unless fsdp_version is 2",
+        );
+    }
 }
 
 /// Resolves the model the file names to a preset: the `model` field first among the pairs and

@@ -131,6 +131,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         };
         out.mapped("training.mixed_precision_param", &v, &[("precision", p)]);
     }
+    let reduce = training.remove("mixed_precision_reduce");
     out.rest(
         training,
         "training.",
@@ -142,7 +143,6 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             "seed",
             "deterministic",
             "gc_freq",
-            "mixed_precision_reduce",
             "enable_cpu_offload",
         ],
     );
@@ -442,6 +442,31 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             &[("precision", "amp-bf16")],
             "torchtitan's default: fp32 parameters, bf16 compute (FSDP2's policy)",
         );
+    }
+    // FSDP2's policy reduces in `mixed_precision_reduce` (fp32 by default).
+    let amp = out.get("precision").is_some_and(|p| p.starts_with("amp"));
+    let sharded = out.get("dp") == Some("fsdp") && amp;
+    match reduce {
+        Some(v) => {
+            let key = "training.mixed_precision_reduce";
+            match as_str(key, &v)? {
+                "float32" if sharded => out.mapped(key, &v, &[("reduce32", "1")]),
+                "bfloat16" | "float16" if sharded => out.mapped(key, &v, &[("reduce32", "0")]),
+                "float32" | "bfloat16" | "float16" => out.no_effect(key, &v),
+                other => {
+                    return Err(super::bad(
+                        key,
+                        format!("expected float32, bfloat16 or float16, found `{other}`"),
+                    ));
+                }
+            }
+        }
+        None if sharded => out.default(
+            "training.mixed_precision_reduce",
+            &[("reduce32", "1")],
+            "torchtitan's default: gradients reduced in fp32",
+        ),
+        None => {}
     }
     out.rest(map, "", &[]);
     Ok(())

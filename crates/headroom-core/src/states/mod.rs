@@ -93,6 +93,13 @@ pub struct FsdpBuffers {
     /// The root's trained parameters' unsharded gradients, and their reduce-scatter input.
     pub root_grads: u64,
     pub root_reduce: u64,
+    /// FSDP1's flat parameters (`FullyShardedDataParallel`): the all-gather's output is the
+    /// unit's parameters (no copy-out), nothing is gathered ahead in forward, and a unit's
+    /// gradient is its parameters' gradients concatenated into one flat tensor that is
+    /// reduce-scattered as it is when it is in the reduce dtype, else a cast copy of it.
+    pub flat: bool,
+    /// The ranks a unit is sharded over.
+    pub shards: u64,
 }
 
 impl ModelStates {
@@ -106,10 +113,28 @@ impl ModelStates {
         }
     }
 
-    /// Parameters gathered between the forward and the first layer's backward: under FSDP the
-    /// root and one layer (the last layer's all-gather output until the root's post-forward,
-    /// then the same layer prefetched for backward), else as in the layers.
-    pub fn gathered_around_loss(&self) -> u64 {
+    /// Parameters gathered in a layer's forward: under FSDP2 the root, the running layer and
+    /// its all-gather output; under FSDP1 the root and the running layer.
+    pub fn gathered_in_forward(&self) -> u64 {
+        match self.fsdp {
+            Some(f) if f.flat => f.root + f.layer,
+            _ => self.gather_transient,
+        }
+    }
+
+    /// Parameters gathered while the loss runs: under FSDP2 the root and the last layer's
+    /// all-gather output (held until the root's post-forward), under FSDP1 the root only.
+    pub fn gathered_at_loss(&self) -> u64 {
+        match self.fsdp {
+            Some(f) if f.flat => f.root,
+            Some(f) => f.root + f.layer,
+            None => self.gather_transient,
+        }
+    }
+
+    /// Parameters gathered from the backward's start to the first layer's backward: under FSDP
+    /// the root and the last layer, prefetched at the root's pre-backward.
+    pub fn gathered_in_backward(&self) -> u64 {
         self.fsdp
             .map_or(self.gather_transient, |f| f.root + f.layer)
     }

@@ -207,8 +207,10 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
     };
     let packed = packed.min(largest - fp8);
     // LoRA's adapters are parameters of the layer's unit too, gathered beside the frozen
-    // weights (measured on FSDP2's collectives: tests/reference/test_fsdp.py).
-    let adapters = if scen.method == Method::Full {
+    // weights (measured on FSDP2's collectives: tests/reference/test_fsdp.py); under FSDP1
+    // peft's `fsdp_auto_wrap_policy` makes each adapter Linear a unit of its own, gathered only
+    // while it runs (small: left out).
+    let adapters = if scen.method == Method::Full || scen.parallel.fsdp1 {
         0
     } else {
         f.layer_trainable
@@ -226,10 +228,21 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
         (largest - fp8 - packed) * c + adapters * gathered_grad + fp8 + packed.div_ceil(2);
     let root = f.inv.outside_layers().div_ceil(p.tp) * c;
     s.gather = 2 * layer_gathered + root;
-    let reduce = if precision.is_autocast() {
+    // The reduce dtype: the gradient's (the compute dtype under the policy, as accelerate, the
+    // Trainer and the FSDP2 export set it), or fp32 under the policy as torchtitan sets it
+    // (`reduce32`).
+    let reduce_bytes = if precision.is_autocast() && scen.parallel.reduce32 {
         4
     } else {
         gathered_grad
+    };
+    // FSDP1 reduce-scatters the flat gradient itself when it is in the reduce dtype (no copy),
+    // else a cast copy of it.
+    let flat = scen.parallel.fsdp1;
+    let reduce = if flat && reduce_bytes == gathered_grad {
+        0
+    } else {
+        reduce_bytes
     };
     let fsdp = super::FsdpBuffers {
         root,
@@ -240,24 +253,31 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
         // Copying the gradients in casts each one's rank chunks to the reduce dtype first
         // (`foreach_reduce_scatter_copy_in`): the largest tensor's chunk beside the input.
         root_reduce: f.outside_trainable * reduce
-            + if reduce != gathered_grad && f.outside_trainable > 0 {
+            + if !flat && reduce != gathered_grad && f.outside_trainable > 0 {
                 (f.inv.largest_outside() / p.tp).div_ceil(p.dp) * reduce
             } else {
                 0
             },
+        flat,
+        shards: p.dp,
     };
     s.fsdp = Some(fsdp);
+    // In a layer's backward: its trained parameters' unsharded gradients, and FSDP2's previous
+    // reduce-scatter input or FSDP1's cast copy (with its sharded output).
+    let (bytes, held) = if flat {
+        (
+            fsdp.layer_grads + fsdp.layer_reduce + fsdp.layer_reduce.div_ceil(p.dp),
+            "FSDP1: a layer's flat gradient",
+        )
+    } else {
+        (
+            fsdp.layer_grads + fsdp.layer_reduce,
+            "FSDP2: a layer's unsharded gradients",
+        )
+    };
     s.comm = Explained::new(
-        fsdp.layer_grads + fsdp.layer_reduce,
-        format!(
-            "FSDP2 in a layer's backward: its {} gradients unsharded ({gathered_grad} B each) + \
-             the previous layer's reduce-scatter input ({reduce} B each)",
-            if scen.method == Method::Full {
-                "parameters'"
-            } else {
-                "adapters'"
-            }
-        ),
+        bytes,
+        format!("{held} ({gathered_grad} B each), reduced in {reduce_bytes} B"),
     );
     if scen.parallel.offload_params == Offload::Cpu {
         s.host += s.weights.bytes + s.gradients.bytes + s.optimizer.device;
