@@ -87,30 +87,56 @@ fn planner_panel_matches_the_cli() {
     let fits = fits.as_array().cloned().unwrap_or_default();
     assert_eq!(fits.len(), ladder.len());
     assert_eq!(fits.last(), Some(&json!("true")));
-    // The configuration of plan 1, then plan 2's torchrun command, as the CLI exports them
-    // (written by the on-demand worker, fetched on this first request).
-    let deadline = std::time::Instant::now() + WAIT;
-    while text(&s, "#planner-export").is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the worker writes plan 1's configuration"
+    // Each plan's files as the CLI exports them (written by the on-demand worker, fetched on
+    // the first request): a plan that keeps DeepSpeed as its ds_config.json, a selective
+    // recompute plan offers only env.sh (no transformers target can express it, issue 16 §1),
+    // and the fastest plan's torchrun command. The plans are found by what they change, not by
+    // their rank, which follows the models.
+    let link_of = |i: usize| plans[i]["link"].as_str().unwrap_or_default().to_string();
+    let find = |want: &dyn Fn(&str) -> bool| (0..plans.len()).find(|&i| want(&link_of(i)));
+    let pick =
+        |i: usize| s.click(&s.find(&format!("#planner-plans tr[data-plan='{i}'] button.pick")));
+    let shows = |target: &str, i: usize, parse: &dyn Fn(&str) -> String| {
+        let want = parse(&cli_text(&[
+            "plan",
+            "--named",
+            NAMED,
+            "--export",
+            target,
+            "--pick",
+            &(i + 1).to_string(),
+        ]));
+        let button = format!("button[data-target='{target}']");
+        s.wait_for(
+            &format!("return !!document.querySelector(\"{button}\")"),
+            WAIT,
+            "the plan's targets, from the worker",
         );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    let ds: serde_json::Value =
-        serde_json::from_str(&text(&s, "#planner-export")).expect("the page shows JSON");
-    let ds_cli: serde_json::Value = serde_json::from_str(&cli_text(&[
-        "plan",
-        "--named",
-        NAMED,
-        "--export",
-        "deepspeed",
-    ]))
-    .expect("the CLI prints JSON");
-    assert_eq!(ds, ds_cli);
-    // Plan 2 recomputes selectively, which no transformers target can express (issue 16
-    // §1): only env.sh is offered, and the page says why the others are not.
-    s.click(&s.find("#planner-plans tr[data-plan='1'] button.pick"));
+        s.click(&s.find(&button));
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if parse(&text(&s, "#planner-export")) == want {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "plan {}'s {target}: page shows {:?}, the CLI {want:?}",
+                i + 1,
+                text(&s, "#planner-export")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let as_json = |t: &str| {
+        serde_json::from_str::<serde_json::Value>(t)
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+    };
+    let ds = find(&|l| l.contains("dp=zero")).expect("a plan that keeps DeepSpeed");
+    pick(ds);
+    shows("deepspeed", ds, &as_json);
+    let selective = find(&|l| l.contains("ckpt=selective")).expect("a selective recompute plan");
+    pick(selective);
     let deadline = std::time::Instant::now() + WAIT;
     while s.js(
         "return [...document.querySelectorAll('button[data-target]')].map(b => b.dataset.target)",
@@ -119,31 +145,15 @@ fn planner_panel_matches_the_cli() {
     {
         assert!(
             std::time::Instant::now() < deadline,
-            "plan 2 offers only env.sh"
+            "plan {} offers only env.sh",
+            selective + 1
         );
         std::thread::sleep(Duration::from_millis(25));
     }
     assert!(text(&s, "#planner-not-offered").contains("selective recompute"));
-    // Plan 3's torchrun command, as the CLI exports it.
-    s.click(&s.find("#planner-plans tr[data-plan='2'] button.pick"));
-    s.wait_for(
-        "return !!document.querySelector(\"button[data-target='torchrun']\")",
-        WAIT,
-        "plan 3's targets, from the worker",
-    );
-    s.click(&s.find("button[data-target='torchrun']"));
-    let want = cli_text(&[
-        "plan", "--named", NAMED, "--export", "torchrun", "--pick", "3",
-    ]);
-    let deadline = std::time::Instant::now() + WAIT;
-    while text(&s, "#planner-export") != want {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "plan 3's torchrun command: page shows {:?}, the CLI {want:?}",
-            text(&s, "#planner-export")
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    let plain = find(&|l| !l.contains("ckpt=selective")).expect("a plan torchrun runs");
+    pick(plain);
+    shows("torchrun", plain, &|t: &str| t.to_string());
 
     // The CLI's planning inputs on the page (issue 16 §2): a target global batch and tokens
     // to train give the CLI's plans, with their time to train.
