@@ -222,8 +222,9 @@ impl Shape {
             te_fp8: crate::fp8::te_converts(spec, scen),
             te_lm_head: crate::fp8::te_converts_lm_head(spec, scen),
             lora_rank: (scen.method != Method::Full).then_some(scen.lora.rank as u64),
-            // FSDP's mixed-precision policy gathers the adapters in the compute dtype too.
-            adapter: if crate::states::fsdp_mixed(scen) {
+            // FSDP's mixed-precision policy gathers the adapters in the compute dtype too, and
+            // DeepSpeed casts them with the module.
+            adapter: if crate::states::runs_16bit(scen) {
                 scen.precision.compute_dtype()
             } else {
                 scen.lora.adapter_dtype

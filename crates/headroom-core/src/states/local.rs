@@ -83,13 +83,10 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    /// Whether autocast casts fp32 parameters for their matmuls. Not under FSDP's
-    /// mixed-precision policy (`super::fsdp_mixed`, what the export writes): the all-gather
-    /// hands the layers 16-bit parameters, so nothing is cast or cached (a torch.autocast over
-    /// fp32 FSDP shards would keep every gathered layer's cast in its cache until the forward
-    /// ends).
+    /// Whether autocast casts fp32 parameters for their matmuls. Not when FSDP or DeepSpeed
+    /// runs the layers on 16-bit parameters (`super::runs_16bit`): nothing is cast or cached.
     fn autocast_casts(&self) -> bool {
-        self.scen.precision.is_autocast() && !super::fsdp_mixed(self.scen)
+        self.scen.precision.is_autocast() && !super::runs_16bit(self.scen)
     }
 }
 

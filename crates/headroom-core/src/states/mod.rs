@@ -334,23 +334,26 @@ pub(crate) fn kbit_upcast(scen: &Scenario) -> bool {
     scen.method == Method::Qlora && scen.lora.kbit
 }
 
-/// Whether FSDP's mixed-precision policy runs the model: under an autocast precision FSDP
-/// gathers every parameter in the 16-bit compute dtype (`MixedPrecisionPolicy(param_dtype=...)`,
-/// as the FSDP2 export, torchtitan and accelerate set it), so the layers compute on 16-bit
-/// weights and the residual stream is 16-bit, as in pure 16-bit training; the fp32 shards
-/// only meet the optimizer. Measured on the fake process group: the same activations with or
-/// without a `torch.autocast` around the forward (tests/reference/test_fsdp.py).
-pub(crate) fn fsdp_mixed(scen: &Scenario) -> bool {
-    scen.parallel.data == DataParallel::Fsdp && scen.precision.is_autocast()
+/// Whether the layers run on 16-bit parameters though an amp precision keeps fp32 ones. FSDP's
+/// mixed-precision policy gathers every parameter in the compute dtype
+/// (`MixedPrecisionPolicy(param_dtype=...)`, as the FSDP2 export, torchtitan and accelerate set
+/// it; measured on the fake process group, the same activations with or without a
+/// `torch.autocast` around the forward: tests/reference/test_fsdp.py), and DeepSpeed's engine
+/// casts the module to 16 bits (`_configure_distributed_model`: `module.bfloat16()` or
+/// `half()`; accelerate runs no autocast under DeepSpeed, `native_amp` off). Either way the
+/// layers compute as in pure 16-bit training, with a 16-bit residual stream; the fp32 copies
+/// are shards or masters that only meet the optimizer.
+pub(crate) fn runs_16bit(scen: &Scenario) -> bool {
+    scen.parallel.data != DataParallel::Ddp && scen.precision.is_autocast()
 }
 
 /// The precision the activations run in: the scenario's, but 16-bit under FSDP's mixed
-/// precision (`fsdp_mixed`) and fp32 for a QLoRA model that
+/// precision and DeepSpeed (`runs_16bit`), and fp32 for a QLoRA model that
 /// peft's `prepare_model_for_kbit_training` upcast and that trains without autocast (its
 /// fp32 embeddings give an fp32 stream, each 4-bit Linear returns its input's dtype, so every
 /// op runs in fp32 but the 4-bit matmuls, measured on CPU: tests/reference/test_peft.py).
 pub(crate) fn activation_precision(scen: &Scenario) -> Precision {
-    if fsdp_mixed(scen) {
+    if runs_16bit(scen) {
         scen.precision.half()
     } else if kbit_upcast(scen) && !scen.precision.is_autocast() {
         Precision::Fp32
@@ -371,9 +374,10 @@ pub(crate) fn deepspeed_mixed(scen: &Scenario) -> bool {
 /// The residual stream's dtype: the dtype of the token embeddings' output, which every
 /// residual add keeps. In full training the weights' (fp32 masters under autocast); under
 /// LoRA/QLoRA the frozen base's load dtype, whatever autocast computes in (a 16-bit base under
-/// amp keeps a 16-bit stream: autocast changes the matmuls' dtype, not the adds').
+/// amp keeps a 16-bit stream: autocast changes the matmuls' dtype, not the adds'); 16-bit when
+/// FSDP or DeepSpeed runs the layers on 16-bit parameters (`runs_16bit`).
 pub(crate) fn stream_dtype(scen: &Scenario) -> DType {
-    if fsdp_mixed(scen) {
+    if runs_16bit(scen) {
         scen.precision.half_dtype()
     } else if scen.method == Method::Full {
         scen.precision.param_dtype()

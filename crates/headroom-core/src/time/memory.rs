@@ -114,6 +114,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     }
     if scen.method != Method::Full
         && scen.precision.is_autocast()
+        && !crate::states::runs_16bit(scen)
         && crate::states::weight_dtype(scen, crate::states::deepspeed_mixed(scen))
             != scen.precision.compute_dtype()
     {
