@@ -38,7 +38,8 @@ def main(config_path, world, targets, rank):
     model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=TARGETS[targets], task_type="CAUSAL_LM")
     model = peft.get_peft_model(model, lora)
-    # As the FSDP2 export writes it: bf16 compute, fp32 gradient reduction, one unit a layer.
+    # bf16 compute, fp32 gradient reduction (torchtitan's policy: the core's reduce32), one
+    # unit a layer.
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in model.get_base_model().model.layers:
         fully_shard(layer, mp_policy=mp)

@@ -3,9 +3,9 @@ PyTorch's fake process group: the figure the core reports as `bytes.peak_tensors
 `--gpus N --dp fsdp` (and `--fsdp1`).
 
 FSDP2 wraps the model as the FSDP2 export does: `fully_shard` on every decoder layer and on the
-model (the root unit: embeddings, final norm, lm_head), with the export's
-`MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)` under an amp precision (fp32
-parameters) and no policy in pure bf16. FSDP1 wraps it as accelerate does for transformers'
+model (the root unit: embeddings, final norm, lm_head), with
+`MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=...)` under an amp precision (fp32
+parameters; the reduce dtype as the scenario says) and no policy in pure bf16. FSDP1 wraps it as accelerate does for transformers'
 Trainer (`FullyShardedDataParallel` with the decoder layer class as its transformer wrap
 policy, peft's `fsdp_auto_wrap_policy` under LoRA, FULL_SHARD, BACKWARD_PRE, flat parameters
 (`use_orig_params=False`), `limit_all_gathers`, and under amp accelerate's
@@ -120,8 +120,8 @@ def measure(sc):
         layer.register_forward_pre_hook(lambda m, a, i=i: _mark(f"forward:layer {i + 1}"))
         layer.register_full_backward_pre_hook(lambda m, g, i=i: _mark(f"backward:layer {i + 1}"))
 
-    # The Trainer runs accelerate's forward under autocast with a mixed precision; the FSDP2
-    # export runs none.
+    # The Trainer runs accelerate's forward under autocast with a mixed precision (the runs
+    # reducing in the compute dtype stand for it); torchtitan's runs none.
     autocast = sc["precision"].startswith("amp") and reduce_in_compute(sc)
 
     def step():

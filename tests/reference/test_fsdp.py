@@ -29,7 +29,7 @@ def test_fsdp2_lora_collectives(targets, tmp_path):
     calls = json.loads(run.stdout.strip().splitlines()[-1])
     p = predict(config, 2, 64, "amp-bf16", "sdpa", "none", False,
                 ["--gpus", "2", "--dp", "fsdp", "--method", "lora", "--rank", "8", "--targets", targets,
-                 "--base", "16bit"])
+                 "--base", "16bit", "--reduce32"])
     comps = {c["id"]: c["bytes"] for c in p["components"]}
     layers = config["num_hidden_layers"]
     # One reduce-scatter per layer (the root unit trains nothing), each of its adapters only,
@@ -44,13 +44,14 @@ def test_fsdp2_lora_collectives(targets, tmp_path):
 
 
 # The step's live tensor bytes on one rank (measure_fsdp_peak.py: the fake process group on
-# CPU), against the core's `peak_tensors`. FSDP2 wrapped as the FSDP2 export wraps it: Llama
-# (untied) and Qwen2 (tied embeddings), full training and LoRA on all linear layers, pure bf16
-# (no policy: LoRA's fp32 adapters gathered in fp32) and amp-bf16 (the export's policy: bf16
-# parameters, fp32 reduce-scatter), with and without checkpointing. On Llama also: FSDP2 as
-# transformers' Trainer runs it through accelerate (`--reduce16`: the policy reduces in bf16,
-# the forward autocast), FSDP1 (`--fsdp1`) as accelerate wraps it for the Trainer (the same
-# policy and autocast under amp), and FSDP1 reducing in fp32 (as PyTorch's FSDP recipes set it).
+# CPU), against the core's `peak_tensors`. FSDP2 wrapped one unit a layer: Llama (untied) and
+# Qwen2 (tied embeddings), full training and LoRA on all linear layers, pure bf16 (no policy:
+# LoRA's fp32 adapters gathered in fp32) and amp-bf16 (bf16 parameters, the reduce-scatter in
+# fp32 as torchtitan sets it: `--reduce32`), with and without checkpointing. On Llama also:
+# FSDP2 as transformers' Trainer runs it through accelerate (the policy reduces in bf16, the
+# core's default, and the forward autocasts), FSDP1 (`--fsdp1`) as accelerate wraps it for the
+# Trainer (the same policy and autocast under amp), and FSDP1 reducing in fp32 (as PyTorch's
+# FSDP recipes set it).
 def _cases():
     grid = [(prec, ckpt, method) for prec in ("bf16", "amp-bf16") for ckpt in ("none", "full")
             for method in ("full", "lora")]
@@ -79,8 +80,8 @@ def test_fsdp_step_peak(fsdp, reduce, fam, prec, ckpt, method):
         extra += ["--rank", "8", "--targets", "all", "--base", "16bit"]
     if fsdp == "fsdp1":
         extra.append("--fsdp1")
-    if reduce == "compute" and prec.startswith("amp"):
-        extra.append("--reduce16")
+    if reduce == "fp32" and prec.startswith("amp"):
+        extra.append("--reduce32")
     p = predict(config, 2, 64, prec, "sdpa", ckpt, False, extra)
     assert p["bytes"]["weights"] == measured["weights"]
     assert p["bytes"]["optimizer_states"] == measured["optimizer_states"]
