@@ -325,10 +325,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
                     CommBuffers,
                     f.layer_grads + f.layer_reduce + f.layer_reduce.div_ceil(f.shards),
                 );
-                [compute, flat, cast]
-                    .into_iter()
-                    .max_by_key(Live::total)
-                    .unwrap_or(compute)
+                larger(larger(compute, flat), cast)
             }
             // FSDP2: the layer's unsharded parameters beside the next one's prefetched
             // all-gather output (none before the first layer); its unsharded gradients are
@@ -336,15 +333,10 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             Some(f) if i > 0 => layer_backward_transients(s, i, live).with(GatheredParams, f.layer),
             // The first layer prefetches nothing, but its copy-out writes the unsharded
             // parameters while its all-gather output is still alive.
-            Some(f) => {
-                let compute = layer_backward_transients(s, i, live);
-                let copy_out = live.with(GatheredParams, f.layer);
-                if copy_out.total() > compute.total() {
-                    copy_out
-                } else {
-                    compute
-                }
-            }
+            Some(f) => larger(
+                layer_backward_transients(s, i, live),
+                live.with(GatheredParams, f.layer),
+            ),
             // ZeRO-3 gathers the layer's weights again beside the running and prefetched.
             None => layer_backward_transients(s, i, live).with(LayerTransients, gather / 2),
         };
@@ -447,6 +439,11 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     tl.grads_now = st.gradients;
     tl.push(Phase::Backward, "end of backward: all gradients", end);
     Backward { end }
+}
+
+/// The moment with more live bytes (the first on a tie).
+fn larger(a: Live, b: Live) -> Live {
+    if b.total() > a.total() { b } else { a }
 }
 
 /// What layer `i`'s backward allocates above the live bytes before it: a checkpointed layer's
