@@ -274,23 +274,26 @@ def _segment_peaks(segments):
     return out
 
 
-def quantize_4bit(model, compute_dtype):
+def quantize_4bit(model, compute_dtype, storage=None):
     """Every Linear but the lm_head swapped for bitsandbytes' NF4 Linear4bit (double quantization,
     uint8 storage), as `from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit=True,
     bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True))` loads it; quantized on the GPU
-    one Linear at a time from the model's own random weights (no checkpoint written and read)."""
+    one Linear at a time from the model's own random weights (no checkpoint written and read).
+    `storage`: `bnb_4bit_quant_storage`, the dtype the packed weights are stored as (uint8 unless
+    FSDP must flatten them with its bf16 parameters)."""
     import bitsandbytes as bnb
     import torch
 
+    storage = storage or torch.uint8
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is not torch.nn.Linear or name == "lm_head":
                 continue
             q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
                                   compute_dtype=compute_dtype, compress_statistics=True, quant_type="nf4",
-                                  quant_storage=torch.uint8, device="meta")
+                                  quant_storage=storage, device="meta")
             weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=True,
-                                       quant_type="nf4", quant_storage=torch.uint8)
+                                       quant_type="nf4", quant_storage=storage, module=q)
             q.weight = weight.to(child.weight.device)
             if child.bias is not None:
                 q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
