@@ -253,7 +253,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "gpu",
                 label: "GPU",
-                help: "Memory is what the verdict uses: CUDA's measured total where a calibration measured the GPU (79.18 GiB on the H100 80GB, where nvidia-smi shows 79.65 GiB), nvidia-smi's total otherwise. The verdict subtracts the CUDA context.",
+                help: "Memory is what the verdict uses: CUDA's measured total where a calibration measured the GPU (79.18 GiB on the H100 80GB, where nvidia-smi shows 79.65 GiB), nvidia-smi's total otherwise. The verdict adds the CUDA context to reserved memory.",
                 control: Control::Select(gpu_options),
                 shown: always,
             },

@@ -24,7 +24,9 @@ SCENARIO_JSON: {"config" (or "model": a file of content/models), "world", "batch
 "precision" (bf16 | amp-bf16), "checkpointing" (none | full), "method" (full | lora | qlora),
 "rank", "targets", "fsdp" (1 | 2), "reduce" under amp (fp32 | compute: the policy's reduce
 dtype; compute is accelerate's, whose runs also autocast the forward; FSDP1 defaults to compute,
-FSDP2 to fp32), "device" (cpu | cuda), "cap" (cuda: bytes the caching allocator may reserve)}.
+FSDP2 to fp32), "device" (cpu | cuda), and on CUDA "cap" (bytes the caching allocator may
+reserve), "accum" (micro-batches a step), "dropout" (LoRA's), "offload" (FSDP1's
+`CPUOffload(offload_params=True)`, as accelerate's `fsdp_offload_params`)}.
 Prints JSON: on CPU the peak, its phase, each marked segment's start and peak; on CUDA
 (`measure_cuda`) the allocated, reserved and device levels of each phase of four steps, on one
 GPU standing for one rank of `world` (no NCCL buffers: the fake group launches no kernels), and
@@ -80,6 +82,7 @@ def build(sc):
 
         rank = sc["rank"]
         lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=TARGETS[sc["targets"]],
+                               lora_dropout=sc.get("dropout", 0.0),
                                task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, lora)
     model.train()
@@ -90,7 +93,8 @@ def build(sc):
     base = model.get_base_model() if sc["method"] != "full" else model
     reduce = torch.bfloat16 if reduce_in_compute(sc) else torch.float32
     if sc.get("fsdp", 2) == 1:
-        return fsdp1(model, base, amp, sc["method"] != "full", reduce, sc.get("device", "cpu")), base
+        return fsdp1(model, base, amp, sc["method"] != "full", reduce, sc.get("device", "cpu"),
+                     sc.get("offload", False)), base
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce) if amp else MixedPrecisionPolicy()
     for layer in base.model.layers:
         fully_shard(layer, mp_policy=mp)
@@ -103,11 +107,11 @@ def reduce_in_compute(sc):
     return sc.get("reduce", "compute" if sc.get("fsdp", 2) == 1 else "fp32") == "compute"
 
 
-def fsdp1(model, base, amp, lora, reduce, device):
+def fsdp1(model, base, amp, lora, reduce, device, offload=False):
     """`model` wrapped as accelerate wraps it for the Trainer (FSDP1)."""
     import functools
 
-    from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp import BackwardPrefetch, CPUOffload, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 
@@ -122,7 +126,7 @@ def fsdp1(model, base, amp, lora, reduce, device):
     mp = MixedPrecision(param_dtype=bf16, reduce_dtype=reduce, buffer_dtype=bf16) if amp else None
     wrapped = FSDP(model, auto_wrap_policy=policy, mixed_precision=mp, sharding_strategy=ShardingStrategy.FULL_SHARD,
                    backward_prefetch=BackwardPrefetch.BACKWARD_PRE, use_orig_params=False, limit_all_gathers=True,
-                   device_id=torch.device(device))
+                   device_id=torch.device(device), cpu_offload=CPUOffload(offload_params=offload))
     if amp:
         # accelerate keeps the trained flat parameters in fp32 under a mixed-precision policy.
         for unit in FSDP.fsdp_modules(wrapped):
@@ -131,6 +135,30 @@ def fsdp1(model, base, amp, lora, reduce, device):
                 flat.data = flat.data.to(torch.float32)
                 unit._handle._orig_param_dtype = torch.float32
     return wrapped
+
+
+def quant_state_bytes(model):
+    """The bytes of bitsandbytes' quantization states (each 4-bit Linear's absmax, and under
+    double quantization their own absmax, code book and offset): tensors held beside the packed
+    weights, not parameters, so FSDP neither shards nor gathers them."""
+    seen, total = set(), 0
+
+    def add(t):
+        nonlocal total
+        if torch.is_tensor(t) and t.untyped_storage().data_ptr() not in seen:
+            seen.add(t.untyped_storage().data_ptr())
+            total += t.untyped_storage().nbytes()
+
+    for module in model.modules():
+        qs = getattr(module, "quant_state", None)
+        if qs is None or not hasattr(qs, "absmax"):
+            continue
+        for t in (qs.absmax, qs.code, getattr(qs, "offset", None)):
+            add(t)
+        if getattr(qs, "state2", None) is not None:
+            add(qs.state2.absmax)
+            add(qs.state2.code)
+    return total
 
 
 def measure(sc):
@@ -167,6 +195,7 @@ def measure(sc):
     storages = lambda ts: sum(local(t).untyped_storage().nbytes() for t in ts)
     weights = storages(model.parameters())
     states = storages(v for s in opt.state.values() for k, v in s.items() if k != "step")
+    weights += quant_state_bytes(model)
     inputs = storages((ids, labels))
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
@@ -209,8 +238,13 @@ def measure_cuda(sc, trace=None, steps=4):
            "used_before_model": base_used, "build_seconds": round(time.time() - t0, 2), "phases": [],
            "step_seconds": []}
 
+    markers = []
+
     def phase(step, name):
         torch.cuda.synchronize()
+        if trace:  # a 'snapshot' action in the trace marks where the phase ends
+            events = len(torch.cuda.memory._snapshot()["device_traces"][0])
+            markers.append({"step": step, "phase": name, "events": events})
         out["phases"].append({"step": step, "phase": name, "allocated": torch.cuda.memory_allocated(),
                               "reserved": torch.cuda.memory_reserved(), "max_allocated": torch.cuda.max_memory_allocated(),
                               "max_reserved": torch.cuda.max_memory_reserved(), "device": used()})
@@ -221,12 +255,13 @@ def measure_cuda(sc, trace=None, steps=4):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             t = time.time()
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-                loss = model(input_ids=ids, labels=ids).loss
-            phase(step, "forward+loss")
-            loss.backward()
-            del loss
-            phase(step, "backward")
+            for micro in range(sc.get("accum", 1)):
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                    loss = model(input_ids=ids, labels=ids).loss
+                phase(step, "forward+loss" if micro == 0 else f"forward+loss {micro + 1}")
+                loss.backward()
+                del loss
+                phase(step, "backward" if micro == 0 else f"backward {micro + 1}")
             opt.step()
             opt.zero_grad(set_to_none=True)
             phase(step, "optimizer")
@@ -255,7 +290,7 @@ def measure_cuda(sc, trace=None, steps=4):
         segments = [{"address": s["address"], "total_size": s["total_size"], "allocated_size": s["allocated_size"],
                      "stream": s.get("stream", 0), "segment_type": s.get("segment_type")} for s in snap["segments"]]
         with gzip.open(trace, "wt") as f:
-            json.dump({"scenario": sc, "run": out, "allocator_settings": snap.get("allocator_settings"),
+            json.dump({"scenario": sc, "run": out, "markers": markers, "allocator_settings": snap.get("allocator_settings"),
                        "segments": segments, "events": events}, f, separators=(",", ":"))
     return out
 

@@ -39,15 +39,17 @@ def decoder_layers(model):
 
 
 def quant_state_bytes(p):
-    """bitsandbytes' 4-bit quantization state of a Params4bit (absmax, and with double
-    quantization its 8-bit absmax's own absmax and offset): tensors beside the parameter, not
-    parameters. The shared NF4 code books are left out, as the core leaves them out."""
+    """bitsandbytes' 4-bit quantization state of a Params4bit (absmax and its NF4 code book, and
+    with double quantization the 8-bit absmax's own absmax, code book and offset): tensors beside
+    the parameter, not parameters. Each state holds its own copy of the code books
+    (`functional.py`: `code.to(A.device, copy=True)`)."""
     qs = getattr(p, "quant_state", None)
     if qs is None:
         return 0
-    total = qs.absmax.untyped_storage().nbytes()
+    total = qs.absmax.untyped_storage().nbytes() + qs.code.untyped_storage().nbytes()
     if getattr(qs, "nested", False):
-        total += qs.state2.absmax.untyped_storage().nbytes() + qs.offset.untyped_storage().nbytes()
+        total += (qs.state2.absmax.untyped_storage().nbytes() + qs.state2.code.untyped_storage().nbytes()
+                  + qs.offset.untyped_storage().nbytes())
     return total
 
 

@@ -51,7 +51,9 @@ def test_fsdp2_lora_collectives(targets, tmp_path):
 # FSDP2 as transformers' Trainer runs it through accelerate (the policy reduces in bf16, the
 # core's default, and the forward autocasts), FSDP1 (`--fsdp1`) as accelerate wraps it for the
 # Trainer (the same policy and autocast under amp), and FSDP1 reducing in fp32 (as PyTorch's
-# FSDP recipes set it).
+# FSDP recipes set it); and QLoRA under FSDP1 as peft's FSDP-QLoRA recipe runs it (bitsandbytes'
+# NF4 stored as bf16, flattened with the layer's bf16 parameters; the quantization states stay
+# whole on every rank).
 def _cases():
     grid = [(prec, ckpt, method) for prec in ("bf16", "amp-bf16") for ckpt in ("none", "full")
             for method in ("full", "lora")]
@@ -61,7 +63,9 @@ def _cases():
     return ([("fsdp2", "fp32", fam) + g for fam in ("llama", "qwen2") for g in grid]
             + [("fsdp2", "compute", "llama") + g for g in amp]
             + [("fsdp1", "compute", "llama") + g for g in grid]
-            + [("fsdp1", "fp32", "llama") + g for g in amp if g[2] == "full"])
+            + [("fsdp1", "fp32", "llama") + g for g in amp if g[2] == "full"]
+            + [("fsdp1", "compute", "llama", prec, ckpt, "qlora") for prec in ("bf16", "amp-bf16")
+               for ckpt in ("none", "full")])
 
 
 PEAK_CASES = _cases()
@@ -76,7 +80,7 @@ def test_fsdp_step_peak(fsdp, reduce, fam, prec, ckpt, method):
                          capture_output=True, text=True, cwd=HERE, check=True)
     measured = json.loads(run.stdout.strip().splitlines()[-1])
     extra = ["--gpus", "2", "--dp", "fsdp", "--method", method]
-    if method == "lora":
+    if method != "full":
         extra += ["--rank", "8", "--targets", "all", "--base", "16bit"]
     if fsdp == "fsdp1":
         extra.append("--fsdp1")

@@ -814,7 +814,9 @@ fn fsdp_gathers_qlora_layers_packed_and_keeps_the_nf4_state_whole() {
     // Weights: the packed codes and 16-bit tensors halved over 2 ranks, the state whole.
     let one = estimate(&decode("method=qlora&seq=2048").expect("decodes")).expect("estimates");
     let blocks = |n: u64| n.div_ceil(64);
-    let per_matrix = |n: u64| blocks(n) + blocks(n).div_ceil(256) * 4 + 4;
+    // absmax, its own absmax and offset, and the two fp32 code books (16 NF4 levels, 256 of the
+    // absmax's dynamic map) bitsandbytes copies into every quantization state.
+    let per_matrix = |n: u64| blocks(n) + blocks(n).div_ceil(256) * 4 + 4 + (16 + 256) * 4;
     let matrices = [
         4096 * 4096,
         4096 * 1024,

@@ -141,10 +141,13 @@ impl ModelStates {
 }
 
 /// bitsandbytes NF4 with double quantization: packed 4-bit codes, 8-bit absmax per 64 weights,
-/// fp32 absmax per 256 blocks and one fp32 offset (`functional.py::quantize_4bit`).
+/// fp32 absmax per 256 blocks and one fp32 offset (`functional.py::quantize_4bit`), and the two
+/// code books each quantization state keeps its own copy of (`code.to(device, copy=True)`: the
+/// 16 NF4 levels and the 256 levels of the absmax's 8-bit dynamic map, fp32).
 pub fn nf4_bytes(numel: u64) -> u64 {
     let blocks = numel.div_ceil(64);
-    numel.div_ceil(2) + blocks + blocks.div_ceil(256) * 4 + 4
+    let code_books = (16 + 256) * 4;
+    numel.div_ceil(2) + blocks + blocks.div_ceil(256) * 4 + 4 + code_books
 }
 
 /// The Linears that read a decoder layer's (normed) input, across families.

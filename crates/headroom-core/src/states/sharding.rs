@@ -280,8 +280,21 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
         format!("{held} ({gathered_grad} B each), reduced in {reduce_bytes} B"),
     );
     if scen.parallel.offload_params == Offload::Cpu {
-        s.host += s.weights.bytes + s.gradients.bytes + s.optimizer.device;
-        s.weights.bytes = 0;
+        // FSDP moves its (flat) parameters to the host; QLoRA's quantization states are module
+        // attributes, not parameters, and stay on the GPU (measured: an 8B QLoRA under FSDP1's
+        // CPUOffload, tests/reference/test_gpu_fsdp.py).
+        s.host += s.weights.bytes - f.quant_state + s.gradients.bytes + s.optimizer.device;
+        s.weights = Explained::new(
+            f.quant_state,
+            if f.quant_state > 0 {
+                format!(
+                    "parameters offloaded to cpu; the NF4 state ({} B) stays",
+                    f.quant_state
+                )
+            } else {
+                "parameters offloaded to cpu".to_string()
+            },
+        );
         s.gradients.bytes = 0;
         s.optimizer.device = 0;
         s.optimizer.step_transient = 0;
