@@ -11,7 +11,8 @@
 # wheels in .whl, bitsandbytes 0.50.2 as a copy unpacked in .whl/site with its CUDA 13.0 and CPU
 # libraries only (the wheel is 43 MB). A fresh process per run; two of them record
 # the allocator's every action with its stream. Writes OUTDIR/env.txt, measure.log,
-# fsdp_cuda.json (one row a run, in order; PART 2: fsdp_cuda_2.json) and traces.tar.
+# fsdp_cuda.json (one row a run, in order; PART 2: fsdp_cuda_2.json) and traces.tar (committed
+# unpacked in gpu/h200/fsdp/traces/, which tests/allocator_traces.rs replays).
 set -u
 OUT=${1:?usage: run_fsdp_on_gpu.sh OUTDIR [SECONDS]}
 BUDGET=${2:-330}

@@ -20,7 +20,7 @@ checkpointing; levels of four steps, the first left out.
   Runs more than 5% off are strict xfails with their figures; `table()` prints every run at the
   three levels (gpu/h200/fsdp/report.md). On these runs the caching allocator kept separate
   pools for FSDP's streams (FSDP2's copy-in and all-gather streams, FSDP1's unshard and
-  post-backward streams: 3 to 5 GiB on Llama 3.2 1B, allocator traces in traces.tar), and the
+  post-backward streams: 3 to 5 GiB on Llama 3.2 1B, allocator traces in traces/), and the
   checkpointed runs cached 7 to 12 GiB beyond the allocated peak on the default stream.
   The measured device level lacks NCCL's buffers (the fake group has none) while the core's
   counts 512 MiB of them, so its device errors here flatter the core by that much.

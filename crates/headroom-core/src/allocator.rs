@@ -2,7 +2,7 @@
 //! sequence of allocations and frees, not allocated times a fraction.
 //!
 //! Follows `c10/cuda/CUDACachingAllocator.cpp` as written in PyTorch 2.11 to 2.15 (one device,
-//! one stream, no CUDA graphs):
+//! no CUDA graphs):
 //! - a request is rounded up to 512 B (or to a power-of-two division with
 //!   `roundup_power2_divisions`);
 //! - requests up to 1 MiB come from the small pool, whose segments are 2 MiB; larger ones from
@@ -20,6 +20,11 @@
 //!   mapping pages (2 MiB small, 20 MiB large) where free space meets unmapped space; a block
 //!   splits whenever 512 B or more is left; releasing the cache unmaps the whole pages inside
 //!   free blocks.
+//! - streams: a block belongs to the stream it was allocated on, and a request takes only free
+//!   blocks of its own stream (the free set orders by stream first, `BlockComparatorSize`), so
+//!   work on side streams (FSDP's all-gathers and reduce-scatters) keeps segments of its own;
+//!   releasing the cache releases every stream's. Expandable segments are modelled for the
+//!   default stream only.
 //!
 //! Checked against allocator traces recorded on an H200 (tests/allocator_traces.rs): the same
 //! segments in the same order, the same reserved level at every phase, the same failure.
@@ -68,6 +73,8 @@ pub struct OutOfMemory {
 
 #[derive(Clone, Debug)]
 struct Block {
+    /// The stream it was allocated on (0: the default stream).
+    stream: u64,
     address: u64,
     size: u64,
     small: bool,
@@ -77,7 +84,12 @@ struct Block {
     /// Backed by memory; only blocks of an expandable segment are ever unmapped.
     mapped: bool,
     expandable: bool,
+    /// Freed by its owner but still in use by another stream's work: counted free, not reusable.
+    free_requested: bool,
 }
+
+/// A cached free block's place in its pool: (stream, size, address, slot).
+type FreeKey = (u64, u64, u64, usize);
 
 /// Where each pool's expandable segment starts: far apart, so neither reaches the other, and
 /// on a boundary of both page sizes (pages count from the segment's start).
@@ -92,8 +104,8 @@ pub struct CachingAllocator {
     blocks: Vec<Block>,
     /// Slots of `blocks` no longer in any segment, reused.
     spare: Vec<usize>,
-    /// Free blocks by (size, address, slot): the small pool's, then the large pool's.
-    free: [BTreeSet<(u64, u64, usize)>; 2],
+    /// Free blocks by (stream, size, address, slot): the small pool's, then the large pool's.
+    free: [BTreeSet<FreeKey>; 2],
     /// Unmapped blocks of expandable segments by (address, slot), per pool.
     unmapped: [BTreeSet<(u64, usize)>; 2],
     next_address: u64,
@@ -188,13 +200,22 @@ impl CachingAllocator {
         self.peak_allocated = self.allocated;
     }
 
-    /// Allocates `bytes`, or fails as the allocator would.
+    /// Allocates `bytes` on the default stream, or fails as the allocator would.
     pub fn malloc(&mut self, bytes: u64) -> Result<Allocation, OutOfMemory> {
+        self.malloc_on(0, bytes)
+    }
+
+    /// Allocates `bytes` on `stream` (any number naming it; 0 the default stream).
+    pub fn malloc_on(&mut self, stream: u64, bytes: u64) -> Result<Allocation, OutOfMemory> {
+        debug_assert!(
+            stream == 0 || !self.settings.expandable_segments,
+            "expandable segments are modelled on the default stream only"
+        );
         let rounded = round_size(bytes, self.settings.roundup_power2_divisions);
         let small = rounded <= SMALL_SIZE;
-        let slot = match self.take_cached(small, rounded) {
+        let slot = match self.take_cached(stream, small, rounded) {
             Some(slot) => slot,
-            None => self.reserve_segment(small, rounded, bytes)?,
+            None => self.reserve_segment(stream, small, rounded, bytes)?,
         };
         self.split(slot, rounded);
         let block = &mut self.blocks[slot];
@@ -208,9 +229,23 @@ impl CachingAllocator {
     pub fn free(&mut self, allocation: Allocation) {
         let slot = allocation.0;
         debug_assert!(self.blocks[slot].in_use, "freed twice");
-        self.blocks[slot].in_use = false;
-        self.allocated -= self.blocks[slot].size;
+        if !self.blocks[slot].free_requested {
+            self.allocated -= self.blocks[slot].size;
+        }
+        let block = &mut self.blocks[slot];
+        block.in_use = false;
+        block.free_requested = false;
         self.merge_free_neighbours(slot);
+    }
+
+    /// The owner frees a block another stream still uses (`record_stream`): it leaves the
+    /// allocated level now, as PyTorch counts it, and is cached only when `free` follows (the
+    /// stream's work done: the trace's free_completed).
+    pub fn free_requested(&mut self, allocation: Allocation) {
+        let block = &mut self.blocks[allocation.0];
+        debug_assert!(block.in_use && !block.free_requested, "freed twice");
+        block.free_requested = true;
+        self.allocated -= block.size;
     }
 
     /// Releases every wholly free segment and unmaps the whole pages inside free blocks of
@@ -219,9 +254,9 @@ impl CachingAllocator {
         for pool in 0..2 {
             let cached: Vec<_> = self.free[pool].iter().copied().collect();
             for key in cached {
-                let b = &self.blocks[key.2];
+                let b = &self.blocks[key.3];
                 if b.expandable {
-                    self.unmap(key.2);
+                    self.unmap(key.3);
                 } else if b.prev.is_none() && b.next.is_none() {
                     self.release(key);
                 }
@@ -241,7 +276,7 @@ impl CachingAllocator {
     fn cache(&mut self, slot: usize) {
         let b = &self.blocks[slot];
         if b.mapped {
-            self.free[Self::pool(b.small)].insert((b.size, b.address, slot));
+            self.free[Self::pool(b.small)].insert((b.stream, b.size, b.address, slot));
         } else {
             self.unmapped[Self::pool(b.small)].insert((b.address, slot));
         }
@@ -250,25 +285,26 @@ impl CachingAllocator {
     fn uncache(&mut self, slot: usize) {
         let b = &self.blocks[slot];
         if b.mapped {
-            self.free[Self::pool(b.small)].remove(&(b.size, b.address, slot));
+            self.free[Self::pool(b.small)].remove(&(b.stream, b.size, b.address, slot));
         } else {
             self.unmapped[Self::pool(b.small)].remove(&(b.address, slot));
         }
     }
 
-    /// The smallest cached block of the pool that holds `rounded` (get_free_block).
-    fn take_cached(&mut self, small: bool, rounded: u64) -> Option<usize> {
-        let mut fits = self.free[Self::pool(small)].range((rounded, 0, 0)..);
+    /// The smallest cached block of the stream's pool that holds `rounded` (get_free_block).
+    fn take_cached(&mut self, stream: u64, small: bool, rounded: u64) -> Option<usize> {
+        let mut fits = self.free[Self::pool(small)]
+            .range((stream, rounded, 0, 0)..=(stream, u64::MAX, u64::MAX, usize::MAX));
         let mut best = *fits.next()?;
         // A block that could grow into unmapped space counts at the size it could grow to:
         // any later candidate that could grow less goes first.
-        while self.blocks[best.2].expandable {
+        while self.blocks[best.3].expandable {
             match fits.next() {
-                Some(&next) if self.growable(next.2) < self.growable(best.2) => best = next,
+                Some(&next) if self.growable(next.3) < self.growable(best.3) => best = next,
                 _ => break,
             }
         }
-        let (size, address, slot) = best;
+        let (_, size, address, slot) = best;
         if let Some(max) = self.settings.max_split_size {
             // An oversize block serves no smaller request, and a large request only a block
             // within one large buffer of its size.
@@ -277,7 +313,7 @@ impl CachingAllocator {
                 return None;
             }
         }
-        self.free[Self::pool(small)].remove(&(size, address, slot));
+        self.free[Self::pool(small)].remove(&(stream, size, address, slot));
         Some(slot)
     }
 
@@ -291,21 +327,22 @@ impl CachingAllocator {
     /// stops it.
     fn reserve_segment(
         &mut self,
+        stream: u64,
         small: bool,
         rounded: u64,
         requested: u64,
     ) -> Result<usize, OutOfMemory> {
         let size = segment_size(rounded);
-        if let Some(slot) = self.grow(small, rounded, size) {
+        if let Some(slot) = self.grow(stream, small, rounded, size) {
             return Ok(slot);
         }
-        if self.release_oversize(size)
-            && let Some(slot) = self.grow(small, rounded, size)
+        if self.release_oversize(stream, size)
+            && let Some(slot) = self.grow(stream, small, rounded, size)
         {
             return Ok(slot);
         }
         self.empty_cache();
-        self.grow(small, rounded, size).ok_or(OutOfMemory {
+        self.grow(stream, small, rounded, size).ok_or(OutOfMemory {
             requested,
             reserved: self.reserved,
         })
@@ -313,7 +350,7 @@ impl CachingAllocator {
 
     /// alloc_block: within the limit (checked on the segment's size in both modes), a new
     /// segment, or a mapped range of the pool's expandable segment.
-    fn grow(&mut self, small: bool, rounded: u64, size: u64) -> Option<usize> {
+    fn grow(&mut self, stream: u64, small: bool, rounded: u64, size: u64) -> Option<usize> {
         if self
             .settings
             .limit
@@ -324,16 +361,17 @@ impl CachingAllocator {
         if self.settings.expandable_segments {
             Some(self.map_expandable(small, rounded))
         } else {
-            Some(self.new_segment(small, size))
+            Some(self.new_segment(stream, small, size))
         }
     }
 
-    fn new_segment(&mut self, small: bool, size: u64) -> usize {
+    fn new_segment(&mut self, stream: u64, small: bool, size: u64) -> usize {
         let address = self
             .driver_addresses
             .pop_front()
             .unwrap_or(self.next_address);
         let block = Block {
+            stream,
             address,
             size,
             small,
@@ -342,6 +380,7 @@ impl CachingAllocator {
             in_use: false,
             mapped: true,
             expandable: false,
+            free_requested: false,
         };
         self.next_address = self
             .next_address
@@ -374,7 +413,7 @@ impl CachingAllocator {
             candidate = self.map(next, want);
         }
         let b = &self.blocks[candidate];
-        self.free[pool].remove(&(b.size, b.address, candidate));
+        self.free[pool].remove(&(b.stream, b.size, b.address, candidate));
         candidate
     }
 
@@ -400,6 +439,7 @@ impl CachingAllocator {
             }
         }
         let slot = self.slot_for(Block {
+            stream: 0,
             address: EXPANDABLE_BASE[pool],
             size: EXPANDABLE_SPAN,
             small,
@@ -408,6 +448,7 @@ impl CachingAllocator {
             in_use: false,
             mapped: false,
             expandable: true,
+            free_requested: false,
         });
         self.cache(slot);
         slot
@@ -500,6 +541,7 @@ impl CachingAllocator {
             size: b.size - keep,
             prev: Some(slot),
             in_use: false,
+            free_requested: false,
             ..b.clone()
         });
         if let Some(n) = b.next {
@@ -524,17 +566,18 @@ impl CachingAllocator {
     }
 
     /// release_available_cached_blocks: with `max_split_size`, the smallest wholly free
-    /// oversize segment that covers `size`, else the largest ones until `size` is covered.
-    fn release_oversize(&mut self, size: u64) -> bool {
+    /// oversize segment of the stream that covers `size`, else the largest ones until `size`
+    /// is covered.
+    fn release_oversize(&mut self, stream: u64, size: u64) -> bool {
         let Some(max) = self.settings.max_split_size else {
             return false;
         };
         let oversize: Vec<_> = self.free[1]
-            .range((max.max(1), 0, 0)..)
-            .filter(|&&(_, _, s)| self.blocks[s].prev.is_none() && self.blocks[s].next.is_none())
+            .range((stream, max.max(1), 0, 0)..=(stream, u64::MAX, u64::MAX, usize::MAX))
+            .filter(|&&(_, _, _, s)| self.blocks[s].prev.is_none() && self.blocks[s].next.is_none())
             .copied()
             .collect();
-        if let Some(&key) = oversize.iter().find(|k| k.0 >= size) {
+        if let Some(&key) = oversize.iter().find(|k| k.1 >= size) {
             self.release(key);
             return true;
         }
@@ -543,18 +586,18 @@ impl CachingAllocator {
             if freed >= size {
                 break;
             }
-            freed += key.0;
+            freed += key.1;
             self.release(key);
         }
         freed >= size
     }
 
-    fn release(&mut self, key: (u64, u64, usize)) {
-        let small = self.blocks[key.2].small;
+    fn release(&mut self, key: FreeKey) {
+        let small = self.blocks[key.3].small;
         self.free[Self::pool(small)].remove(&key);
-        self.reserved -= key.0;
+        self.reserved -= key.1;
         self.segments -= 1;
-        self.spare.push(key.2);
+        self.spare.push(key.3);
     }
 
     /// Splits a block taken for `rounded` bytes when the rest is worth keeping apart.
@@ -605,6 +648,28 @@ mod tests {
         assert_eq!((a.reserved(), a.segments()), (12 << 20, 1));
         a.free(w);
         a.empty_cache();
+        assert_eq!((a.reserved(), a.segments()), (0, 0));
+    }
+
+    #[test]
+    fn a_stream_reuses_only_its_own_blocks_and_a_requested_free_waits() {
+        let mut a = CachingAllocator::new(AllocatorSettings::default());
+        let x = a.malloc_on(7, 12 << 20).expect("fits");
+        a.free(x);
+        // The default stream cannot take stream 7's cached block: a segment of its own.
+        let y = a.malloc(12 << 20).expect("fits");
+        assert_eq!((a.reserved(), a.segments()), (24 << 20, 2));
+        // Freed while another stream still uses it: counted free, not yet reusable.
+        a.free_requested(y);
+        assert_eq!(a.allocated(), 0);
+        let z = a.malloc(12 << 20).expect("fits");
+        assert_eq!(a.segments(), 3);
+        a.free(y);
+        a.free(z);
+        let w = a.malloc(12 << 20).expect("fits"); // now a cached default-stream block
+        assert_eq!((a.segments(), a.allocated()), (3, 12 << 20));
+        a.free(w);
+        a.empty_cache(); // every stream's segments
         assert_eq!((a.reserved(), a.segments()), (0, 0));
     }
 
