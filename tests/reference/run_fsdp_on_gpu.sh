@@ -35,6 +35,8 @@ i=0
 # and checkpointing, two traces. PART 2 (the second, 2026-11-27): peft's FSDP-QLoRA docs run
 # scaled to Llama 3.1 8B (two micro-batches, LoRA dropout 0.1) with and without parameter
 # offload, and traces with phase markers of the runs whose reserved level the core misses most.
+# PART 3 (the third, 2026-11-27, RUN_LIMIT=120): LoRA under FSDP1's parameter offload, which ran
+# past 60 s in the second.
 PART=${3:-1}
 runs() {
     if [ "$PART" = 1 ]; then cat <<'LIST'
@@ -50,6 +52,10 @@ runs() {
 {"model":"llama-3.1-8b","world":8,"batch":2,"seq":4096,"precision":"bf16","checkpointing":"full","method":"full","fsdp":2,"device":"cuda"}
 {"model":"llama-3.1-8b","world":8,"batch":2,"seq":4096,"precision":"amp-bf16","checkpointing":"full","method":"full","fsdp":1,"reduce":"compute","device":"cuda"}
 LIST
+    elif [ "$PART" = 3 ]; then cat <<'LIST'
+{"model":"llama-3.2-3b","world":2,"batch":2,"seq":2048,"accum":2,"precision":"amp-bf16","checkpointing":"full","method":"lora","rank":8,"targets":"all","dropout":0.1,"fsdp":1,"reduce":"compute","offload":true,"device":"cuda"}
+{"model":"llama-3.1-8b","world":2,"batch":2,"seq":2048,"accum":2,"precision":"amp-bf16","checkpointing":"full","method":"lora","rank":8,"targets":"all","dropout":0.1,"fsdp":1,"reduce":"compute","offload":true,"device":"cuda"}
+LIST
     else cat <<'LIST'
 {"model":"llama-3.1-8b","world":2,"batch":2,"seq":2048,"accum":2,"precision":"amp-bf16","checkpointing":"full","method":"qlora","rank":8,"targets":"all","dropout":0.1,"fsdp":1,"reduce":"compute","device":"cuda"}
 {"model":"llama-3.1-8b","world":2,"batch":2,"seq":2048,"accum":2,"precision":"amp-bf16","checkpointing":"full","method":"qlora","rank":8,"targets":"all","dropout":0.1,"fsdp":1,"reduce":"compute","offload":true,"device":"cuda"}
@@ -64,7 +70,7 @@ while read -r sc tr; do
     [ -z "$sc" ] && continue
     i=$((i + 1))
     [ "$(left)" -lt 30 ] && { echo "run $i skipped: out of time" >>"$OUT/env.txt"; continue; }
-    t=$(left); [ "$t" -gt 60 ] && t=60
+    t=$(left); [ "$t" -gt "${RUN_LIMIT:-60}" ] && t=${RUN_LIMIT:-60}
     args=("$sc")
     P=""; [ "$PART" = 1 ] || P="p$PART"_
     [ "$tr" = "trace" ] && args+=("$OUT/traces/fsdp_$P""trace$i.json.gz")
