@@ -52,6 +52,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from measure_peak import _mark, peak_of
 from measure_peft import TARGETS
+from measure_saved import quant_state_bytes
 
 
 MODELS = pathlib.Path(__file__).parent.parent.parent / "content" / "models"
@@ -137,30 +138,6 @@ def fsdp1(model, base, amp, lora, reduce, device, offload=False):
     return wrapped
 
 
-def quant_state_bytes(model):
-    """The bytes of bitsandbytes' quantization states (each 4-bit Linear's absmax, and under
-    double quantization their own absmax, code book and offset): tensors held beside the packed
-    weights, not parameters, so FSDP neither shards nor gathers them."""
-    seen, total = set(), 0
-
-    def add(t):
-        nonlocal total
-        if torch.is_tensor(t) and t.untyped_storage().data_ptr() not in seen:
-            seen.add(t.untyped_storage().data_ptr())
-            total += t.untyped_storage().nbytes()
-
-    for module in model.modules():
-        qs = getattr(module, "quant_state", None)
-        if qs is None or not hasattr(qs, "absmax"):
-            continue
-        for t in (qs.absmax, qs.code, getattr(qs, "offset", None)):
-            add(t)
-        if getattr(qs, "state2", None) is not None:
-            add(qs.state2.absmax)
-            add(qs.state2.code)
-    return total
-
-
 def measure(sc):
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=sc["world"])
     torch.set_num_threads(1)
@@ -195,7 +172,9 @@ def measure(sc):
     storages = lambda ts: sum(local(t).untyped_storage().nbytes() for t in ts)
     weights = storages(model.parameters())
     states = storages(v for s in opt.state.values() for k, v in s.items() if k != "step")
-    weights += quant_state_bytes(model)
+    # QLoRA's quantization states: module attributes (FSDP1's flat parameters replaced the
+    # Params4bit that held them), neither sharded nor gathered.
+    weights += sum(quant_state_bytes(m) for m in model.modules())
     inputs = storages((ids, labels))
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
@@ -208,7 +187,7 @@ def measure_cuda(sc, trace=None, steps=4):
     """One rank's step on a real GPU: the levels at the end of each phase (forward and loss,
     backward, optimizer) of `steps` steps, each phase's allocated and reserved high-water marks,
     and the device's use (the CUDA context and library workspaces included)."""
-    from measure_allocator import CODES
+    from measure_allocator import CODES, _now_levels
     from measure_gpu import environment
 
     torch.cuda.set_device(0)
@@ -245,9 +224,7 @@ def measure_cuda(sc, trace=None, steps=4):
         if trace:  # a 'snapshot' action in the trace marks where the phase ends
             events = len(torch.cuda.memory._snapshot()["device_traces"][0])
             markers.append({"step": step, "phase": name, "events": events})
-        out["phases"].append({"step": step, "phase": name, "allocated": torch.cuda.memory_allocated(),
-                              "reserved": torch.cuda.memory_reserved(), "max_allocated": torch.cuda.max_memory_allocated(),
-                              "max_reserved": torch.cuda.max_memory_reserved(), "device": used()})
+        out["phases"].append({"step": step, "phase": name, **_now_levels(torch), "device": used()})
         torch.cuda.reset_peak_memory_stats()
 
     try:

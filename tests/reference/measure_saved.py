@@ -39,10 +39,10 @@ def decoder_layers(model):
 
 
 def quant_state_bytes(p):
-    """bitsandbytes' 4-bit quantization state of a Params4bit (absmax and its NF4 code book, and
-    with double quantization the 8-bit absmax's own absmax, code book and offset): tensors beside
-    the parameter, not parameters. Each state holds its own copy of the code books
-    (`functional.py`: `code.to(A.device, copy=True)`)."""
+    """bitsandbytes' 4-bit quantization state of a Params4bit, or of the Linear4bit holding it
+    (absmax and its NF4 code book, and with double quantization the 8-bit absmax's own absmax,
+    code book and offset): tensors beside the parameter, not parameters. Each state holds its
+    own copy of the code books (`functional.py`: `code.to(A.device, copy=True)`)."""
     qs = getattr(p, "quant_state", None)
     if qs is None:
         return 0

@@ -43,6 +43,26 @@ def test_fsdp2_lora_collectives(targets, tmp_path):
     assert comps["gathered_params"] == 2 * per_layer.pop() + root
 
 
+def fsdp_flags(sc):
+    """The CLI flags of a measure_fsdp_peak.py scenario's parallelism, method and options: `--gpus
+    world --dp fsdp`, FSDP1 and the reduce dtype as the run set them, the adapters' base in bf16
+    as the script loads it."""
+    flags = ["--gpus", str(sc["world"]), "--dp", "fsdp", "--method", sc["method"]]
+    if sc["method"] != "full":
+        flags += ["--rank", str(sc["rank"]), "--targets", sc["targets"], "--base", "16bit"]
+    if sc["fsdp"] == 1:
+        flags.append("--fsdp1")
+    if sc.get("reduce") == "fp32" and sc["precision"].startswith("amp"):
+        flags.append("--reduce32")
+    if sc.get("accum", 1) > 1:
+        flags += ["--accum", str(sc["accum"])]
+    if sc.get("dropout"):
+        flags.append("--lora-dropout")
+    if sc.get("offload"):
+        flags += ["--offload-params", "cpu"]
+    return flags
+
+
 # The step's live tensor bytes on one rank (measure_fsdp_peak.py: the fake process group on
 # CPU), against the core's `peak_tensors`. FSDP2 wrapped one unit a layer: Llama (untied) and
 # Qwen2 (tied embeddings), full training and LoRA on all linear layers, pure bf16 (no policy:
@@ -79,14 +99,7 @@ def test_fsdp_step_peak(fsdp, reduce, fam, prec, ckpt, method):
     run = subprocess.run([sys.executable, str(HERE / "measure_fsdp_peak.py"), json.dumps(scenario)],
                          capture_output=True, text=True, cwd=HERE, check=True)
     measured = json.loads(run.stdout.strip().splitlines()[-1])
-    extra = ["--gpus", "2", "--dp", "fsdp", "--method", method]
-    if method != "full":
-        extra += ["--rank", "8", "--targets", "all", "--base", "16bit"]
-    if fsdp == "fsdp1":
-        extra.append("--fsdp1")
-    if reduce == "fp32" and prec.startswith("amp"):
-        extra.append("--reduce32")
-    p = predict(config, 2, 64, prec, "sdpa", ckpt, False, extra)
+    p = predict(config, 2, 64, prec, "sdpa", ckpt, False, fsdp_flags(scenario))
     assert p["bytes"]["weights"] == measured["weights"]
     assert p["bytes"]["optimizer_states"] == measured["optimizer_states"]
     error = (p["bytes"]["peak_tensors"] - measured["peak"]) / measured["peak"]

@@ -31,6 +31,7 @@ import subprocess
 
 import pytest
 
+from test_fsdp import fsdp_flags
 from test_saved_bytes import BIN
 
 FSDP = pathlib.Path(__file__).parent / "gpu" / "h200" / "fsdp"
@@ -50,24 +51,10 @@ def _id(sc):
 
 
 def estimate(sc):
-    """The core's estimate of one run: the H200, `--gpus world --dp fsdp`, FSDP1 and the reduce
-    dtype as the run set them, LoRA's base loaded in bf16 as measure_fsdp_peak.py loads it."""
+    """The core's estimate of one run on the H200 (`test_fsdp.fsdp_flags` for the rest)."""
     args = [BIN, "estimate", "--model", sc["model"], "--gpu", "h200-sxm-141gb", "--batch", str(sc["batch"]),
             "--seq", str(sc["seq"]), "--precision", sc["precision"], "--attention", "sdpa",
-            "--checkpointing", sc["checkpointing"], "--method", sc["method"], "--optimizer", "adamw",
-            "--gpus", str(sc["world"]), "--dp", "fsdp", "--format", "json"]
-    if sc["method"] != "full":
-        args += ["--rank", str(sc["rank"]), "--targets", sc["targets"], "--base", "16bit"]
-    if sc["fsdp"] == 1:
-        args.append("--fsdp1")
-    if sc.get("reduce") == "fp32" and sc["precision"].startswith("amp"):
-        args.append("--reduce32")
-    if sc.get("accum", 1) > 1:
-        args += ["--accum", str(sc["accum"])]
-    if sc.get("dropout"):
-        args.append("--lora-dropout")
-    if sc.get("offload"):
-        args += ["--offload-params", "cpu"]
+            "--checkpointing", sc["checkpointing"], "--optimizer", "adamw", "--format", "json", *fsdp_flags(sc)]
     return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
 
 
