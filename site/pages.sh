@@ -121,3 +121,18 @@ for f in files.values():
     f["rows"] = []
 dest.write_text(json.dumps(files, separators=(",", ":")))
 PY
+
+# The form's help text (content/help.toml, one line per field key), also left out of the first
+# download: one JSON object (key -> text) fetched beside the content above (site/src/help.rs).
+# Every field of site/src/fields.rs must have a line and every line a field: the build fails
+# naming the ones that do not.
+python3 - "$content/help.toml" "$TRUNK_SOURCE_DIR/src/fields.rs" "$stage/content/help.json" <<'PY'
+import json, pathlib, re, sys, tomllib
+src, fields, dest = (pathlib.Path(a) for a in sys.argv[1:])
+help_text = tomllib.loads(src.read_text())
+keys = set(re.findall(r'key: "([^"]+)",\s*label:', fields.read_text()))
+missing, unknown = sorted(keys - help_text.keys()), sorted(help_text.keys() - keys)
+if missing or unknown:
+    sys.exit(f"content/help.toml: fields without help {missing}, help for no field {unknown}")
+dest.write_text(json.dumps(help_text, separators=(",", ":"), ensure_ascii=False))
+PY

@@ -130,7 +130,8 @@ fn Routed() -> Html {
     switch(Route::current())
 }
 
-/// The content the app's download leaves out and every page computes from: the GPU catalog
+/// The content the app's download leaves out and every page computes from (and the form's help
+/// text, `content/help.json`, which no computation needs): the GPU catalog
 /// (`content/gpus.json`), the presets (`content/models.json`: their index and configs), the
 /// published calibration files
 /// (`content/calibrations.json`) and the named scenarios (`content/scenarios.json`), all written
@@ -151,6 +152,7 @@ fn use_content() -> Option<Result<(), String>> {
                     .iter()
                     .map(|f| (*f, dom::fetch_text(&format!("{base}/{}", f.path))))
                     .collect();
+                let help = dom::fetch_text(&format!("{base}/content/help.json"));
                 wasm_bindgen_futures::spawn_local(async move {
                     let mut read = Ok(());
                     for (file, text) in requests {
@@ -158,6 +160,10 @@ fn use_content() -> Option<Result<(), String>> {
                         if read.is_ok() {
                             read = installed(text, file);
                         }
+                    }
+                    // The form's help: the pages work without it.
+                    if let Ok(text) = help.await {
+                        crate::help::install(&text);
                     }
                     state.set(Some(read));
                 });

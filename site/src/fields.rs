@@ -27,7 +27,6 @@ pub enum Control {
 pub struct Field {
     pub key: &'static str,
     pub label: &'static str,
-    pub help: &'static str,
     pub control: Control,
     /// Whether the field applies to this scenario (LoRA rank only with LoRA, say).
     pub shown: fn(&Scenario) -> bool,
@@ -253,14 +252,12 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "gpu",
                 label: "GPU",
-                help: "Memory is what the verdict uses: CUDA's measured total where a calibration measured the GPU (79.18 GiB on the H100 80GB, where nvidia-smi shows 79.65 GiB), nvidia-smi's total otherwise. The verdict adds the CUDA context to reserved memory.",
                 control: Control::Select(gpu_options),
                 shown: always,
             },
             Field {
                 key: "gpus",
                 label: "Number of GPUs",
-                help: "All GPUs of the job: data x tensor x pipeline x context parallel.",
                 control: INT,
                 shown: always,
             },
@@ -274,42 +271,36 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "batch",
                 label: "Micro-batch (sequences per GPU)",
-                help: "Sequences in one forward/backward on one GPU.",
                 control: INT,
                 shown: always,
             },
             Field {
                 key: "seq",
                 label: "Sequence length (tokens)",
-                help: "Tokens per sequence, image tokens included; activations and logits grow with it.",
                 control: INT,
                 shown: always,
             },
             Field {
                 key: "images",
                 label: "Images per sample",
-                help: "Each image adds its tokens to the sequence length above (Gemma 3: 256; Qwen-VL: 1,024 and Pixtral: 1,056 for the 896 x 896 image assumed).",
                 control: INT,
                 shown: is_multimodal,
             },
             Field {
                 key: "accum",
                 label: "Gradient accumulation steps",
-                help: "Micro-batches per optimizer step; raises the global batch at no memory cost.",
                 control: INT,
                 shown: always,
             },
             Field {
                 key: "packing",
                 label: "Sequence packing",
-                help: "Whole documents per row, no padding, no attention across documents (varlen flash2/flash3 or flex). Memory is unchanged; attention FLOPs shrink.",
                 control: Control::Check,
                 shown: always,
             },
             Field {
                 key: "doc_len",
                 label: "Mean document length (tokens)",
-                help: "Packed documents' mean length: attention costs doc_len/seq of a full row's.",
                 control: INT,
                 shown: is_packing,
             },
@@ -323,21 +314,18 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "precision",
                 label: "Precision",
-                help: "Mixed precision keeps fp32 weights and runs matmuls in 16 bits.",
                 control: Control::Select(precision_options),
                 shown: always,
             },
             Field {
                 key: "fp8",
                 label: "fp8 matmuls",
-                help: "fp8 matmuls (Ada, Hopper, Blackwell). torchao: saved activations and states stay bf16; faster when compiled, slower than bf16 when its casts run eagerly. Transformer Engine: fp8 inputs saved, plus fp8 weight copies until backward.",
                 control: Control::Select(fp8_options),
                 shown: is_full,
             },
             Field {
                 key: "mtp",
                 label: "MTP modules trained",
-                help: "Multi-token prediction (DeepSeek-V3, GLM-4.5): each module is one more decoder layer plus a projection, with a loss of its own over the vocabulary. transformers trains none; Megatron-LM's --mtp-num-layers.",
                 control: Control::Number {
                     min: 0.0,
                     max: 16.0,
@@ -348,42 +336,36 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "compile",
                 label: "torch.compile",
-                help: "The model compiled: torchao's fp8 casts fused into one pass each. Eager, they took 1.6-2.1x as long per step as bf16 on an H200. Memory stays eager training's: compiled runs allocate less (22% less on an H200).",
                 control: Control::Check,
                 shown: torchao_fp8,
             },
             Field {
                 key: "vision",
                 label: "Vision tower",
-                help: "Frozen (most recipes): its weights only. Trained: gradients, optimizer states and its own saved activations.",
                 control: Control::Select(vision_options),
                 shown: is_multimodal_full,
             },
             Field {
                 key: "optimizer",
                 label: "Optimizer",
-                help: "Sets the state bytes per parameter and the step's temporaries.",
                 control: Control::Select(optimizer_options),
                 shown: always,
             },
             Field {
                 key: "trainer",
                 label: "Objective",
-                help: "As TRL runs them (its default optimizer: fused AdamW). DPO: chosen and rejected sequences, a reference model. GRPO: generate, then train on the completions.",
                 control: Control::Select(trainer_options),
                 shown: always,
             },
             Field {
                 key: "ref_precompute",
                 label: "precompute_ref_log_probs",
-                help: "No reference model or forward in the step.",
                 control: Control::Check,
                 shown: is_dpo,
             },
             Field {
                 key: "prompt",
                 label: "Prompt tokens",
-                help: "GRPO: micro-batch = completions, sequence = prompt + completion.",
                 control: Control::Number {
                     min: 0.0,
                     max: 1_048_576.0,
@@ -394,21 +376,18 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "kl",
                 label: "KL term (beta > 0)",
-                help: "A reference model (TRL's default beta is 0).",
                 control: Control::Check,
                 shown: is_grpo,
             },
             Field {
                 key: "gen",
                 label: "Generation",
-                help: "Colocated vLLM shares each training GPU; a server has its own.",
                 control: Control::Select(generator_options),
                 shown: is_grpo,
             },
             Field {
                 key: "vllm_util",
                 label: "vLLM memory (%)",
-                help: "gpu_memory_utilization in %. 0: TRL's 30 (server: 90).",
                 control: Control::Number {
                     min: 0.0,
                     max: 100.0,
@@ -419,7 +398,6 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "vllm_len",
                 label: "vLLM max_model_len",
-                help: "Its KV cache must hold one. 0: the model's context.",
                 control: Control::Number {
                     min: 0.0,
                     max: 1_048_576.0,
@@ -430,21 +408,18 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "vllm_sleep",
                 label: "vLLM sleep mode",
-                help: "Frees its memory while training.",
                 control: Control::Check,
                 shown: vllm_colocated,
             },
             Field {
                 key: "method",
                 label: "Training method",
-                help: "LoRA trains small adapters; QLoRA also stores the base in 4-bit NF4.",
                 control: Control::Select(method_options),
                 shown: always,
             },
             Field {
                 key: "rank",
                 label: "LoRA rank",
-                help: "Adapter rank r: each adapted Linear gains r x (in + out) parameters.",
                 control: Control::Number {
                     min: 1.0,
                     max: 65_536.0,
@@ -455,49 +430,42 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "targets",
                 label: "LoRA targets",
-                help: "Which Linear layers get adapters.",
                 control: Control::Select(target_options),
                 shown: adapters,
             },
             Field {
                 key: "base",
                 label: "Base model loaded in",
-                help: "Under amp an fp32 base keeps an fp32 stream and casts each weight every forward.",
                 control: Control::Select(base_options),
                 shown: adapters,
             },
             Field {
                 key: "adapter",
                 label: "Adapters' dtype",
-                help: "peft's autocast_adapter_dtype: fp32 by default.",
                 control: Control::Select(adapter_options),
                 shown: adapters,
             },
             Field {
                 key: "lora_dropout",
                 label: "LoRA dropout above 0",
-                help: "A mask and a dropped copy of the input per adapted Linear.",
                 control: Control::Check,
                 shown: adapters,
             },
             Field {
                 key: "save_embeddings",
                 label: "Train embeddings (modules_to_save)",
-                help: "Trained copies beside the frozen originals.",
                 control: Control::Check,
                 shown: adapters,
             },
             Field {
                 key: "dora",
                 label: "DoRA (use_dora)",
-                help: "A magnitude per output; keeps both outputs of each adapted Linear.",
                 control: Control::Check,
                 shown: adapters,
             },
             Field {
                 key: "kbit",
                 label: "prepare_model_for_kbit_training",
-                help: "Embeddings, norms and lm_head upcast to fp32 (TRL and axolotl call it).",
                 control: Control::Check,
                 shown: is_qlora,
             },
@@ -511,28 +479,24 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "attention",
                 label: "Attention",
-                help: "Eager attention saves the s x s probabilities; SDPA/flash does not.",
                 control: Control::Select(attention_options),
                 shown: always,
             },
             Field {
                 key: "sdpa",
                 label: "SDPA kernel",
-                help: "Auto is PyTorch's pick for the GPU and dtype; the kernel sets what attention saves.",
                 control: Control::Select(sdpa_options),
                 shown: is_sdpa,
             },
             Field {
                 key: "ckpt",
                 label: "Activation checkpointing",
-                help: "Checkpointed layers keep only their input and recompute in backward.",
                 control: Control::Select(ckpt_options),
                 shown: always,
             },
             Field {
                 key: "dropout",
                 label: "Dropout probability",
-                help: "Empty keeps the config's values; dropout saves a mask per dropout.",
                 control: Control::Number {
                     min: 0.0,
                     max: 0.99,
@@ -543,28 +507,24 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "act_offload",
                 label: "Offload activations to CPU (save_on_cpu)",
-                help: "Saved tensors go to pinned host memory during forward.",
                 control: Control::Check,
                 shown: always,
             },
             Field {
                 key: "act_int8",
                 label: "Compress saved activations to int8 (what-if)",
-                help: "A saved_tensors_hooks pair packs each layer's saved tensors to int8 with one scale: about half of bf16's bytes, a quarter of fp32's.",
                 control: Control::Check,
                 shown: always,
             },
             Field {
                 key: "loss",
                 label: "Loss implementation",
-                help: "The fused loss never materializes fp32 logits for the whole batch.",
                 control: Control::Select(loss_options),
                 shown: always,
             },
             Field {
                 key: "keep_logits",
                 label: "Training loop keeps the logits through backward",
-                help: "Holding `outputs` alive keeps the logits tensor during backward.",
                 control: Control::Check,
                 shown: always,
             },
@@ -578,14 +538,12 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "dp",
                 label: "Data parallelism",
-                help: "DDP replicates everything; ZeRO and FSDP shard states, gradients, weights.",
                 control: Control::Select(dp_options),
                 shown: always,
             },
             Field {
                 key: "tp",
                 label: "Tensor parallel degree",
-                help: "Splits each layer's matrices across GPUs.",
                 control: Control::Number {
                     min: 1.0,
                     max: 1024.0,
@@ -596,7 +554,6 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "pp",
                 label: "Pipeline parallel degree",
-                help: "Splits the layers into stages; early stages hold activations of several micro-batches.",
                 control: Control::Number {
                     min: 1.0,
                     max: 1024.0,
@@ -607,7 +564,6 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "ep",
                 label: "Expert parallel (MoE)",
-                help: "Each MoE layer's experts split over this many data-parallel ranks; tokens move by all-to-all.",
                 control: Control::Number {
                     min: 1.0,
                     max: 1024.0,
@@ -618,7 +574,6 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "cp",
                 label: "Context parallel degree",
-                help: "Splits each sequence over cp GPUs (ring attention through SDPA): activations and logits of seq/cp tokens per GPU; keys and values go around the ring.",
                 control: Control::Number {
                     min: 1.0,
                     max: 1024.0,
@@ -629,49 +584,42 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "sp",
                 label: "Sequence parallelism (with TP)",
-                help: "Shards norms' and dropouts' activations along the sequence.",
                 control: Control::Check,
                 shown: with_tp,
             },
             Field {
                 key: "opt_offload",
                 label: "Optimizer offload",
-                help: "ZeRO-Offload/Infinity: optimizer states in host memory or on NVMe.",
                 control: Control::Select(offload_options),
                 shown: sharded,
             },
             Field {
                 key: "param_offload",
                 label: "Parameter offload",
-                help: "ZeRO-3 or FSDP: parameters in host memory (or NVMe with ZeRO-3).",
                 control: Control::Select(offload_options),
                 shown: params_offloadable,
             },
             Field {
                 key: "bucket_view",
                 label: "DDP gradient_as_bucket_view",
-                help: "Gradients live in DDP's buckets instead of a second copy.",
                 control: Control::Check,
                 shown: ddp,
             },
             Field {
                 key: "fsdp1",
                 label: "FSDP1 (flat parameters)",
-                help: "accelerate's default, not FSDP2's fully_shard.",
                 control: Control::Check,
                 shown: fsdp,
             },
             Field {
                 key: "reduce32",
                 label: "FSDP reduces in fp32",
-                help: "torchtitan's policy; accelerate reduces in bf16.",
                 control: Control::Check,
                 shown: fsdp_amp,
             },
             Field {
                 key: "ds_bf16",
                 label: "DeepSpeed bf16 master and states",
-                help: "bf16_master_weights_and_grads + bf16_optimizer_states: 2 B instead of 4.",
                 control: Control::Check,
                 shown: zero,
             },
@@ -685,49 +633,42 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "expandable",
                 label: "expandable_segments:True",
-                help: "PYTORCH_CUDA_ALLOC_CONF: segments grow in place, less reserved slack.",
                 control: Control::Check,
                 shown: always,
             },
             Field {
                 key: "graphs",
                 label: "CUDA graphs",
-                help: "torch.compile reduce-overhead: a private pool keeps its high-water mark.",
                 control: Control::Check,
                 shown: always,
             },
             Field {
                 key: "host_ram",
                 label: "Host RAM per node (GiB)",
-                help: "Checked against what offloading pins on the CPU side; 0 leaves it unchecked.",
                 control: INT,
                 shown: always,
             },
             Field {
                 key: "node",
                 label: "GPUs per node",
-                help: "Per-node host RAM, the launch command's node count, and which collectives cross nodes. 0: 8.",
                 control: INT,
                 shown: always,
             },
             Field {
                 key: "ib",
                 label: "Inter-node GB/s per GPU",
-                help: "Each GPU's network bandwidth per direction for the time model. 0: 50 (one 400 Gb/s NIC per GPU).",
                 control: INT,
                 shown: always,
             },
             Field {
                 key: "eff",
                 label: "Framework efficiency (%)",
-                help: "Share of a step the GPU spends in kernels, for the time model. 0: 93%, measured on transformers steps on an H200; Megatron-LM runs fit 70%.",
                 control: INT,
                 shown: always,
             },
             Field {
                 key: "margin",
                 label: "Safety margin (% of GPU memory)",
-                help: "Kept free: it fits only with this much to spare (verdict, fit search, planner).",
                 control: INT,
                 shown: always,
             },

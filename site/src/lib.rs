@@ -15,6 +15,7 @@ pub mod components;
 pub mod dom;
 pub mod fields;
 pub mod guides;
+pub mod help;
 pub mod hub;
 pub mod pages;
 pub mod query;

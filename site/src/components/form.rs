@@ -104,7 +104,7 @@ pub fn field_input(
                 <label for={id.clone()}>{ field.label }</label>
                 { control }
             }
-            <p class="help" id={help_id}>{ field.help }</p>
+            <p class="help" id={help_id}>{ crate::help::text(field.key) }</p>
             if let Some(msg) = error {
                 <p class="field-error" id={err_id} role="alert">{ msg }</p>
             }

@@ -1,0 +1,25 @@
+//! The form's help text: `content/help.toml`, fetched as `content/help.json` (site/pages.sh)
+//! with the rest of the content instead of carried in the first download (2.4 KB gzip of text).
+
+use std::cell::RefCell;
+
+use serde_json::Value;
+
+thread_local! {
+    // Read as a `Value`, which the core's parsers already bring into the download (a map type
+    // of its own would add its deserializer).
+    static HELP: RefCell<Value> = const { RefCell::new(Value::Null) };
+}
+
+/// Installs the fetched file (field key -> text). A file that does not read leaves the form
+/// without help, which it can do without.
+pub fn install(json: &str) {
+    if let Ok(value) = serde_json::from_str(json) {
+        HELP.with(|h| *h.borrow_mut() = value);
+    }
+}
+
+/// The help of the field with this key, or nothing before the file is in.
+pub fn text(key: &str) -> String {
+    HELP.with(|h| h.borrow()[key].as_str().unwrap_or_default().to_string())
+}
