@@ -11,7 +11,7 @@ and without prepare_model_for_kbit_training (bitsandbytes' NF4 Linear4bit on CUD
 - Where the run trained, the allocated peak is within 1% of the core's.
 - The verdict is the run's: fits where it trained, does not where it ran out. The verdict
   replays the step through the allocator model within the card (crates/headroom-core/src/
-  estimate/sequence.rs over allocator.rs), which finds one of the three runs that failed only
+  estimate/sequence/mod.rs over allocator.rs), which finds one of the three runs that failed only
   because free memory was split (fragmentation); the other two are strict xfails naming the
   block the run could not place (the estimate still warns of it: its largest block exceeds the
   room under the peak).
@@ -42,7 +42,7 @@ FRAGMENTED = {
 MISSED = {
     ("llama-3.2-1b", "amp-bf16", "full", 16, "full"):
         "the replayed step reserves 68.2 GiB and fits within the cap (it places the optimizer's "
-        "states where the run did not, and keeps a 16 GiB block whole: estimate/sequence.rs); the "
+        "states where the run did not, and keeps a 16 GiB block whole: estimate/sequence/mod.rs); the "
         "run could not place its " + FRAGMENTED[("llama-3.2-1b", "amp-bf16", "full", 16, "full")],
     ("llama-3.1-8b", "bf16", "full", 3, "full"):
         "the replayed step reserves 78.1 GiB and fits within the cap; the run could not place its "

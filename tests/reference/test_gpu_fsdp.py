@@ -15,15 +15,18 @@ checkpointing; levels of four steps, the first left out.
   weights are its parameters, without the quantization states the core counts beside them).
   Under FSDP1's parameter offload the quantization states stay on the GPU (module attributes,
   not parameters): the core had moved them to the host with the shards (-0.9%, now +0.2%).
-- Reserved and device: FSDP's steps are not replayed through the allocator model
-  (estimate/sequence.rs `supported`), so reserved is the allocated peak plus the slack fraction.
-  Runs more than 5% off are strict xfails with their figures; `table()` prints every run at the
-  three levels (gpu/h200/fsdp/report.md). On these runs the caching allocator kept separate
-  pools for FSDP's streams (FSDP2's copy-in and all-gather streams, FSDP1's unshard and
-  post-backward streams: 3 to 5 GiB on Llama 3.2 1B, allocator traces in traces/), and the
-  checkpointed runs cached 7 to 12 GiB beyond the allocated peak on the default stream.
-  The measured device level lacks NCCL's buffers (the fake group has none) while the core's
-  counts 512 MiB of them, so its device errors here flatter the core by that much.
+- Reserved and device: FSDP's step is replayed through the allocator model with its streams
+  (estimate/sequence/fsdp.rs for FSDP2: the all-gather outputs on the copy-in stream, the
+  unsharded parameters and the reduce-scatter inputs on the default stream, each sharded gradient
+  on the reduce-scatter stream; fsdp1.rs for FSDP1's flat parameters on its pre-unshard, unshard
+  and post-backward streams, a reshard's block waiting for the default stream). FSDP2: reserved
+  within 2% on every run (it was -20.1% to +2.0% with the slack fraction), the device level within
+  2% once the NCCL buffers are taken out. FSDP1: LoRA -0.5% (was -10.3%), full fine-tuning +7.0%
+  and -18.9% (were -17.8% and -21.3%); QLoRA and parameter offload keep the slack fraction. Each
+  run more than 5% off is a strict xfail (`FSDP1_OFF`). `table()` prints every run at the three
+  levels (gpu/h200/fsdp/report.md; allocator traces in traces/). The measured device level lacks
+  NCCL's buffers (the fake group has none) while the core's counts 512 MiB of them, so its device
+  errors in the table flatter the core by that much.
 """
 import json
 import pathlib
@@ -75,25 +78,56 @@ def test_fsdp_allocated_peak_and_shards_on_gpu(row):
         assert p["bytes"]["weights"] == row["weights"]
 
 
-def _reserved_params():
+# FSDP1 runs more than 5% off at the reserved level, as measured / core in GiB. Replayed
+# (estimate/sequence/fsdp1.rs): the 1B run's second step cut a fourth 8 GiB logits block the replay
+# does not (as on the single-GPU trace 1, tests/allocator_sequence.rs); the 8B run over 8 ranks is
+# over, with no trace to say where. QLoRA (its dequantized weights in backward) and parameter
+# offload are not replayed and keep the slack fraction.
+FSDP1_OFF = {
+    "llama-3.2-1b/w2/fsdp1/full/amp-bf16/reduce_compute/ckpt_full/b8s2048": "replayed: 44.63 / 36.18 (-18.9%)",
+    "llama-3.1-8b/w8/fsdp1/full/amp-bf16/reduce_compute/ckpt_full/b2s4096": "replayed: 35.85 / 38.37 (+7.0%)",
+    "llama-3.1-8b/w2/fsdp1/qlora/amp-bf16/reduce_compute/ckpt_full/b4s2048": "slack fraction: 22.59 / 20.71 (-8.3%)",
+    "llama-3.1-8b/w2/fsdp1/qlora/amp-bf16/reduce_compute/ckpt_none/b2s2048": "slack fraction: 35.07 / 36.85 (+5.1%)",
+    "llama-3.1-8b/w2/fsdp1/qlora/amp-bf16/reduce_compute/ckpt_full/b2s2048/accum2/dropout":
+        "slack fraction: 14.01 / 12.94 (-7.7%)",
+    "llama-3.1-8b/w2/fsdp1/qlora/amp-bf16/reduce_compute/ckpt_full/b2s2048/accum2/dropout/offload":
+        "slack fraction: 12.11 / 10.17 (-16.0%)",
+    "llama-3.2-3b/w2/fsdp1/lora/amp-bf16/reduce_compute/ckpt_full/b2s2048/accum2/dropout/offload":
+        "slack fraction: 9.60 / 8.41 (-12.4%)",
+    "llama-3.1-8b/w2/fsdp1/lora/amp-bf16/reduce_compute/ckpt_full/b2s2048/accum2/dropout/offload":
+        "slack fraction: 12.62 / 10.41 (-17.5%)",
+}
+
+
+def _params():
     out = []
     for row in RUNS:
-        p = estimate(row["scenario"])
-        err = _error(p["peak"]["reserved"], row["peak_reserved"])
+        name = _id(row["scenario"])
         marks = []
-        if abs(err) > 0.05:
-            reason = (f"FSDP's reserved level is the slack fraction, not a replay: core "
-                      f"{p['peak']['reserved'] / GIB:.2f} GiB, H200 {row['peak_reserved'] / GIB:.2f} GiB "
-                      f"({100 * err:+.1f}%)")
-            marks = [pytest.mark.xfail(strict=True, reason=reason)]
-        out.append(pytest.param(row, p, marks=marks, id=_id(row["scenario"])))
+        if name in FSDP1_OFF:
+            marks = [pytest.mark.xfail(strict=True, reason="FSDP1 " + FSDP1_OFF[name])]
+        out.append(pytest.param(row, marks=marks, id=name))
     return out
 
 
-@pytest.mark.parametrize("row,p", _reserved_params())
-def test_fsdp_reserved_within_five_percent(row, p):
+@pytest.mark.parametrize("row", _params())
+def test_fsdp_reserved(row):
+    """FSDP2 is replayed through the allocator model with its streams (estimate/sequence/fsdp.rs):
+    within 2% of what the H200 reserved (it was -20.1% to +2.0% with the slack fraction). FSDP1
+    (estimate/sequence/fsdp1.rs where replayed) within 5%, or a named disagreement above."""
+    p = estimate(row["scenario"])
     err = _error(p["peak"]["reserved"], row["peak_reserved"])
-    assert abs(err) <= 0.05, f"reserved {100 * err:+.1f}%"
+    assert abs(err) <= (0.02 if row["scenario"]["fsdp"] == 2 else 0.05), f"reserved {100 * err:+.1f}%"
+
+
+@pytest.mark.parametrize("row", [r for r in RUNS if r["scenario"]["fsdp"] == 2], ids=lambda r: _id(r["scenario"]))
+def test_fsdp2_device_without_nccl(row):
+    """The device level (what nvidia-smi shows) of the FSDP2 runs, less the NCCL buffers the core
+    counts and the fake process group never made: within 2%."""
+    p = estimate(row["scenario"])
+    nccl = next(c["bytes"] for c in p["components"] if c["id"] == "nccl")
+    err = _error(p["peak"]["device"] - nccl, row["peak_device"])
+    assert abs(err) <= 0.02, f"device {100 * err:+.1f}%"
 
 
 def table():

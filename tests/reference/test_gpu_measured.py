@@ -215,7 +215,7 @@ def _preset_params():
                 # 17.29 GiB cached in smaller free blocks the allocator could not place it
                 # (fragmentation), so the run stopped at 68.3 GiB of 79.2. The core's replay of
                 # the step reserves 68.2 GiB and fits (it keeps that block's segment whole:
-                # estimate/sequence.rs); the estimate warns that the block exceeds the room
+                # estimate/sequence/mod.rs); the estimate warns that the block exceeds the room
                 # left. With expandable segments the same run trains (76.65 GiB:
                 # test_preset_with_expandable_segments), as it does on the H200's 139.8 GiB.
                 marks = [pytest.mark.xfail(strict=True, reason="fragmentation: one 15.66 GiB block did not fit")]

@@ -116,7 +116,7 @@ fn fragmentation_warning(v: &Verdict, block: u64, scen: &Scenario, rt: &Runtime)
     }
     let room = u64::try_from(v.headroom).unwrap_or(0);
     // Kept where the replay fits the step too: whether the cache holds the block in one piece
-    // can turn on details the replay does not have (estimate/sequence.rs).
+    // can turn on details the replay does not have (estimate/sequence/mod.rs).
     (v.fits && !scen.runtime.expandable_segments && block > room).then(|| {
         let what = match scen.loss {
             crate::scenario::LossImpl::Hf => "the fp32 logits",

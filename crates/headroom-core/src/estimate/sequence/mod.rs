@@ -15,8 +15,13 @@
 //! at the first step and its foreach temporaries at every step. The second and third steps
 //! start from the cache the first left, which is where a checkpointed run's reserved grows.
 //!
-//! Modelled for what the traces cover: one GPU, dense decoder layers, transformers' loss,
-//! eager. Everything else keeps the slack fraction ([`supported`] says which).
+//! Modelled for what the traces cover: one GPU or FSDP's data-parallel ranks ([`fsdp`] for
+//! FSDP2, [`fsdp1`] for FSDP1's flat parameters),
+//! dense decoder layers, transformers' loss, eager. Everything else keeps the slack fraction
+//! ([`supported`] says which).
+
+mod fsdp;
+mod fsdp1;
 
 use crate::activations::{Part, Saved};
 use crate::allocator::{Allocation, AllocatorSettings, CachingAllocator};
@@ -25,6 +30,8 @@ use crate::model::Scope;
 use crate::scenario::{Fp8Recipe, LayerPlan, LossImpl, Method, Trainer};
 
 use super::step::Step;
+use fsdp::{Fsdp2, Units};
+use fsdp1::Fsdp1;
 
 /// Steps replayed: the first fills the cache, the second may grow it, the third repeats the
 /// second (every committed trace reached its reserved peak by the second step).
@@ -33,7 +40,7 @@ const STEPS: usize = 3;
 /// Whether the step's sequence is modelled (else the slack fraction stands).
 pub(super) fn supported(s: &Step) -> bool {
     let scen = s.scen;
-    scen.gpus == 1
+    (scen.gpus == 1 || fsdp_replayed(s))
         && scen.parallel.tensor == 1
         && scen.parallel.pipeline == 1
         && s.spec.moe.is_none()
@@ -47,8 +54,7 @@ pub(super) fn supported(s: &Step) -> bool {
         && !s.offload
         && s.st.optimizer.paged == 0
         && s.generation.kv_cache == 0
-        && s.st.comm_buffers == 0
-        && s.st.gather_transient == 0
+        && ((s.st.comm_buffers == 0 && s.st.gather_transient == 0) || fsdp_replayed(s))
         // QLoRA's dequantized weights (and fp8's, cp's and int8's copies) in backward: the
         // H200's QLoRA trace reserved 4 GiB more than a replay with them placed as one
         // transient per half layer, so QLoRA keeps the slack fraction until that is found.
@@ -59,6 +65,26 @@ pub(super) fn supported(s: &Step) -> bool {
         && s.inv.vision() == 0
         // Selective recompute drops part of a layer's saved tensors: not written out here.
         && (0..s.layers).all(|i| s.plan(i) != LayerPlan::Selective)
+}
+
+/// FSDP (2, or 1's flat parameters) over data-parallel ranks alone, its parameters on the GPU,
+/// with the default allocator (expandable segments are modelled on the default stream only),
+/// not QLoRA (its dequantized weights in backward are not written out), and adapters on a
+/// 16-bit base only: no FSDP run with an fp32 frozen base was measured, and on the one
+/// published (peft's Llama-2-70B LoRA under FSDP1, 72-80 GB on 80 GB H100s,
+/// tests/reference/published.toml) the replay reserves 91 GB, past the card, where the slack
+/// fraction's 76.6 GB agrees.
+fn fsdp_replayed(s: &Step) -> bool {
+    let scen = s.scen;
+    s.st.fsdp.is_some()
+        && (scen.method == Method::Full || scen.lora.base == crate::scenario::BaseDtype::Half)
+        && scen.parallel.context == 1
+        && scen.parallel.expert == 1
+        && scen.parallel.offload_params == crate::scenario::Offload::None
+        && scen.parallel.offload_optimizer == crate::scenario::Offload::None
+        && !scen.runtime.expandable_segments
+        && scen.method != Method::Qlora
+        && s.generation.kv_cache == 0
 }
 
 /// torchao's float8 training alone adds to a layer's backward (its casts of each matmul's
@@ -101,6 +127,7 @@ pub(super) fn replay(
         failed: None,
     };
     let model = Model::new(s);
+    let mut units = model.units();
     let weights = model.load(&mut r);
     let workspaces = r.get(workspaces);
     let inputs = r.get(s.inputs);
@@ -109,9 +136,12 @@ pub(super) fn replay(
         let mut grads = Vec::new();
         for micro in 0..s.scen.grad_accum.clamp(1, 2) {
             let acc = micro > 0;
-            let fwd = model.forward(&mut r);
+            let fwd = model.forward(&mut r, &mut units);
             let lm = model.loss_forward(&mut r, fwd.last);
-            model.backward(&mut r, fwd, lm, &mut grads, acc);
+            if let Some(u) = units.as_mut() {
+                u.root_post_forward(&mut r);
+            }
+            model.backward(&mut r, fwd, lm, &mut grads, acc, &mut units);
         }
         if step == 0 {
             model.states(&mut r, &mut states);
@@ -137,10 +167,15 @@ struct Replay {
 
 impl Replay {
     fn get(&mut self, bytes: u64) -> Option<Allocation> {
+        self.get_on(0, bytes)
+    }
+
+    /// A request on a side stream (0: the default stream).
+    fn get_on(&mut self, stream: u64, bytes: u64) -> Option<Allocation> {
         if bytes == 0 || self.failed.is_some() {
             return None;
         }
-        match self.alloc.malloc(bytes) {
+        match self.alloc.malloc_on(stream, bytes) {
             Ok(a) => Some(a),
             Err(oom) => {
                 self.failed = Some(oom.requested);
@@ -208,6 +243,10 @@ struct Model<'s, 'a> {
     outside_tensors: Vec<u64>,
     /// Elements of each Linear weight in a layer.
     layer_linears: Vec<u64>,
+    /// Bytes per trained element of a gradient as backward makes it, and a layer's adapters'
+    /// gradients: unsharded under FSDP (reduce-scattered in the layer's post-backward).
+    grad_per_element: f64,
+    adapter_grad_bytes: u64,
 }
 
 impl<'s, 'a> Model<'s, 'a> {
@@ -223,11 +262,23 @@ impl<'s, 'a> Model<'s, 'a> {
                 .map(|t| t.numel())
                 .collect()
         };
+        let layer_tensors = per(Scope::Layer);
+        let st = &s.st;
+        let (grad_per_element, adapter_grad_bytes) = match st.fsdp {
+            Some(f) => (
+                f.layer_grads as f64 / layer_tensors.iter().sum::<u64>().max(1) as f64,
+                f.layer_grads,
+            ),
+            None => (
+                st.gradients as f64 / st.params_trainable.max(1) as f64,
+                st.layer_grad_bytes,
+            ),
+        };
         Model {
             s,
             residual,
             hidden_compute,
-            layer_tensors: per(Scope::Layer),
+            layer_tensors,
             outside_tensors: per(Scope::Model),
             layer_linears: inv
                 .tensors
@@ -235,6 +286,34 @@ impl<'s, 'a> Model<'s, 'a> {
                 .filter(|t| t.scope != Scope::Model && t.linear.is_some())
                 .map(|t| t.numel())
                 .collect(),
+            grad_per_element,
+            adapter_grad_bytes,
+        }
+    }
+
+    /// FSDP's units where the replay models them.
+    fn units(&self) -> Option<Box<dyn Units>> {
+        let s = self.s;
+        let f = s.st.fsdp.filter(|_| fsdp_replayed(s))?;
+        let (layer_sharded, root_sharded) = (s.st.layer_grad_bytes, s.st.outside_grad_bytes);
+        if f.flat {
+            // Kept wider than gathered (fp32 parameters under a 16-bit policy: twice).
+            let gathered = f.root + s.layers * f.layer;
+            let cast_shard = 2 * s.st.weights * f.shards > 3 * gathered;
+            Some(Box::new(Fsdp1::new(
+                f,
+                cast_shard,
+                layer_sharded,
+                root_sharded,
+            )))
+        } else {
+            Some(Box::new(Fsdp2::new(
+                f,
+                &self.layer_tensors,
+                &self.outside_tensors,
+                layer_sharded,
+                root_sharded,
+            )))
         }
     }
 
@@ -353,8 +432,11 @@ impl<'s, 'a> Model<'s, 'a> {
         (saved, residual)
     }
 
-    fn forward(&self, r: &mut Replay) -> Forward {
+    fn forward(&self, r: &mut Replay, units: &mut Option<Box<dyn Units>>) -> Forward {
         let s = self.s;
+        if let Some(u) = units.as_mut() {
+            u.gather_root(r);
+        }
         let mut rope = Vec::new();
         let mut outside = Vec::new();
         let mut residual = r.get(self.residual);
@@ -374,7 +456,13 @@ impl<'s, 'a> Model<'s, 'a> {
             let mut copies = Vec::new();
             self.per_linear(r, s.kept_copies(i), &mut copies);
             kv_cache.extend(r.get(s.kv.unsaved));
+            if let Some(u) = units.as_mut() {
+                u.gather_layer(r);
+            }
             let (saved, next) = self.layer_forward(r, residual, keep);
+            if let Some(u) = units.as_mut() {
+                u.reshard_layer(r);
+            }
             residual = next;
             kept.push(saved);
             if keep {
@@ -438,7 +526,7 @@ impl<'s, 'a> Model<'s, 'a> {
         if st.params_trainable == 0 {
             return;
         }
-        let per = st.gradients as f64 / st.params_trainable as f64;
+        let per = self.grad_per_element;
         if self.s.scen.method != Method::Full {
             return self.adapter_grads(r, into, acc);
         }
@@ -456,7 +544,7 @@ impl<'s, 'a> Model<'s, 'a> {
     /// layer's gradient bytes split evenly).
     fn adapter_grads(&self, r: &mut Replay, into: &mut Vec<Allocation>, acc: bool) {
         let mut g = Vec::new();
-        r.get_split(self.s.st.layer_grad_bytes, 14, &mut g);
+        r.get_split(self.adapter_grad_bytes, 14, &mut g);
         if acc {
             r.put_all(g);
         } else {
@@ -471,9 +559,13 @@ impl<'s, 'a> Model<'s, 'a> {
         lm: LossKept,
         grads: &mut Vec<Allocation>,
         acc: bool,
+        units: &mut Option<Box<dyn Units>>,
     ) {
         let s = self.s;
         let nv = s.t * s.spec.vocab;
+        if let Some(u) = units.as_mut() {
+            u.prefetch_last(r);
+        }
         let Forward {
             mut kept,
             mut casts,
@@ -502,8 +594,13 @@ impl<'s, 'a> Model<'s, 'a> {
         };
         // lm_head's backward: its weight's gradient (when trained) and its input's.
         let trains_outside = s.st.outside_grad_bytes > 0;
-        if trains_outside && !acc {
-            grads.extend(r.get(s.bwd.lm_head_grad.min(s.st.outside_grad_bytes)));
+        match units.as_mut() {
+            // Unsharded, made afresh by every micro-batch.
+            Some(u) if trains_outside => u.root_grad(r, s.bwd.lm_head_grad),
+            None if trains_outside && !acc => {
+                grads.extend(r.get(s.bwd.lm_head_grad.min(s.st.outside_grad_bytes)));
+            }
+            _ => {}
         }
         let input_grad = r.get(self.hidden_compute);
         r.put(grad_logits);
@@ -514,6 +611,9 @@ impl<'s, 'a> Model<'s, 'a> {
         for i in (0..s.layers).rev() {
             let layer_kept = kept.pop().unwrap_or_default();
             let mut layer_casts = casts.pop().unwrap_or_default();
+            if let Some(u) = units.as_mut() {
+                u.unshard_for_backward(r, i > 0);
+            }
             let saved = if s.plan(i) == LayerPlan::Checkpointed {
                 // The recompute: the layer's casts and its forward again, saving this time.
                 self.per_linear(r, s.casts(i) + s.kept_copies(i), &mut layer_casts);
@@ -524,16 +624,37 @@ impl<'s, 'a> Model<'s, 'a> {
             } else {
                 layer_kept
             };
-            residual_grad = self.layer_backward(r, saved, residual_grad, grads, acc);
+            residual_grad = match units.as_mut() {
+                Some(u) => {
+                    let mut unsharded = Vec::new();
+                    let next = self.layer_backward(r, saved, residual_grad, &mut unsharded, false);
+                    u.layer_post_backward(r, unsharded, grads, acc);
+                    next
+                }
+                None => self.layer_backward(r, saved, residual_grad, grads, acc),
+            };
             r.put_all(layer_casts);
         }
         r.put_all(rope);
         // The embedding's gradient (when trained), then the residual gradient goes.
-        if trains_outside && !acc {
-            let rest = s.st.outside_grad_bytes - s.bwd.lm_head_grad.min(s.st.outside_grad_bytes);
-            grads.extend(r.get(rest));
+        match units.as_mut() {
+            Some(u) => {
+                if trains_outside {
+                    let rest = u.root_grads_rest();
+                    u.root_grad(r, rest);
+                }
+                r.put(residual_grad);
+                u.root_post_backward(r, grads, acc);
+            }
+            None => {
+                if trains_outside && !acc {
+                    let rest =
+                        s.st.outside_grad_bytes - s.bwd.lm_head_grad.min(s.st.outside_grad_bytes);
+                    grads.extend(r.get(rest));
+                }
+                r.put(residual_grad);
+            }
         }
-        r.put(residual_grad);
     }
 
     /// One layer's backward: through its saved tensors in reverse, each one's gradient made
