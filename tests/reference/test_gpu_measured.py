@@ -2,7 +2,7 @@
 
 - an H100 80GB HBM3, torch 2.11.0+cu130, cuDNN 9.19, transformers 5.23.0 (this suite's, carried
   to the device as a wheel), peft 0.21.0, on 2026-11-25 (gpu/*.json). A first run with the
-  device's own transformers 5.17.0 (gpu/*_tf5.17.json) differed only where 5.17's gradient
+  device's own transformers 5.17.0 (gpu/gpu_presets_tf5.17.json) differed only where 5.17's gradient
   checkpointing keeps less than 5.23's (transformers 5.17 on CPU gives its figures exactly);
 - an H200 141GB, the same software and torchao 0.18.0, on 2026-11-26 (gpu/h200/*.json), with
   the harness that counts only what autograd's graph still holds, and torchao float8 training

@@ -9,42 +9,16 @@ use headroom_core::codec::KEYS;
 use std::fmt::Write;
 use std::sync::OnceLock;
 
-/// Option words any link field might take beside the enums' own (`enum_words`); indexes past
-/// the end reach preset and GPU ids.
+/// Option words any link field might take beside the enums' own (`enum_words`, every enum's
+/// `ALL`): checkpointing's, which is no enum, and the spellings of a switch; indexes past the end
+/// reach preset and GPU ids.
 const WORDS: &[&str] = &[
-    "full",
-    "lora",
-    "qlora",
-    "fp32",
-    "bf16",
-    "fp16",
-    "amp-bf16",
-    "amp-fp16",
-    "tensorwise",
-    "rowwise",
-    "frozen",
-    "trained",
-    "adamw",
-    "adamw-fused",
-    "adamw8bit",
-    "paged-adamw8bit",
-    "adafactor",
-    "sgd",
-    "adam-mini",
-    "eager",
-    "sdpa",
     "none",
+    "full",
     "every:2",
     "every:1024",
     "every:0",
     "selective",
-    "ddp",
-    "zero1",
-    "zero2",
-    "zero3",
-    "fsdp",
-    "cpu",
-    "nvme",
     "true",
     "false",
     "on",

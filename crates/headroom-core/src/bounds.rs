@@ -80,7 +80,13 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
         ("num_hidden_layers", s.layers, 1, MAX_LAYERS),
         ("num_attention_heads", s.heads, 1, MAX_HEADS),
         ("num_key_value_heads", s.kv_heads, 1, MAX_HEADS),
-        ("head_dim", s.head_dim, 1, MAX_HEAD_DIM),
+        // Where a config gives no head_dim, it is hidden_size / num_attention_heads.
+        (
+            "head_dim (or hidden_size / num_attention_heads)",
+            s.head_dim,
+            1,
+            MAX_HEAD_DIM,
+        ),
         (
             // Llama 4's dense layers read intermediate_size_mlp (its intermediate_size is the
             // experts').

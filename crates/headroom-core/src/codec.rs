@@ -395,8 +395,11 @@ pub fn decode_lenient(
 }
 
 /// A link key as it may be quoted back: characters outside `[A-Za-z0-9._:~-]` become `?`, so a
-/// message never carries markup from a link.
-fn printable(key: &str) -> String {
+/// message never carries markup from a link; an empty key (`=1`, `&&`) is named as such.
+pub fn printable(key: &str) -> String {
+    if key.is_empty() {
+        return "(no name)".to_string();
+    }
     crate::scenario::shorten(key)
         .chars()
         .map(|c| {

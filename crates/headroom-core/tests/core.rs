@@ -137,6 +137,8 @@ fn bad_links_name_the_field() {
     assert!(err("precision=fp64").contains("`precision`"));
     assert!(err("ckpt=every:0").contains("`ckpt`"));
     assert!(err("bogus=1").contains("unknown link field"));
+    // A key left empty is named as such (found by the property test on the text "=").
+    assert!(err("=1").starts_with("`(no name)`: unknown link field"));
     assert!(err("seq=1&seq=2").contains("twice"));
     assert!(err("gpus=3&tp=2").contains("`gpus`"));
     assert!(err("dropout=1.5").contains("`dropout`"));

@@ -2,6 +2,9 @@
 //! a wrapped `u64` is a panic here): links round-trip, every accepted scenario estimates without
 //! a panic and with coherent peaks, memory moves the right way with batch and sharding, and a
 //! config or link with absurd numbers gets a message naming the field, never a panic or a hang.
+//! Scenarios draw every option word from each enum's `ALL` (a new word is generated without
+//! being listed here); "named" means the message starts with a key the input gave or a link
+//! field (`names_a_link_field`), or names one of the config's own keys (`names_a_config_key`).
 //!
 //! The normal test run tries `PROPTEST_CASES` cases per property (default 256 here); set it
 //! higher for a longer search, e.g. `PROPTEST_CASES=100000 cargo test -p headroom-core --test
@@ -9,8 +12,12 @@
 
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::codec::{decode, decode_pairs, encode};
+use headroom_core::error::{ConfigError, ScenarioError};
 use headroom_core::model::parse_config_json;
-use headroom_core::scenario::Scenario;
+use headroom_core::scenario::{
+    Attention, BaseDtype, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, Offload,
+    Optimizer, Precision, Scenario, SdpaKernel,
+};
 use headroom_core::{bounds, estimate};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -36,6 +43,15 @@ fn one_of(xs: &'static [&'static str]) -> impl Strategy<Value = String> {
     proptest::sample::select(xs).prop_map(str::to_string)
 }
 
+/// Every option word of a link field's vocabulary (its enum's `ALL`), so that a word added to
+/// an enum is generated without anyone listing it here.
+fn every<T: Copy + std::fmt::Debug + 'static>(
+    all: &'static [T],
+    id: fn(T) -> &'static str,
+) -> impl Strategy<Value = String> {
+    proptest::sample::select(all).prop_map(move |x| id(x).to_string())
+}
+
 /// Link fields over every option, including the extremes of each range.
 fn scenario_pairs() -> impl Strategy<Value = Vec<(String, String)>> {
     let models: Vec<String> = PresetCatalog::builtin()
@@ -58,21 +74,22 @@ fn scenario_pairs() -> impl Strategy<Value = Vec<(String, String)>> {
         prop_oneof![1u32..=64, Just(65_536u32)],
     );
     let choices = (
-        one_of(&["full", "lora", "qlora"]),
-        one_of(&["fp32", "bf16", "fp16", "amp-bf16", "amp-fp16"]),
-        one_of(&[
-            "adamw",
-            "adamw-fused",
-            "adamw8bit",
-            "paged-adamw8bit",
-            "adafactor",
-            "sgd",
-            "adam-mini",
-        ]),
-        one_of(&["eager", "sdpa"]),
+        every(Method::ALL, Method::id),
+        every(Precision::ALL, Precision::id),
+        every(Optimizer::ALL, Optimizer::id),
+        every(Attention::ALL, Attention::id),
         one_of(&["none", "full", "every:2", "every:1024", "selective"]),
-        one_of(&["ddp", "zero1", "zero2", "zero3", "fsdp"]),
-        one_of(&["none", "cpu", "nvme"]),
+        every(DataParallel::ALL, DataParallel::id),
+        every(Offload::ALL, Offload::id),
+        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+    );
+    // The options the ones above leave at their defaults, each drawn or left out.
+    let extras = (
+        proptest::option::of(every(LoraTargets::ALL, LoraTargets::id)),
+        proptest::option::of(every(BaseDtype::ALL, BaseDtype::id)),
+        proptest::option::of(every(Fp8Recipe::ALL, Fp8Recipe::id)),
+        proptest::option::of(every(SdpaKernel::ALL, SdpaKernel::id)),
+        proptest::option::of(every(LossImpl::ALL, LossImpl::id)),
         (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
     );
     (
@@ -80,42 +97,101 @@ fn scenario_pairs() -> impl Strategy<Value = Vec<(String, String)>> {
         proptest::sample::select(gpus),
         numbers,
         choices,
+        extras,
     )
-        .prop_map(|(model, gpu, (b, s, accum, tp, pp, dp, rank), choices)| {
-            let (method, precision, opt, attn, ckpt, data, offload, flags) = choices;
-            let (act_offload, keep_logits, sp, graphs) = flags;
-            let bit = |x: bool| if x { "1" } else { "0" }.to_string();
-            let mut p = vec![
-                ("model", model),
-                ("gpu", gpu),
-                ("batch", b.to_string()),
-                ("seq", s.to_string()),
-                ("accum", accum.to_string()),
-                ("gpus", (tp * pp * dp).to_string()),
-                ("tp", tp.to_string()),
-                ("pp", pp.to_string()),
-                ("rank", rank.to_string()),
-                ("method", method),
-                ("precision", precision),
-                ("optimizer", opt),
-                ("attention", attn),
-                ("ckpt", ckpt),
-                ("dp", data.clone()),
-                ("act_offload", bit(act_offload)),
-                ("keep_logits", bit(keep_logits)),
-                ("graphs", bit(graphs)),
-            ];
-            if tp > 1 {
-                p.push(("sp", bit(sp)));
-            }
-            if data != "ddp" {
-                p.push(("opt_offload", offload.clone()));
-            }
-            if matches!(data.as_str(), "zero3" | "fsdp") && offload != "nvme" {
-                p.push(("param_offload", offload));
-            }
-            p.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-        })
+        .prop_map(
+            |(model, gpu, (b, s, accum, tp, pp, dp, rank), choices, extras)| {
+                let (method, precision, opt, attn, ckpt, data, offload, flags) = choices;
+                let (act_offload, keep_logits, sp, graphs) = flags;
+                let bit = |x: bool| if x { "1" } else { "0" }.to_string();
+                let mut p = vec![
+                    ("model", model),
+                    ("gpu", gpu),
+                    ("batch", b.to_string()),
+                    ("seq", s.to_string()),
+                    ("accum", accum.to_string()),
+                    ("gpus", (tp * pp * dp).to_string()),
+                    ("tp", tp.to_string()),
+                    ("pp", pp.to_string()),
+                    ("rank", rank.to_string()),
+                    ("method", method),
+                    ("precision", precision),
+                    ("optimizer", opt),
+                    ("attention", attn),
+                    ("ckpt", ckpt),
+                    ("dp", data.clone()),
+                    ("act_offload", bit(act_offload)),
+                    ("keep_logits", bit(keep_logits)),
+                    ("graphs", bit(graphs)),
+                ];
+                if tp > 1 {
+                    p.push(("sp", bit(sp)));
+                }
+                let (targets, base, fp8, sdpa, loss, (dropout, dora, fsdp1, expandable)) = extras;
+                for (key, word) in [
+                    ("targets", targets),
+                    ("base", base),
+                    ("fp8", fp8),
+                    ("sdpa", sdpa),
+                    ("loss", loss),
+                ] {
+                    if let Some(word) = word {
+                        p.push((key, word));
+                    }
+                }
+                p.push(("lora_dropout", bit(dropout)));
+                p.push(("dora", bit(dora)));
+                p.push(("expandable", bit(expandable)));
+                if data == "fsdp" {
+                    p.push(("fsdp1", bit(fsdp1)));
+                }
+                if data != "ddp" {
+                    p.push(("opt_offload", offload.clone()));
+                }
+                if matches!(data.as_str(), "zero3" | "fsdp") && offload != "nvme" {
+                    p.push(("param_offload", offload));
+                }
+                p.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+            },
+        )
+}
+
+/// Whether a link's error names the field it is about: a key the link gave (as it may be quoted
+/// back) or a link field, first in the message; an unknown GPU or model names its kind and
+/// the word given.
+fn names_a_link_field(e: &ScenarioError, pairs: &[(String, String)]) -> bool {
+    let text = e.to_string();
+    match e {
+        ScenarioError::Invalid { field, .. } => {
+            let given = pairs
+                .iter()
+                .any(|(k, _)| headroom_core::codec::printable(k) == *field);
+            !field.is_empty()
+                && (given || headroom_core::codec::KEYS.contains(&field.as_str()))
+                && text.starts_with(&format!("`{field}`"))
+        }
+        ScenarioError::Unknown { what, found, .. } => {
+            text.contains(what) && text.contains(found.as_str())
+        }
+        ScenarioError::Config(c) => !c.to_string().is_empty(),
+    }
+}
+
+/// Whether a config's error names what is wrong: a key of it in backticks, or the file itself
+/// where it is not JSON, not an object or has no `model_type`.
+fn names_a_config_key(e: &ConfigError, json: &str) -> bool {
+    match e {
+        ConfigError::Json(_) | ConfigError::NotAnObject | ConfigError::MissingModelType { .. } => {
+            e.to_string().starts_with("config.json")
+        }
+        ConfigError::MissingKeys { found, missing } => {
+            !missing.is_empty() && json.contains(found.as_str())
+        }
+        // One of the keys the field names is the config's (a derived one names its sources).
+        ConfigError::BadField { field, .. } | ConfigError::Inconsistent { field, .. } => field
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|key| !key.is_empty() && json.contains(&format!("\"{key}\""))),
+    }
 }
 
 fn accepted(pairs: &[(String, String)]) -> Option<Scenario> {
@@ -165,14 +241,15 @@ proptest! {
                 };
                 prop_assert_eq!(figures(&fast), figures(&full), "{:?}", pairs);
             }
-            // Refused only past the scale bound, or for bf16 on a GPU without it (T4, V100),
-            // and then with a message naming the field.
+            // Refused only past the scale bound, or for bf16 or fp8 on a GPU without it (T4,
+            // V100; fp8 before sm89), and then with a message naming the field.
             Err(err) => {
                 let text = err.to_string();
                 prop_assert!(
                     text.starts_with("`seq`")
                         || text.starts_with("`batch`")
-                        || (text.starts_with("`precision`") && text.contains("needs bf16, which")),
+                        || (text.starts_with("`precision`") && text.contains("needs bf16, which"))
+                        || (text.starts_with("`fp8`") && text.contains("no fp8 tensor cores")),
                     "{pairs:?}: {text}"
                 );
             }
@@ -233,7 +310,7 @@ proptest! {
             dims[6], dims[7], dims[4]
         );
         match parse_config_json(&json) {
-            Err(e) => prop_assert!(!e.to_string().is_empty()),
+            Err(e) => prop_assert!(names_a_config_key(&e, &json), "{json}: {e}"),
             Ok(spec) => {
                 prop_assert!(bounds::check_model(&spec).is_ok());
                 let scen = Scenario {
@@ -402,7 +479,7 @@ proptest! {
         if let Ok(pairs) = headroom_core::codec::query_pairs(&text) {
             let (_, errors) = headroom_core::codec::decode_lenient(Scenario::default(), &pairs);
             for e in errors {
-                prop_assert!(!e.to_string().is_empty());
+                prop_assert!(names_a_link_field(&e, &pairs), "{text:?}: {e}");
             }
         }
     }
@@ -410,7 +487,7 @@ proptest! {
     #[test]
     fn any_text_as_a_config_parses_or_is_named(text in hostile_text()) {
         if let Err(e) = parse_config_json(&text) {
-            prop_assert!(!e.to_string().is_empty());
+            prop_assert!(names_a_config_key(&e, &text), "{text:?}: {e}");
         }
     }
 

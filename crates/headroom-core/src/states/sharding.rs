@@ -165,13 +165,21 @@ pub(super) fn zero(stage: u8, s: &mut Sharded, f: &Facts, ds_fp32_grads: u64) {
     }
 }
 
-/// FSDP2 (`fully_shard`): parameters, gradients and states sharded; the running and the
-/// prefetched unit gathered in the compute dtype; CPU offload of parameters or the optimizer.
+/// FSDP2 (`fully_shard`) and FSDP1 (flat parameters): parameters, gradients and states sharded;
+/// the running and the prefetched unit gathered in the compute dtype; CPU offload of parameters
+/// or the optimizer.
 pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
     let (p, scen) = (f.place, f.scen);
     // QLoRA's quantization state is no parameter: every rank keeps all of it.
     s.weights.bytes -= f.quant_state;
-    s.weights.sharded(p, " (FSDP2 shards)");
+    s.weights.sharded(
+        p,
+        if scen.parallel.fsdp1 {
+            " (FSDP1 flat-parameter shards)"
+        } else {
+            " (FSDP2 shards)"
+        },
+    );
     if f.quant_state > 0 {
         s.weights.bytes += f.quant_state;
         s.weights.formula = format!(
