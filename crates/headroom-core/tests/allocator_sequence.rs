@@ -188,7 +188,8 @@ fn fsdp_replayed_reserves_what_the_h200_reserved() {
 
 /// The replay holds every tensor the estimate counts, when the estimate counts it: its own
 /// allocated peak is the estimate's allocated level (within 1%), over presets of the families
-/// it models, each precision, checkpointing or not, full fine-tuning and LoRA. Where it is
+/// it models, each precision, checkpointing or not, full fine-tuning, LoRA and QLoRA, one GPU and
+/// FSDP. Where it is
 /// not, the sequence misses or double-counts a tensor, whatever reserved it then gives.
 #[test]
 fn the_replays_allocated_peak_is_the_estimates() {
@@ -209,6 +210,7 @@ fn the_replays_allocated_peak_is_the_estimates() {
                     "lora&targets=attn&base=fp32",
                     "full&fp8=tensorwise",
                     "full&fp8=rowwise",
+                    "qlora&targets=all",
                 ] {
                     for (batch, seq, dp) in [
                         (1, 512, ""),

@@ -187,10 +187,14 @@ fn names_a_config_key(e: &ConfigError, json: &str) -> bool {
         ConfigError::MissingKeys { found, missing } => {
             !missing.is_empty() && json.contains(found.as_str())
         }
-        // One of the keys the field names is the config's (a derived one names its sources).
-        ConfigError::BadField { field, .. } | ConfigError::Inconsistent { field, .. } => field
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .any(|key| !key.is_empty() && json.contains(&format!("\"{key}\""))),
+        // One of the keys the field names is the config's (a derived one names its sources),
+        // or the message says the value is its class's default.
+        ConfigError::BadField { field, .. } | ConfigError::Inconsistent { field, .. } => {
+            field
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|key| !key.is_empty() && json.contains(&format!("\"{key}\"")))
+                || e.to_string().contains("default")
+        }
     }
 }
 

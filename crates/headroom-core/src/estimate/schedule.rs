@@ -250,7 +250,11 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         backward_base.with(LossBackward, s.lm.backward_peak),
     );
     let lm_head_w = s.spec.vocab * s.spec.hidden / s.scen.parallel.tensor as u64;
-    let lm_grad_tmp = if crate::states::activation_precision(s.scen).is_autocast() {
+    // Only a trained lm_head (or embedding tied to it) gets a weight gradient: autograd skips
+    // a frozen weight's (LoRA, QLoRA), so nothing is cast back.
+    let lm_grad_tmp = if crate::states::activation_precision(s.scen).is_autocast()
+        && s.st.outside_grad_bytes > 0
+    {
         lm_head_w * s.compute.bytes()
     } else {
         0

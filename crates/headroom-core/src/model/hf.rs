@@ -1504,7 +1504,8 @@ fn validate(s: &ModelSpec) -> Result<(), ConfigError> {
         return Err(ConfigError::Inconsistent {
             field: "num_key_value_heads".into(),
             message: format!(
-                "must divide num_attention_heads ({}), found {}",
+                "must divide num_attention_heads ({}), found {} (the config's value, or its \
+                 class's default where the config gives none)",
                 s.heads, s.kv_heads
             ),
         });

@@ -55,12 +55,10 @@ pub(super) fn supported(s: &Step) -> bool {
         && s.st.optimizer.paged == 0
         && s.generation.kv_cache == 0
         && ((s.st.comm_buffers == 0 && s.st.gather_transient == 0) || fsdp_replayed(s))
-        // QLoRA's dequantized weights (and fp8's, cp's and int8's copies) in backward: the
-        // H200's QLoRA trace reserved 4 GiB more than a replay with them placed as one
-        // transient per half layer, so QLoRA keeps the slack fraction until that is found.
-        // QLoRA's dequantized weights (and int8's and cp's copies) in backward are not written
-        // out; torchao's fp8 casts are (see `layer_backward`).
-        && (s.backward_extra == 0 || torchao_fp8(s))
+        // What a layer's backward adds beside its saved tensors is written out as transients
+        // for torchao's fp8 casts and QLoRA's dequantized weights (see `layer_backward`), not
+        // for int8's and cp's copies.
+        && (s.backward_extra == 0 || torchao_fp8(s) || qlora_replayed(s))
         && s.spec.mtp_trained == 0
         && s.inv.vision() == 0
         // Selective recompute drops part of a layer's saved tensors: not written out here.
@@ -83,8 +81,25 @@ fn fsdp_replayed(s: &Step) -> bool {
         && scen.parallel.offload_params == crate::scenario::Offload::None
         && scen.parallel.offload_optimizer == crate::scenario::Offload::None
         && !scen.runtime.expandable_segments
-        && scen.method != Method::Qlora
+        && (scen.method != Method::Qlora || qlora_replayed(s))
         && s.generation.kv_cache == 0
+}
+
+/// QLoRA as bitsandbytes runs it without `prepare_model_for_kbit_training`: replayed with each
+/// Linear's dequantized weight a transient of its backward. Against the H200's runs the replay
+/// reserves what they did where the slack fraction was 8-12% under (Llama 3.1 8B on a 24 GB cap
+/// at 4 x 2,048: 23.50 GiB both, slack fraction -11.6%; FSDP1's QLoRA recipe: +2.7%, +1.4%,
+/// +7.0% where it said -8.3%, +5.1%, -7.7%). With kbit's fp32 norms and upcasts the no-grad
+/// forward's transients are not the saved tensors the replay writes for them (it reserved 32.1
+/// GiB where the traced run reserved 29.6, and failed a 24 GB run that trained), so kbit keeps
+/// the slack fraction.
+fn qlora_replayed(s: &Step) -> bool {
+    let scen = s.scen;
+    scen.method == Method::Qlora
+        && !scen.lora.kbit
+        && !scen.act_int8
+        && scen.parallel.context == 1
+        && scen.fp8 == Fp8Recipe::Off
 }
 
 /// torchao's float8 training alone adds to a layer's backward (its casts of each matmul's
@@ -318,12 +333,15 @@ impl<'s, 'a> Model<'s, 'a> {
     }
 
     /// The weights as the model was loaded: one request per tensor.
-    /// QLoRA's 4-bit Linears are their packed data (half a byte a weight) and their small
-    /// quantization state (`states::nf4_bytes`); every other tensor gets an equal share per
-    /// element of the rest.
+    /// QLoRA's 4-bit Linears are their packed data (half a byte a weight; this rank's shard of
+    /// it under FSDP) and their small quantization state (`states::nf4_bytes`, whole on every
+    /// rank); every other tensor gets an equal share per element of the rest.
     fn load(&self, r: &mut Replay) -> Vec<Allocation> {
         let mut out = Vec::new();
         let layers = self.s.layers;
+        let shards = self.s.st.fsdp.map_or(1, |f| f.shards.max(1));
+        let packed_bytes = |n: u64| n.div_ceil(2).div_ceil(shards);
+        let state_bytes = |n: u64| crate::states::nf4_bytes(n) - n.div_ceil(2);
         let quantized = |t: &crate::model::ParamTensor| {
             self.s.scen.method == Method::Qlora && t.quantizable && t.scope != Scope::Model
         };
@@ -332,7 +350,7 @@ impl<'s, 'a> Model<'s, 'a> {
             .tensors
             .iter()
             .filter(|t| quantized(t))
-            .map(|t| crate::states::nf4_bytes(t.numel()))
+            .map(|t| packed_bytes(t.numel()) + state_bytes(t.numel()))
             .sum::<u64>()
             * layers;
         let plain_elements: u64 = inv
@@ -346,8 +364,8 @@ impl<'s, 'a> Model<'s, 'a> {
         let mut one = |r: &mut Replay, t: &crate::model::ParamTensor| {
             if quantized(t) {
                 let n = t.numel();
-                out.extend(r.get(n.div_ceil(2)));
-                out.extend(r.get(crate::states::nf4_bytes(n) - n.div_ceil(2)));
+                out.extend(r.get(packed_bytes(n)));
+                out.extend(r.get(state_bytes(n)));
             } else {
                 out.extend(r.get((t.numel() as f64 * per_element) as u64));
             }
