@@ -100,6 +100,12 @@ pub struct FsdpBuffers {
     pub flat: bool,
     /// The ranks a unit is sharded over.
     pub shards: u64,
+    /// Whether the reduce-scatter's output is in another dtype than the sharded gradient kept
+    /// (cast on the reduce-scatter stream after it).
+    pub reduce_cast: bool,
+    /// FSDP1 under a mixed-precision policy over wider parameters: each unshard first casts
+    /// the rank's shard to the compute dtype (`_use_low_precision_shard`).
+    pub shard_cast: bool,
 }
 
 impl ModelStates {

@@ -268,6 +268,8 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
             },
         flat,
         shards: p.dp,
+        reduce_cast: reduce_bytes != f.grad_bytes,
+        shard_cast: flat && precision.is_autocast() && f.weight_bytes != c,
     };
     s.fsdp = Some(fsdp);
     // In a layer's backward: its trained parameters' unsharded gradients, and FSDP2's previous

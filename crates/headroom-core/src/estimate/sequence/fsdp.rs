@@ -153,13 +153,7 @@ impl Fsdp2 {
         self.reduce_input = r.get(input);
         r.put_all(unsharded);
         let output = r.get_on(REDUCE_SCATTER, input.div_ceil(self.f.shards));
-        let kept = cast_if_needed(
-            r,
-            REDUCE_SCATTER,
-            output,
-            input.div_ceil(self.f.shards),
-            sharded,
-        );
+        let kept = cast_if_needed(r, &self.f, REDUCE_SCATTER, output, sharded);
         keep_or_add(r, kept, into, acc);
     }
 }
@@ -268,16 +262,16 @@ impl RootGrads {
     }
 }
 
-/// The reduce-scatter's output, or its cast to the sharded gradient's dtype on the same stream
-/// where the reduce dtype is not the parameter's (they differ by a factor of two at least).
+/// The reduce-scatter's output, or its cast to the sharded gradient's dtype (`sharded` bytes)
+/// on the same stream where the reduce dtype is not the parameter's.
 pub(super) fn cast_if_needed(
     r: &mut Replay,
+    f: &FsdpBuffers,
     stream: u64,
     output: Option<Allocation>,
-    output_bytes: u64,
     sharded: u64,
 ) -> Option<Allocation> {
-    if output_bytes > 0 && (sharded * 3 > output_bytes * 4 || sharded * 4 < output_bytes * 3) {
+    if f.reduce_cast {
         let cast = r.get_on(stream, sharded);
         r.put(output);
         cast

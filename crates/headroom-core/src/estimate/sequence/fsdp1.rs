@@ -40,9 +40,6 @@ const POST_BACKWARD: u64 = 3;
 /// FSDP1's flat parameters as the replay walks the step.
 pub(super) struct Fsdp1 {
     f: FsdpBuffers,
-    /// Whether the parameters are kept in another dtype than they are gathered in (a
-    /// mixed-precision policy): each unshard casts the shard first.
-    cast_shard: bool,
     /// The sharded gradient of a layer and of the root as the optimizer sees them.
     layer_sharded: u64,
     root_sharded: u64,
@@ -64,15 +61,9 @@ struct Reduction {
 }
 
 impl Fsdp1 {
-    pub(super) fn new(
-        f: FsdpBuffers,
-        cast_shard: bool,
-        layer_sharded: u64,
-        root_sharded: u64,
-    ) -> Self {
+    pub(super) fn new(f: FsdpBuffers, layer_sharded: u64, root_sharded: u64) -> Self {
         Fsdp1 {
             f,
-            cast_shard,
             layer_sharded,
             root_sharded,
             root: None,
@@ -86,7 +77,7 @@ impl Fsdp1 {
     /// One unit unsharded: the shard's cast, the flat parameter, then the blocks resharded
     /// before it are free again.
     fn unshard(&mut self, r: &mut Replay, bytes: u64) -> Option<Allocation> {
-        let cast = if self.cast_shard {
+        let cast = if self.f.shard_cast {
             r.get_on(PRE_UNSHARD, bytes.div_ceil(self.f.shards))
         } else {
             None
@@ -128,11 +119,10 @@ impl Fsdp1 {
         r.put_all(views);
         let copy = r.get_on(POST_BACKWARD, reduce);
         let input = if reduce > 0 { reduce } else { grads };
-        let output_bytes = input.div_ceil(self.f.shards);
-        let output = r.get_on(POST_BACKWARD, output_bytes);
+        let output = r.get_on(POST_BACKWARD, input.div_ceil(self.f.shards));
         r.put(copy);
         r.put(flat);
-        let kept = cast_if_needed(r, POST_BACKWARD, output, output_bytes, sharded);
+        let kept = cast_if_needed(r, &self.f, POST_BACKWARD, output, sharded);
         keep_or_add(r, kept, into, acc);
     }
 }

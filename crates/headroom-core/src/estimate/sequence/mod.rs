@@ -312,15 +312,7 @@ impl<'s, 'a> Model<'s, 'a> {
         let f = s.st.fsdp.filter(|_| fsdp_replayed(s))?;
         let (layer_sharded, root_sharded) = (s.st.layer_grad_bytes, s.st.outside_grad_bytes);
         if f.flat {
-            // Kept wider than gathered (fp32 parameters under a 16-bit policy: twice).
-            let gathered = f.root + s.layers * f.layer;
-            let cast_shard = 2 * s.st.weights * f.shards > 3 * gathered;
-            Some(Box::new(Fsdp1::new(
-                f,
-                cast_shard,
-                layer_sharded,
-                root_sharded,
-            )))
+            Some(Box::new(Fsdp1::new(f, layer_sharded, root_sharded)))
         } else {
             Some(Box::new(Fsdp2::new(
                 f,
