@@ -14,12 +14,10 @@
 //! written out op by op), -0.5%, +0.1%, +1.3%.
 #![cfg(feature = "replay")]
 
-use std::io::Read;
-use std::path::PathBuf;
+mod common;
 
 use headroom_core::codec::{decode_pairs, query_pairs};
 use headroom_core::{Scenario, estimate};
-use serde_json::Value;
 
 /// (trace, the run as a link, the largest error allowed at the reserved level, %).
 const RUNS: &[(u32, &str, f64)] = &[
@@ -77,7 +75,7 @@ const RUNS: &[(u32, &str, f64)] = &[
 ];
 
 fn measured_reserved(n: u32) -> u64 {
-    let t = trace(&format!("edge/traces/trace{n}.json.gz"));
+    let t = common::h200_trace("edge", &format!("trace{n}.json.gz"));
     t["markers"]
         .as_array()
         .expect("markers")
@@ -85,18 +83,6 @@ fn measured_reserved(n: u32) -> u64 {
         .map(|m| m["max_reserved"].as_u64().expect("max_reserved"))
         .max()
         .expect("a marker")
-}
-
-/// A trace under tests/reference/gpu/h200/, unpacked.
-fn trace(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/reference/gpu/h200")
-        .join(name);
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("trace file"))
-        .read_to_string(&mut text)
-        .expect("gzipped JSON");
-    serde_json::from_str(&text).expect("trace JSON")
 }
 
 /// Whether the estimate's reserved level came from the replay.
@@ -171,7 +157,7 @@ fn fsdp_replayed_reserves_what_the_h200_reserved() {
             .expect("valid link");
         let e = estimate(&scen).expect("estimates");
         assert!(replayed(&e), "{name}: reserved not replayed");
-        let t = trace(&format!("fsdp/traces/{name}.json.gz"));
+        let t = common::h200_trace("fsdp", &format!("{name}.json.gz"));
         let want = t["run"]["peak_reserved"].as_u64().expect("peak_reserved");
         let err = 100.0 * (e.peak.reserved as f64 / want as f64 - 1.0);
         println!(

@@ -6,9 +6,9 @@
 //! (tests/reference/measure_fsdp_peak.py on the same H200, one GPU as one rank of a fake process
 //! group) keep each action's stream: FSDP gathers and reduces on streams of its own.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::PathBuf;
 
 use headroom_core::allocator::{AllocatorSettings, CachingAllocator};
 use serde_json::Value;
@@ -18,16 +18,7 @@ fn trace(name: &str) -> Value {
 }
 
 fn trace_in(dir: &str, name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/reference/gpu/h200")
-        .join(dir)
-        .join("traces")
-        .join(name);
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("trace file"))
-        .read_to_string(&mut text)
-        .expect("gzipped JSON");
-    serde_json::from_str(&text).expect("trace JSON")
+    common::h200_trace(dir, name)
 }
 
 /// What a replay found, beside what the run measured.

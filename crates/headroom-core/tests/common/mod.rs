@@ -1,6 +1,10 @@
-//! What the integration tests that read committed GPU measurements share: the file reader and
-//! the link of a measured run's scenario tuple (`measure_gpu.py`'s [model, precision,
-//! attention, ckpt, batch, seq, method, rank, targets, ...]).
+//! What the integration tests that read committed GPU measurements share: the file readers
+//! (JSON, and the H200's gzipped allocator traces) and the link of a measured run's scenario
+//! tuple (`measure_gpu.py`'s [model, precision, attention, ckpt, batch, seq, method, rank,
+//! targets, ...]).
+
+// Each test binary that includes this module uses part of it.
+#![allow(dead_code)]
 
 /// A committed measurement file under tests/reference/gpu/.
 pub fn measured_on_gpu(name: &str) -> serde_json::Value {
@@ -34,4 +38,20 @@ pub fn measured_link(sc: &serde_json::Value, gpu: &str) -> String {
         s(4),
         s(5)
     )
+}
+
+/// An allocator trace under tests/reference/gpu/h200/ (`dir/traces/name`), unpacked.
+pub fn h200_trace(dir: &str, name: &str) -> serde_json::Value {
+    use std::io::Read;
+    let path = format!(
+        "{}/../../tests/reference/gpu/h200/{dir}/traces/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}")),
+    )
+    .read_to_string(&mut text)
+    .expect("gzipped JSON");
+    serde_json::from_str(&text).expect("trace JSON")
 }

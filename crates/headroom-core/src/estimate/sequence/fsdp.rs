@@ -23,7 +23,7 @@
 use crate::allocator::Allocation;
 use crate::states::FsdpBuffers;
 
-use super::Replay;
+use super::{Replay, split};
 
 /// The all-gather copy-in stream and the reduce-scatter stream (any numbers but the default 0).
 const COPY_IN: u64 = 1;
@@ -45,10 +45,8 @@ pub(super) trait Units {
     /// A layer's pre-backward: it is unsharded from what was prefetched, and the next layer
     /// prefetched (none before the first layer).
     fn unshard_for_backward(&mut self, r: &mut Replay, prefetch: bool);
-    /// An unsharded gradient of the root's (lm_head's from its backward, the rest at the end).
-    fn root_grad(&mut self, r: &mut Replay, bytes: u64);
-    /// The root's unsharded gradients not yet made.
-    fn root_grads_rest(&self) -> u64;
+    /// The root's unsharded gradients as backward makes them.
+    fn root_grads(&mut self) -> &mut RootGrads;
     /// A layer's post-backward, given the gradients its backward made: its parameters
     /// resharded, its gradients reduce-scattered into sharded ones kept in `into` (added into
     /// those kept when accumulating).
@@ -108,13 +106,8 @@ impl Fsdp2 {
 
     /// A unit's pre-forward: its all-gather, its copy-out, the previous output freed.
     fn gather(&mut self, r: &mut Replay, root: bool) {
-        let (bytes, sizes) = if root {
-            (self.f.root, self.root_params.clone())
-        } else {
-            (self.f.layer, self.layer_params.clone())
-        };
-        let output = self.all_gather(r, bytes);
-        self.copy_out(r, &sizes, root);
+        let output = self.all_gather(r, if root { self.f.root } else { self.f.layer });
+        self.copy_out(r, root);
         r.put(self.all_gather.take());
         self.all_gather = output;
     }
@@ -124,13 +117,15 @@ impl Fsdp2 {
         r.get_on(COPY_IN, bytes)
     }
 
-    /// Unsharded parameters written out of the pending all-gather output, which then goes.
-    fn copy_out(&mut self, r: &mut Replay, sizes: &[u64], into_root: bool) {
-        let mut params = Vec::new();
-        for &b in sizes {
-            params.extend(r.get(b));
-        }
-        if into_root {
+    /// A unit's unsharded parameters, written out of the all-gather output.
+    fn copy_out(&mut self, r: &mut Replay, root: bool) {
+        let sizes = if root {
+            &self.root_params
+        } else {
+            &self.layer_params
+        };
+        let params = sizes.iter().filter_map(|&b| r.get(b)).collect();
+        if root {
             self.root = params;
         } else {
             self.layer = params;
@@ -185,20 +180,15 @@ impl Units for Fsdp2 {
     /// A layer's pre-backward: its copy-out from the prefetched output, which goes, and the
     /// next layer's all-gather prefetched (none before the first layer).
     fn unshard_for_backward(&mut self, r: &mut Replay, prefetch: bool) {
-        let sizes = self.layer_params.clone();
-        self.copy_out(r, &sizes, false);
+        self.copy_out(r, false);
         r.put(self.all_gather.take());
         if prefetch {
             self.all_gather = self.all_gather(r, self.f.layer);
         }
     }
 
-    fn root_grad(&mut self, r: &mut Replay, bytes: u64) {
-        self.root_grads.make(r, bytes);
-    }
-
-    fn root_grads_rest(&self) -> u64 {
-        self.root_grads.rest()
+    fn root_grads(&mut self) -> &mut RootGrads {
+        &mut self.root_grads
     }
 
     /// A layer's post-backward: its parameters resharded, its gradients reduce-scattered.
@@ -293,17 +283,4 @@ pub(super) fn keep_or_add(
     } else {
         into.extend(grad);
     }
-}
-
-/// `bytes` over tensors in proportion to their elements (a request each).
-fn split(bytes: u64, tensors: &[u64]) -> Vec<u64> {
-    let total: u64 = tensors.iter().sum();
-    if total == 0 {
-        return vec![bytes];
-    }
-    let per_element = bytes as f64 / total as f64;
-    tensors
-        .iter()
-        .map(|&n| (n as f64 * per_element) as u64)
-        .collect()
 }

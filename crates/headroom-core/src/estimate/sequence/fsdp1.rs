@@ -90,10 +90,7 @@ impl Fsdp1 {
 
     /// Resharding: the block waits for the default stream.
     fn reshard(&mut self, r: &mut Replay, flat: Option<Allocation>) {
-        if let Some(a) = flat {
-            r.alloc.free_requested(a);
-            self.pending.push(a);
-        }
+        self.pending.extend(r.defer(flat));
     }
 
     /// The post-backward: the views' gradients concatenated into the flat gradient, which the
@@ -156,12 +153,8 @@ impl Units for Fsdp1 {
         }
     }
 
-    fn root_grad(&mut self, r: &mut Replay, bytes: u64) {
-        self.root_grads.make(r, bytes);
-    }
-
-    fn root_grads_rest(&self) -> u64 {
-        self.root_grads.rest()
+    fn root_grads(&mut self) -> &mut RootGrads {
+        &mut self.root_grads
     }
 
     fn layer_post_backward(

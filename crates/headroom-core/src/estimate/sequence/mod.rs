@@ -205,6 +205,15 @@ impl Replay {
         }
     }
 
+    /// Freed by its owner while another stream still uses it (`record_stream`): counted free
+    /// now, reusable once `put` follows.
+    fn defer(&mut self, a: Option<Allocation>) -> Option<Allocation> {
+        if let Some(a) = a {
+            self.alloc.free_requested(a);
+        }
+        a
+    }
+
     fn put_all(&mut self, v: Vec<Allocation>) {
         for a in v {
             self.alloc.free(a);
@@ -606,7 +615,7 @@ impl<'s, 'a> Model<'s, 'a> {
         let trains_outside = s.st.outside_grad_bytes > 0;
         match units.as_mut() {
             // Unsharded, made afresh by every micro-batch.
-            Some(u) if trains_outside => u.root_grad(r, s.bwd.lm_head_grad),
+            Some(u) if trains_outside => u.root_grads().make(r, s.bwd.lm_head_grad),
             None if trains_outside && !acc => {
                 grads.extend(r.get(s.bwd.lm_head_grad.min(s.st.outside_grad_bytes)));
             }
@@ -650,8 +659,8 @@ impl<'s, 'a> Model<'s, 'a> {
         match units.as_mut() {
             Some(u) => {
                 if trains_outside {
-                    let rest = u.root_grads_rest();
-                    u.root_grad(r, rest);
+                    let rest = u.root_grads().rest();
+                    u.root_grads().make(r, rest);
                 }
                 r.put(residual_grad);
                 u.root_post_backward(r, grads, acc);
@@ -738,13 +747,11 @@ impl<'s, 'a> Model<'s, 'a> {
 
     /// A layer's weight casts: `bytes` over its Linears in proportion to their weights.
     fn per_linear(&self, r: &mut Replay, bytes: u64, into: &mut Vec<Allocation>) {
-        let total: u64 = self.layer_linears.iter().sum();
-        if total == 0 {
+        if self.layer_linears.iter().sum::<u64>() == 0 {
             return r.get_split(bytes, 7, into);
         }
-        let per_element = bytes as f64 / total as f64;
-        for &n in &self.layer_linears {
-            into.extend(r.get((n as f64 * per_element) as u64));
+        for b in split(bytes, &self.layer_linears) {
+            into.extend(r.get(b));
         }
     }
 
@@ -771,4 +778,18 @@ impl<'s, 'a> Model<'s, 'a> {
             }
         }
     }
+}
+
+/// `bytes` over tensors in proportion to their elements (a request each; one request where
+/// there are no elements).
+fn split(bytes: u64, tensors: &[u64]) -> Vec<u64> {
+    let total: u64 = tensors.iter().sum();
+    if total == 0 {
+        return vec![bytes];
+    }
+    let per_element = bytes as f64 / total as f64;
+    tensors
+        .iter()
+        .map(|&n| (n as f64 * per_element) as u64)
+        .collect()
 }
