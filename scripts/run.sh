@@ -15,6 +15,8 @@ fi
 SKIP_VENV=1 ./scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$HOME/.local/webtools/node_modules/.bin:$PATH"
 export TRUNK_SKIP_VERSION_CHECK=true
+# shellcheck source=scripts/wasm-env.sh
+. scripts/wasm-env.sh
 cargo fetch --locked
 echo "Serving Headroom at http://127.0.0.1:${PORT:-8080}/ (Ctrl-C stops it)"
 exec trunk serve --release --offline --address 127.0.0.1 --port "${PORT:-8080}"

@@ -12,6 +12,8 @@ export TRUNK_SKIP_VERSION_CHECK=true
 # take disk (several GB).
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
+# shellcheck source=scripts/wasm-env.sh
+. scripts/wasm-env.sh
 
 step() { printf '\n=== %s\n' "$*"; }
 

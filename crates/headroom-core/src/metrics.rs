@@ -98,7 +98,12 @@ pub fn label(a: Option<&Analysis>, metric: &str) -> String {
     }
     if let Some((num, den)) = m.rsplit_once('/') {
         let num = num.trim().trim_start_matches('(').trim_end_matches(')');
-        return format!("({}) per {}", label(a, num), label(a, den).to_lowercase());
+        // The labels are ASCII: folding only ASCII keeps Unicode's case tables out of the site.
+        return format!(
+            "({}) per {}",
+            label(a, num),
+            label(a, den).to_ascii_lowercase()
+        );
     }
     if m.contains('+') {
         return m

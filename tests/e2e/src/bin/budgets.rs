@@ -87,6 +87,12 @@
 //!   than the 1.3 KB of data it saved: tried, not kept). The form's help text moved out to
 //!   `content/help.json` (fetched with the content; 2.4 KB gzip of text, less the code that
 //!   reads it): 461,229 B, and the limit comes down to 461,250 B, below every limit before it;
+//!   the review's FSDP dtype flags (f854346) took it to 461,269 B on CI, over the limit (a build
+//!   that was not redone before committing had measured 461,235 B). Two changes paid for it:
+//!   the wasm32 builds remap Cargo's registry prefix away (scripts/wasm-env.sh: 53 B, and the
+//!   bundle is the same bytes wherever CARGO_HOME is), and guide search and metric labels fold
+//!   case for ASCII only, which drops Unicode's case tables: 451,912 B, and the limit comes down
+//!   to 452,000 B;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -103,7 +109,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 461_250;
+const SIZE_BUDGET: u64 = 452_000;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
