@@ -164,8 +164,20 @@ fn files_with_ext(dir: &Path, ext: &str) -> Vec<(String, PathBuf)> {
 /// (`examples/sweep.rs`) is the check that the parser read none of it.
 fn model_configs(dir: &Path, parser: &Path) -> String {
     let mut names = std::collections::HashSet::new();
-    for entry in fs::read_dir(parser).expect("src/model reads") {
-        let path = entry.expect("a directory entry").path();
+    // src/model and its folders (the readers are in src/model/hf/).
+    let mut sources = Vec::new();
+    let mut dirs = vec![parser.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).expect("src/model reads") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                sources.push(path);
+            }
+        }
+    }
+    for path in sources {
         println!("cargo:rerun-if-changed={}", path.display());
         let source = fs::read_to_string(&path).expect("a source file reads");
         // Every string literal's text: the parser asks for each key by name.

@@ -102,9 +102,7 @@ fn model_types() -> &'static [&'static str] {
     static TYPES: OnceLock<Vec<&'static str>> = OnceLock::new();
     TYPES.get_or_init(|| {
         let unsupported = ["llama4", "qwen3_next", "", "unknown"];
-        headroom_core::model::SUPPORTED_MODEL_TYPES
-            .iter()
-            .copied()
+        headroom_core::model::supported_model_types()
             .chain(unsupported)
             .collect()
     })

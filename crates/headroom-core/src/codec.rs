@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::dtype::DType;
 use crate::error::ScenarioError;
+use crate::model::classes::{Bias, LocalRule, MoeRule, QkNorm, Window};
 use crate::model::{Family, ModelSpec, Router, Vision, VisionKind};
 use crate::scenario::{
     Attention, BaseDtype, Checkpointing, DataParallel, Fp8Recipe, Generator, LoraTargets, LossImpl,
@@ -567,6 +568,7 @@ fn multimodal_config(spec: &ModelSpec, v: &Vision) -> Map<String, Value> {
 
 /// The keys of a text-only model (or of a wrapper's text model).
 fn text_config(spec: &ModelSpec) -> Map<String, Value> {
+    let t = spec.class().traits;
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
         m.insert(k.to_string(), v);
@@ -595,7 +597,7 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             put("intermediate_size", spec.intermediate.into());
             put("max_position_embeddings", spec.max_positions.into());
             put("attention_dropout", spec.dropout.attention.into());
-            if spec.rotary_fraction != 1.0 && spec.model_type != "gpt_oss" {
+            if spec.rotary_fraction != 1.0 && t.rotary_key {
                 put("partial_rotary_factor", spec.rotary_fraction.into());
             }
             if matches!(spec.family, Family::Opt) {
@@ -629,12 +631,19 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             }
             // Cohere 2 reads `attention_bias` for q, k, v and o alike; a Cohere 2 config's
             // biases were dropped from its link before (found by the fuzz harness).
-            if matches!(spec.family, Family::Glm4 | Family::Cohere2)
-                || spec.model_type == "glm4_moe"
+            if spec.family == Family::Cohere2
+                || matches!(
+                    t.bias,
+                    Bias::Key {
+                        key: "attention_bias",
+                        o: false,
+                        ..
+                    }
+                )
             {
                 put("attention_bias", spec.qkv_bias.into());
             }
-            if spec.model_type == "glm4_moe" {
+            if t.qk_norm == QkNorm::Key {
                 put("use_qk_norm", spec.qk_norm.into());
             }
             if spec.is_gpt_oss() {
@@ -662,9 +671,9 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                 put("v_head_dim", mla.v_head_dim.into());
             }
             if matches!(spec.family, Family::Llama | Family::Olmo2) {
-                // An approximate layout is read as Llama's (`model::hf`), mlp_bias included.
-                if crate::model::hf::reads_mlp_bias(&spec.model_type) || spec.approximate.is_some()
-                {
+                // An approximate layout is read as Llama's (`model::hf`), mlp_bias included;
+                // multi-head latent attention's biases are written with its keys.
+                if t.mlp_bias_key && spec.mla.is_none() {
                     put("attention_bias", spec.o_bias.into());
                     put("mlp_bias", spec.mlp_bias.into());
                 } else if spec.o_bias {
@@ -673,10 +682,18 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                     // the fuzz harness). Written only when set, so other links are unchanged.
                     put("attention_bias", true.into());
                 }
-                if spec.model_type.starts_with("qwen2") {
+                // Qwen2's fixed bias is written too, as links always had it.
+                if matches!(
+                    t.bias,
+                    Bias::Fixed(true)
+                        | Bias::Key {
+                            key: "qkv_bias",
+                            ..
+                        }
+                ) {
                     put("qkv_bias", spec.qkv_bias.into());
                 }
-                if spec.sliding_window.is_none() && spec.model_type == "mistral" {
+                if spec.sliding_window.is_none() && matches!(t.window, Window::NullDisables(_)) {
                     put("sliding_window", Value::Null);
                 }
             }
@@ -688,10 +705,12 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                 // Where the config decided how many layers slide: Qwen2/Qwen3's and Qwen2-MoE's
                 // rule by `max_window_layers`, the others by listing the layers.
                 if let Some(n) = spec.sliding_layers {
-                    match spec.model_type.as_str() {
-                        "qwen2" | "qwen3" => put("max_window_layers", (spec.layers - n).into()),
-                        "qwen2_moe" => put("max_window_layers", (2 * n).into()),
-                        _ => {
+                    match t.local_rule {
+                        LocalRule::FromMaxWindow => {
+                            put("max_window_layers", (spec.layers - n).into())
+                        }
+                        LocalRule::EvenBelowMaxWindow => put("max_window_layers", (2 * n).into()),
+                        LocalRule::Layout | LocalRule::NopeLayers => {
                             let kinds = (0..spec.layers).map(|i| {
                                 Value::from(if i < n {
                                     "sliding_attention"
@@ -717,10 +736,7 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             if spec.llama4.is_some() {
                 // Written by `llama4_keys`.
             } else if let Some(moe) = &spec.moe {
-                if matches!(
-                    spec.model_type.as_str(),
-                    "mixtral" | "granitemoe" | "gpt_oss"
-                ) {
+                if matches!(t.moe, MoeRule::Uniform { .. }) {
                     put("num_local_experts", moe.experts.into());
                 } else {
                     put("num_experts", moe.experts.into());
@@ -748,7 +764,7 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                     }
                 }
                 put("num_experts_per_tok", moe.top_k.into());
-            } else if spec.model_type == "glm4_moe" || spec.mla.is_some() {
+            } else if matches!(t.moe, MoeRule::Routed(_)) {
                 // A GLM-4.5 (or DeepSeek) config with no routed experts is dense; its link
                 // must say so, or the class default (128 experts) comes back (found by the
                 // fuzz harness).

@@ -14,7 +14,7 @@ pub enum ConfigError {
     #[error(
         "model_type `{found}` is not one Headroom models exactly, and its config lacks {missing}, \
          needed to estimate it as the closest known layout (modelled exactly: {})",
-        crate::model::SUPPORTED_MODEL_TYPES.join(", ")
+        crate::model::supported_model_types().collect::<Vec<_>>().join(", ")
     )]
     MissingKeys { found: String, missing: String },
     #[error("field `{field}` must be {expected}, found {found}")]

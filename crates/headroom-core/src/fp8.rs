@@ -35,7 +35,7 @@ pub const TE_DELAYED_STATE_BYTES: u64 = 1024 * 3 * 4 + 1024 * 2 * 4 + 5 * 4;
 /// `Conv1D`s are no `nn.Linear`, and stay).
 pub fn te_converts(spec: &ModelSpec, scen: &Scenario) -> bool {
     scen.fp8 == Fp8Recipe::Te
-        && spec.model_type != "gpt2"
+        && !spec.class().traits.conv1d
         && spec.hidden.is_multiple_of(16)
         && spec.intermediate.is_multiple_of(16)
 }

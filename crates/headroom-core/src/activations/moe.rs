@@ -7,6 +7,7 @@ use super::linear::{
 use super::mlp::gated_mlp;
 use super::{Inventory, Shape};
 use crate::dtype::DType;
+use crate::model::classes::RouterWeight;
 use crate::model::{ModelSpec, Moe, Router};
 
 /// Routed experts: each token visits top-k experts; the router saves its logits and probs.
@@ -69,9 +70,11 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     // the hidden states' dtype (`type_as`: fp32 under autocast, fake CUDA at full size), the
     // others to the logits' dtype.
     let weight = match m.router {
-        Router::Softmax if spec.model_type == "mixtral" => DType::F32,
-        Router::Softmax if spec.model_type == "granitemoe" => sh.stream(),
-        Router::Softmax => c,
+        Router::Softmax => match spec.class().traits.router_weight {
+            RouterWeight::Fp32 => DType::F32,
+            RouterWeight::Stream => sh.stream(),
+            RouterWeight::Logits => c,
+        },
         _ => deepseek_score_dtype(m, sh),
     };
     inv.add(
@@ -108,7 +111,7 @@ fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     if !(m.shared_gate && sh.base_trainable && !sh.amp()) {
         router_inputs(inv, t * spec.hidden, sh);
     }
-    if spec.model_type == "granitemoe" {
+    if spec.class().traits.topk_softmax {
         // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
         inv.add(
             "router's top-k probabilities, fp32 (saved by softmax over the top-k logits)",

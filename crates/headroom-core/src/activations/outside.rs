@@ -70,7 +70,7 @@ fn rope_tables(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         // OLMo 3's rotary embedding returns them in fp32 whatever the model's dtype, one pair
         // per kind of layer (its sliding and full layers rotate with their own tables; traced
         // on CPU, kept by the checkpoints' closures too).
-        let olmo3 = spec.model_type == "olmo3";
+        let olmo3 = spec.class().traits.rope_fp32_per_kind;
         // They are cast to the hidden states' dtype: the stream's (fp32 under autocast in full
         // training, the base's under LoRA).
         let rope = if olmo3 { DType::F32 } else { sh.stream() };

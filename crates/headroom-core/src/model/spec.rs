@@ -35,7 +35,7 @@ pub enum Family {
 
 impl Family {
     /// Whether the family's layers apply dropout to the attention and MLP outputs (the config
-    /// keys `model/hf.rs` reads: `resid_pdrop`, `hidden_dropout`, `dropout`).
+    /// keys `model/hf/` reads: `resid_pdrop`, `hidden_dropout`, `dropout`).
     pub fn has_residual_dropout(self) -> bool {
         matches!(
             self,
@@ -305,18 +305,6 @@ pub struct Dropout {
     pub embedding: f64,
 }
 
-/// How many of `layers` slide in a model type's default `layer_types` (when it has a window):
-/// one in two for Gemma 2 and gpt-oss, five in six for Gemma 3, three in four for OLMo 3 and
-/// Cohere 2, all of them elsewhere.
-pub fn default_sliding_layers(model_type: &str, layers: u64) -> u64 {
-    match model_type {
-        "gemma2" | "gpt_oss" => layers - layers / 2,
-        "gemma3" | "gemma3_text" => layers - layers / 6,
-        "olmo3" | "cohere2" => layers - layers / 4,
-        _ => layers,
-    }
-}
-
 fn whole_head() -> f64 {
     1.0
 }
@@ -491,7 +479,7 @@ impl ModelSpec {
         let l = self.layers;
         let local = match self.sliding_layers {
             Some(n) => n.min(l),
-            None => default_sliding_layers(&self.model_type, l),
+            None => self.class().traits.local_share.of(l),
         };
         (local > 0).then_some((w, local))
     }
@@ -510,13 +498,19 @@ impl ModelSpec {
     /// joined to the scores before the softmax), a router with a bias, experts with biases and
     /// a clamped SwiGLU.
     pub fn is_gpt_oss(&self) -> bool {
-        self.model_type == "gpt_oss"
+        self.class().traits.gpt_oss
     }
 
     /// Qwen3-Next's gated attention: q_proj gives the query and a sigmoid gate on the
     /// attention output (twice the q width).
     pub fn gated_attention(&self) -> bool {
-        self.model_type == "qwen3_next"
+        self.class().traits.qwen3_next
+    }
+
+    /// Its config class (Llama's, read approximately, for a `model_type` the core does not
+    /// model).
+    pub fn class(&self) -> &'static super::classes::ConfigClass {
+        super::classes::of(&self.model_type)
     }
 
     /// Width of all value heads together, the attention output projection's input: the q/k

@@ -1,0 +1,723 @@
+//! One declaration per Hugging Face config class: its `model_type`, how its config is read, its
+//! defaults and the traits that set its layout.
+//!
+//! `hf/` reads a config with its class, the link writer (`codec::text_config`) writes the keys
+//! its class reads, and the inventories (`activations/`,
+//! `params.rs`, `fp8.rs`) branch on its traits: after parsing, no code tests a `model_type`
+//! string. A family that differs from a declared one only in known traits is one new row here.
+//! Defaults and traits are those of transformers 5.23's configuration and modeling files
+//! (`configuration_<type>.py`, `modeling_<type>.py`); each row's comment names what is not
+//! obvious.
+
+use super::spec::Family;
+
+/// A config class.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigClass {
+    /// Its `model_type`.
+    pub model_type: &'static str,
+    /// Which reader in `hf/` builds its spec.
+    pub reader: Reader,
+    /// The class defaults a Llama-like or Gemma reader takes for absent keys: vocab, hidden,
+    /// intermediate, layers, heads, kv heads (0: as many as heads), max positions, tied
+    /// embeddings (0 or 1). A table, not code per type: the site's bundle is small.
+    pub defaults: [u64; 8],
+    /// The traits its reader and the inventories read.
+    pub traits: Traits,
+}
+
+/// The reader of a config class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// RMSNorm, separate q/k/v with RoPE, a gated MLP; the traits say the rest.
+    LlamaLike,
+    /// Gemma 1/2/3's text models.
+    Gemma,
+    Phi3,
+    Gpt2,
+    GptNeox,
+    Opt,
+    Starcoder2,
+    /// A multimodal wrapper: a text model from `text_config` and a vision tower.
+    Multimodal,
+    /// Llama 4's wrapper (`Llama4Config`): a `llama4_text` model and its vision tower.
+    Llama4,
+}
+
+/// How the attention Linears' biases are configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bias {
+    /// Hard-coded on q, k and v (no key turns it off or on), never on o: Qwen2's `bias=True`,
+    /// Mistral's and Mixtral's `bias=False`.
+    Fixed(bool),
+    /// Read from `key` (absent: `default`) for q, k and v, and for o when `o`.
+    Key {
+        key: &'static str,
+        default: bool,
+        o: bool,
+    },
+}
+
+/// Whether a class has a sliding window, and how its config says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// `sliding_window` when the config gives one.
+    Key,
+    /// Never read (the class has none, or its local attention is something else).
+    Off,
+    /// `sliding_window` only with `use_sliding_window: true` (Qwen2/3, SmolLM3).
+    OptIn,
+    /// `sliding_window`, else this default.
+    Default(u64),
+    /// `sliding_window`, else this default; an explicit null turns it off (Mistral, gpt-oss).
+    NullDisables(u64),
+}
+
+/// Which layers slide when the config lists none (`layer_types`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalRule {
+    /// The class's default layout ([`Traits::local_share`]).
+    Layout,
+    /// Qwen2's and Qwen3's: the layers from `max_window_layers` (28) on.
+    FromMaxWindow,
+    /// Qwen2-MoE's: the even layers below `max_window_layers`.
+    EvenBelowMaxWindow,
+    /// SmolLM3's: its NoPE layers.
+    NopeLayers,
+}
+
+/// The share of layers that slide in a class's default `layer_types` (when it has a window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalShare {
+    All,
+    /// One in two (Gemma 2, gpt-oss).
+    OneInTwo,
+    /// Five in six (Gemma 3).
+    FiveInSix,
+    /// Three in four (OLMo 3, Cohere 2).
+    ThreeInFour,
+}
+
+impl LocalShare {
+    /// How many of `layers` slide.
+    pub fn of(self, layers: u64) -> u64 {
+        match self {
+            LocalShare::All => layers,
+            LocalShare::OneInTwo => layers - layers / 2,
+            LocalShare::FiveInSix => layers - layers / 6,
+            LocalShare::ThreeInFour => layers - layers / 4,
+        }
+    }
+}
+
+/// Per-head q/k norms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNorm {
+    No,
+    Yes,
+    /// When `use_qk_norm` is true (false by default: GLM-4.5).
+    Key,
+}
+
+/// A class's mixture of experts, and the keys and defaults it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeRule {
+    None,
+    /// Every layer's MLP is `num_local_experts` (`experts`; with `num_experts_key`, read from
+    /// `num_experts` when absent, as GptOssConfig maps it) experts of `intermediate_size`,
+    /// top `num_experts_per_tok` (`top_k`); `norm_topk`: the router divides by the sum
+    /// whatever the config says (Mixtral).
+    Uniform {
+        experts: u64,
+        num_experts_key: bool,
+        top_k: u64,
+        norm_topk: bool,
+    },
+    /// Qwen's: `num_experts` of `moe_intermediate_size` (`expert`), top `num_experts_per_tok`,
+    /// sparse where `decoder_sparse_step` and `mlp_only_layers` say; a gated shared expert of
+    /// `shared_expert_intermediate_size` (`shared`, 0: none); `norm_topk_prob` read when
+    /// `norm_topk_key`.
+    Qwen {
+        experts: u64,
+        top_k: u64,
+        expert: u64,
+        shared: u64,
+        norm_topk_key: bool,
+    },
+    /// DeepSeek-style routed experts (`hf/llama_like.rs`, `routed_moe`): the defaults of experts, expert
+    /// intermediate, top-k, first dense layers and shared experts.
+    Routed([u64; 5]),
+    /// Llama 4's (`hf/llama_like.rs`, `llama4_moe`).
+    Llama4,
+}
+
+/// How a routed MoE's router scores: the generic softmax, or DeepSeek's routers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterKind {
+    Softmax,
+    DeepseekV2,
+    DeepseekV3,
+}
+
+/// The dtype of the routing weight each routed row's multiply saves, under the generic router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterWeight {
+    /// The router logits' dtype.
+    Logits,
+    /// fp32 (Mixtral's router scores in fp32).
+    Fp32,
+    /// The hidden states' dtype (Granite MoE's `type_as`).
+    Stream,
+}
+
+/// What sets a class's layout beyond its dimensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Traits {
+    pub family: Family,
+    /// Its declared `head_dim` default; 0: `hidden_size / num_attention_heads`.
+    pub head_dim: u64,
+    pub bias: Bias,
+    /// Whether its MLP reads `mlp_bias` (the others hard-code `bias=False`).
+    pub mlp_bias_key: bool,
+    /// The default `partial_rotary_factor`.
+    pub rotary: f64,
+    /// Whether `partial_rotary_factor` is read (gpt-oss's is fixed: [`Traits::rotary`]).
+    pub rotary_key: bool,
+    pub norms_per_layer: u64,
+    pub qk_norm: QkNorm,
+    pub window: Window,
+    pub local_rule: LocalRule,
+    pub local_share: LocalShare,
+    pub moe: MoeRule,
+    pub router: RouterKind,
+    pub router_weight: RouterWeight,
+    /// Granite MoE's gating: a softmax over the top-k logits (saved in fp32).
+    pub topk_softmax: bool,
+    /// Multi-head latent attention (DeepSeek-V2/V3).
+    pub mla: bool,
+    /// Multi-token prediction modules (`num_nextn_predict_layers`).
+    pub mtp: bool,
+    /// gpt-oss's layout: attention sinks, a router with a bias, biased experts, a clamped
+    /// SwiGLU.
+    pub gpt_oss: bool,
+    /// Qwen3-Next's gated attention and gated DeltaNet layers.
+    pub qwen3_next: bool,
+    /// Llama 4's text model (NoPE layers, chunked attention, `intermediate_size_mlp`).
+    pub llama4: bool,
+    /// RoPE's cos and sin in fp32, one pair per kind of layer (OLMo 3).
+    pub rope_fp32_per_kind: bool,
+    /// Its projections are GPT-2's `Conv1D`s, no `nn.Linear` (fp8 conversion leaves them).
+    pub conv1d: bool,
+}
+
+/// Llama's traits, which every class starts from.
+const LLAMA: Traits = Traits {
+    family: Family::Llama,
+    head_dim: 0,
+    bias: Bias::Key {
+        key: "attention_bias",
+        default: false,
+        o: true,
+    },
+    mlp_bias_key: false,
+    rotary: 1.0,
+    rotary_key: true,
+    norms_per_layer: 2,
+    qk_norm: QkNorm::No,
+    window: Window::Key,
+    local_rule: LocalRule::Layout,
+    local_share: LocalShare::All,
+    moe: MoeRule::None,
+    router: RouterKind::Softmax,
+    router_weight: RouterWeight::Logits,
+    topk_softmax: false,
+    mla: false,
+    mtp: false,
+    gpt_oss: false,
+    qwen3_next: false,
+    llama4: false,
+    rope_fp32_per_kind: false,
+    conv1d: false,
+};
+
+const QWEN2: Traits = Traits {
+    // Qwen2Attention hard-codes `bias=True` on q/k/v (modeling_qwen2.py).
+    bias: Bias::Fixed(true),
+    window: Window::OptIn,
+    local_rule: LocalRule::FromMaxWindow,
+    ..LLAMA
+};
+
+const QWEN3: Traits = Traits {
+    // Qwen3Config declares `head_dim: int = 128`.
+    head_dim: 128,
+    qk_norm: QkNorm::Yes,
+    window: Window::OptIn,
+    local_rule: LocalRule::FromMaxWindow,
+    ..LLAMA
+};
+
+const DEEPSEEK: Traits = Traits {
+    mla: true,
+    window: Window::Off,
+    ..LLAMA
+};
+
+const GEMMA2: Traits = Traits {
+    family: Family::Gemma,
+    norms_per_layer: 4,
+    window: Window::Default(4096),
+    local_share: LocalShare::OneInTwo,
+    ..LLAMA
+};
+
+const fn class(
+    model_type: &'static str,
+    reader: Reader,
+    defaults: [u64; 8],
+    traits: Traits,
+) -> ConfigClass {
+    ConfigClass {
+        model_type,
+        reader,
+        defaults,
+        traits,
+    }
+}
+
+use Reader::*;
+
+/// Every config class the core models.
+pub const CLASSES: &[ConfigClass] = &[
+    class(
+        "llama",
+        LlamaLike,
+        [32000, 4096, 11008, 32, 32, 0, 2048, 0],
+        Traits {
+            mlp_bias_key: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "mistral",
+        LlamaLike,
+        [32000, 4096, 14336, 32, 32, 8, 131072, 0],
+        Traits {
+            bias: Bias::Fixed(false),
+            window: Window::NullDisables(4096),
+            ..LLAMA
+        },
+    ),
+    class(
+        "mixtral",
+        LlamaLike,
+        [32000, 4096, 14336, 32, 32, 8, 131072, 0],
+        Traits {
+            bias: Bias::Fixed(false),
+            moe: MoeRule::Uniform {
+                experts: 8,
+                num_experts_key: false,
+                top_k: 2,
+                norm_topk: true,
+            },
+            router_weight: RouterWeight::Fp32,
+            ..LLAMA
+        },
+    ),
+    class(
+        "qwen2",
+        LlamaLike,
+        [151936, 4096, 22016, 32, 32, 32, 32768, 0],
+        QWEN2,
+    ),
+    class(
+        "qwen2_moe",
+        LlamaLike,
+        [151936, 2048, 5632, 24, 16, 16, 32768, 0],
+        Traits {
+            // Qwen2MoeAttention reads `bias=config.qkv_bias` (True by default).
+            bias: Bias::Key {
+                key: "qkv_bias",
+                default: true,
+                o: false,
+            },
+            local_rule: LocalRule::EvenBelowMaxWindow,
+            moe: MoeRule::Qwen {
+                experts: 60,
+                top_k: 4,
+                expert: 1408,
+                shared: 5632,
+                norm_topk_key: true,
+            },
+            ..QWEN2
+        },
+    ),
+    class(
+        "qwen3",
+        LlamaLike,
+        [151936, 4096, 22016, 32, 32, 32, 32768, 0],
+        QWEN3,
+    ),
+    class(
+        "qwen3_moe",
+        LlamaLike,
+        [151936, 2048, 6144, 24, 32, 4, 32768, 0],
+        Traits {
+            // Qwen3MoeConfig declares no head_dim: Qwen3MoeAttention falls back to
+            // `hidden_size // num_attention_heads`; its window has no `max_window_layers` rule.
+            head_dim: 0,
+            local_rule: LocalRule::Layout,
+            moe: MoeRule::Qwen {
+                experts: 128,
+                top_k: 8,
+                expert: 768,
+                shared: 0,
+                norm_topk_key: true,
+            },
+            ..QWEN3
+        },
+    ),
+    class(
+        "granite",
+        LlamaLike,
+        [32000, 4096, 11008, 32, 32, 0, 2048, 0],
+        Traits {
+            mlp_bias_key: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "granitemoe",
+        LlamaLike,
+        [32000, 4096, 11008, 32, 32, 0, 2048, 0],
+        Traits {
+            moe: MoeRule::Uniform {
+                experts: 8,
+                num_experts_key: false,
+                top_k: 2,
+                norm_topk: false,
+            },
+            router_weight: RouterWeight::Stream,
+            topk_softmax: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "smollm3",
+        LlamaLike,
+        [128256, 2048, 11008, 36, 16, 4, 32768, 1],
+        Traits {
+            mlp_bias_key: true,
+            window: Window::OptIn,
+            local_rule: LocalRule::NopeLayers,
+            ..LLAMA
+        },
+    ),
+    class(
+        "olmo2",
+        LlamaLike,
+        [50304, 4096, 11008, 32, 32, 0, 2048, 0],
+        Traits {
+            family: Family::Olmo2,
+            qk_norm: QkNorm::Yes,
+            ..LLAMA
+        },
+    ),
+    class(
+        "olmo3",
+        LlamaLike,
+        [50304, 4096, 11008, 32, 32, 0, 2048, 0],
+        Traits {
+            family: Family::Olmo2,
+            qk_norm: QkNorm::Yes,
+            window: Window::Default(4096),
+            local_share: LocalShare::ThreeInFour,
+            rope_fp32_per_kind: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "glm4",
+        LlamaLike,
+        [151552, 4096, 13696, 40, 32, 2, 131072, 0],
+        Traits {
+            family: Family::Glm4,
+            head_dim: 128,
+            bias: Bias::Key {
+                key: "attention_bias",
+                default: true,
+                o: false,
+            },
+            rotary: 0.5,
+            norms_per_layer: 4,
+            ..LLAMA
+        },
+    ),
+    class(
+        "glm4_moe",
+        LlamaLike,
+        [151552, 4096, 10944, 46, 96, 8, 131072, 0],
+        Traits {
+            bias: Bias::Key {
+                key: "attention_bias",
+                default: false,
+                o: false,
+            },
+            rotary: 0.5,
+            qk_norm: QkNorm::Key,
+            // 128 routed experts of 1408, top-8, one shared, the first layer dense.
+            moe: MoeRule::Routed([128, 1408, 8, 1, 1]),
+            router: RouterKind::DeepseekV3,
+            mtp: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "cohere2",
+        LlamaLike,
+        [256000, 8192, 22528, 40, 64, 0, 8192, 1],
+        Traits {
+            family: Family::Cohere2,
+            norms_per_layer: 1,
+            window: Window::Default(4096),
+            local_share: LocalShare::ThreeInFour,
+            ..LLAMA
+        },
+    ),
+    class(
+        "gemma",
+        Gemma,
+        [256000, 3072, 24576, 28, 16, 16, 8192, 1],
+        Traits {
+            window: Window::Off,
+            norms_per_layer: 2,
+            local_share: LocalShare::All,
+            ..GEMMA2
+        },
+    ),
+    class(
+        "gemma2",
+        Gemma,
+        [256000, 2304, 9216, 26, 8, 4, 8192, 1],
+        GEMMA2,
+    ),
+    class(
+        "gemma3_text",
+        Gemma,
+        [262208, 2304, 9216, 26, 8, 4, 131072, 1],
+        Traits {
+            qk_norm: QkNorm::Yes,
+            local_share: LocalShare::FiveInSix,
+            ..GEMMA2
+        },
+    ),
+    class(
+        "phi3",
+        Phi3,
+        [0; 8],
+        Traits {
+            family: Family::Phi3,
+            ..LLAMA
+        },
+    ),
+    class(
+        "gpt2",
+        Gpt2,
+        [0; 8],
+        Traits {
+            family: Family::Gpt2,
+            conv1d: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "gpt_neox",
+        GptNeox,
+        [0; 8],
+        Traits {
+            family: Family::GptNeox,
+            ..LLAMA
+        },
+    ),
+    class(
+        "opt",
+        Opt,
+        [0; 8],
+        Traits {
+            family: Family::Opt,
+            ..LLAMA
+        },
+    ),
+    class(
+        "starcoder2",
+        Starcoder2,
+        [0; 8],
+        Traits {
+            family: Family::Starcoder2,
+            ..LLAMA
+        },
+    ),
+    class(
+        "gpt_oss",
+        LlamaLike,
+        [201088, 2880, 2880, 36, 64, 8, 131072, 0],
+        Traits {
+            head_dim: 64,
+            // GptOssAttention: `bias=config.attention_bias` (True by default) on q, k, v and o.
+            bias: Bias::Key {
+                key: "attention_bias",
+                default: true,
+                o: true,
+            },
+            // It rotates every dimension, from cos and sin tables of half the head that its
+            // `_apply_rotary_emb` applies to each half: counted as 0.5, not read.
+            rotary: 0.5,
+            rotary_key: false,
+            window: Window::NullDisables(128),
+            local_share: LocalShare::OneInTwo,
+            moe: MoeRule::Uniform {
+                experts: 128,
+                num_experts_key: true,
+                top_k: 4,
+                norm_topk: false,
+            },
+            gpt_oss: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "deepseek_v2",
+        LlamaLike,
+        [102400, 4096, 11008, 32, 32, 0, 2048, 0],
+        Traits {
+            // DeepseekV2MLP (dense layers and shared experts) reads `mlp_bias`.
+            mlp_bias_key: true,
+            // 64 experts of 1407, two shared, no dense layer (its top-k defaults to None,
+            // which no forward runs with: DeepSeek-V2's 6 is taken).
+            moe: MoeRule::Routed([64, 1407, 6, 0, 2]),
+            router: RouterKind::DeepseekV2,
+            ..DEEPSEEK
+        },
+    ),
+    class(
+        "deepseek_v3",
+        LlamaLike,
+        [129280, 7168, 18432, 61, 128, 0, 4096, 0],
+        Traits {
+            // 256 routed experts of 2048, top-8, one shared, three dense layers first.
+            moe: MoeRule::Routed([256, 2048, 8, 3, 1]),
+            router: RouterKind::DeepseekV3,
+            mtp: true,
+            ..DEEPSEEK
+        },
+    ),
+    class("gemma3", Multimodal, [0; 8], LLAMA),
+    class("qwen2_5_vl", Multimodal, [0; 8], LLAMA),
+    class("qwen3_vl", Multimodal, [0; 8], LLAMA),
+    class("mistral3", Multimodal, [0; 8], LLAMA),
+    class(
+        "llama4_text",
+        LlamaLike,
+        // Its intermediate_size is the experts' (and the shared expert's); its dense layers
+        // read intermediate_size_mlp (16384).
+        [202048, 5120, 8192, 48, 40, 8, 131072, 0],
+        Traits {
+            head_dim: 128,
+            window: Window::Off,
+            moe: MoeRule::Llama4,
+            llama4: true,
+            ..LLAMA
+        },
+    ),
+    class("llama4", Llama4, [0; 8], LLAMA),
+    class(
+        "qwen3_next",
+        LlamaLike,
+        [151936, 2048, 5632, 48, 16, 2, 32768, 0],
+        Traits {
+            // Qwen3NextConfig declares `head_dim: int = 256`; its gated attention has
+            // per-head q/k norms (its linear layers none).
+            head_dim: 256,
+            rotary: 0.25,
+            qk_norm: QkNorm::Yes,
+            window: Window::Off,
+            // 512 experts of 512, top-10, a gated shared expert of 512.
+            moe: MoeRule::Qwen {
+                experts: 512,
+                top_k: 10,
+                expert: 512,
+                shared: 512,
+                norm_topk_key: false,
+            },
+            qwen3_next: true,
+            ..LLAMA
+        },
+    ),
+];
+
+/// The text configs of the multimodal wrappers, their own defaults with a text class's traits:
+/// Qwen2.5-VL's is a Qwen2 (72B-sized defaults), Qwen3-VL's a Qwen3.
+pub const TEXT_CLASSES: &[(&str, &str, [u64; 8])] = &[
+    (
+        "qwen2_5_vl_text",
+        "qwen2",
+        [152064, 8192, 29568, 80, 64, 8, 32768, 0],
+    ),
+    (
+        "qwen3_vl_text",
+        "qwen3",
+        [151936, 4096, 22016, 32, 32, 32, 128000, 0],
+    ),
+];
+
+/// How a `model_type` the core does not model is read: as Llama's layout, named approximate.
+pub const APPROXIMATE: ConfigClass = ConfigClass {
+    model_type: "",
+    reader: LlamaLike,
+    defaults: [32000, 4096, 11008, 32, 32, 0, 2048, 0],
+    traits: Traits {
+        mlp_bias_key: true,
+        ..LLAMA
+    },
+};
+
+/// The class of `model_type`, if the core models it.
+pub fn find(model_type: &str) -> Option<&'static ConfigClass> {
+    CLASSES.iter().find(|c| c.model_type == model_type)
+}
+
+/// The class of `model_type`, or Llama's read as an approximate layout.
+pub fn of(model_type: &str) -> &'static ConfigClass {
+    find(model_type).unwrap_or(&APPROXIMATE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_model_type_is_declared_once_with_what_its_reader_needs() {
+        for (i, c) in CLASSES.iter().enumerate() {
+            assert!(
+                CLASSES[i + 1..]
+                    .iter()
+                    .all(|d| d.model_type != c.model_type),
+                "{} declared twice",
+                c.model_type
+            );
+            // The Llama-like and Gemma readers take every absent dimension from the row.
+            if matches!(c.reader, LlamaLike | Gemma) {
+                assert!(c.defaults[..5].iter().all(|&d| d > 0), "{}", c.model_type);
+            }
+        }
+        for (text, layout, _) in TEXT_CLASSES {
+            assert!(
+                find(text).is_none(),
+                "{text} is a wrapper's text config, not a class"
+            );
+            assert_eq!(find(layout).map(|c| c.reader), Some(LlamaLike), "{text}");
+        }
+        assert!(find("unknown").is_none());
+        assert_eq!(of("unknown").reader, LlamaLike);
+    }
+}
