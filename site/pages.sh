@@ -122,17 +122,26 @@ for f in files.values():
 dest.write_text(json.dumps(files, separators=(",", ":")))
 PY
 
-# The form's help text (content/help.toml, one line per field key), also left out of the first
-# download: one JSON object (key -> text) fetched beside the content above (site/src/help.rs).
-# Every field of site/src/fields.rs must have a line and every line a field: the build fails
-# naming the ones that do not.
+# The form's help text (content/help.toml, one line per field key) and the other pages' prose
+# (its [page] table), also left out of the first download: one JSON object (key -> text, and
+# "page" -> key -> text) fetched beside the content above (site/src/help.rs). Every field of
+# site/src/fields.rs must have a line and every line a field, every `help::page` key a [page]
+# line and every such line a reader: the build fails naming the ones that do not.
 python3 - "$content/help.toml" "$TRUNK_SOURCE_DIR/src/fields.rs" "$stage/content/help.json" <<'PY'
 import json, pathlib, re, sys, tomllib
 src, fields, dest = (pathlib.Path(a) for a in sys.argv[1:])
 help_text = tomllib.loads(src.read_text())
+pages = help_text.pop("page", {})
 keys = set(re.findall(r'key: "([^"]+)",\s*label:', fields.read_text()))
 missing, unknown = sorted(keys - help_text.keys()), sorted(help_text.keys() - keys)
 if missing or unknown:
     sys.exit(f"content/help.toml: fields without help {missing}, help for no field {unknown}")
-dest.write_text(json.dumps(help_text, separators=(",", ":"), ensure_ascii=False))
+# The [page] table: every key a page reads (`help::page("key")` in src/) and no other.
+used = set()
+for rs in fields.parent.rglob("*.rs"):
+    used |= set(re.findall(r'help::page\("([^"]+)"\)', rs.read_text()))
+missing, unknown = sorted(used - pages.keys()), sorted(pages.keys() - used)
+if missing or unknown:
+    sys.exit(f"content/help.toml [page]: read but missing {missing}, read nowhere {unknown}")
+dest.write_text(json.dumps({**help_text, "page": pages}, separators=(",", ":"), ensure_ascii=False))
 PY

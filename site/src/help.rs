@@ -1,5 +1,7 @@
-//! The form's help text: `content/help.toml`, fetched as `content/help.json` (site/pages.sh)
-//! with the rest of the content instead of carried in the first download (2.4 KB gzip of text).
+//! The form's help text and the prose of the pages other than the calculator (its `[page]`
+//! table): `content/help.toml`, fetched as `content/help.json` (site/pages.sh) with the rest of
+//! the content instead of carried in the first download (2.4 KB gzip of help text, 1.2 KB of
+//! page prose).
 
 use std::cell::RefCell;
 
@@ -22,4 +24,15 @@ pub fn install(json: &str) {
 /// The help of the field with this key, or nothing before the file is in.
 pub fn text(key: &str) -> String {
     HELP.with(|h| h.borrow()[key].as_str().unwrap_or_default().to_string())
+}
+
+/// The page prose with this key (`content/help.toml`'s `[page]` table), or nothing before the
+/// file is in (pages render once it is: `app::use_content`).
+pub fn page(key: &str) -> String {
+    HELP.with(|h| {
+        h.borrow()["page"][key]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    })
 }

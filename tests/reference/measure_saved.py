@@ -218,16 +218,22 @@ def cuda_corrections(config, batch, seq, precision, attention, checkpointing, n_
 def dropout_masks(config, batch, seq, precision, attention):
     """The dropout masks of a config: elements, where, and their dtype's size on CPU."""
     if config["model_type"] != "gpt2":
-        # Llama-like: attention dropout only (on the probabilities, in the compute dtype).
-        p, heads = config.get("attention_dropout", 0.0), config["num_attention_heads"]
-        # SDPA's math kernel (which CPU runs with dropout) works in fp32 for 16-bit inputs.
-        size = 4 if precision == "fp32" or attention == "sdpa" else 2
+        # Llama-like: attention dropout (on the probabilities, in the compute dtype), with the
+        # config class's default where the config has none (Seed-OSS trains with 0.1).
+        defaults = transformers.AutoConfig.for_model(config["model_type"])
+        p = config.get("attention_dropout", getattr(defaults, "attention_dropout", 0.0))
+        heads = config["num_attention_heads"]
+        # SDPA's math kernel (which CPU runs with dropout) works in fp32 for 16-bit inputs;
+        # eager attention's probabilities are in q's dtype, fp32 under autocast too (RoPE's fp32
+        # cos and sin make q fp32).
+        size = 4 if precision != "bf16" or attention == "sdpa" else 2
         masks = [{"name": "attention", "elements": batch * heads * seq * seq, "per_layer": True,
                   "cpu_bytes": size}] if p > 0 else []
-        if config["model_type"] == "starcoder2":
-            # StarCoder2 also drops out the attention and MLP outputs and the embeddings.
+        if config["model_type"] in ("starcoder2", "seed_oss"):
+            # StarCoder2 and Seed-OSS also drop out the attention and MLP outputs (StarCoder2 the
+            # embeddings too).
             tokens, h, size = batch * seq, config["hidden_size"], 4 if precision == "fp32" else 2
-            if config.get("residual_dropout", 0.0) > 0:
+            if config.get("residual_dropout", getattr(defaults, "residual_dropout", 0.0)) > 0:
                 masks += [{"name": "residual", "elements": tokens * h, "per_layer": True, "cpu_bytes": size}] * 2
             if config.get("embedding_dropout", 0.0) > 0:
                 masks.append({"name": "embedding", "elements": tokens * h, "per_layer": False,

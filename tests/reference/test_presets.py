@@ -171,6 +171,9 @@ VARIANTS = {
                                                                     intermediate_size_mlp=320, num_local_experts=4)},
     # Qwen3-Next: its hybrid layers listed irregularly, a dense layer, biases, narrow linear heads.
     "qwen3_next-defaults": {"model_type": "qwen3_next"},
+    "seed_oss-defaults": {"model_type": "seed_oss"},
+    "seed_oss-biases": dict(SMALL, model_type="seed_oss", attention_bias=False, attention_out_bias=True,
+                            mlp_bias=True, head_dim=48),
     "qwen3_next-layer-types-bias": dict(SMALL, model_type="qwen3_next", num_hidden_layers=6, head_dim=64,
                                         linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
                                         linear_value_head_dim=48, linear_conv_kernel_dim=3, mlp_only_layers=[1],

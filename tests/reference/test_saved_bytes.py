@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 
 import pytest
+import transformers
 
 from measure_cuda_fake import RNG_BYTES as KERNEL_RNG_BYTES
 from measure_saved import measure
@@ -50,6 +51,10 @@ CONFIGS = {
              "pad_token_id": None},
     "cohere2": {"model_type": "cohere2", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
                 "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2},
+    # Seed-OSS: Llama's layer with q/k/v biases and, by its config class's defaults, dropout on
+    # the attention probabilities and on the attention and MLP outputs (0.1 each).
+    "seed_oss": {"model_type": "seed_oss", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+                 "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32},
     "olmo3": {"model_type": "olmo3", "vocab_size": 3000, "hidden_size": 160, "intermediate_size": 480,
               "num_hidden_layers": 4, "num_attention_heads": 5, "sliding_window": 32},
     # Issue 13's newest: gpt-oss (sinks, sliding layers, every layer MoE with the grouped_mm
@@ -176,6 +181,15 @@ VARIANTS = [
      "bf16", "sdpa", "none", 2, 64, False),
     ("cohere2-nope-layer", "cohere2", {"num_hidden_layers": 3, "sliding_window_pattern": 2},
      "amp-bf16", "eager", "none", 2, 64, False),
+    # Seed-OSS as its class trains (dropout 0.1 everywhere), without dropout and with the output
+    # and MLP biases, and under full checkpointing.
+    *[("seed_oss-defaults", "seed_oss", {}, prec, attn, "none", 2, 64, False)
+      for prec, attn in (("fp32", "eager"), ("bf16", "sdpa"), ("amp-bf16", "sdpa"), ("bf16", "eager"))],
+    *[("seed_oss-no-dropout-biases", "seed_oss", {"attention_dropout": 0.0, "residual_dropout": 0.0,
+                                                   "attention_out_bias": True, "mlp_bias": True}, prec, attn, "none",
+       2, 64, False) for prec, attn in (("fp32", "sdpa"), ("amp-bf16", "sdpa"))],
+    *[("seed_oss-ckpt", "seed_oss", {}, prec, attn, "full", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),
@@ -224,7 +238,10 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
         # gpt2 amp-bf16 cases, exact).
         pytest.xfail("gpt2 under autocast: CUDA autocast runs pow in fp32, CPU's does not")
     config = CONFIGS[fam]
-    extra = cpu_flash(config, prec, attn, fam in ("glm4", "deepseek_v3", "qwen3_next"))
+    if attn == "sdpa" and attention_dropout(config) > 0:
+        extra = ["--sdpa", "math"]  # as in test_variant_against_pytorch
+    else:
+        extra = cpu_flash(config, prec, attn, fam in ("glm4", "deepseek_v3", "qwen3_next"))
     compare(f"{fam} {prec} {attn}{' flash' if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
             CONFIGS[fam], prec, attn, ckpt, b, s, keep, extra)
 
@@ -242,7 +259,7 @@ def test_variant_against_pytorch(name, fam, over, prec, attn, ckpt, b, s, keep):
     extra = []
     narrow_v = config.get("v_head_dim", 0) and config["v_head_dim"] != config.get("qk_nope_head_dim", 0) + config.get(
         "qk_rope_head_dim", 0)
-    if attn == "sdpa" and (narrow_v or max(config.get("attn_pdrop", 0), config.get("attention_dropout", 0)) > 0):
+    if attn == "sdpa" and (narrow_v or attention_dropout(config) > 0):
         # CPU's SDPA has no fused kernel with dropout and runs its math kernel (the same
         # composite as CUDA's math kernel); compared with the core's math kernel. On a GPU
         # flash, memory-efficient or cuDNN would run (RNG state saved instead).
@@ -251,6 +268,13 @@ def test_variant_against_pytorch(name, fam, over, prec, attn, ckpt, b, s, keep):
         extra = cpu_flash(config, prec, attn)
     compare(f"{name} {prec} {attn}{' ' + extra[1] if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
             config, prec, attn, ckpt, b, s, keep, extra)
+
+
+def attention_dropout(config):
+    """The attention dropout a config trains with: its own, else its config class's default
+    (Seed-OSS's is 0.1)."""
+    defaults = transformers.AutoConfig.for_model(config["model_type"])
+    return max(config.get(k, getattr(defaults, k, 0.0)) or 0.0 for k in ("attn_pdrop", "attention_dropout"))
 
 
 def cpu_flash(config, prec, attn, layout_differs=False):

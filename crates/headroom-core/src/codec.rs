@@ -673,7 +673,11 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             if matches!(spec.family, Family::Llama | Family::Olmo2) {
                 // An approximate layout is read as Llama's (`model::hf`), mlp_bias included;
                 // multi-head latent attention's biases are written with its keys.
-                if t.mlp_bias_key && spec.mla.is_none() {
+                if matches!(t.bias, Bias::Separate { .. }) {
+                    put("attention_bias", spec.qkv_bias.into());
+                    put("attention_out_bias", spec.o_bias.into());
+                    put("mlp_bias", spec.mlp_bias.into());
+                } else if t.mlp_bias_key && spec.mla.is_none() {
                     put("attention_bias", spec.o_bias.into());
                     put("mlp_bias", spec.mlp_bias.into());
                 } else if spec.o_bias {
@@ -692,6 +696,9 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
                         }
                 ) {
                     put("qkv_bias", spec.qkv_bias.into());
+                }
+                if t.residual_dropout {
+                    put("residual_dropout", spec.dropout.residual.into());
                 }
                 if spec.sliding_window.is_none() && matches!(t.window, Window::NullDisables(_)) {
                     put("sliding_window", Value::Null);

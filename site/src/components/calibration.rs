@@ -316,7 +316,7 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
                 { for notes.iter().map(|n| html! { <p class="notice" role="note">{ n }</p> }) }
             </header>
             { section("constants", "Runtime constants",
-                "What the calculator takes from this file, next to Headroom's documented defaults for this GPU.".into(),
+                crate::help::page("calibration_constants"),
                 table("constants-table", "", &["Constant", "Fitted", "Default", "How it was found"], &constants)) }
             { section("matmul", "Matrix multiply throughput",
                 "cuBLAS GEMMs of growing size: small ones leave the GPU mostly idle.".into(),
@@ -343,13 +343,13 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
                     <>
                         if before.is_some() || after.is_some() {
                             { table("calibration-errors",
-                                "Relative error of the predicted peak on the held-out scenarios (not used for fitting), with the defaults, then with the fitted constants. Signed: positive means Headroom over-estimates.",
+                                &crate::help::page("calibration_errors"),
                                 &["Level", "Mean, defaults", "Max, defaults", "Signed, defaults", "Mean, fitted", "Max, fitted", "Signed, fitted"],
                                 &errors_rows(before, after)) }
                         }
                         if !rows.is_empty() {
                             { table("calibration-rows",
-                                "Peak device memory per scenario. Open a scenario in the calculator from its name.",
+                                &crate::help::page("calibration_rows"),
                                 &["Scenario", "Split", "Measured", "Predicted", "Error", "Error with defaults"], &rows) }
                         }
                     </>

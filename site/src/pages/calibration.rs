@@ -67,7 +67,7 @@ pub fn CalibrationLoader() -> Html {
     html! {
         <section class="card loader" aria-labelledby="load-title">
             <h2 id="load-title">{ "Load your own calibration file" }</h2>
-            <p class="help">{ "A file written by calibrate on your machine (content/calibration/<gpu>-<stack>.json). It stays in this browser tab: the calculator then uses its constants for its GPU. Nothing is uploaded anywhere." }</p>
+            <p class="help">{ crate::help::page("calibration_load") }</p>
             <label class="file-label">{ "Calibration file " }
                 <input type="file" id="calibration-file" accept=".json,application/json" onchange={on_file}/>
             </label>
@@ -194,9 +194,9 @@ fn list(user: Option<&UserCalibration>, base: &str) -> Html {
     html! {
         <main class="page narrow calibration-list" id="main">
             <h1>{ "Calibrations" }</h1>
-            <p>{ "Runtime constants only a GPU can tell (CUDA context, cuBLAS workspaces, allocator slack), measured by calibrate with real PyTorch training steps. When a GPU has one, the calculator uses it and says so; otherwise it uses documented defaults." }</p>
+            <p>{ crate::help::page("calibration_intro") }</p>
             if files.is_empty() {
-                <p id="no-calibrations">{ "No calibration is published yet: every GPU uses the documented defaults." }</p>
+                <p id="no-calibrations">{ crate::help::page("calibration_none") }</p>
             } else {
                 <ul id="calibration-files">
                     { for files.iter().map(|(stem, text)| {

@@ -139,7 +139,7 @@ pub fn GpuList() -> Html {
     html! {
         <main class="page narrow" id="main">
             <h1>{ "GPUs" }</h1>
-            <p class="lede">{ "Every GPU in Headroom's catalog: open one to see which models and recipes fit on it." }</p>
+            <p class="lede">{ crate::help::page("gpus_lede") }</p>
             <ul class="catalog-list">
                 { for GpuCatalog::builtin().gpus.iter().map(|g| html! {
                     <li><a href={format!("{base}/gpus/{}", g.id)}>{ g.name.clone() }</a>
@@ -185,7 +185,7 @@ pub fn GpuPage(props: &IdProps) -> Html {
             <h1>{ g.name.clone() }</h1>
             { gpu_facts(g) }
             <h2>{ "What fits on one" }</h2>
-            <p class="help">{ "Device peak of one training step (weights, gradients, optimizer, activations, allocator and CUDA context) at micro-batch 1 with 2048-token sequences and checkpointing every layer, in bf16 (fp16 on GPUs without bf16: T4, V100); ✓ fits in the GPU's usable memory. Click a figure to open that scenario in the calculator." }</p>
+            <p class="help">{ crate::help::page("gpu_fits") }</p>
             <div class="table-wrap">
                 <table class="calc-table" id="fits-table">
                     <thead><tr><th scope="col">{ "Model" }</th>{ recipe_headers(g) }</tr></thead>
@@ -212,7 +212,7 @@ pub fn ModelList() -> Html {
     html! {
         <main class="page narrow" id="main">
             <h1>{ "Models" }</h1>
-            <p class="lede">{ "Every model preset: open one for its shape and the memory each training recipe needs." }</p>
+            <p class="lede">{ crate::help::page("models_lede") }</p>
             <ul class="catalog-list">
                 { for presets.iter().map(|p| html! {
                     <li><a href={format!("{base}/models/{}", p.id)}>{ p.name.clone() }</a>
@@ -256,7 +256,7 @@ pub fn ModelPage(props: &IdProps) -> Html {
                 <div><dt>{ "Config" }</dt><dd><a href={format!("https://huggingface.co/{}", p.hf_id)} rel="noopener">{ p.hf_id.clone() }</a></dd></div>
             </dl>
             <h2>{ "Memory to train it on one GPU" }</h2>
-            <p class="help">{ "Device peak of one step at micro-batch 1 with 2048-token sequences and checkpointing every layer, on an H100 80 GB, and the smallest GPU in the catalog it fits on (in fp16 on GPUs without bf16: T4, V100). Multi-GPU setups (ZeRO, FSDP) are in the calculator and the guides." }</p>
+            <p class="help">{ crate::help::page("model_recipes") }</p>
             <div class="table-wrap">
                 <table class="calc-table" id="recipes-table">
                     <thead><tr><th scope="col">{ "Recipe" }</th><th scope="col">{ "Peak on an H100" }</th><th scope="col">{ "Smallest GPU that fits" }</th></tr></thead>

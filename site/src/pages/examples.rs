@@ -113,7 +113,7 @@ pub fn Examples() -> Html {
     html! {
         <main class="page narrow examples" id="main" data-ready="true">
             <h1>{ "Worked examples" }</h1>
-            <p>{ "Five practitioners' guides each walk through one training setup and the memory it needs. Each page below sets every figure a guide states beside the figure Headroom computes for the same setup, in your browser, and says which figures are off and by how much." }</p>
+            <p>{ crate::help::page("examples_intro") }</p>
             <ol class="example-list" id="examples">
                 { for files.iter().map(|f| html! {
                     <li>
@@ -205,7 +205,7 @@ pub fn Example(props: &ExampleProps) -> Html {
             </div>
             <section class="example-scenarios">
                 <h2>{ "Scenarios and assumptions" }</h2>
-                <p class="help">{ "What each scenario assumes where the guide is silent (sequence length, the exact model, the GPU)." }</p>
+                <p class="help">{ crate::help::page("examples_assumptions") }</p>
                 <dl>
                     { for scenarios_of(&named, file).map(|s| html! {
                         <>

@@ -216,7 +216,7 @@ impl Shape {
             four_bit: scen.method == Method::Qlora,
             attention: scen.attention,
             attention_dropout: p(spec.dropout.attention, true),
-            residual_dropout: p(spec.dropout.residual, spec.family.has_residual_dropout()),
+            residual_dropout: p(spec.dropout.residual, spec.has_residual_dropout()),
             embedding_dropout: p(spec.dropout.embedding, spec.family.has_embedding_dropout()),
             base_trainable: scen.method == Method::Full,
             te_fp8: crate::fp8::te_converts(spec, scen),

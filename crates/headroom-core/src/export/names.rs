@@ -54,6 +54,7 @@ const LAYER_CLASSES: &[(&str, &str)] = &[
     ("qwen3_vl", "Qwen3VLTextDecoderLayer"),
     ("llama4_text", "Llama4TextDecoderLayer"),
     ("qwen3_next", "Qwen3NextDecoderLayer"),
+    ("seed_oss", "SeedOssDecoderLayer"),
 ];
 
 fn layer_class_of(model_type: &str) -> Option<&'static str> {

@@ -21,7 +21,7 @@ pub struct ConfigClass {
     /// The class defaults a Llama-like or Gemma reader takes for absent keys: vocab, hidden,
     /// intermediate, layers, heads, kv heads (0: as many as heads), max positions, tied
     /// embeddings (0 or 1). A table, not code per type: the site's bundle is small.
-    pub defaults: [u64; 8],
+    pub defaults: [u32; 8],
     /// The traits its reader and the inventories read.
     pub traits: Traits,
 }
@@ -56,6 +56,9 @@ pub enum Bias {
         default: bool,
         o: bool,
     },
+    /// `attention_bias` for q, k and v and `attention_out_bias` for o, with these defaults
+    /// (Seed-OSS).
+    Separate { qkv: bool, o: bool },
 }
 
 /// Whether a class has a sliding window, and how its config says so.
@@ -68,9 +71,9 @@ pub enum Window {
     /// `sliding_window` only with `use_sliding_window: true` (Qwen2/3, SmolLM3).
     OptIn,
     /// `sliding_window`, else this default.
-    Default(u64),
+    Default(u32),
     /// `sliding_window`, else this default; an explicit null turns it off (Mistral, gpt-oss).
-    NullDisables(u64),
+    NullDisables(u32),
 }
 
 /// Which layers slide when the config lists none (`layer_types`).
@@ -128,9 +131,9 @@ pub enum MoeRule {
     /// top `num_experts_per_tok` (`top_k`); `norm_topk`: the router divides by the sum
     /// whatever the config says (Mixtral).
     Uniform {
-        experts: u64,
+        experts: u32,
         num_experts_key: bool,
-        top_k: u64,
+        top_k: u32,
         norm_topk: bool,
     },
     /// Qwen's: `num_experts` of `moe_intermediate_size` (`expert`), top `num_experts_per_tok`,
@@ -138,15 +141,15 @@ pub enum MoeRule {
     /// `shared_expert_intermediate_size` (`shared`, 0: none); `norm_topk_prob` read when
     /// `norm_topk_key`.
     Qwen {
-        experts: u64,
-        top_k: u64,
-        expert: u64,
-        shared: u64,
+        experts: u32,
+        top_k: u32,
+        expert: u32,
+        shared: u32,
         norm_topk_key: bool,
     },
     /// DeepSeek-style routed experts (`hf/llama_like.rs`, `routed_moe`): the defaults of experts, expert
     /// intermediate, top-k, first dense layers and shared experts.
-    Routed([u64; 5]),
+    Routed([u32; 5]),
     /// Llama 4's (`hf/llama_like.rs`, `llama4_moe`).
     Llama4,
 }
@@ -175,13 +178,18 @@ pub enum RouterWeight {
 pub struct Traits {
     pub family: Family,
     /// Its declared `head_dim` default; 0: `hidden_size / num_attention_heads`.
-    pub head_dim: u64,
+    pub head_dim: u16,
     pub bias: Bias,
     /// Whether its MLP reads `mlp_bias` (the others hard-code `bias=False`).
     pub mlp_bias_key: bool,
-    /// The default `partial_rotary_factor`.
-    pub rotary: f64,
-    /// Whether `partial_rotary_factor` is read (gpt-oss's is fixed: [`Traits::rotary`]).
+    /// The class default of `attention_dropout` (and of `residual_dropout` where it is read),
+    /// in percent (a byte per class, not eight: the table is in the site's first download).
+    pub dropout_percent: u8,
+    /// Whether its layers apply dropout to the attention and MLP outputs (`residual_dropout`).
+    pub residual_dropout: bool,
+    /// The default `partial_rotary_factor`, in percent.
+    pub rotary_percent: u8,
+    /// Whether `partial_rotary_factor` is read (gpt-oss's is fixed: [`Traits::rotary_percent`]).
     pub rotary_key: bool,
     pub norms_per_layer: u64,
     pub qk_norm: QkNorm,
@@ -220,7 +228,9 @@ const LLAMA: Traits = Traits {
         o: true,
     },
     mlp_bias_key: false,
-    rotary: 1.0,
+    dropout_percent: 0,
+    residual_dropout: false,
+    rotary_percent: 100,
     rotary_key: true,
     norms_per_layer: 2,
     qk_norm: QkNorm::No,
@@ -274,7 +284,7 @@ const GEMMA2: Traits = Traits {
 const fn class(
     model_type: &'static str,
     reader: Reader,
-    defaults: [u64; 8],
+    defaults: [u32; 8],
     traits: Traits,
 ) -> ConfigClass {
     ConfigClass {
@@ -448,7 +458,7 @@ pub const CLASSES: &[ConfigClass] = &[
                 default: true,
                 o: false,
             },
-            rotary: 0.5,
+            rotary_percent: 50,
             norms_per_layer: 4,
             ..LLAMA
         },
@@ -463,7 +473,7 @@ pub const CLASSES: &[ConfigClass] = &[
                 default: false,
                 o: false,
             },
-            rotary: 0.5,
+            rotary_percent: 50,
             qk_norm: QkNorm::Key,
             // 128 routed experts of 1408, top-8, one shared, the first layer dense.
             moe: MoeRule::Routed([128, 1408, 8, 1, 1]),
@@ -571,7 +581,7 @@ pub const CLASSES: &[ConfigClass] = &[
             },
             // It rotates every dimension, from cos and sin tables of half the head that its
             // `_apply_rotary_emb` applies to each half: counted as 0.5, not read.
-            rotary: 0.5,
+            rotary_percent: 50,
             rotary_key: false,
             window: Window::NullDisables(128),
             local_share: LocalShare::OneInTwo,
@@ -638,7 +648,7 @@ pub const CLASSES: &[ConfigClass] = &[
             // Qwen3NextConfig declares `head_dim: int = 256`; its gated attention has
             // per-head q/k norms (its linear layers none).
             head_dim: 256,
-            rotary: 0.25,
+            rotary_percent: 25,
             qk_norm: QkNorm::Yes,
             window: Window::Off,
             // 512 experts of 512, top-10, a gated shared expert of 512.
@@ -653,11 +663,29 @@ pub const CLASSES: &[ConfigClass] = &[
             ..LLAMA
         },
     ),
+    class(
+        "seed_oss",
+        LlamaLike,
+        [155136, 4096, 27648, 64, 80, 8, 524288, 0],
+        Traits {
+            head_dim: 128,
+            bias: Bias::Separate {
+                qkv: true,
+                o: false,
+            },
+            mlp_bias_key: true,
+            // SeedOssConfig trains with dropout by default: 0.1 on the attention
+            // probabilities and on the attention and MLP outputs (`residual_dropout`).
+            dropout_percent: 10,
+            residual_dropout: true,
+            ..LLAMA
+        },
+    ),
 ];
 
 /// The text configs of the multimodal wrappers, their own defaults with a text class's traits:
 /// Qwen2.5-VL's is a Qwen2 (72B-sized defaults), Qwen3-VL's a Qwen3.
-pub const TEXT_CLASSES: &[(&str, &str, [u64; 8])] = &[
+pub const TEXT_CLASSES: &[(&str, &str, [u32; 8])] = &[
     (
         "qwen2_5_vl_text",
         "qwen2",
@@ -689,6 +717,18 @@ pub fn find(model_type: &str) -> Option<&'static ConfigClass> {
 /// The class of `model_type`, or Llama's read as an approximate layout.
 pub fn of(model_type: &str) -> &'static ConfigClass {
     find(model_type).unwrap_or(&APPROXIMATE)
+}
+
+impl Traits {
+    /// The default `partial_rotary_factor`.
+    pub fn rotary(&self) -> f64 {
+        f64::from(self.rotary_percent) / 100.0
+    }
+
+    /// The class default of `attention_dropout` (and `residual_dropout`).
+    pub fn dropout(&self) -> f64 {
+        f64::from(self.dropout_percent) / 100.0
+    }
 }
 
 #[cfg(test)]

@@ -507,6 +507,13 @@ impl ModelSpec {
         self.class().traits.qwen3_next
     }
 
+    /// Whether its layers apply dropout to the attention and MLP outputs: the families that
+    /// read `resid_pdrop`, `hidden_dropout` or `dropout`, and the classes that read
+    /// `residual_dropout` (Seed-OSS).
+    pub fn has_residual_dropout(&self) -> bool {
+        self.family.has_residual_dropout() || self.class().traits.residual_dropout
+    }
+
     /// Its config class (Llama's, read approximately, for a `model_type` the core does not
     /// model).
     pub fn class(&self) -> &'static super::classes::ConfigClass {

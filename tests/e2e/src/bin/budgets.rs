@@ -92,7 +92,11 @@
 //!   the wasm32 builds remap Cargo's registry prefix away (scripts/wasm-env.sh: 53 B, and the
 //!   bundle is the same bytes wherever CARGO_HOME is), and guide search and metric labels fold
 //!   case for ASCII only, which drops Unicode's case tables: 451,912 B, and the limit comes down
-//!   to 452,000 B;
+//!   to 452,000 B. The config classes' table (issue 28: model/classes.rs) cost nothing once the
+//!   layer class names stayed with the exports; Seed-OSS (a class, separate output bias,
+//!   residual dropout) took 0.2 KB, paid for by the prose of the pages other than the
+//!   calculator, now in content/help.json's `[page]` table (calibration, GPU, model and
+//!   examples pages): 451,687 B, and the limit comes down to 451,750 B;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -109,7 +113,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 452_000;
+const SIZE_BUDGET: u64 = 451_750;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());

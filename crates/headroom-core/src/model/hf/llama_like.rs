@@ -15,7 +15,7 @@ use crate::model::spec::{Dropout, LinearAttention, Llama4, Mla, ModelSpec, Moe, 
 pub(super) fn llama_like(
     cfg: &Cfg,
     class: &ConfigClass,
-    defaults: &[u64; 8],
+    defaults: &[u32; 8],
 ) -> Result<ModelSpec, ConfigError> {
     let t = &class.traits;
     let d = Defaults::from_row(defaults);
@@ -28,7 +28,7 @@ pub(super) fn llama_like(
     // // num_attention_heads)` (transformers 5.23), as Llama does.
     let head_dim_default = match t.head_dim {
         0 => hidden / heads,
-        declared => declared,
+        declared => u64::from(declared),
     };
     let mla = if t.mla { Some(mla(cfg)?) } else { None };
     // Multi-head latent attention expands k and v to every head (`kv_b_proj`), and its q/k
@@ -43,15 +43,24 @@ pub(super) fn llama_like(
     cfg.bool_or("attention_bias", false)?;
     let (qkv_bias, o_bias) = match t.bias {
         Bias::Fixed(b) => (b, false),
+        Bias::Separate { qkv, o } => (
+            cfg.bool_or("attention_bias", qkv)?,
+            cfg.bool_or("attention_out_bias", o)?,
+        ),
         Bias::Key { key, default, o } => {
             let b = cfg.bool_or(key, default)?;
             (b, o && b)
         }
     };
     let moe = class_moe(cfg, t, layers, d.intermediate)?;
-    let attention_dropout = cfg.f64_or("attention_dropout", 0.0)?;
+    let attention_dropout = cfg.f64_or("attention_dropout", t.dropout())?;
+    let residual_dropout = if t.residual_dropout {
+        cfg.f64_or("residual_dropout", t.dropout())?
+    } else {
+        0.0
+    };
     let sliding_window = match t.window {
-        Window::Default(w) => cfg.opt_u64("sliding_window")?.or(Some(w)),
+        Window::Default(w) => cfg.opt_u64("sliding_window")?.or(Some(w.into())),
         Window::OptIn => {
             if cfg.bool_or("use_sliding_window", false)? {
                 cfg.opt_u64("sliding_window")?
@@ -62,7 +71,7 @@ pub(super) fn llama_like(
         // An explicit null disables it.
         Window::NullDisables(w) => match cfg.0.get("sliding_window") {
             Some(Value::Null) => None,
-            None => Some(w),
+            None => Some(w.into()),
             Some(_) => cfg.opt_u64("sliding_window")?,
         },
         Window::Off => None,
@@ -121,7 +130,7 @@ pub(super) fn llama_like(
         moe,
         dropout: Dropout {
             attention: attention_dropout,
-            residual: 0.0,
+            residual: residual_dropout,
             embedding: 0.0,
         },
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
@@ -150,10 +159,10 @@ pub(super) fn class_moe(
         } => Some(Moe {
             experts: match cfg.opt_u64("num_local_experts")? {
                 Some(n) => n,
-                None if num_experts_key => cfg.u64_or("num_experts", experts)?,
-                None => experts,
+                None if num_experts_key => cfg.u64_or("num_experts", experts.into())?,
+                None => experts.into(),
             },
-            top_k: cfg.u64_or("num_experts_per_tok", top_k)?,
+            top_k: cfg.u64_or("num_experts_per_tok", top_k.into())?,
             expert_intermediate: cfg.u64_or("intermediate_size", intermediate)?,
             shared_intermediate: 0,
             shared_gate: false,
@@ -168,7 +177,7 @@ pub(super) fn class_moe(
             shared,
             norm_topk_key,
         } => {
-            let experts = cfg.u64_or("num_experts", experts)?;
+            let experts = cfg.u64_or("num_experts", experts.into())?;
             let step = cfg.u64_or("decoder_sparse_step", 1)?;
             let dense_only = cfg.index_list("mlp_only_layers", layers)?;
             // transformers: a layer is sparse when it is not listed in `mlp_only_layers`,
@@ -180,10 +189,10 @@ pub(super) fn class_moe(
                 .count() as u64;
             Some(Moe {
                 experts,
-                top_k: cfg.u64_or("num_experts_per_tok", top_k)?,
-                expert_intermediate: cfg.u64_or("moe_intermediate_size", expert)?,
+                top_k: cfg.u64_or("num_experts_per_tok", top_k.into())?,
+                expert_intermediate: cfg.u64_or("moe_intermediate_size", expert.into())?,
                 shared_intermediate: if shared > 0 {
-                    cfg.u64_or("shared_expert_intermediate_size", shared)?
+                    cfg.u64_or("shared_expert_intermediate_size", shared.into())?
                 } else {
                     0
                 },
@@ -195,7 +204,7 @@ pub(super) fn class_moe(
                 router: Router::Softmax,
             })
         }
-        MoeRule::Routed(defaults) => routed_moe(cfg, t.router, layers, defaults)?,
+        MoeRule::Routed(defaults) => routed_moe(cfg, t.router, layers, defaults.map(u64::from))?,
     })
 }
 
@@ -205,9 +214,9 @@ pub(super) fn class_moe(
 /// tables of half the head that its `_apply_rotary_emb` applies to each half: counted as 0.5.
 pub(super) fn rotary_fraction(cfg: &Cfg, t: &classes::Traits) -> Result<f64, ConfigError> {
     if !t.rotary_key {
-        return Ok(t.rotary);
+        return Ok(t.rotary());
     }
-    let f = cfg.f64_or("partial_rotary_factor", t.rotary)?;
+    let f = cfg.f64_or("partial_rotary_factor", t.rotary())?;
     if !(f > 0.0 && f <= 1.0) {
         return Err(bad(
             "partial_rotary_factor",

@@ -205,7 +205,8 @@ struct Defaults {
 
 impl Defaults {
     /// A class's row ([`ConfigClass::defaults`]).
-    fn from_row(row: &[u64; 8]) -> Self {
+    fn from_row(row: &[u32; 8]) -> Self {
+        let row = row.map(u64::from);
         Defaults {
             vocab: row[0],
             hidden: row[1],

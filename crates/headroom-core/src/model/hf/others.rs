@@ -44,7 +44,7 @@ pub(super) fn gemma(cfg: &Cfg, class: &ConfigClass) -> Result<ModelSpec, ConfigE
         },
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
         sliding_window: match t.window {
-            Window::Default(w) => cfg.opt_u64("sliding_window")?.or(Some(w)),
+            Window::Default(w) => cfg.opt_u64("sliding_window")?.or(Some(w.into())),
             _ => None,
         },
         ..base_spec()
