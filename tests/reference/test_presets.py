@@ -172,6 +172,8 @@ VARIANTS = {
     # Qwen3-Next: its hybrid layers listed irregularly, a dense layer, biases, narrow linear heads.
     "qwen3_next-defaults": {"model_type": "qwen3_next"},
     "seed_oss-defaults": {"model_type": "seed_oss"},
+    "ernie4_5-defaults": {"model_type": "ernie4_5"},
+    "ernie4_5-use-bias": dict(SMALL, model_type="ernie4_5", use_bias=True, head_dim=48),
     "seed_oss-biases": dict(SMALL, model_type="seed_oss", attention_bias=False, attention_out_bias=True,
                             mlp_bias=True, head_dim=48),
     "qwen3_next-layer-types-bias": dict(SMALL, model_type="qwen3_next", num_hidden_layers=6, head_dim=64,

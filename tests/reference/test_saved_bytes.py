@@ -55,6 +55,10 @@ CONFIGS = {
     # the attention probabilities and on the attention and MLP outputs (0.1 each).
     "seed_oss": {"model_type": "seed_oss", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
                  "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32},
+    # Ernie 4.5: Llama's layer whose RoPE interleaves cos and sin in every layer, in fp32
+    # whatever the model's dtype, and casts q and k back.
+    "ernie4_5": {"model_type": "ernie4_5", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 512,
+                 "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32},
     "olmo3": {"model_type": "olmo3", "vocab_size": 3000, "hidden_size": 160, "intermediate_size": 480,
               "num_hidden_layers": 4, "num_attention_heads": 5, "sliding_window": 32},
     # Issue 13's newest: gpt-oss (sinks, sliding layers, every layer MoE with the grouped_mm
@@ -190,6 +194,11 @@ VARIANTS = [
        2, 64, False) for prec, attn in (("fp32", "sdpa"), ("amp-bf16", "sdpa"))],
     *[("seed_oss-ckpt", "seed_oss", {}, prec, attn, "full", 2, 64, False)
       for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
+    # Ernie 4.5 with every Linear biased (use_bias), and under full checkpointing.
+    *[("ernie4_5-use-bias", "ernie4_5", {"use_bias": True}, prec, attn, "none", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("amp-bf16", "eager"))],
+    *[("ernie4_5-ckpt", "ernie4_5", {}, prec, attn, "full", 2, 64, False)
+      for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),

@@ -673,7 +673,9 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             if matches!(spec.family, Family::Llama | Family::Olmo2) {
                 // An approximate layout is read as Llama's (`model::hf`), mlp_bias included;
                 // multi-head latent attention's biases are written with its keys.
-                if matches!(t.bias, Bias::Separate { .. }) {
+                if t.bias == Bias::UseBias {
+                    put("use_bias", spec.qkv_bias.into());
+                } else if matches!(t.bias, Bias::Separate { .. }) {
                     put("attention_bias", spec.qkv_bias.into());
                     put("attention_out_bias", spec.o_bias.into());
                     put("mlp_bias", spec.mlp_bias.into());

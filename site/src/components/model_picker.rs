@@ -221,7 +221,7 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
                     }) }
                     <option value={CUSTOM} selected={current == CUSTOM}>{ custom_label }</option>
                 </select>
-                <p class="help">{ "A preset (Hugging Face configs; stand-ins are marked), your own config.json, or only a size (7b)." }</p>
+                <p class="help">{ crate::help::page("model_help") }</p>
             </div>
             if *custom_open {
                 <div class="custom-config">

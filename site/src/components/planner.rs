@@ -389,7 +389,7 @@ pub fn Planner(props: &PlannerProps) -> Html {
     html! {
         <section class="card" aria-labelledby="planner-title" id="planner">
             <h2 id="planner-title">{ "Plan: setups that fit, fastest first" }</h2>
-            <p class="help">{ "Searches sharding, offload, checkpointing, micro-batch (same global batch), tensor parallelism, fused loss and activation offload on these GPUs; speed from the time model." }</p>
+            <p class="help">{ crate::help::page("planner_help") }</p>
             <div class="toolbar">
                 <button type="button" id="planner-open" onclick={on_open} aria-expanded={open.to_string()}>
                     { if *open { "Hide plans" } else { "Find plans" } }</button>

@@ -83,7 +83,7 @@ pub fn results(a: &Rc<Analysis>, gpus: u32, file_stem: &str) -> Html {
             <Verdict analysis={a.clone()} gpus={gpus}/>
             <section class="card" aria-labelledby="timeline-title">
                 <h2 id="timeline-title">{ "Memory over one training step" }</h2>
-                <p class="help">{ "Live tensors, what the caching allocator holds, and what nvidia-smi shows, point by point through forward, loss, backward and the optimizer step." }</p>
+                <p class="help">{ crate::help::page("timeline_help") }</p>
                 <Chart kind={ChartKind::Timeline} estimate={est.clone()} file_stem={file_stem.to_string()}
                        label={format!("Memory timeline: peak {} in the {}", headroom_core::format::bytes(a.estimate.peak.device), a.estimate.peak.phase.label())}/>
             </section>

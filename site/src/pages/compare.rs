@@ -184,7 +184,7 @@ pub fn Compare() -> Html {
     html! {
         <main class="page compare-page" id="main">
             <h1>{ "Compare two scenarios" }</h1>
-            <p class="help">{ "B starts as a copy of A: change B's inputs to see what a change does. The link holds both." }</p>
+            <p class="help">{ crate::help::page("compare_help") }</p>
             <LinkErrors errors={a.link_errors.clone()} on_dismiss={dismiss}/>
             if let (Ok(x), Ok(y)) = (&*ra, &*rb) {
                 { table(x, y) }

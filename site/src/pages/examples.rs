@@ -176,7 +176,7 @@ pub fn Example(props: &ExampleProps) -> Html {
             <p class="help">
                 { format!("{} claims: {} right, {} wrong, {} partly right, {} unverified. ", file.claims.len(),
                     count(Verdict::Right), count(Verdict::Wrong), count(Verdict::Partly), count(Verdict::Unverified)) }
-                { "Each claim is the guide's figure in our words; Headroom's figure, and every figure in the Why column, is computed now for the scenario linked under it (open the link to change its inputs). A claim is right when it is within 10% of Headroom's figure. Difference = (claimed − Headroom) / Headroom. Unverified: the verdict would depend on a figure Headroom only assumes (no GPU measurement yet), so it is not judged." }
+                { crate::help::page("examples_claims") }
             </p>
             <div class="table-wrap">
                 <table id="claims">

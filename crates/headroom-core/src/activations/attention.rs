@@ -8,6 +8,7 @@ use super::mla::mla_projections;
 use super::norms::{cohere_norm, layer_norm, norm_family, rms_norm, zero_centred_norm};
 use super::{Inventory, Layout, Part, Shape, residual_dropout};
 use crate::dtype::DType;
+use crate::model::classes::LayerRope;
 use crate::model::{Family, ModelSpec, NormKind};
 use crate::scenario::Attention;
 use crate::sdpa::{self, Backend};
@@ -31,8 +32,10 @@ pub(super) fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape,
     if let Some(l4) = &spec.llama4 {
         llama4_qk(inv, (l4, spec.head_dim), sh, l);
     }
-    if spec.family == Family::Glm4 {
-        glm4_rope(inv, spec, sh);
+    match spec.class().traits.rope {
+        LayerRope::Shared => {}
+        LayerRope::InterleavedStream => interleaved_rope(inv, spec, sh, sh.stream()),
+        LayerRope::InterleavedFp32 => interleaved_rope(inv, spec, sh, DType::F32),
     }
     inv.at(Part::AttentionCore);
     attention_core(inv, spec, sh, l);
@@ -161,10 +164,10 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     }
 }
 
-/// GLM-4's apply_rotary_pos_emb interleaves cos and sin afresh in every layer
-/// (`repeat_interleave`), and its multiplies save those copies, not the shared tables.
-fn glm4_rope(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
-    let rope = sh.stream();
+/// GLM-4's and Ernie 4.5's apply_rotary_pos_emb interleave cos and sin afresh in every layer
+/// (`repeat_interleave`), and their multiplies save those copies, not the shared tables: in
+/// the hidden states' dtype (GLM-4), or in fp32 (Ernie 4.5 rotates in fp32 and casts back).
+fn interleaved_rope(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, rope: DType) {
     inv.add(
         "RoPE cos and sin, interleaved in this layer (saved by RoPE's multiplies)",
         2 * sh.s * spec.rotary_dim(),

@@ -6,6 +6,7 @@ use super::norms::{cohere_norm, norm_family, rms_norm, zero_centred_norm};
 use super::vision::vision_tower;
 use super::{Inventory, Part, Saved, Shape};
 use crate::dtype::DType;
+use crate::model::classes::LayerRope;
 use crate::model::{Family, ModelSpec, NormKind};
 
 /// Saved tensors outside the decoder layers: RoPE tables, the final norm, lm_head's input.
@@ -65,7 +66,7 @@ fn rope_tables(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             sh.s * spec.head_dim,
             DType::F32,
         );
-    } else if spec.is_rotary() && spec.family != Family::Glm4 {
+    } else if spec.is_rotary() && spec.class().traits.rope == LayerRope::Shared {
         // cos and sin, (1, s, head_dim) in the stream dtype, saved by RoPE's multiplies.
         // OLMo 3's rotary embedding returns them in fp32 whatever the model's dtype, one pair
         // per kind of layer (its sliding and full layers rotate with their own tables; traced

@@ -55,6 +55,7 @@ const LAYER_CLASSES: &[(&str, &str)] = &[
     ("llama4_text", "Llama4TextDecoderLayer"),
     ("qwen3_next", "Qwen3NextDecoderLayer"),
     ("seed_oss", "SeedOssDecoderLayer"),
+    ("ernie4_5", "Ernie4_5DecoderLayer"),
 ];
 
 fn layer_class_of(model_type: &str) -> Option<&'static str> {

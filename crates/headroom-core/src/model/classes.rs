@@ -59,6 +59,21 @@ pub enum Bias {
     /// `attention_bias` for q, k and v and `attention_out_bias` for o, with these defaults
     /// (Seed-OSS).
     Separate { qkv: bool, o: bool },
+    /// `use_bias` (false by default) for every Linear of the layer, the MLP's too (Ernie 4.5).
+    UseBias,
+}
+
+/// Where RoPE's cos and sin are saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerRope {
+    /// The model's tables, once for all layers (`activations::outside`).
+    Shared,
+    /// Each layer interleaves them (`repeat_interleave`) and its multiplies save the copies, in
+    /// the hidden states' dtype (GLM-4).
+    InterleavedStream,
+    /// As `InterleavedStream`, in fp32 whatever the model's dtype: the rotation runs in fp32
+    /// and casts q and k back (Ernie 4.5).
+    InterleavedFp32,
 }
 
 /// Whether a class has a sliding window, and how its config says so.
@@ -187,6 +202,8 @@ pub struct Traits {
     pub dropout_percent: u8,
     /// Whether its layers apply dropout to the attention and MLP outputs (`residual_dropout`).
     pub residual_dropout: bool,
+    /// Where RoPE's cos and sin are saved.
+    pub rope: LayerRope,
     /// The default `partial_rotary_factor`, in percent.
     pub rotary_percent: u8,
     /// Whether `partial_rotary_factor` is read (gpt-oss's is fixed: [`Traits::rotary_percent`]).
@@ -230,6 +247,7 @@ const LLAMA: Traits = Traits {
     mlp_bias_key: false,
     dropout_percent: 0,
     residual_dropout: false,
+    rope: LayerRope::Shared,
     rotary_percent: 100,
     rotary_key: true,
     norms_per_layer: 2,
@@ -458,6 +476,7 @@ pub const CLASSES: &[ConfigClass] = &[
                 default: true,
                 o: false,
             },
+            rope: LayerRope::InterleavedStream,
             rotary_percent: 50,
             norms_per_layer: 4,
             ..LLAMA
@@ -678,6 +697,17 @@ pub const CLASSES: &[ConfigClass] = &[
             // probabilities and on the attention and MLP outputs (`residual_dropout`).
             dropout_percent: 10,
             residual_dropout: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "ernie4_5",
+        LlamaLike,
+        [103424, 1024, 3072, 18, 16, 2, 131072, 1],
+        Traits {
+            head_dim: 128,
+            bias: Bias::UseBias,
+            rope: LayerRope::InterleavedFp32,
             ..LLAMA
         },
     ),

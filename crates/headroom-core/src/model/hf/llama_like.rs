@@ -43,6 +43,10 @@ pub(super) fn llama_like(
     cfg.bool_or("attention_bias", false)?;
     let (qkv_bias, o_bias) = match t.bias {
         Bias::Fixed(b) => (b, false),
+        Bias::UseBias => {
+            let b = cfg.bool_or("use_bias", false)?;
+            (b, b)
+        }
         Bias::Separate { qkv, o } => (
             cfg.bool_or("attention_bias", qkv)?,
             cfg.bool_or("attention_out_bias", o)?,
@@ -123,7 +127,7 @@ pub(super) fn llama_like(
         mlp_bias: if t.mlp_bias_key {
             cfg.bool_or("mlp_bias", false)?
         } else {
-            false
+            t.bias == Bias::UseBias && qkv_bias
         },
         tie_embeddings: cfg.bool_or("tie_word_embeddings", d.tie)?,
         embed_proj_dim: hidden,
