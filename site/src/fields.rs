@@ -243,6 +243,15 @@ const INT: Control = Control::Number {
     step: 1.0,
 };
 
+/// A count whose 0 means none or the default (images, host RAM, GPUs per node, network
+/// bandwidth, efficiency, margin): the core accepts 0 there, so the form must too, or every
+/// default page renders these inputs out of range (issue 28).
+const COUNT0: Control = Control::Number {
+    min: 0.0,
+    max: 4_194_304.0,
+    step: 1.0,
+};
+
 pub static GROUPS: &[Group] = &[
     Group {
         id: "hardware",
@@ -283,7 +292,7 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "images",
                 label: "Images per sample",
-                control: INT,
+                control: COUNT0,
                 shown: is_multimodal,
             },
             Field {
@@ -645,31 +654,31 @@ pub static GROUPS: &[Group] = &[
             Field {
                 key: "host_ram",
                 label: "Host RAM per node (GiB)",
-                control: INT,
+                control: COUNT0,
                 shown: always,
             },
             Field {
                 key: "node",
                 label: "GPUs per node",
-                control: INT,
+                control: COUNT0,
                 shown: always,
             },
             Field {
                 key: "ib",
                 label: "Inter-node GB/s per GPU",
-                control: INT,
+                control: COUNT0,
                 shown: always,
             },
             Field {
                 key: "eff",
                 label: "Framework efficiency (%)",
-                control: INT,
+                control: COUNT0,
                 shown: always,
             },
             Field {
                 key: "margin",
                 label: "Safety margin (% of GPU memory)",
-                control: INT,
+                control: COUNT0,
                 shown: always,
             },
         ],
@@ -706,6 +715,30 @@ mod tests {
             .collect();
         expected.sort_unstable();
         assert_eq!(keys, expected);
+    }
+
+    /// The inputs a default page renders are in range: a number's default (where the link has
+    /// one) lies within its control's bounds. Six fields whose 0 means none or the default had
+    /// a minimum of 1, so every default page showed them out of range.
+    #[test]
+    fn every_number_default_is_within_its_inputs_range() {
+        let scen = Scenario::default();
+        for g in GROUPS {
+            for f in g.fields {
+                if let Control::Number { min, max, .. } = f.control {
+                    let value = field_value(&scen, f.key).expect("a link field");
+                    if value.is_empty() {
+                        continue;
+                    }
+                    let v: f64 = value.parse().expect("a number");
+                    assert!(
+                        (min..=max).contains(&v),
+                        "{}: default {v} outside {min}..={max}",
+                        f.key
+                    );
+                }
+            }
+        }
     }
 
     #[test]
