@@ -1,6 +1,6 @@
 //! The form's help text and the prose of the pages other than the calculator (its `[page]`
 //! table): `content/help.toml`, fetched as `content/help.json` (site/pages.sh) with the rest of
-//! the content instead of carried in the first download (2.4 KB gzip of help text, 1.5 KB of
+//! the content instead of carried in the first download (2.4 KB gzip of help text, 1.8 KB of
 //! page prose).
 
 use std::cell::RefCell;

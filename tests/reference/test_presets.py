@@ -173,6 +173,8 @@ VARIANTS = {
     "qwen3_next-defaults": {"model_type": "qwen3_next"},
     "seed_oss-defaults": {"model_type": "seed_oss"},
     "ernie4_5-defaults": {"model_type": "ernie4_5"},
+    "olmoe-defaults": {"model_type": "olmoe"},
+    "olmoe-small": dict(SMALL, model_type="olmoe", num_experts=8, num_experts_per_tok=2, norm_topk_prob=True),
     "ernie4_5-use-bias": dict(SMALL, model_type="ernie4_5", use_bias=True, head_dim=48),
     "seed_oss-biases": dict(SMALL, model_type="seed_oss", attention_bias=False, attention_out_bias=True,
                             mlp_bias=True, head_dim=48),

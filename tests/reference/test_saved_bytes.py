@@ -199,6 +199,15 @@ VARIANTS = [
       for prec, attn in (("bf16", "sdpa"), ("amp-bf16", "eager"))],
     *[("ernie4_5-ckpt", "ernie4_5", {}, prec, attn, "full", 2, 64, False)
       for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    # OLMoE: Llama's layer with RMSNorms over the whole q and k projections and Qwen3-MoE's
+    # router and experts on every layer (8 of 64 wide here, top-2). Not under autocast: CPU's
+    # autocast lists are not CUDA's for the experts (one layer is exact there, what is retained
+    # after forward is not; CUDA unchecked).
+    *[("olmoe-moe", "llama", {"model_type": "olmoe", "intermediate_size": 64, "num_experts": 8,
+                              "num_experts_per_tok": 2, **over}, prec, attn, ckpt, 2, 64, False)
+      for over, prec, attn, ckpt in (({}, "bf16", "sdpa", "none"), ({}, "fp32", "eager", "none"),
+                                     ({}, "bf16", "eager", "none"), ({"norm_topk_prob": True}, "bf16", "sdpa", "none"),
+                                     ({}, "bf16", "sdpa", "full"), ({}, "fp32", "eager", "full"))],
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),

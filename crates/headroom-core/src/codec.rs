@@ -745,8 +745,11 @@ fn text_config(spec: &ModelSpec) -> Map<String, Value> {
             if spec.llama4.is_some() {
                 // Written by `llama4_keys`.
             } else if let Some(moe) = &spec.moe {
-                if matches!(t.moe, MoeRule::Uniform { .. }) {
+                if let MoeRule::Uniform { norm_topk, .. } = t.moe {
                     put("num_local_experts", moe.experts.into());
+                    if norm_topk.is_none() && moe.norm_topk {
+                        put("norm_topk_prob", true.into());
+                    }
                 } else {
                     put("num_experts", moe.experts.into());
                     put("moe_intermediate_size", moe.expert_intermediate.into());

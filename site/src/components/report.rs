@@ -249,7 +249,7 @@ pub fn KeyNumbers(props: &AnalysisProps) -> Html {
                 </tbody>
             </table>
             if !e.calibrated {
-                <p class="note">{ "Runtime constants (CUDA context, allocator slack) are documented defaults: no calibration of this GPU is published yet." }</p>
+                <p class="note">{ crate::help::page("defaults_note") }</p>
             }
         </section>
     }

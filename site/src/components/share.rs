@@ -82,7 +82,7 @@ pub fn Share(props: &ShareProps) -> Html {
                     <textarea id="embed-snippet" readonly=true rows="5" aria-label="Embed code"
                               value={snippet}/>
                     <button type="button" id="copy-embed" onclick={on_copy_embed}>{ "Copy embed code" }</button>
-                    <p class="help">{ "The frame resizes itself to its content. Each chart also has SVG and PNG downloads for wikis that allow no frames." }</p>
+                    <p class="help">{ crate::help::page("embed_help") }</p>
                 </div>
             </details>
             <span class="status" role="status" id="share-status">{ (*status).clone() }</span>

@@ -18,7 +18,7 @@ pub fn GuideList() -> Html {
     html! {
         <main class="page narrow" id="main">
             <h1>{ "Guides: where training memory goes" }</h1>
-            <p class="lede">{ "Every number and table in these guides is computed in your browser by the same core as the calculator; change an input in a block and its figures follow." }</p>
+            <p class="lede">{ crate::help::page("guides_lede") }</p>
             <ol class="guide-list">
                 { for guide::index().into_iter().map(|e| html! {
                     <li>

@@ -5,10 +5,12 @@
 use super::linear::{dora_outputs, linear_inputs, lora_adapter_inputs, te_linear_inputs};
 use super::linear_attention::gated_delta_net;
 use super::mla::mla_projections;
-use super::norms::{cohere_norm, layer_norm, norm_family, rms_norm, zero_centred_norm};
+use super::norms::{
+    cohere_norm, layer_norm, norm_family, rms_norm, rms_norm_of, zero_centred_norm,
+};
 use super::{Inventory, Layout, Part, Shape, residual_dropout};
 use crate::dtype::DType;
-use crate::model::classes::LayerRope;
+use crate::model::classes::{LayerRope, QkNorm};
 use crate::model::{Family, ModelSpec, NormKind};
 use crate::scenario::Attention;
 use crate::sdpa::{self, Backend};
@@ -124,6 +126,12 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
                 DType::F32,
             );
         }
+    } else if spec.qk_norm && spec.class().traits.qk_norm == QkNorm::Whole {
+        // OLMoE: Llama's RMSNorm over the whole q and k projections (their compute-dtype
+        // outputs): the fp32 input, the rsqrt, the normalized input where the weight trains.
+        inv.at(Part::QkNorm);
+        rms_norm_of(inv, "q_norm", (t, q, c), sh, Family::Llama);
+        rms_norm_of(inv, "k_norm", (t, kv, c), sh, Family::Llama);
     } else if spec.qk_norm && spec.family == Family::Gemma {
         // Gemma 3's q_norm/k_norm are Gemma's RMSNorm per head: the fp32 input (a copy of
         // the 16-bit projection output), the rsqrt, and (x * rsqrt) * (1 + w) in fp32, which

@@ -56,6 +56,7 @@ const LAYER_CLASSES: &[(&str, &str)] = &[
     ("qwen3_next", "Qwen3NextDecoderLayer"),
     ("seed_oss", "SeedOssDecoderLayer"),
     ("ernie4_5", "Ernie4_5DecoderLayer"),
+    ("olmoe", "OlmoeDecoderLayer"),
 ];
 
 fn layer_class_of(model_type: &str) -> Option<&'static str> {

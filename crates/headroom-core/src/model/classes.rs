@@ -135,6 +135,9 @@ pub enum QkNorm {
     Yes,
     /// When `use_qk_norm` is true (false by default: GLM-4.5).
     Key,
+    /// Always, over the whole q and k projections (not each head), as Llama's RMSNorm: cast,
+    /// then the weight (OLMoE; OLMo 2's whole-projection norms are its family's).
+    Whole,
 }
 
 /// A class's mixture of experts, and the keys and defaults it reads.
@@ -143,13 +146,14 @@ pub enum MoeRule {
     None,
     /// Every layer's MLP is `num_local_experts` (`experts`; with `num_experts_key`, read from
     /// `num_experts` when absent, as GptOssConfig maps it) experts of `intermediate_size`,
-    /// top `num_experts_per_tok` (`top_k`); `norm_topk`: the router divides by the sum
-    /// whatever the config says (Mixtral).
+    /// top `num_experts_per_tok` (`top_k`); `norm_topk`: whether the router divides by the
+    /// sum whatever the config says (Mixtral's always, Granite's and gpt-oss's never), or None
+    /// where `norm_topk_prob` says (false by default: OLMoE).
     Uniform {
         experts: u32,
         num_experts_key: bool,
         top_k: u32,
-        norm_topk: bool,
+        norm_topk: Option<bool>,
     },
     /// Qwen's: `num_experts` of `moe_intermediate_size` (`expert`), top `num_experts_per_tok`,
     /// sparse where `decoder_sparse_step` and `mlp_only_layers` say; a gated shared expert of
@@ -346,7 +350,7 @@ pub const CLASSES: &[ConfigClass] = &[
                 experts: 8,
                 num_experts_key: false,
                 top_k: 2,
-                norm_topk: true,
+                norm_topk: Some(true),
             },
             router_weight: RouterWeight::Fp32,
             ..LLAMA
@@ -423,7 +427,7 @@ pub const CLASSES: &[ConfigClass] = &[
                 experts: 8,
                 num_experts_key: false,
                 top_k: 2,
-                norm_topk: false,
+                norm_topk: Some(false),
             },
             router_weight: RouterWeight::Stream,
             topk_softmax: true,
@@ -608,7 +612,7 @@ pub const CLASSES: &[ConfigClass] = &[
                 experts: 128,
                 num_experts_key: true,
                 top_k: 4,
-                norm_topk: false,
+                norm_topk: Some(false),
             },
             gpt_oss: true,
             ..LLAMA
@@ -708,6 +712,24 @@ pub const CLASSES: &[ConfigClass] = &[
             head_dim: 128,
             bias: Bias::UseBias,
             rope: LayerRope::InterleavedFp32,
+            ..LLAMA
+        },
+    ),
+    class(
+        "olmoe",
+        LlamaLike,
+        [50304, 2048, 2048, 16, 16, 0, 4096, 0],
+        Traits {
+            qk_norm: QkNorm::Whole,
+            window: Window::Off,
+            // Every layer's MLP is 64 experts of intermediate_size, top-8, Qwen3-MoE's router
+            // and experts.
+            moe: MoeRule::Uniform {
+                experts: 64,
+                num_experts_key: true,
+                top_k: 8,
+                norm_topk: None,
+            },
             ..LLAMA
         },
     ),

@@ -336,7 +336,8 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
                 // One learned sink logit per head, joined to the scores before the softmax.
                 b.vector(l, "self_attn.sinks", spec.heads);
             }
-            let olmo = spec.family == Family::Olmo2;
+            let olmo = spec.family == Family::Olmo2
+                || spec.class().traits.qk_norm == crate::model::classes::QkNorm::Whole;
             if spec.qk_norm {
                 // OLMo 2 normalizes the whole projection, the others each head.
                 let (qn, kn) = if olmo {

@@ -119,7 +119,7 @@ pub(super) fn llama_like(
         // Llama 4's weightless L2 norm is `llama4`'s.
         qk_norm: match t.qk_norm {
             QkNorm::No => false,
-            QkNorm::Yes => true,
+            QkNorm::Yes | QkNorm::Whole => true,
             QkNorm::Key => cfg.bool_or("use_qk_norm", false)?,
         },
         qkv_bias,
@@ -171,7 +171,10 @@ pub(super) fn class_moe(
             shared_intermediate: 0,
             shared_gate: false,
             sparse_layers: layers,
-            norm_topk,
+            norm_topk: match norm_topk {
+                Some(fixed) => fixed,
+                None => cfg.bool_or("norm_topk_prob", false)?,
+            },
             router: Router::Softmax,
         }),
         MoeRule::Qwen {
