@@ -4,6 +4,7 @@ made of, for the allocator simulator and the verdict at the edge (issue 30).
     python3 measure_allocator.py trace PRESET_JSON OUT.json.gz   one run's allocator trace
     python3 measure_allocator.py boundary OUT.json [--deadline S] the fit-boundary runs, capped
     python3 measure_allocator.py varlen OUT.json [--deadline S]   dynamic padding, step by step
+    python3 measure_allocator.py dynamic SPEC_JSON OUT.json      variable lengths from step one
     python3 measure_allocator.py timing OUT.json [--deadline S]   step times and kernel times
     python3 measure_allocator.py launch OUT.json [--deadline S]   launch-bound steps, kernel counts
     python3 measure_allocator.py launchmid OUT.json [--deadline S] between launch- and GPU-bound
@@ -20,6 +21,8 @@ made of, for the allocator simulator and the verdict at the edge (issue 30).
 - `varlen`: a few hundred steps with dynamic padding (each micro-batch padded to its longest
   sample; lengths drawn from a log-normal like chat fine-tuning data, cut at the sequence
   length): allocated, reserved and segments after every step, against the same run at one shape.
+- `dynamic`: one run over variable lengths from its first step (ms-swift's benchmark data as a
+  log-normal, samples over the sequence length dropped), each step's levels, optionally traced.
 - `timing`: step times over sizes, methods, checkpointing and shapes, eager and compiled, and
   torch.profiler's CUDA kernel time per kind for some of them (issue 33).
 - `launch`: the same at 64 tokens (LAUNCH), where the host's cost per kernel sets the step time.
@@ -170,6 +173,65 @@ def part_varlen(deadline, sc=("llama-3.2-1b", "bf16", "sdpa", "none", 8, 2048, "
         step(max(_lengths(batch, seq, rng)), "padded")
     return {"scenario": sc, "fixed": fixed, "steps": rows,
             "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+
+
+# The lengths of ms-swift's benchmark dataset (cls-fudan-news-zh: 3234 +- 2548 tokens, min 91,
+# max 19548; docs/source_en/LLM/Benchmark.md at cdb169b78) as a log-normal with that mean and
+# spread: mu = ln(mean) - sigma^2 / 2, sigma^2 = ln(1 + (sd / mean)^2).
+FUDAN_MU, FUDAN_SIGMA, FUDAN_MIN = 7.8400, 0.6949, 91
+
+
+def fudan_lengths(steps, batch, seq, seed=0):
+    """Each step's padded length: the longest of `batch` samples drawn from FUDAN, where a sample
+    longer than `seq` is dropped and drawn again (swift's truncation_strategy 'delete')."""
+    import random
+
+    rng = random.Random(seed)
+
+    def sample():
+        while True:
+            n = int(rng.lognormvariate(FUDAN_MU, FUDAN_SIGMA))
+            if FUDAN_MIN <= n <= seq:
+                return n
+
+    return [max(sample() for _ in range(batch)) for _ in range(steps)]
+
+
+def part_dynamic(spec, path):
+    """One run over variable lengths from the process's first step (issue 30's dynamic padding;
+    ms-swift's benchmark runs): `spec` = {"scenario": run_preset's tuple, "steps": N, "seed": S,
+    "trace": bool}. Every step's phase levels and its segment count; with `trace`, the allocator's
+    actions as part_trace records them."""
+    import torch
+
+    sc = list(spec["scenario"]) + [None] * (13 - len(spec["scenario"]))
+    defaults = ["off", False, {}, {}]
+    sc[9:13] = [v if v is not None else d for v, d in zip(sc[9:13], defaults)]
+    lengths = fudan_lengths(spec["steps"], sc[4], sc[5], spec.get("seed", 0))
+    sc[12] = {**sc[12], "lengths": lengths}
+    if spec.get("seconds"):
+        sc[12]["deadline"] = time.time() + spec["seconds"]
+    if spec.get("trace"):
+        part_trace(tuple(sc), path, steps=len(lengths))
+        return
+    per_step = []
+
+    def mark(step, phase):
+        if phase == "optimizer" and torch.cuda.is_available():
+            st = torch.cuda.memory_stats()
+            per_step.append({"step": step, "segments": st.get("segment.all.current"),
+                             "large_segments": st.get("segment.large_pool.current"),
+                             "inactive_split_bytes": st.get("inactive_split_bytes.all.current"),
+                             "retries": st.get("num_alloc_retries")})
+
+    t0 = time.time()
+    run = measure_gpu.run_preset(tuple(sc), on_phase=mark)
+    out = {"measured_on": time.strftime("%Y-%m-%d"), "environment": measure_gpu.environment(),
+           "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "spec": spec, "lengths": lengths,
+           "run": run, "per_step": per_step, "seconds": round(time.time() - t0, 1)}
+    with open(path, "w") as f:
+        json.dump(out, f, separators=(",", ":"), default=str)
+    measure_gpu.log(f"dynamic {sc[:8]}: {run.get('status')} peak reserved {run.get('peak_reserved')}")
 
 
 # First match wins: attention before GEMMs (cuDNN's SDPA kernels are named "..._sdpa_sm90_...").
@@ -348,6 +410,9 @@ def main(argv):
     what = argv[1]
     if what == "trace":
         part_trace(tuple(json.loads(argv[2])), argv[3])
+        return 0
+    if what == "dynamic":
+        part_dynamic(json.loads(argv[2]), argv[3])
         return 0
     path = argv[2]
     deadline = time.time() + (float(argv[argv.index("--deadline") + 1]) if "--deadline" in argv else 300)

@@ -306,6 +306,12 @@ def quantize_4bit(model, compute_dtype, storage=None):
         p.requires_grad_(False)
 
 
+def model_path(model_id):
+    """A preset's config.json, or one of the published tables' stand-in configs."""
+    path = MODELS / f"{model_id}.json"
+    return path if path.exists() else HERE / "published_configs" / f"{model_id}.json"
+
+
 def run_preset(sc, steps=5, on_phase=None, extra_step=None):
     """One real-size run in this process: two warm-up steps, then three timed ones.
     `on_phase(step, phase)` is called at each phase's end (synchronized, before the peaks are
@@ -321,9 +327,14 @@ def run_preset(sc, steps=5, on_phase=None, extra_step=None):
     # a cap on what the caching allocator may reserve (`cap`, bytes: a smaller card emulated
     # with torch.cuda.set_per_process_memory_fraction).
     options = sc[12] if len(sc) > 12 else {}
-    config = json.loads((MODELS / f"{model_id}.json").read_text())
+    config = json.loads(model_path(model_id).read_text())
     config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "dtype")}
     config.update(overrides)
+    # `lengths` (options): one sequence length per step, the micro-batch padded to it (a run
+    # over variable lengths, issue 30's dynamic padding); the steps are then as many.
+    lengths = options.get("lengths")
+    if lengths:
+        steps = len(lengths)
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     total = torch.cuda.get_device_properties(0).total_memory if cuda else 0
@@ -424,6 +435,10 @@ def run_preset(sc, steps=5, on_phase=None, extra_step=None):
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
+            if options.get("deadline") and time.time() > options["deadline"]:
+                break  # a run over variable lengths stops at its own deadline, its steps so far kept
+            if lengths:
+                ids = torch.randint(cfg.vocab_size, (batch, lengths[step - 1]), device=device, generator=gen)
             t = time.time()
             with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
                 loss = model(input_ids=ids, labels=ids).loss
