@@ -173,6 +173,9 @@ fn has_mtp(s: &Scenario) -> bool {
 fn is_packing(s: &Scenario) -> bool {
     s.packing
 }
+fn is_padded(s: &Scenario) -> bool {
+    s.len_mean > 0
+}
 fn is_full(s: &Scenario) -> bool {
     s.method == Method::Full
 }
@@ -312,6 +315,24 @@ pub static GROUPS: &[Group] = &[
                 label: "Mean document length (tokens)",
                 control: INT,
                 shown: is_packing,
+            },
+            Field {
+                key: "len_mean",
+                label: "Mean sample length, padded per batch (0: all seq)",
+                control: COUNT0,
+                shown: always,
+            },
+            Field {
+                key: "len_sd",
+                label: "Sample length spread (sd, tokens)",
+                control: COUNT0,
+                shown: is_padded,
+            },
+            Field {
+                key: "drop_long",
+                label: "Drop samples longer than seq",
+                control: Control::Check,
+                shown: is_padded,
             },
         ],
     },

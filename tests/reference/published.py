@@ -25,7 +25,7 @@ BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug"
 
 FLAGS = ("model", "gpu", "gpus", "batch", "seq", "method", "rank", "targets", "precision",
          "optimizer", "attention", "sdpa", "checkpointing", "dp", "loss", "save-embeddings",
-         "offload-params", "accum", "base")
+         "offload-params", "accum", "base", "len-mean", "len-sd", "drop-long")
 UNITS = {"GiB": 2**30, "GB": 10**9, "B": 1}
 LEVELS = {"allocated": "peak_allocated", "active": "peak_allocated", "reserved": "peak_reserved",
           "device": "peak_device", "unknown": "peak_device",

@@ -212,6 +212,26 @@ pub const FLAGS: &[Flag] = &[
         "doc_len",
         "Mean document length in tokens when packing (attention FLOPs scale with it).",
     ),
+    renamed(
+        "len_mean",
+        "len-mean",
+        "len_mean",
+        "Dynamic padding: the samples' mean length in tokens (0: every micro-batch is --seq \
+         long). Each micro-batch is padded to its longest sample; reserved grows at each step \
+         longer than all before it (replayed over 1,000 micro-batches).",
+    ),
+    renamed(
+        "len_sd",
+        "len-sd",
+        "len_sd",
+        "Dynamic padding: the samples' length standard deviation in tokens (log-normal).",
+    ),
+    renamed(
+        "drop_long",
+        "drop-long",
+        "drop_long",
+        "Dynamic padding: samples longer than --seq are dropped (axolotl, ms-swift), not cut.",
+    ),
     flag("method", "method", "full | lora | qlora"),
     flag("rank", "rank", "LoRA rank."),
     flag(

@@ -63,6 +63,10 @@ fn packing(s: &Scenario) -> bool {
     s.packing
 }
 
+fn padded(s: &Scenario) -> bool {
+    s.len_mean > 0
+}
+
 fn lora(s: &Scenario) -> bool {
     s.method != Method::Full
 }
@@ -243,6 +247,9 @@ pub const FIELDS: &[Field] = &[
     // scenario after each, and packing needs a varlen attention (flash2, flash3, flex).
     switch!("packing", packing),
     number!("doc_len", packing, doc_len),
+    number!("len_mean", len_mean),
+    number!("len_sd", padded, len_sd),
+    switch!("drop_long", padded, drop_long),
     Field {
         key: "dropout",
         switch: false,

@@ -752,6 +752,19 @@ pub struct Scenario {
         skip_serializing_if = "is_default_doc_len"
     )]
     pub doc_len: u32,
+    /// Dynamic padding: the samples' mean length in tokens (0: every micro-batch is `seq` tokens,
+    /// one shape). Each micro-batch is padded to its longest sample, lengths drawn log-normal with
+    /// this mean and `len_sd`, so the step's shape changes and the caching allocator keeps blocks
+    /// cut for the longest step so far (`estimate::padding`). 0 to [`MAX_SEQ`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub len_mean: u32,
+    /// The samples' length standard deviation in tokens (with `len_mean`). 0 to [`MAX_SEQ`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub len_sd: u32,
+    /// Samples longer than `seq` are dropped (axolotl's and ms-swift's default) rather than cut
+    /// to `seq` (transformers' tokenizer truncation, TRL's and LLaMA-Factory's).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub drop_long: bool,
 }
 
 fn one_image() -> u32 {
@@ -846,6 +859,9 @@ impl Default for Scenario {
             },
             packing: false,
             doc_len: DEFAULT_DOC_LEN,
+            len_mean: 0,
+            len_sd: 0,
+            drop_long: false,
         }
     }
 }
@@ -932,6 +948,33 @@ impl Scenario {
         self.micro_batch as u64 * self.grad_accum as u64 * self.data_parallel() as u64
     }
 
+    /// Dynamic padding's settings: in range, not with packing (packed rows are never padded),
+    /// and with samples no longer than `seq` left to draw when long ones are dropped.
+    fn check_lengths(&self) -> Result<(), ScenarioError> {
+        range("len_mean", self.len_mean, 0, MAX_SEQ)?;
+        range("len_sd", self.len_sd, 0, MAX_SEQ)?;
+        if self.len_mean == 0 {
+            return Ok(());
+        }
+        if self.packing {
+            return Err(ScenarioError::invalid(
+                "len_mean",
+                "packed rows are never padded: set len_mean to 0 or turn packing off",
+            ));
+        }
+        if self.drop_long && crate::estimate::padding::kept_share(self) < 1e-4 {
+            return Err(ScenarioError::invalid(
+                "drop_long",
+                format!(
+                    "almost no sample of mean {} and sd {} tokens is at most seq ({}) long, so \
+                     dropping the longer ones leaves none: cut them instead (drop_long=0)",
+                    self.len_mean, self.len_sd, self.seq
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks ranges and combinations; every message names the link key of the field (the
     /// key a link, a form input or a scenario file uses), so the site shows it under that input.
     pub fn validate(&self) -> Result<(), ScenarioError> {
@@ -955,6 +998,7 @@ impl Scenario {
         if self.packing {
             range("doc_len", self.doc_len, 1, MAX_SEQ)?;
         }
+        self.check_lengths()?;
         if self.trainer != Trainer::Sft {
             let p = &self.parallel;
             if p.tensor > 1 || p.pipeline > 1 || p.context > 1 || p.expert > 1 {

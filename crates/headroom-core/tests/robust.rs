@@ -114,6 +114,14 @@ fn random_pairs(r: &mut Lcg, models: &[&str], gpus: &[&str]) -> Vec<(String, Str
         set("attention", r.pick(&["flash2", "flex"]).to_string());
         set("packing", "1".to_string());
         set("doc_len", r.pick(&["100", "1024", "100000"]).to_string());
+    } else if r.next().is_multiple_of(4) {
+        // Dynamic padding (never with packing).
+        set(
+            "len_mean",
+            r.pick(&["1", "400", "3234", "100000"]).to_string(),
+        );
+        set("len_sd", r.pick(&["0", "300", "2548"]).to_string());
+        set("drop_long", r.pick(&["0", "1"]).to_string());
     }
     p.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }

@@ -637,14 +637,37 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.add(
         ReservedSlack,
         totals.reserved_slack,
-        if cfg!(feature = "replay") && rt.simulated {
+        if cfg!(feature = "replay") && rt.simulated && scen.len_mean > 0 {
+            let records = super::padding::records(scen, super::padding::HORIZON);
+            format!(
+                "the caching allocator's high-water mark over micro-batches padded to their \
+                 longest sample, replayed{expandable}: the {} of {} micro-batches that are \
+                 longer than all before them ({} tokens) keep their own segments, {} over one \
+                 step of seq tokens (cache the allocator frees before a request would fail: the \
+                 verdict leaves it out)",
+                records.len(),
+                super::padding::HORIZON,
+                records
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                bytes(rt.padding_growth)
+            )
+        } else if cfg!(feature = "replay") && rt.simulated {
             format!(
                 "the caching allocator's high-water mark over three steps, replayed{expandable}"
             )
         } else {
             format!(
-                "{:.0}% of transient bytes{expandable}",
-                100.0 * slack_fraction(cal, scen)
+                "{:.0}% of transient bytes{expandable}{}",
+                100.0 * slack_fraction(cal, scen),
+                if scen.len_mean > 0 {
+                    "; one shape of seq tokens: dynamic padding's growth is replayed only where \
+                     the step is (the CLI, one GPU or FSDP, dense layers)"
+                } else {
+                    ""
+                }
             )
         },
     );

@@ -67,6 +67,10 @@ pub(super) struct Runtime {
     /// A request the replay could not place within the GPU although the tensors' peak fits:
     /// the step fails on fragmentation (its bytes).
     pub fragmented: Option<u64>,
+    /// Under dynamic padding, what the records' cached segments add to reserved over one step
+    /// of `seq` tokens: cache the allocator releases and retries with before a request fails, so
+    /// the verdict leaves it out.
+    pub padding_growth: u64,
 }
 
 impl Runtime {
@@ -86,6 +90,7 @@ impl Runtime {
             simulated: false,
             replay: cal.replay,
             fragmented: None,
+            padding_growth: 0,
         }
     }
 
@@ -95,7 +100,7 @@ impl Runtime {
     /// The estimate and the planner's checks both replay (a few milliseconds natively), so a
     /// plan's figures are its estimate's.
     #[cfg(feature = "replay")]
-    pub fn simulate(&mut self, s: &Step, capacity: u64, points: &mut [Point]) {
+    pub fn simulate(&mut self, s: &Step, gpu: &Gpu, capacity: u64, points: &mut [Point]) {
         if !self.replay || self.graphs || !super::sequence::supported(s) {
             return;
         }
@@ -108,19 +113,25 @@ impl Runtime {
         // The card's own limit, not the margin: the margin is what the verdict keeps free of
         // what the run reserves on this card.
         let limit = capacity.saturating_sub(self.device_extra);
-        let reserved = match super::sequence::replay(s, settings(Some(limit)), self.workspaces) {
-            Ok(r) => r.reserved,
-            Err(requested) => {
-                // What the step reserves where nothing stops it, shown as its need.
-                if allocated <= limit {
-                    self.fragmented = Some(requested);
+        let reserved =
+            match super::sequence::replay_run(s, gpu, settings(Some(limit)), self.workspaces) {
+                Ok(r) => r.reserved,
+                Err(requested) => {
+                    // What the step reserves where nothing stops it, shown as its need.
+                    if allocated <= limit {
+                        self.fragmented = Some(requested);
+                    }
+                    match super::sequence::replay_run(s, gpu, settings(None), self.workspaces) {
+                        Ok(r) => r.reserved,
+                        Err(_) => return,
+                    }
                 }
-                match super::sequence::replay(s, settings(None), self.workspaces) {
-                    Ok(r) => r.reserved,
-                    Err(_) => return,
-                }
-            }
-        };
+            };
+        if s.scen.len_mean > 0
+            && let Ok(one) = super::sequence::replay(s, settings(Some(limit)), self.workspaces)
+        {
+            self.padding_growth = reserved.saturating_sub(one.reserved);
+        }
         self.simulated = true;
         for p in points {
             p.reserved = round_up(p.allocated, 2 * MIB).max(reserved);

@@ -14,6 +14,7 @@ mod components;
 mod host;
 mod kv_cache;
 mod levels;
+pub mod padding;
 mod schedule;
 #[cfg(feature = "replay")]
 mod sequence;
@@ -404,6 +405,35 @@ pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
 /// None): for tests and diagnostics, whose check is that its allocated peak is the estimate's.
 #[cfg(feature = "replay")]
 pub fn replay(scen: &Scenario) -> Result<Option<sequence::Replayed>, ScenarioError> {
+    replay_with(scen, |step, gpu, settings, workspaces| {
+        sequence::replay_run(step, gpu, settings, workspaces)
+    })
+}
+
+/// The allocator replay of steps padded to `lengths` tokens in order (a run over variable
+/// lengths, as measured), without a limit, where the replay models the step (else None).
+#[cfg(feature = "replay")]
+pub fn replay_lengths(
+    scen: &Scenario,
+    lengths: &[u32],
+) -> Result<Option<sequence::Replayed>, ScenarioError> {
+    replay_with(scen, |step, gpu, settings, workspaces| {
+        sequence::replay_lengths(step, gpu, lengths, settings, workspaces)
+    })
+}
+
+/// `replay` on the scenario's prepared step with the default allocator settings (expandable
+/// segments as the scenario says) and its GPU's cuBLAS workspaces.
+#[cfg(feature = "replay")]
+fn replay_with(
+    scen: &Scenario,
+    replay: impl FnOnce(
+        &Step,
+        &Gpu,
+        crate::allocator::AllocatorSettings,
+        u64,
+    ) -> Result<sequence::Replayed, u64>,
+) -> Result<Option<sequence::Replayed>, ScenarioError> {
     let r = resolve(scen)?;
     let step = Step::prepare(&r.spec, r.gpu, scen);
     if !sequence::supported(&step) {
@@ -414,7 +444,7 @@ pub fn replay(scen: &Scenario) -> Result<Option<sequence::Replayed>, ScenarioErr
         ..Default::default()
     };
     let workspaces = r.calibration.cublas_workspace_bytes * r.calibration.cublas_workspaces;
-    Ok(sequence::replay(&step, settings, workspaces).ok())
+    Ok(replay(&step, r.gpu, settings, workspaces).ok())
 }
 
 /// Estimates with explicit model, GPU and calibration (the pure core of everything else).
@@ -487,13 +517,19 @@ fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
     #[cfg_attr(not(feature = "replay"), allow(unused_mut))]
     let mut points = runtime.levels(timeline);
     #[cfg(feature = "replay")]
-    runtime.simulate(step, cal.capacity(gpu), &mut points);
+    runtime.simulate(step, gpu, cal.capacity(gpu), &mut points);
     let peak = levels::peaks(&points);
     let host_activations = host::offloaded_activations(step);
+    // Dynamic padding's cached growth is released before a request fails: the verdict judges
+    // the run without it.
+    let need = Peaks {
+        device: peak.device.saturating_sub(runtime.padding_growth),
+        ..peak.clone()
+    };
     let mut verdict = levels::verdict(
         gpu,
         cal.capacity(gpu),
-        &peak,
+        &need,
         step.scen,
         step.st.host_bytes + host_activations,
     );

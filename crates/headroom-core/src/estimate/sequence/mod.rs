@@ -25,9 +25,11 @@ mod fsdp1;
 
 use crate::activations::{Part, Saved};
 use crate::allocator::{Allocation, AllocatorSettings, CachingAllocator};
+use crate::catalog::Gpu;
 use crate::dtype::DType;
 use crate::model::Scope;
-use crate::scenario::{Fp8Recipe, LayerPlan, LossImpl, Method, Trainer};
+use crate::scenario::{Fp8Recipe, LayerPlan, LossImpl, Method, Scenario, Trainer};
+use std::borrow::Cow;
 
 use super::step::Step;
 use fsdp::{Fsdp2, Units};
@@ -137,17 +139,79 @@ pub(super) fn replay(
     settings: AllocatorSettings,
     workspaces: u64,
 ) -> Result<Replayed, u64> {
+    replay_steps(&[s; STEPS], settings, workspaces)
+}
+
+/// The run's replay: three steps of its one shape, or under dynamic padding its records
+/// ([`super::padding::records`]) in order, the first and the last twice (the first's second
+/// step places what the optimizer's states displaced; the last repeats as a run's later
+/// steps do).
+pub(super) fn replay_run(
+    s: &Step,
+    gpu: &Gpu,
+    settings: AllocatorSettings,
+    workspaces: u64,
+) -> Result<Replayed, u64> {
+    let records = super::padding::records(s.scen, super::padding::HORIZON);
+    let (Some(&first), Some(&last)) = (records.first(), records.last()) else {
+        return replay(s, settings, workspaces);
+    };
+    let mut lengths = vec![first];
+    lengths.extend(&records);
+    lengths.push(last);
+    replay_lengths(s, gpu, &lengths, settings, workspaces)
+}
+
+/// Steps padded to `lengths` tokens in order, each prepared as the scenario at that length.
+pub(super) fn replay_lengths(
+    s: &Step,
+    gpu: &Gpu,
+    lengths: &[u32],
+    settings: AllocatorSettings,
+    workspaces: u64,
+) -> Result<Replayed, u64> {
+    let shapes: Vec<Scenario> = lengths
+        .iter()
+        .map(|&seq| Scenario {
+            seq,
+            len_mean: 0,
+            ..s.scen.clone()
+        })
+        .collect();
+    let steps: Vec<Step> = shapes
+        .iter()
+        .map(|scen| Step::prepare_with(s.spec, Cow::Borrowed(&*s.inv), gpu, scen))
+        .collect();
+    let order: Vec<&Step> = steps.iter().collect();
+    replay_steps(&order, settings, workspaces)
+}
+
+/// [`replay`] over steps of their own shapes, in order (dynamic padding's records,
+/// [`super::padding`]): the first loads the model and makes the optimizer's states; each then
+/// runs as its prepared step says.
+pub(super) fn replay_steps(
+    steps: &[&Step],
+    settings: AllocatorSettings,
+    workspaces: u64,
+) -> Result<Replayed, u64> {
+    let Some(&first) = steps.first() else {
+        return Ok(Replayed {
+            reserved: 0,
+            allocated: 0,
+        });
+    };
     let mut r = Replay {
         alloc: CachingAllocator::new(settings),
         failed: None,
     };
-    let model = Model::new(s);
-    let mut units = model.units();
-    let weights = model.load(&mut r);
+    let loaded = Model::new(first);
+    let mut units = loaded.units();
+    let weights = loaded.load(&mut r);
     let workspaces = r.get(workspaces);
-    let inputs = r.get(s.inputs);
+    let inputs = r.get(first.inputs);
     let mut states: Vec<Allocation> = Vec::new();
-    for step in 0..STEPS {
+    for (step, s) in steps.iter().enumerate() {
+        let model = Model::new(s);
         let mut grads = Vec::new();
         for micro in 0..s.scen.grad_accum.clamp(1, 2) {
             let acc = micro > 0;
