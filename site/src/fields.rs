@@ -173,9 +173,6 @@ fn has_mtp(s: &Scenario) -> bool {
 fn is_packing(s: &Scenario) -> bool {
     s.packing
 }
-fn is_padded(s: &Scenario) -> bool {
-    s.len_mean > 0
-}
 fn is_full(s: &Scenario) -> bool {
     s.method == Method::Full
 }
@@ -315,24 +312,6 @@ pub static GROUPS: &[Group] = &[
                 label: "Mean document length (tokens)",
                 control: INT,
                 shown: is_packing,
-            },
-            Field {
-                key: "len_mean",
-                label: "Mean sample length, padded per batch (0: all seq)",
-                control: COUNT0,
-                shown: always,
-            },
-            Field {
-                key: "len_sd",
-                label: "Sample length spread (sd, tokens)",
-                control: COUNT0,
-                shown: is_padded,
-            },
-            Field {
-                key: "drop_long",
-                label: "Drop samples longer than seq",
-                control: Control::Check,
-                shown: is_padded,
             },
         ],
     },
@@ -719,6 +698,9 @@ mod tests {
     use super::*;
     use headroom_core::codec::{FIELDS, field_value};
 
+    /// Dynamic padding's fields (`len_mean`, `len_sd`, `drop_long`) have none: the page does
+    /// not replay the allocator, so they would change no figure here; a link keeps them, the
+    /// breakdown says the CLI replays them.
     #[test]
     fn every_link_field_but_model_has_one_input() {
         let mut keys: Vec<&str> = GROUPS
@@ -732,7 +714,12 @@ mod tests {
         let mut expected: Vec<&str> = FIELDS
             .iter()
             .map(|f| f.key)
-            .filter(|k| !matches!(*k, "v" | "model" | "cfg"))
+            .filter(|k| {
+                !matches!(
+                    *k,
+                    "v" | "model" | "cfg" | "len_mean" | "len_sd" | "drop_long"
+                )
+            })
             .collect();
         expected.sort_unstable();
         assert_eq!(keys, expected);

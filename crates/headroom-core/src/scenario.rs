@@ -959,17 +959,13 @@ impl Scenario {
         if self.packing {
             return Err(ScenarioError::invalid(
                 "len_mean",
-                "packed rows are never padded: set len_mean to 0 or turn packing off",
+                "packed rows are not padded: 0 with packing",
             ));
         }
-        if self.drop_long && crate::estimate::padding::kept_share(self) < 1e-4 {
+        if self.drop_long && crate::estimate::padding::almost_none_kept(self) {
             return Err(ScenarioError::invalid(
                 "drop_long",
-                format!(
-                    "almost no sample of mean {} and sd {} tokens is at most seq ({}) long, so \
-                     dropping the longer ones leaves none: cut them instead (drop_long=0)",
-                    self.len_mean, self.len_sd, self.seq
-                ),
+                "would drop almost every sample (longer than seq)",
             ));
         }
         Ok(())

@@ -322,3 +322,12 @@ fn fsdp2_lora_checkpointed_reserves_what_the_h200_reserved() {
     // otherwise and the peak ends 0.85% off.
     check_fsdp("fsdp_p2_trace6.json.gz", 0.009);
 }
+
+#[test]
+fn qwen2_lora_on_q_k_v_checkpointed_reserves_what_the_h200_reserved() {
+    // Qwen-1 1.8B (as Qwen2) LoRA on q, k, v, amp, checkpointed, 875 tokens
+    // (tests/reference/gpu/h200/varlen, 2026-11-28). Meant as a run over variable lengths, it
+    // recorded its first step only: recording every action slowed it past its 14 s deadline.
+    let name = "t1-q18-2048.json.gz";
+    check_trace(&trace_in("varlen", name), name, 0.006);
+}

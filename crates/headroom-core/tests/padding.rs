@@ -162,3 +162,55 @@ fn the_distributions_records_against_each_run() {
         );
     }
 }
+
+/// Bad settings are refused by name: padding with packing, dropping every sample, out of range.
+#[test]
+fn bad_lengths_are_refused_by_name() {
+    let refused = |link: &str, key: &str| {
+        let pairs = query_pairs(link).expect("query");
+        let err = decode_pairs(Scenario::default(), &pairs)
+            .and_then(|s| s.validate().map(|()| s))
+            .expect_err(link);
+        assert!(
+            err.to_string().starts_with(&format!("`{key}`")),
+            "{link}: {err}"
+        );
+    };
+    refused(
+        "attention=flash2&packing=1&len_mean=400&len_sd=300",
+        "len_mean",
+    );
+    refused(
+        "seq=2048&len_mean=100000&len_sd=1000&drop_long=1",
+        "drop_long",
+    );
+    refused("len_mean=99999999", "len_mean");
+    refused("len_mean=400&len_sd=99999999", "len_sd");
+    // Cut instead of dropped, the same lengths are fine: every sample becomes seq long.
+    let ok = decode_pairs(
+        Scenario::default(),
+        &query_pairs("seq=2048&len_mean=100000&len_sd=1000").expect("query"),
+    )
+    .expect("valid");
+    assert_eq!(
+        headroom_core::estimate::padding::records(&ok, 1000),
+        vec![2048]
+    );
+}
+
+/// Links carry the lengths and leave them out when off.
+#[test]
+fn links_round_trip_the_lengths() {
+    let link = "len_mean=3234&len_sd=2548&drop_long=1";
+    let scen = decode_pairs(Scenario::default(), &query_pairs(link).expect("query")).expect("ok");
+    let written = headroom_core::codec::encode(&scen);
+    assert!(written.contains(link), "{written}");
+    assert!(!headroom_core::codec::encode(&Scenario::default()).contains("len_"));
+    // Off, its spread and drop setting are not written.
+    let off = decode_pairs(
+        Scenario::default(),
+        &query_pairs("len_sd=2548&drop_long=1").expect("query"),
+    )
+    .expect("ok");
+    assert!(!headroom_core::codec::encode(&off).contains("len_sd"));
+}

@@ -663,8 +663,7 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
                 "{:.0}% of transient bytes{expandable}{}",
                 100.0 * slack_fraction(cal, scen),
                 if scen.len_mean > 0 {
-                    "; one shape of seq tokens: dynamic padding's growth is replayed only where \
-                     the step is (the CLI, one GPU or FSDP, dense layers)"
+                    "; one shape (the CLI replays dynamic padding)"
                 } else {
                     ""
                 }

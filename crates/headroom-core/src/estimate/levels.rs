@@ -243,11 +243,11 @@ pub(super) fn peaks(points: &[Point]) -> Peaks {
 pub(super) fn verdict(
     gpu: &Gpu,
     capacity: u64,
-    peak: &Peaks,
+    device: u64,
     scen: &Scenario,
     host_per_gpu: u64,
 ) -> Verdict {
-    let headroom = capacity as i64 - peak.device as i64;
+    let headroom = capacity as i64 - device as i64;
     let margin = capacity / 100 * u64::from(scen.runtime.margin);
     let headroom_percent = (headroom as f64 / capacity as f64 * 1000.0).round() / 10.0;
     let host_per_node =

@@ -522,14 +522,10 @@ fn walk(step: &Step, gpu: &Gpu, cal: &Calibration) -> Walked {
     let host_activations = host::offloaded_activations(step);
     // Dynamic padding's cached growth is released before a request fails: the verdict judges
     // the run without it.
-    let need = Peaks {
-        device: peak.device.saturating_sub(runtime.padding_growth),
-        ..peak.clone()
-    };
     let mut verdict = levels::verdict(
         gpu,
         cal.capacity(gpu),
-        &need,
+        peak.device.saturating_sub(runtime.padding_growth),
         step.scen,
         step.st.host_bytes + host_activations,
     );

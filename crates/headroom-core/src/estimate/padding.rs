@@ -97,6 +97,18 @@ pub fn kept_share(scen: &Scenario) -> f64 {
     normal_cdf((libm::log(scen.seq as f64) - mu) / sigma)
 }
 
+/// Whether fewer than one sample in 10,000 is at most `seq` long (a setting that drops the
+/// longer ones would keep none): `seq` below the distribution's 0.01% quantile, in log space
+/// so the site's validation needs no error function.
+pub fn almost_none_kept(scen: &Scenario) -> bool {
+    if scen.len_mean == 0 || scen.len_sd == 0 {
+        return scen.len_mean > scen.seq;
+    }
+    let (mu, sigma) = log_normal(scen.len_mean as f64, scen.len_sd as f64);
+    // probit(1e-4) = -3.7190.
+    libm::log(scen.seq as f64) < mu - 3.719_016 * sigma
+}
+
 /// The sample length at quantile `u` of what the trainer keeps: a longer sample cut to `seq`,
 /// or dropped (the quantile then ranges over the kept samples only).
 fn sample_quantile(scen: &Scenario, u: f64) -> f64 {
@@ -262,5 +274,10 @@ mod tests {
         // ln 2048 = 7.625, mu = 7.840, sigma = 0.695: z = -0.310, 37.8%.
         assert!((kept_share(&s) - 0.378).abs() < 0.002, "{}", kept_share(&s));
         assert_eq!(kept_share(&Scenario::default()), 1.0);
+        // The validation's shortcut agrees with the distribution at its threshold.
+        assert!((probit(1e-4) + 3.719_016).abs() < 1e-5);
+        let none = padded(100_000, 1000, 2048, 1, true);
+        assert!(almost_none_kept(&none) && kept_share(&none) < 1e-4);
+        assert!(!almost_none_kept(&s));
     }
 }
