@@ -114,7 +114,7 @@ fn Chrome(props: &ChromeProps) -> Html {
             </header>
             { props.children.clone() }
             <footer class="site-footer">
-                <p>{ "Every number is computed in your browser by headroom-core, the same code as the headroom CLI. Per-layer activation bytes are checked against real PyTorch and transformers code." }</p>
+                <p>{ crate::help::page("footer") }</p>
             </footer>
         </>
     }

@@ -26,12 +26,11 @@ pub async fn fetch_config(id: &str) -> Result<String, String> {
     let id = check_id(id)?;
     let url = format!("https://huggingface.co/{id}/resolve/main/config.json");
     let window = web_sys::window().ok_or("no browser window")?;
-    let offline = "Could not reach the Hugging Face Hub (offline, or blocked by the network). \
-                   Paste or upload the config.json instead.";
+    let offline = crate::help::page("hub_offline");
     let response = wasm_bindgen_futures::JsFuture::from(window.fetch_with_str(&url))
         .await
-        .map_err(|_| offline.to_string())?;
-    let response: web_sys::Response = response.dyn_into().map_err(|_| offline.to_string())?;
+        .map_err(|_| offline.clone())?;
+    let response: web_sys::Response = response.dyn_into().map_err(|_| offline.clone())?;
     match response.status() {
         200 => {}
         401 | 403 => {
@@ -51,10 +50,10 @@ pub async fn fetch_config(id: &str) -> Result<String, String> {
             ));
         }
     }
-    let text = response.text().map_err(|_| offline.to_string())?;
+    let text = response.text().map_err(|_| offline.clone())?;
     let text = wasm_bindgen_futures::JsFuture::from(text)
         .await
-        .map_err(|_| offline.to_string())?;
+        .map_err(|_| offline.clone())?;
     text.as_string()
         .ok_or_else(|| "The Hub's answer was not text.".to_string())
 }

@@ -44,10 +44,8 @@ fn applied(
     let mut ok = errors.is_empty();
     if !unresolved.is_empty() {
         ok = false;
-        message.push_str(&format!(
-            " {unresolved} is not a preset: the model stays the default; choose it under Model \
-             (Custom config.json, or fetch it from the Hub)."
-        ));
+        message.push(' ');
+        message.push_str(&crate::help::page("import_unresolved").replacen("{}", unresolved, 1));
     }
     for e in errors {
         message.push_str(&format!(" {e}."));
@@ -131,7 +129,7 @@ pub fn ImportBox(props: &ImportProps) -> Html {
     html! {
         <details class="group import-box" id={format!("{p}-group-import")}>
             <summary>{ "Import your training config" }</summary>
-            <label for={text_id.clone()}>{ "Paste an axolotl or LLaMA-Factory YAML, TRL or transformers arguments, a DeepSpeed JSON or an accelerate config" }</label>
+            <label for={text_id.clone()}>{ crate::help::page("import_label") }</label>
             <textarea id={text_id} ref={text_ref} rows="5" spellcheck="false"
                       placeholder={"base_model: meta-llama/Llama-3.1-8B\nadapter: qlora\nsequence_len: 4096"}/>
             <div class="row">

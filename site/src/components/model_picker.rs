@@ -233,7 +233,7 @@ pub fn ModelPicker(props: &PickerProps) -> Html {
                         <label class="file-label" for={file_id.clone()}>{ "or upload a file" }</label>
                         <input id={file_id} type="file" accept=".json,application/json" onchange={on_file}/>
                     </div>
-                    <label for={size_input_id.clone()}>{ "Or give only its size (the typical layout of that size, approximate)" }</label>
+                    <label for={size_input_id.clone()}>{ crate::help::page("size_label") }</label>
                     <div class="row">
                         <input id={size_input_id} ref={size_ref} type="text" placeholder="7b"
                                autocomplete="off" spellcheck="false"/>

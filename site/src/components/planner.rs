@@ -360,7 +360,7 @@ pub fn Planner(props: &PlannerProps) -> Html {
                         if p.input.fits { format!("fits, {} tokens/s", tps(now)) } else { "does not fit".into() },
                         p.global_batch, p.seq, p.combinations) }</p>
                     if all.is_empty() {
-                        <p id="planner-none">{ "No setup in the search space fits. Allow changes to the training, or add GPUs." }</p>
+                        <p id="planner-none">{ crate::help::page("planner_none") }</p>
                     } else {
                         <div class="table-wrap">
                             <table class="strategies" id="planner-plans">
@@ -370,7 +370,7 @@ pub fn Planner(props: &PlannerProps) -> Html {
                                     <th scope="col">{ "Changes" }</th><th scope="col">{ "Link" }</th></tr></thead>
                                 { plan_rows(&p.plans, now, *chosen, 0, &on_pick) }
                                 if !p.training_plans.is_empty() {
-                                    <tbody><tr><th colspan="8">{ "Changing the training (weights' precision, optimizer, LoRA):" }</th></tr></tbody>
+                                    <tbody><tr><th colspan="8">{ crate::help::page("planner_training") }</th></tr></tbody>
                                     { plan_rows(&p.training_plans, now, *chosen, p.plans.len(), &on_pick) }
                                 }
                             </table>

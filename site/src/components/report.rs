@@ -113,7 +113,7 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                 <p class="verdict-line">{ format!("Safety margin: {} kept free.", format::bytes(v.margin)) }</p>
             }
             if v.tight {
-                <p class="notice" role="note" id="tight">{ "It fits with under 5% to spare, and the CUDA context and allocator slack are assumed until calibrated: a risky fit. Set a safety margin (Advanced overheads) to plan with room." }</p>
+                <p class="notice" role="note" id="tight">{ crate::help::page("tight_note") }</p>
             }
             <p class="verdict-line">{ format!("Attention: {}.", e.attention) }</p>
             if !e.vision.is_empty() {
@@ -335,11 +335,7 @@ pub fn BreakdownTable(props: &AnalysisProps) -> Html {
                 <tfoot><tr><th scope="row">{ "Live tensors at the peak" }</th>
                     <td></td><td><Bytes bytes={e.peak.tensors} id="breakdown-peak"/></td></tr></tfoot>
             </table>
-            <p class="note" id="breakdown-why">{ format!(
-                "The rows on the GPU add up to {}, more than the peak: each is its component's \
-                 largest size, and transient ones are largest at different moments. \
-                 \"At the peak\": what is live when the tensors peak.",
-                format::bytes(sum)) }</p>
+            <p class="note" id="breakdown-why">{ crate::help::page("breakdown_why").replacen("{}", &format::bytes(sum), 1) }</p>
         </div>
     }
 }
@@ -388,7 +384,7 @@ pub fn StrategyTable(props: &AnalysisProps) -> Html {
                 }) }
                 </tbody>
             </table>
-            <p class="note">{ "Speed: tokens per second after the change, from the time model. * changes what is trained or how it updates. \"Fastest\": quickest change that fits and keeps the training as it is." }</p>
+            <p class="note">{ crate::help::page("ladder_note") }</p>
         </div>
     }
 }

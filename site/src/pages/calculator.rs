@@ -172,10 +172,10 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                 if stale {
                     if let Ok(a) = &*analysis {
                         <div class="notice" role="status" id="stale-notice">
-                            { format!("These results are still for {} with the last inputs that could be read: fix the marked input to update them.", match &scen.model {
+                            { crate::help::page("stale_notice").replacen("{}", &match &scen.model {
                                 headroom_core::scenario::ModelChoice::Custom(spec) => crate::components::report::custom_label(spec),
                                 _ => crate::components::report::model_name(&a.estimate.model),
-                            }) }
+                            }, 1) }
                         </div>
                     }
                 }

@@ -172,10 +172,7 @@ pub fn GpuPage(props: &IdProps) -> Html {
     };
     set_page(
         &format!("{}: what fits for training", g.name),
-        Some(&format!(
-            "Which models fit on one {} for full fine-tuning, LoRA and QLoRA, with the memory of each, computed by Headroom.",
-            g.name
-        )),
+        Some(&crate::help::page("gpu_meta").replacen("{}", &g.name, 1)),
     );
     let mut presets: Vec<&Preset> = PresetCatalog::builtin().presets.iter().collect();
     presets.sort_by_key(|p| p.parameters_total);
@@ -230,10 +227,7 @@ pub fn ModelPage(props: &IdProps) -> Html {
     };
     set_page(
         &format!("{}: GPU memory to train and fine-tune", p.name),
-        Some(&format!(
-            "How much GPU memory training {} takes: full fine-tuning, LoRA and QLoRA, and the smallest GPU each fits on, computed by Headroom.",
-            p.name
-        )),
+        Some(&crate::help::page("model_meta").replacen("{}", &p.name, 1)),
     );
     let s = &p.spec;
     let mut gpus: Vec<&Gpu> = GpuCatalog::builtin().gpus.iter().collect();
