@@ -104,7 +104,7 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                 <p class={classes!("verdict-line", (!v.host_fits).then_some("no-fit"))} id="host-line">
                     { format!("Host (CPU) RAM for offloading: {} per GPU, {} per node{}.",
                         format::bytes(e.bytes.host), format::bytes(v.host_per_node),
-                        if v.host_ram == 0 { " (set the node's host RAM under Advanced overheads to check it)".to_string() }
+                        if v.host_ram == 0 { crate::help::page("host_ram_unset") }
                         else if v.host_fits { format!(", within the node's {}", format::bytes(v.host_ram)) }
                         else { format!(": more than the node's {}", format::bytes(v.host_ram)) }) }
                 </p>
