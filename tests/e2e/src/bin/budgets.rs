@@ -102,7 +102,12 @@
 //!   model picker's, the comparison page's, the examples' claims legend): 451,564 B, and the
 //!   limit comes down to 451,650 B. OLMoE (whole-projection q/k norms, a uniform MoE reading
 //!   `norm_topk_prob`) took 114 B, paid for by the embed help, the guides' lede and the
-//!   calculator's note on uncalibrated GPUs: 451,525 B, and the limit comes down to 451,600 B;
+//!   calculator's note on uncalibrated GPUs: 451,525 B, and the limit comes down to 451,600 B.
+//!   Dynamic padding's three link fields (no inputs on the page) took about 0.7 KB with their
+//!   validation, paid for by eleven more pieces of prose (the footer, the tight-fit notice, the
+//!   ladder's and the breakdown's notes, the import box's label and message, the model and GPU
+//!   pages' descriptions, two planner lines, the size label, the Hub's offline message, the
+//!   matmul lede, the host-RAM hint): 451,585 B within the same limit;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
