@@ -104,7 +104,7 @@
 //!   `norm_topk_prob`) took 114 B, paid for by the embed help, the guides' lede and the
 //!   calculator's note on uncalibrated GPUs: 451,525 B, and the limit comes down to 451,600 B.
 //!   Dynamic padding's three link fields (no inputs on the page) took about 0.7 KB with their
-//!   validation, paid for by eleven more pieces of prose (the footer, the tight-fit notice, the
+//!   validation, paid for by fourteen more pieces of prose (the footer, the tight-fit notice, the
 //!   ladder's and the breakdown's notes, the import box's label and message, the model and GPU
 //!   pages' descriptions, two planner lines, the size label, the Hub's offline message, the
 //!   matmul lede, the host-RAM hint): 451,585 B within the same limit;
