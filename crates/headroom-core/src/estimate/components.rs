@@ -637,8 +637,8 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     p.add(
         ReservedSlack,
         totals.reserved_slack,
-        if cfg!(feature = "replay") && rt.simulated && scen.len_mean > 0 {
-            let records = super::padding::records(scen, super::padding::HORIZON);
+        if cfg!(feature = "replay") && rt.simulated && !rt.padding_records().is_empty() {
+            let records = rt.padding_records();
             format!(
                 "the caching allocator's high-water mark over micro-batches padded to their \
                  longest sample, replayed{expandable}: the {} of {} micro-batches that are \

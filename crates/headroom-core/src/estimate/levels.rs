@@ -71,6 +71,9 @@ pub(super) struct Runtime {
     /// of `seq` tokens: cache the allocator releases and retries with before a request fails, so
     /// the verdict leaves it out.
     pub padding_growth: u64,
+    /// Under dynamic padding, the record lengths the replay ran ([`super::padding::records`]).
+    #[cfg(feature = "replay")]
+    padding_records: Vec<u32>,
 }
 
 impl Runtime {
@@ -91,7 +94,17 @@ impl Runtime {
             replay: cal.replay,
             fragmented: None,
             padding_growth: 0,
+            #[cfg(feature = "replay")]
+            padding_records: Vec::new(),
         }
+    }
+
+    /// The record lengths the replay ran under dynamic padding (none where nothing replayed).
+    pub fn padding_records(&self) -> &[u32] {
+        #[cfg(feature = "replay")]
+        return &self.padding_records;
+        #[cfg(not(feature = "replay"))]
+        return &[];
     }
 
     /// Reserved from the allocator model where it models the step: its high-water mark over
@@ -113,25 +126,28 @@ impl Runtime {
         // The card's own limit, not the margin: the margin is what the verdict keeps free of
         // what the run reserves on this card.
         let limit = capacity.saturating_sub(self.device_extra);
-        let reserved =
-            match super::sequence::replay_run(s, gpu, settings(Some(limit)), self.workspaces) {
-                Ok(r) => r.reserved,
-                Err(requested) => {
-                    // What the step reserves where nothing stops it, shown as its need.
-                    if allocated <= limit {
-                        self.fragmented = Some(requested);
-                    }
-                    match super::sequence::replay_run(s, gpu, settings(None), self.workspaces) {
-                        Ok(r) => r.reserved,
-                        Err(_) => return,
-                    }
+        let records = super::padding::records(s.scen, super::padding::HORIZON);
+        let run =
+            |settings| super::sequence::replay_run(s, gpu, &records, settings, self.workspaces);
+        let reserved = match run(settings(Some(limit))) {
+            Ok(r) => r.reserved,
+            Err(requested) => {
+                // What the step reserves where nothing stops it, shown as its need.
+                if allocated <= limit {
+                    self.fragmented = Some(requested);
                 }
-            };
-        if s.scen.len_mean > 0
+                match run(settings(None)) {
+                    Ok(r) => r.reserved,
+                    Err(_) => return,
+                }
+            }
+        };
+        if !records.is_empty()
             && let Ok(one) = super::sequence::replay(s, settings(Some(limit)), self.workspaces)
         {
             self.padding_growth = reserved.saturating_sub(one.reserved);
         }
+        self.padding_records = records;
         self.simulated = true;
         for p in points {
             p.reserved = round_up(p.allocated, 2 * MIB).max(reserved);

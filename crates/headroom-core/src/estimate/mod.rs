@@ -405,8 +405,9 @@ pub fn estimate(scen: &Scenario) -> Result<Estimate, ScenarioError> {
 /// None): for tests and diagnostics, whose check is that its allocated peak is the estimate's.
 #[cfg(feature = "replay")]
 pub fn replay(scen: &Scenario) -> Result<Option<sequence::Replayed>, ScenarioError> {
+    let records = padding::records(scen, padding::HORIZON);
     replay_with(scen, |step, gpu, settings, workspaces| {
-        sequence::replay_run(step, gpu, settings, workspaces)
+        sequence::replay_run(step, gpu, &records, settings, workspaces)
     })
 }
 

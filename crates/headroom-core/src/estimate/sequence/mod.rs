@@ -142,22 +142,22 @@ pub(super) fn replay(
     replay_steps(&[s; STEPS], settings, workspaces)
 }
 
-/// The run's replay: three steps of its one shape, or under dynamic padding its records
+/// The run's replay: three steps of its one shape, or under dynamic padding its `records`
 /// ([`super::padding::records`]) in order, the first and the last twice (the first's second
 /// step places what the optimizer's states displaced; the last repeats as a run's later
 /// steps do).
 pub(super) fn replay_run(
     s: &Step,
     gpu: &Gpu,
+    records: &[u32],
     settings: AllocatorSettings,
     workspaces: u64,
 ) -> Result<Replayed, u64> {
-    let records = super::padding::records(s.scen, super::padding::HORIZON);
     let (Some(&first), Some(&last)) = (records.first(), records.last()) else {
         return replay(s, settings, workspaces);
     };
     let mut lengths = vec![first];
-    lengths.extend(&records);
+    lengths.extend(records);
     lengths.push(last);
     replay_lengths(s, gpu, &lengths, settings, workspaces)
 }
