@@ -1,5 +1,5 @@
 //! Dynamic padding: which step shapes a run over variable sample lengths reaches, for the
-//! allocator replay.
+//! allocator replay and for the time model.
 //!
 //! Padded to its longest sample, each micro-batch has its own length. PyTorch's caching
 //! allocator keeps every block it reserved; a shorter step reuses the cached blocks of a longer
@@ -125,6 +125,47 @@ fn sample_quantile(scen: &Scenario, u: f64) -> f64 {
     libm::exp(mu + sigma * probit(u)).min(seq)
 }
 
+/// Points of the midpoint rule over a distribution's quantiles: enough that the mean step
+/// time and the mean kept length move by well under 1% with more (checked in the tests).
+pub const TIME_POINTS: u32 = 32;
+
+/// A micro-batch's padded length (the longest of its `micro_batch` samples) at
+/// [`TIME_POINTS`] quantiles with their weights (summing to 1), rounded to tokens: the shapes
+/// whose weighted mean time is a variable-length run's step time. The quantiles crowd towards
+/// the top (`u = 1 - (1 - v)^2` over the midpoints `v`), where the long tail's few steps take
+/// the most time. Empty with one shape (`len_mean` 0).
+pub fn step_lengths(scen: &Scenario) -> Vec<(u32, f64)> {
+    if scen.len_mean == 0 {
+        return Vec::new();
+    }
+    let batch = scen.micro_batch.max(1) as f64;
+    let n = TIME_POINTS as f64;
+    let points: Vec<(u32, f64)> = (0..TIME_POINTS)
+        .map(|k| {
+            let v = (k as f64 + 0.5) / n;
+            let u = 1.0 - (1.0 - v) * (1.0 - v);
+            let length = libm::round(sample_quantile(scen, libm::pow(u, 1.0 / batch)))
+                .clamp(1.0, scen.seq as f64) as u32;
+            (length, 2.0 * (1.0 - v))
+        })
+        .collect();
+    let total: f64 = points.iter().map(|p| p.1).sum();
+    points.into_iter().map(|(l, w)| (l, w / total)).collect()
+}
+
+/// The mean length of a kept sample in tokens (cut to `seq`, or over the samples not
+/// dropped): the real tokens a sequence carries, padding left out. `seq` with one shape.
+pub fn mean_kept_length(scen: &Scenario) -> f64 {
+    if scen.len_mean == 0 {
+        return scen.seq as f64;
+    }
+    let n = 8 * TIME_POINTS;
+    (0..n)
+        .map(|k| sample_quantile(scen, (k as f64 + 0.5) / n as f64))
+        .sum::<f64>()
+        / n as f64
+}
+
 /// The padded lengths at which a run over variable lengths reserves more (its records, in
 /// order), over `draws` micro-batches; empty with one shape (`len_mean` 0).
 pub fn records(scen: &Scenario, draws: u64) -> Vec<u32> {
@@ -219,25 +260,7 @@ mod tests {
             (padded(400, 300, 4096, 1, false), 1000),
             (padded(400, 300, 4096, 4, false), 1000),
         ] {
-            let (mu, sigma) = log_normal(scen.len_mean as f64, scen.len_sd as f64);
-            let mut state = 0x9e37_79b9_7f4a_7c15u64;
-            let mut uniform = || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-            };
-            let mut sample = || loop {
-                let z = (-2.0 * libm::log(uniform())).sqrt()
-                    * libm::cos(2.0 * std::f64::consts::PI * uniform());
-                let x = libm::round(libm::exp(mu + sigma * z));
-                if x <= scen.seq as f64 {
-                    return x;
-                }
-                if !scen.drop_long {
-                    return scen.seq as f64;
-                }
-            };
+            let mut sample = simulated_samples(&scen);
             let runs = 2000;
             let mut total = 0.0;
             for _ in 0..runs {
@@ -258,6 +281,80 @@ mod tests {
                 "{n} steps: {median} against {simulated} ({err:+.3})"
             );
         }
+    }
+
+    /// Sample lengths drawn as a trainer meets them (a xorshift generator and Box-Muller
+    /// normals; longer samples cut to `seq` or drawn again when dropped).
+    fn simulated_samples(scen: &Scenario) -> impl FnMut() -> f64 {
+        let (mu, sigma) = log_normal(scen.len_mean as f64, scen.len_sd as f64);
+        let (seq, drop) = (scen.seq as f64, scen.drop_long);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut uniform = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        move || loop {
+            let z = (-2.0 * libm::log(uniform())).sqrt()
+                * libm::cos(2.0 * std::f64::consts::PI * uniform());
+            let x = libm::round(libm::exp(mu + sigma * z));
+            if x <= seq {
+                return x;
+            }
+            if !drop {
+                return seq;
+            }
+        }
+    }
+
+    /// The time model's quadrature against 200,000 simulated micro-batches: the mean padded
+    /// length (the mean of `step_lengths`) and the mean kept length within 1%, and the mean
+    /// square of the padded length (attention's quadratic term) within 2%.
+    #[test]
+    fn time_points_average_as_simulated_micro_batches_do() {
+        for scen in [
+            padded(3234, 2548, 512, 1, true),
+            padded(3234, 2548, 2048, 1, true),
+            padded(3234, 2548, 8192, 1, true),
+            padded(3234, 2548, 2048, 8, true),
+            padded(400, 300, 4096, 4, false),
+            padded(1200, 900, 2048, 1, false),
+        ] {
+            let mut sample = simulated_samples(&scen);
+            let n = 200_000;
+            let (mut len, mut step, mut square) = (0.0, 0.0, 0.0);
+            for _ in 0..n {
+                let mut longest: f64 = 0.0;
+                for _ in 0..scen.micro_batch {
+                    let x = sample();
+                    len += x;
+                    longest = longest.max(x);
+                }
+                step += longest;
+                square += longest * longest;
+            }
+            let n = n as f64;
+            let points = step_lengths(&scen);
+            assert_eq!(points.len(), TIME_POINTS as usize);
+            let mean =
+                |f: &dyn Fn(f64) -> f64| points.iter().map(|&(l, w)| w * f(l as f64)).sum::<f64>();
+            let what = format!(
+                "{} +- {} at {} x {}",
+                scen.len_mean, scen.len_sd, scen.micro_batch, scen.seq
+            );
+            let e = mean(&|l| l) / (step / n) - 1.0;
+            assert!(e.abs() < 0.01, "padded length {what}: {e:+.4}");
+            let e = mean(&|l| l * l) / (square / n) - 1.0;
+            assert!(e.abs() < 0.02, "its square {what}: {e:+.4}");
+            let e = mean_kept_length(&scen) / (len / (n * scen.micro_batch as f64)) - 1.0;
+            assert!(e.abs() < 0.01, "kept length {what}: {e:+.4}");
+        }
+        assert!(step_lengths(&Scenario::default()).is_empty());
+        assert_eq!(
+            mean_kept_length(&Scenario::default()),
+            Scenario::default().seq as f64
+        );
     }
 
     /// A micro-batch of four is padded to the longest of four samples: longer records.

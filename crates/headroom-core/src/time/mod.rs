@@ -21,7 +21,8 @@
 //!
 //! Layout: [`step_time_with`] derives what every term needs once (`cx.rs`), then pushes the
 //! terms kind by kind (`compute.rs`, `memory.rs`, `transfer.rs`, `comm.rs`) onto one list
-//! (`terms.rs`) and sums them (`summary.rs`). FLOPs per token are `flops.rs`; measured and
+//! (`terms.rs`) and sums them (`summary.rs`); a run over variable lengths is the mean of its
+//! padded micro-batches' steps (`padded.rs`). FLOPs per token are `flops.rs`; measured and
 //! default rates are `rates.rs`.
 
 mod attention;
@@ -32,6 +33,7 @@ mod elementwise;
 mod flops;
 mod launch;
 mod memory;
+mod padded;
 mod rates;
 mod summary;
 mod terms;
@@ -250,7 +252,9 @@ pub fn step_time_of(
 ) -> StepTime {
     let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
     let a = TimeAssumptions::for_scenario(scen);
-    terms_of(cx::Cx::new(spec, inv, gpu, scen, &rates, &a), false)
+    padded::over_lengths(scen, &|s| {
+        terms_of(cx::Cx::new(spec, inv, gpu, s, &rates, &a), false)
+    })
 }
 
 /// The kernels one GPU launches in a step of `scen` (what the host's launch floor counts).
@@ -274,13 +278,14 @@ pub fn step_time_with(
     rates: &Rates,
     a: &TimeAssumptions,
 ) -> StepTime {
-    terms_of(
-        cx::Cx::new(spec, &crate::model::inventory(spec), gpu, scen, rates, a),
-        true,
-    )
+    let inv = crate::model::inventory(spec);
+    padded::over_lengths(scen, &|s| {
+        terms_of(cx::Cx::new(spec, &inv, gpu, s, rates, a), true)
+    })
 }
 
-/// The step time from what the estimate of the same scenario prepared (`estimate::with_time`).
+/// The step time from what the estimate of the same scenario prepared (`estimate::with_time`);
+/// a run over variable lengths is timed afresh at each of its lengths.
 pub(crate) fn step_time_prepared(
     spec: &ModelSpec,
     gpu: &Gpu,
@@ -288,6 +293,10 @@ pub(crate) fn step_time_prepared(
     scen: &Scenario,
     parts: Prepared,
 ) -> StepTime {
+    if cfg!(feature = "replay") && scen.len_mean > 0 {
+        // The parts were prepared for the longest shape; each length is its own step.
+        return step_time(spec, gpu, cal, scen);
+    }
     let rates = Rates::for_calibration(cal, scen.precision.compute_dtype());
     let a = TimeAssumptions::for_scenario(scen);
     terms_of(cx::Cx::with(spec, gpu, scen, &rates, &a, parts), true)
