@@ -16,6 +16,7 @@ merged with the row's, and reads the peak at the level the source measured:
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import tomllib
@@ -104,6 +105,10 @@ def short_settings(s):
         method += f" r{s.get('rank', 16)} {s.get('targets', 'all')}"
         if s.get("save-embeddings"):
             method += " + modules_to_save"
+        if "adapter" in s:
+            method += f", {s['adapter']} adapters"
+        if s.get("lora-dropout"):
+            method += ", lora_dropout"
     parts.append(method)
     parts += [s.get("precision", ""), s.get("optimizer", ""), f"ckpt {s.get('checkpointing', 'none')}"]
     attn = s.get("attention", "sdpa")
@@ -179,6 +184,16 @@ def run_all():
         results[r["id"]] = (got, err, ("xfail" if not within else "XPASS") if r["xfail"]
                             else ("ok" if within else "FAIL"))
     return results
+
+
+
+def replace_section(heading, lines):
+    """Writes `lines` (a section starting with "## heading") at the end of report.md, in place
+    of that section of an earlier run."""
+    path = HERE / "report.md"
+    old = path.read_text() if path.exists() else ""
+    old = re.sub(rf"\n## {re.escape(heading)}\n.*?(?=\n## (?!#)|\Z)", "", old, flags=re.S).rstrip("\n")
+    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -66,8 +66,4 @@ def report():
     yield
     if not RESULTS:
         return
-    path = HERE / "report.md"
-    old = path.read_text() if path.exists() else ""
-    old = re.sub(r"\n## Published measurements\n.*?(?=\n## (?!#)|\Z)", "", old, flags=re.S).rstrip("\n")
-    lines = published.table(RESULTS)
-    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
+    published.replace_section("Published measurements", published.table(RESULTS))

@@ -10,7 +10,6 @@ errors are reported, every row, in report.md ("Published step times").
 """
 import json
 import pathlib
-import re
 import statistics
 import subprocess
 import tomllib
@@ -122,10 +121,7 @@ def report():
     yield
     if not RESULTS:
         return
-    path = HERE / "report.md"
-    old = path.read_text() if path.exists() else ""
-    old = re.sub(r"\n## Published step times\n.*?(?=\n## (?!#)|\Z)", "", old, flags=re.S).rstrip("\n")
-    path.write_text((old + "\n" if old else "") + "\n".join(section()) + "\n")
+    published.replace_section("Published step times", section())
 
 
 if __name__ == "__main__":
