@@ -56,6 +56,7 @@ fn speed_json(t: &StepTime) -> Value {
         "tokens_per_second": t.tokens_per_second,
         "tokens_per_second_per_gpu": t.tokens_per_second_per_gpu,
         "step_seconds": t.step_seconds,
+        "band": band_json(t),
         "tokens_per_step": t.tokens_per_step,
         "mfu": t.mfu,
         "confidence": t.confidence,
@@ -64,17 +65,30 @@ fn speed_json(t: &StepTime) -> Value {
     })
 }
 
+/// Where eight in ten measured steps fell around the model's (`StepTime::band`).
+fn band_json(t: &StepTime) -> Value {
+    let b = t.band();
+    json!({
+        "step_seconds": [b.step_seconds.0, b.step_seconds.1],
+        "tokens_per_second": [b.tokens_per_second.0, b.tokens_per_second.1],
+        "calibrated": b.calibrated,
+    })
+}
+
 /// One line on the speed, with what it assumes.
 pub fn speed_line(t: &StepTime) -> String {
     let a = &t.assumptions;
+    let band = t.band();
     format!(
-        "speed (time model, {}): {:.0} tokens/s ({:.0} per GPU), {:.3} s per step of {} tokens, MFU {:.1}%; assumed: framework efficiency {}, {} GPUs per node, {} GB/s between nodes",
+        "speed (time model, {}): {:.0} tokens/s ({:.0} per GPU; eight in ten measured runs within {:.0}-{:.0}), {:.3} s per step of {} tokens, MFU {:.1}%; assumed: framework efficiency {}, {} GPUs per node, {} GB/s between nodes",
         match t.confidence {
             headroom_core::estimate::Confidence::Calibrated => "calibrated",
             _ => "assumed efficiency",
         },
         t.tokens_per_second,
         t.tokens_per_second_per_gpu,
+        band.tokens_per_second.0,
+        band.tokens_per_second.1,
         t.step_seconds,
         t.tokens_per_step,
         t.mfu * 100.0,

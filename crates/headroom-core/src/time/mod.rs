@@ -22,10 +22,12 @@
 //! Layout: [`step_time_with`] derives what every term needs once (`cx.rs`), then pushes the
 //! terms kind by kind (`compute.rs`, `memory.rs`, `transfer.rs`, `comm.rs`) onto one list
 //! (`terms.rs`) and sums them (`summary.rs`); a run over variable lengths is the mean of its
-//! padded micro-batches' steps (`padded.rs`). FLOPs per token are `flops.rs`; measured and
+//! padded micro-batches' steps (`padded.rs`); `band.rs` gives the spread measured runs fell in
+//! around it. FLOPs per token are `flops.rs`; measured and
 //! default rates are `rates.rs`.
 
 mod attention;
+mod band;
 mod comm;
 mod compute;
 mod cx;
@@ -47,6 +49,7 @@ use crate::estimate::Confidence;
 use crate::model::{ModelSpec, ParamInventory};
 use crate::scenario::{Checkpointing, Scenario};
 
+pub use band::{ASSUMED_BAND, Band, CALIBRATED_BAND};
 pub(crate) use cx::Prepared;
 pub use elementwise::{COMPILED_SHARE_OF_EAGER, EAGER_BANDWIDTH_SHARE, FUSED_BANDWIDTH_SHARE};
 pub use flops::{TokenFlops, token_flops};
