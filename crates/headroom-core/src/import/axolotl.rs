@@ -120,9 +120,34 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
     if let Some(v) = map.remove("base_model") {
         out.model("base_model", &v)?;
     }
-    // The method: `adapter` (lora, qlora) and the 4-bit switch.
-    let four = take_bool(&mut map, "load_in_4bit")?;
-    if let Some((true, v)) = take_bool(&mut map, "load_in_8bit")? {
+    let adapters = method(&mut map, out)?;
+    shape(&mut map, out)?;
+    attention_and_kernels(&mut map, out)?;
+    parallel_degrees_and_packing(&mut map, out)?;
+    step_settings(&mut map, out)?;
+    let sharded = sharding(&mut map, out)?;
+    if out.get("method") == Some("qlora") {
+        let kbit = if sharded { "0" } else { "1" };
+        out.default(
+            "prepare_model_for_kbit_training",
+            &[("kbit", kbit)],
+            if sharded {
+                "axolotl skips it under FSDP and ZeRO-3"
+            } else {
+                "axolotl calls it for a 4-bit base"
+            },
+        );
+    }
+    objective(&mut map, out)?;
+    precision(&mut map, out, adapters)?;
+    out.rest(map, "", NO_EFFECT);
+    Ok(())
+}
+
+/// The method: `adapter` (lora, qlora) and the 4-bit switch; whether adapters train.
+fn method(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, ImportError> {
+    let four = take_bool(map, "load_in_4bit")?;
+    if let Some((true, v)) = take_bool(map, "load_in_8bit")? {
         out.not_expressed(
             "load_in_8bit",
             &v,
@@ -165,24 +190,29 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         out.no_effect("load_in_4bit", v);
     }
     if adapters {
-        lora_keys(&mut map, out)?;
+        lora_keys(map, out)?;
     }
+    Ok(adapters)
+}
+
+/// Sequence, micro-batch and accumulation.
+fn shape(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     number(
-        &mut map,
+        map,
         out,
         "sequence_len",
         "seq",
         Some(("512", "axolotl's default")),
     )?;
     number(
-        &mut map,
+        map,
         out,
         "micro_batch_size",
         "batch",
         Some(("1", "axolotl's default")),
     )?;
     number(
-        &mut map,
+        map,
         out,
         "gradient_accumulation_steps",
         "accum",
@@ -195,7 +225,12 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             "the global batch is micro_batch_size x gradient_accumulation_steps x GPUs here",
         );
     }
-    // Attention: `attn_implementation`, or the older boolean flags.
+    Ok(())
+}
+
+/// Attention: `attn_implementation`, or the older boolean flags; the kernels' switches and
+/// the fused losses.
+fn attention_and_kernels(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     match map.remove("attn_implementation") {
         Some(v) => attention(out, "attn_implementation", &v)?,
         None => {
@@ -207,7 +242,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             ];
             let mut set = false;
             for (key, name) in legacy {
-                if let Some((on, v)) = take_bool(&mut map, key)? {
+                if let Some((on, v)) = take_bool(map, key)? {
                     if on && !set {
                         attention(out, key, &Value::String(name.into()))?;
                         set = true;
@@ -255,7 +290,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         "cut_cross_entropy",
         "chunked_cross_entropy",
     ] {
-        if let Some((on, v)) = take_bool(&mut map, key)? {
+        if let Some((on, v)) = take_bool(map, key)? {
             if on {
                 out.mapped(key, &v, &[("loss", "fused")]);
             } else {
@@ -263,7 +298,14 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             }
         }
     }
-    // Parallel degrees before packing, which context parallelism rules out.
+    Ok(())
+}
+
+/// Parallel degrees before packing, which context parallelism rules out.
+fn parallel_degrees_and_packing(
+    map: &mut Map<String, Value>,
+    out: &mut Out,
+) -> Result<(), ImportError> {
     for (key, field) in [
         ("tensor_parallel_size", "tp"),
         ("context_parallel_size", "cp"),
@@ -283,7 +325,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
              SDPA's flash kernel, which saves the same: attention=sdpa",
         );
     }
-    if let Some((on, v)) = take_bool(&mut map, "sample_packing")? {
+    if let Some((on, v)) = take_bool(map, "sample_packing")? {
         let varlen = matches!(out.get("attention"), Some("flash2" | "flash3" | "flex"));
         let context_parallel = out.get("cp").is_some_and(|c| c != "1");
         if !on {
@@ -306,7 +348,12 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             );
         }
     }
-    checkpointing(&mut map, out, (false, "axolotl's default"))?;
+    Ok(())
+}
+
+/// Checkpointing, activation offload, the optimizer and compile.
+fn step_settings(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
+    checkpointing(map, out, (false, "axolotl's default"))?;
     if let Some(v) = map.remove("activation_offloading") {
         if v.as_bool() == Some(false) || v.is_null() {
             out.no_effect("activation_offloading", &v);
@@ -322,7 +369,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             "axolotl's default (adamw_torch_fused)",
         ),
     }
-    switch(&mut map, out, "torch_compile", "compile")?;
+    switch(map, out, "torch_compile", "compile")?;
     if let Some(v) = map.remove("torch_compile_backend") {
         out.not_expressed(
             "torch_compile_backend",
@@ -330,7 +377,11 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             "the default backend is modelled",
         );
     }
-    // Parallelism and sharding.
+    Ok(())
+}
+
+/// Parallelism and sharding (FSDP, DeepSpeed); whether the weights are sharded.
+fn sharding(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, ImportError> {
     let mut sharded = false;
     if let Some(v) = map.remove("dp_shard_size") {
         out.no_effect("dp_shard_size", &v);
@@ -360,25 +411,20 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         hf_args::fsdp_config(out, "fsdp_config.", m)?;
         sharded = true;
     }
-    sharded |= out.deepspeed_key(&mut map)?;
-    if out.get("method") == Some("qlora") {
-        let kbit = if sharded { "0" } else { "1" };
-        out.default(
-            "prepare_model_for_kbit_training",
-            &[("kbit", kbit)],
-            if sharded {
-                "axolotl skips it under FSDP and ZeRO-3"
-            } else {
-                "axolotl calls it for a 4-bit base"
-            },
-        );
-    }
-    objective(&mut map, out)?;
-    // Precision: the load dtype follows bf16 / fp16; the Trainer autocasts to it.
+    sharded |= out.deepspeed_key(map)?;
+    Ok(sharded)
+}
+
+/// Precision: the load dtype follows bf16 / fp16; the Trainer autocasts to it.
+fn precision(
+    map: &mut Map<String, Value>,
+    out: &mut Out,
+    adapters: bool,
+) -> Result<(), ImportError> {
     let bf16 = map.remove("bf16");
     let fp16 = map.remove("fp16");
-    let bfloat16 = take_bool(&mut map, "bfloat16")?;
-    let float16 = take_bool(&mut map, "float16")?;
+    let bfloat16 = take_bool(map, "bfloat16")?;
+    let float16 = take_bool(map, "float16")?;
     let is_on = |v: &Option<Value>| {
         v.as_ref()
             .is_some_and(|v| v.as_bool() == Some(true) || v.as_str() == Some("auto"))
@@ -412,7 +458,6 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
     }
     let why = format!("the model loads in {}", load.word());
     set_precision(out, adapters, half, Some(load), false, &why);
-    out.rest(map, "", NO_EFFECT);
     Ok(())
 }
 

@@ -61,7 +61,100 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
     if let Some(v) = map.remove("model_name_or_path") {
         out.model("model_name_or_path", &v)?;
     }
-    // The objective.
+    objective(&mut map, out)?;
+    let (adapters, quantized) = method(&mut map, out)?;
+    if adapters {
+        lora_keys(&mut map, out)?;
+    }
+    number(
+        &mut map,
+        out,
+        "cutoff_len",
+        "seq",
+        Some(("2048", "LLaMA-Factory's default")),
+    )?;
+    let mut liger = None;
+    if let Some(v) = map.remove("enable_liger_kernel") {
+        liger = Some(v);
+    }
+    if let Some(v) = map.remove("disable_gradient_checkpointing") {
+        {
+            let off = as_bool("disable_gradient_checkpointing", &v)?;
+            out.mapped(
+                "disable_gradient_checkpointing",
+                &v,
+                &[("ckpt", if off { "none" } else { "full" })],
+            );
+        }
+    }
+    let training = hf_args::read(
+        &mut map,
+        out,
+        &Defaults {
+            who: "LLaMA-Factory",
+            bf16: false,
+            // LLaMA-Factory enables it itself; `gradient_checkpointing` is not its switch.
+            checkpointing: !out
+                .notes
+                .iter()
+                .any(|n| n.key == "disable_gradient_checkpointing" && n.text == "ckpt=none"),
+        },
+    )?;
+    if let Some(v) = liger {
+        hf_args::liger(out, "enable_liger_kernel", &v)?;
+    }
+    attention_packing_kernels(&mut map, out)?;
+    let pure = match map.remove("pure_bf16") {
+        Some(v) => {
+            let on = as_bool("pure_bf16", &v)?;
+            out.note("pure_bf16", &v, super::Outcome::Mapped, "precision (below)");
+            on
+        }
+        None => false,
+    };
+    for key in [
+        "upcast_layernorm",
+        "upcast_lmhead_output",
+        "use_unsloth",
+        "shift_attn",
+    ] {
+        if let Some(v) = map.remove(key) {
+            if as_bool(key, &v)? {
+                out.not_expressed(key, &v, "not modelled");
+            } else {
+                out.no_effect(key, &v);
+            }
+        }
+    }
+    for key in [
+        "use_galore",
+        "use_apollo",
+        "use_badam",
+        "mixture_of_depths",
+        "rope_scaling",
+    ] {
+        if let Some(v) = map.remove(key) {
+            if v.as_bool() == Some(false) || v.is_null() {
+                out.no_effect(key, &v);
+            } else {
+                out.not_expressed(key, &v, "not modelled");
+            }
+        }
+    }
+    precision(
+        out,
+        adapters,
+        quantized,
+        pure,
+        training.half,
+        training.sharded,
+    );
+    out.rest(map, "", &[hf_args::NO_EFFECT, NO_EFFECT].concat());
+    Ok(())
+}
+
+/// The objective: `stage` (sft, pt, dpo) and DPO's own keys.
+fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let stage = match map.remove("stage") {
         Some(v) => {
             let s = as_str("stage", &v)?.to_string();
@@ -112,7 +205,12 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             }
         }
     }
-    // The method: LoRA by default; 4-bit bitsandbytes makes it QLoRA.
+    Ok(())
+}
+
+/// The method: LoRA by default; 4-bit bitsandbytes makes it QLoRA. Whether adapters train, and
+/// whether the base is quantized.
+fn method(map: &mut Map<String, Value>, out: &mut Out) -> Result<(bool, bool), ImportError> {
     let method = match map.remove("finetuning_type") {
         Some(v) => {
             let m = as_str("finetuning_type", &v)?.to_string();
@@ -170,46 +268,14 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         }
         None => false,
     };
-    if adapters {
-        lora_keys(&mut map, out)?;
-    }
-    number(
-        &mut map,
-        out,
-        "cutoff_len",
-        "seq",
-        Some(("2048", "LLaMA-Factory's default")),
-    )?;
-    let mut liger = None;
-    if let Some(v) = map.remove("enable_liger_kernel") {
-        liger = Some(v);
-    }
-    if let Some(v) = map.remove("disable_gradient_checkpointing") {
-        {
-            let off = as_bool("disable_gradient_checkpointing", &v)?;
-            out.mapped(
-                "disable_gradient_checkpointing",
-                &v,
-                &[("ckpt", if off { "none" } else { "full" })],
-            );
-        }
-    }
-    let training = hf_args::read(
-        &mut map,
-        out,
-        &Defaults {
-            who: "LLaMA-Factory",
-            bf16: false,
-            // LLaMA-Factory enables it itself; `gradient_checkpointing` is not its switch.
-            checkpointing: !out
-                .notes
-                .iter()
-                .any(|n| n.key == "disable_gradient_checkpointing" && n.text == "ckpt=none"),
-        },
-    )?;
-    if let Some(v) = liger {
-        hf_args::liger(out, "enable_liger_kernel", &v)?;
-    }
+    Ok((adapters, quantized))
+}
+
+/// Unsloth's checkpointing, the attention kernel, packing and the switches not modelled.
+fn attention_packing_kernels(
+    map: &mut Map<String, Value>,
+    out: &mut Out,
+) -> Result<(), ImportError> {
     if let Some(v) = map.remove("use_unsloth_gc") {
         if as_bool("use_unsloth_gc", &v)? {
             out.mapped(
@@ -258,46 +324,20 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         ),
         _ => {}
     }
-    let pure = match map.remove("pure_bf16") {
-        Some(v) => {
-            let on = as_bool("pure_bf16", &v)?;
-            out.note("pure_bf16", &v, super::Outcome::Mapped, "precision (below)");
-            on
-        }
-        None => false,
-    };
-    for key in [
-        "upcast_layernorm",
-        "upcast_lmhead_output",
-        "use_unsloth",
-        "shift_attn",
-    ] {
-        if let Some(v) = map.remove(key) {
-            if as_bool(key, &v)? {
-                out.not_expressed(key, &v, "not modelled");
-            } else {
-                out.no_effect(key, &v);
-            }
-        }
-    }
-    for key in [
-        "use_galore",
-        "use_apollo",
-        "use_badam",
-        "mixture_of_depths",
-        "rope_scaling",
-    ] {
-        if let Some(v) = map.remove(key) {
-            if v.as_bool() == Some(false) || v.is_null() {
-                out.no_effect(key, &v);
-            } else {
-                out.not_expressed(key, &v, "not modelled");
-            }
-        }
-    }
-    // The compute dtype is the load dtype (bf16 or fp16 from the flags); trainable weights go
-    // to fp32 unless pure_bf16, or ZeRO-3 without quantization (already fp32 there).
-    let half = if pure { Half::Bf16 } else { training.half };
+    Ok(())
+}
+
+/// The compute dtype is the load dtype (bf16 or fp16 from the flags); trainable weights go to
+/// fp32 unless pure_bf16, or ZeRO-3 without quantization (already fp32 there).
+fn precision(
+    out: &mut Out,
+    adapters: bool,
+    quantized: bool,
+    pure: bool,
+    flags: Half,
+    sharded: bool,
+) {
+    let half = if pure { Half::Bf16 } else { flags };
     let load = match half {
         Half::None => Some(Half::Bf16),
         h => Some(h),
@@ -305,15 +345,13 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
     let upcast = !pure;
     let why = if pure {
         "pure_bf16: the weights stay bf16".to_string()
-    } else if training.sharded && !quantized {
+    } else if sharded && !quantized {
         "loaded in the compute dtype, kept in fp32 by ZeRO-3 / FSDP".into()
     } else {
         "loaded in the compute dtype, trainable weights upcast to fp32 (init_adapter)".into()
     };
     let precision_half = if pure { Half::None } else { half };
     set_precision(out, adapters, precision_half, load, upcast, &why);
-    out.rest(map, "", &[hf_args::NO_EFFECT, NO_EFFECT].concat());
-    Ok(())
 }
 
 /// `lora_rank`, `lora_target`, `lora_dropout`, `additional_target`, `use_dora`.

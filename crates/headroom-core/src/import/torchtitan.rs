@@ -45,13 +45,13 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             None => Ok(Map::new()),
         }
     };
-    let mut model = section("model")?;
-    let mut training = section("training")?;
-    let mut parallelism = section("parallelism")?;
-    let mut ac = section("activation_checkpoint")?;
-    let mut compile = section("compile")?;
-    let mut optimizer = section("optimizer")?;
-    let mut quantize = section("quantize")?;
+    let model = section("model")?;
+    let training = section("training")?;
+    let parallelism = section("parallelism")?;
+    let ac = section("activation_checkpoint")?;
+    let compile = section("compile")?;
+    let optimizer = section("optimizer")?;
+    let quantize = section("quantize")?;
     let float8_old = section("float8")?;
     let mut rest_sections = Vec::new();
     for name in NO_EFFECT_SECTIONS {
@@ -65,7 +65,21 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         out.no_effect(&format!("[{s}]"), &Value::Null);
     }
 
-    // The model.
+    let converters = read_model(model, out)?;
+    let reduce = read_training(training, out)?;
+    read_parallelism(parallelism, out)?;
+    read_checkpointing(ac, out)?;
+    read_compile(compile, out)?;
+    read_float8(&converters, quantize, float8_old, out);
+    read_optimizer(optimizer, out);
+    read_precision(reduce, out)?;
+    out.rest(map, "", &[]);
+    Ok(())
+}
+
+/// `[model]`: the preset by name and flavor (or the config beside `hf_assets_path`); returns
+/// its converters (float8's switch).
+fn read_model(mut model: Map<String, Value>, out: &mut Out) -> Result<Vec<String>, ImportError> {
     let name = model
         .remove("name")
         .map(|v| as_str("model.name", &v).map(str::to_string))
@@ -105,7 +119,15 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         .unwrap_or_default();
     out.rest(model, "model.", &["tokenizer_path"]);
 
-    // Batch and sequence.
+    Ok(converters)
+}
+
+/// `[training]`: batch, sequence and the parameters' precision; returns
+/// `mixed_precision_reduce`, read once the data-parallel kind is known.
+fn read_training(
+    mut training: Map<String, Value>,
+    out: &mut Out,
+) -> Result<Option<Value>, ImportError> {
     for (k, field) in [
         ("local_batch_size", "batch"),
         ("batch_size", "batch"),
@@ -147,7 +169,11 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         ],
     );
 
-    // Parallel degrees; the GPUs are the launcher's.
+    Ok(reduce)
+}
+
+/// `[parallelism]`: the degrees; the GPUs are the launcher's.
+fn read_parallelism(mut parallelism: Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let mut degree = |k: &str| -> Result<Option<(i64, Value)>, ImportError> {
         match parallelism.remove(k) {
             Some(v) => {
@@ -269,7 +295,11 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         ],
     );
 
-    // Activation checkpointing.
+    Ok(())
+}
+
+/// `[activation_checkpoint]`.
+fn read_checkpointing(mut ac: Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let mode = ac
         .remove("mode")
         .map(|v| as_str("activation_checkpoint.mode", &v).map(str::to_string))
@@ -332,7 +362,11 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         ],
     );
 
-    // Compile.
+    Ok(())
+}
+
+/// `[compile]`.
+fn read_compile(mut compile: Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let enabled = compile
         .remove("enable")
         .map(|v| super::as_bool("compile.enable", &v))
@@ -360,7 +394,17 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
     }
     out.rest(compile, "compile.", &["backend"]);
 
-    // Float8: enabled by the model's converters; the recipe from its section.
+    Ok(())
+}
+
+/// Float8: enabled by the model's converters; the recipe from `[quantize.linear.float8]` (or
+/// the older `[float8]`).
+fn read_float8(
+    converters: &[String],
+    mut quantize: Map<String, Value>,
+    float8_old: Map<String, Value>,
+    out: &mut Out,
+) {
     let float8_on = converters
         .iter()
         .any(|c| c == "float8" || c == "quantize.linear.float8");
@@ -397,8 +441,10 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             "float8 grouped matmuls and other quantizations are not modelled",
         );
     }
+}
 
-    // Optimizer.
+/// `[optimizer]`.
+fn read_optimizer(mut optimizer: Map<String, Value>, out: &mut Out) {
     let name = optimizer.remove("name");
     let implementation = optimizer.remove("implementation");
     match name.as_ref().and_then(Value::as_str) {
@@ -436,6 +482,10 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             "early_step_in_backward",
         ],
     );
+}
+
+/// The precision's default, and the gradients' reduction dtype under FSDP2's policy.
+fn read_precision(reduce: Option<Value>, out: &mut Out) -> Result<(), ImportError> {
     if out.get("precision").is_none() {
         out.default(
             "training.mixed_precision_param",
@@ -468,6 +518,5 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         ),
         None => {}
     }
-    out.rest(map, "", &[]);
     Ok(())
 }
