@@ -102,6 +102,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     let scen = args.scenario.build()?;
     let opts = args.options()?;
     let p = plan(&scen, &opts)?;
+    let band = spread(&scen);
     if let Some(target) = &args.export {
         let target = Target::parse("export", target)?;
         let list = if args.training {
@@ -165,8 +166,10 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             // Each plan lists the export targets that run it as estimated.
             let mut planning = serde_json::to_value(&p)?;
             for (key, list) in [("plans", &p.plans), ("training_plans", &p.training_plans)] {
+                let first = list.first().map_or(0.0, |f| f.tokens_per_second);
                 if let Some(rows) = planning[key].as_array_mut() {
                     for (row, pl) in rows.iter_mut().zip(list) {
+                        row["within_spread_of_first"] = json!(within(first, pl, band));
                         row["targets"] = json!(
                             offered(&pl.scenario)
                                 .iter()
@@ -181,12 +184,46 @@ pub fn run(args: &PlanArgs) -> Result<()> {
                 serde_json::to_string_pretty(&json!({
                     "schema": "headroom.plan.v1",
                     "planning": planning,
+                    "band": [band.0, band.1],
                 }))?
             )
         }
-        Format::Table => print!("{}", table(&p)),
+        Format::Table => print!("{}", table(&p, band)),
     }
     Ok(())
+}
+
+/// The time model's band for this GPU (`time::Band`, as multiples of a step's time): where
+/// eight in ten measured steps fell, narrower with a calibration.
+fn spread(scen: &headroom_core::Scenario) -> (f64, f64) {
+    let calibrated = headroom_core::analyze(scen).is_ok_and(|a| a.time.band().calibrated);
+    if calibrated {
+        headroom_core::time::CALIBRATED_BAND
+    } else {
+        headroom_core::time::ASSUMED_BAND
+    }
+}
+
+/// Whether `p`'s band overlaps that of a plan at `first` tokens/s: the model cannot tell which
+/// of the two runs faster.
+fn within(first: f64, p: &Plan, band: (f64, f64)) -> bool {
+    p.tokens_per_second * band.1 / band.0 >= first
+}
+
+/// A line naming the plans whose speed the model cannot tell from the first's.
+fn spread_line(s: &mut String, plans: &[Plan], band: (f64, f64)) {
+    let Some(first) = plans.first().map(|f| f.tokens_per_second) else {
+        return;
+    };
+    let close = plans.iter().take_while(|p| within(first, p, band)).count();
+    if close > 1 {
+        let _ = writeln!(
+            s,
+            "plans 1-{close}: within the time model's spread of each other (eight in ten measured \
+             steps fell within {:.2}-{:.2}x of its time here): which is fastest is not certain",
+            band.0, band.1
+        );
+    }
 }
 
 /// Target ids as a list for a message.
@@ -260,7 +297,7 @@ fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
 }
 
 /// The plans and the ladder for people.
-pub fn table(p: &Planning) -> String {
+pub fn table(p: &Planning, band: (f64, f64)) -> String {
     let mut s = String::new();
     let i = &p.input;
     let _ = writeln!(
@@ -287,12 +324,14 @@ pub fn table(p: &Planning) -> String {
     } else {
         s.push_str("Plans that fit and train the same thing, fastest first:\n");
         plan_rows(&mut s, &p.plans, i);
+        spread_line(&mut s, &p.plans, band);
     }
     if !p.training_plans.is_empty() {
         s.push_str(
             "\nPlans that change the training (precision of the weights, optimizer, LoRA):\n",
         );
         plan_rows(&mut s, &p.training_plans, i);
+        spread_line(&mut s, &p.training_plans, band);
     }
     if let Some(c) = p.plans.first().and_then(|b| b.cost.as_ref()) {
         let _ = writeln!(

@@ -152,3 +152,29 @@ fn bad_flags_exit_2_naming_the_flag() {
         assert!(err.contains(field), "{args:?}: {err}");
     }
 }
+
+/// Each plan says whether the time model can tell it from the first (their bands overlap: the
+/// slower one's tokens/s times high/low of `time::ASSUMED_BAND` reaches the first's; an A10G has
+/// no calibration), and the table names those plans.
+#[test]
+fn plans_within_the_time_models_spread_of_the_first_are_marked() {
+    let args = ["plan", "--named", "ex3-llama-3.2-1b-4xa10g-zero2"];
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&[&args[..], &["--format", "json"]].concat())).expect("JSON");
+    let (low, high) = headroom_core::time::ASSUMED_BAND;
+    assert_eq!(v["band"], serde_json::json!([low, high]));
+    let plans = v["planning"]["plans"].as_array().expect("plans");
+    let first = plans[0]["tokens_per_second"].as_f64().expect("tokens/s");
+    assert_eq!(plans[0]["within_spread_of_first"], true);
+    let mut close = 0;
+    for p in plans {
+        let tps = p["tokens_per_second"].as_f64().expect("tokens/s");
+        let within = p["within_spread_of_first"].as_bool().expect("bool");
+        assert_eq!(within, tps * high / low >= first, "{p}");
+        close += usize::from(within);
+    }
+    let table = stdout(&args);
+    if close > 1 {
+        assert!(table.contains(&format!("plans 1-{close}: within the time model's spread")));
+    }
+}
