@@ -254,6 +254,14 @@ fn method(map: &mut Map<String, Value>, out: &mut Out) -> Result<(bool, bool), I
                     &v,
                     &[("method", "qlora"), ("kbit", "0")],
                 );
+            } else if bits == 8 && bnb {
+                out.not_expressed(
+                    "quantization_bit",
+                    &v,
+                    "an 8-bit (LLM.int8) base is not modelled: estimated unquantized, which is \
+                     low: each 8-bit Linear keeps its input from the forward through the \
+                     backward, which checkpointing does not drop (tests/reference/measure_int8.py)",
+                );
             } else {
                 out.not_expressed(
                     "quantization_bit",

@@ -273,7 +273,7 @@ fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, Import
         out.not_expressed(
             "load_in_8bit",
             &v,
-            "an 8-bit (LLM.int8) base is not modelled: estimate with a 16-bit base or 4-bit",
+            "an 8-bit (LLM.int8) base is not modelled: estimated with a 16-bit base, which is low: each 8-bit Linear keeps its input from the forward through the backward, which checkpointing does not drop (tests/reference/measure_int8.py)",
         );
     }
     let Some(peft) = use_peft else {
