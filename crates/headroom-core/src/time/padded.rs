@@ -38,19 +38,18 @@ fn mean_over_lengths(scen: &Scenario, time: &dyn Fn(&Scenario) -> StepTime) -> S
         drop_long: false,
         ..scen.clone()
     };
+    let times: Vec<StepTime> = points.iter().map(|&(seq, _)| time(&shape(seq))).collect();
     // The formulas shown are those of the median micro-batch (the points rise with length).
     let mut cumulative = 0.0;
-    let median = points
+    let at_median = points
         .iter()
-        .find(|p| {
+        .position(|p| {
             cumulative += p.1;
             cumulative >= 0.5
         })
-        .map_or(first, |p| p.0);
-    let mut mean = StepTime {
-        terms: time(&shape(median)).terms,
-        ..time(&shape(first))
-    };
+        .unwrap_or(0);
+    let median = points[at_median].0;
+    let mut mean = times[at_median].clone();
     for t in &mut mean.terms {
         t.seconds = 0.0;
         t.exposed_seconds = 0.0;
@@ -59,8 +58,7 @@ fn mean_over_lengths(scen: &Scenario, time: &dyn Fn(&Scenario) -> StepTime) -> S
     }
     let (mut hardware, mut model, mut efficiency, mut step) = (0.0, 0.0, 0.0, 0.0);
     let mut confidence = Confidence::Calibrated;
-    for &(seq, w) in &points {
-        let one = time(&shape(seq));
+    for (one, &(_, w)) in times.into_iter().zip(&points) {
         hardware += w * one.hardware_flops_per_gpu;
         model += w * one.model_flops_per_gpu;
         efficiency += w * one.matmul_efficiency;
