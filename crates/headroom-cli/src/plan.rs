@@ -196,7 +196,9 @@ pub fn run(args: &PlanArgs) -> Result<()> {
 /// The time model's band for this GPU (`time::Band`, as multiples of a step's time): where
 /// eight in ten measured steps fell, narrower with a calibration.
 fn spread(scen: &headroom_core::Scenario) -> (f64, f64) {
-    let calibrated = headroom_core::analyze(scen).is_ok_and(|a| a.time.band().calibrated);
+    // The estimate and its step time only: what fits and the strategy table are not needed.
+    let calibrated = headroom_core::analyze_only(scen, headroom_core::What::ESTIMATE, None)
+        .is_ok_and(|a| a.time.band().calibrated);
     if calibrated {
         headroom_core::time::CALIBRATED_BAND
     } else {

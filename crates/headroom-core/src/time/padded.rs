@@ -50,12 +50,7 @@ fn mean_over_lengths(scen: &Scenario, time: &dyn Fn(&Scenario) -> StepTime) -> S
         .unwrap_or(0);
     let median = points[at_median].0;
     let mut mean = times[at_median].clone();
-    for t in &mut mean.terms {
-        t.seconds = 0.0;
-        t.exposed_seconds = 0.0;
-        t.flops = 0.0;
-        t.bytes = 0;
-    }
+    mean.terms = mean.terms.into_iter().map(zeroed).collect();
     let (mut hardware, mut model, mut efficiency, mut step) = (0.0, 0.0, 0.0, 0.0);
     let mut confidence = Confidence::Calibrated;
     for (one, &(_, w)) in times.into_iter().zip(&points) {
@@ -105,13 +100,7 @@ fn add_term(terms: &mut Vec<TimeTerm>, t: TimeTerm, w: f64) {
     let at = match terms.iter().position(|x| x.id == t.id) {
         Some(i) => i,
         None => {
-            terms.push(TimeTerm {
-                seconds: 0.0,
-                exposed_seconds: 0.0,
-                flops: 0.0,
-                bytes: 0,
-                ..t.clone()
-            });
+            terms.push(zeroed(t.clone()));
             terms.len() - 1
         }
     };
@@ -120,4 +109,16 @@ fn add_term(terms: &mut Vec<TimeTerm>, t: TimeTerm, w: f64) {
     x.exposed_seconds += w * t.exposed_seconds;
     x.flops += w * t.flops;
     x.bytes += (w * t.bytes as f64) as u64;
+}
+
+/// `t` with its seconds, FLOPs and bytes at zero (its names and text kept), to sum into.
+#[cfg(feature = "replay")]
+fn zeroed(t: TimeTerm) -> TimeTerm {
+    TimeTerm {
+        seconds: 0.0,
+        exposed_seconds: 0.0,
+        flops: 0.0,
+        bytes: 0,
+        ..t
+    }
 }
