@@ -127,9 +127,9 @@ PY
 # "page" -> key -> text) fetched beside the content above (site/src/help.rs). Every field of
 # site/src/fields.rs must have a line and every line a field, every `help::page` key a [page]
 # line and every such line a reader: the build fails naming the ones that do not.
-python3 - "$content/help.toml" "$TRUNK_SOURCE_DIR/src/fields.rs" "$stage/content/help.json" <<'PY'
+python3 - "$content/help.toml" "$TRUNK_SOURCE_DIR/src/fields.rs" "$stage/content/help.json" "$content/sources.toml" <<'PY'
 import json, pathlib, re, sys, tomllib
-src, fields, dest = (pathlib.Path(a) for a in sys.argv[1:])
+src, fields, dest, sources = (pathlib.Path(a) for a in sys.argv[1:])
 help_text = tomllib.loads(src.read_text())
 pages = help_text.pop("page", {})
 keys = set(re.findall(r'key: "([^"]+)",\s*label:', fields.read_text()))
@@ -143,5 +143,17 @@ for rs in fields.parent.rglob("*.rs"):
 missing, unknown = sorted(used - pages.keys()), sorted(pages.keys() - used)
 if missing or unknown:
     sys.exit(f"content/help.toml [page]: read but missing {missing}, read nowhere {unknown}")
-dest.write_text(json.dumps({**help_text, "page": pages}, separators=(",", ":"), ensure_ascii=False))
+# The breakdown's sources (content/sources.toml) and the guides' summaries (their front matter),
+# which the core leaves out of the site's build.
+guides = {}
+for md in sorted((sources.parent / "guides").glob("*.md")):
+    if not re.fullmatch(r"[a-z0-9-]+", md.stem):
+        continue  # README.md and the like: not guides (the core's build.rs skips them too)
+    front = md.read_text().split("---")[1]
+    summary = [l.split(":", 1)[1].strip() for l in front.splitlines() if l.startswith("summary:")]
+    if not summary:
+        sys.exit(f"{md}: no summary in its front matter")
+    guides[md.stem] = summary[0]
+dest.write_text(json.dumps({**help_text, "page": pages, "sources": tomllib.loads(sources.read_text()),
+                            "guides": guides}, separators=(",", ":"), ensure_ascii=False))
 PY

@@ -73,6 +73,12 @@ fn main() {
         // The site fetches them (site/pages.sh writes content/calibrations.json).
         out.push_str("pub const CALIBRATION_FILES: &[(&str, &str)] = &[];\n");
     }
+    if env::var_os("CARGO_FEATURE_SOURCE_TEXT").is_some() {
+        out.push_str(&sources_table(&content.join("sources.toml")));
+    } else {
+        // The site fetches them in content/help.json (site/pages.sh).
+        out.push_str("pub const SOURCES: &[(&str, &str)] = &[];\n");
+    }
     out.push_str(&guide_index(&content.join("guides")));
     let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("content.rs");
     fs::write(dest, out).expect("OUT_DIR is writable");
@@ -115,6 +121,29 @@ fn toml_to_json(path: &Path) -> String {
     let value: serde_json::Value =
         toml::from_str(&text).unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
     value.to_string()
+}
+
+/// `pub const SOURCES: &[(&str, &str)] = &[("table.key", "text"), ...];` from
+/// content/sources.toml's tables of text (a component's or an optimizer's source).
+fn sources_table(path: &Path) -> String {
+    println!("cargo:rerun-if-changed={}", path.display());
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let value: serde_json::Value =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+    let mut s = String::from("pub const SOURCES: &[(&str, &str)] = &[\n");
+    for (table, entries) in value.as_object().expect("a TOML document is a table") {
+        for (key, text) in entries
+            .as_object()
+            .unwrap_or_else(|| panic!("{}: [{table}] is a table", path.display()))
+        {
+            let text = text
+                .as_str()
+                .unwrap_or_else(|| panic!("{}: {table}.{key} is text", path.display()));
+            writeln!(s, "    (\"{table}.{key}\", {text:?}),").expect("writing to a String");
+        }
+    }
+    s.push_str("];\n");
+    s
 }
 
 /// `pub const NAME: &[(&str, &str)] = &[(stem, "json text"), ...];` for `*.toml` in `dir`.
@@ -334,7 +363,13 @@ fn guide_index(dir: &Path) -> String {
         };
         // A guide whose order does not parse sorts last; the guide tests name the error.
         let order: u32 = field("order").parse().unwrap_or(u32::MAX);
-        entries.push((order, slug.to_string(), field("title"), field("summary")));
+        // The site shows the summaries from its fetched help file (site/pages.sh).
+        let summary = if env::var_os("CARGO_FEATURE_GUIDE_SUMMARIES").is_some() {
+            field("summary")
+        } else {
+            String::new()
+        };
+        entries.push((order, slug.to_string(), field("title"), summary));
     }
     entries.sort();
     let mut s = String::from("pub const GUIDE_INDEX: &[(&str, &str, &str, u32)] = &[\n");

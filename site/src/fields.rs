@@ -50,8 +50,8 @@ fn adapters(s: &Scenario) -> bool {
     s.method != Method::Full
 }
 
-fn is_qlora(s: &Scenario) -> bool {
-    s.method == Method::Qlora
+fn quantized_base(s: &Scenario) -> bool {
+    s.method.quantized_base()
 }
 
 fn sharded(s: &Scenario) -> bool {
@@ -476,7 +476,7 @@ pub static GROUPS: &[Group] = &[
                 key: "kbit",
                 label: "prepare_model_for_kbit_training",
                 control: Control::Check,
-                shown: is_qlora,
+                shown: quantized_base,
             },
         ],
     },

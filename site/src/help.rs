@@ -29,10 +29,33 @@ pub fn text(key: &str) -> String {
 /// The page prose with this key (`content/help.toml`'s `[page]` table), or nothing before the
 /// file is in (pages render once it is: `app::use_content`).
 pub fn page(key: &str) -> String {
+    text_at(&["page", key])
+}
+
+/// The text at `path` in the fetched file, or nothing before it is in.
+fn text_at(path: &[&str]) -> String {
     HELP.with(|h| {
-        h.borrow()["page"][key]
+        let help = h.borrow();
+        path.iter()
+            .fold(&*help, |v, k| &v[*k])
             .as_str()
             .unwrap_or_default()
             .to_string()
     })
+}
+
+/// A breakdown figure's source (`Component::source`), which this build leaves out of the core:
+/// its line of content/sources.toml, folded into the fetched file as `sources` (site/pages.sh).
+pub fn source(c: &headroom_core::estimate::Component) -> String {
+    if !c.source.is_empty() {
+        return c.source.clone();
+    }
+    let (table, key) = c.source_key;
+    text_at(&["sources", table, key])
+}
+
+/// A guide's summary (its front matter's), which this build leaves out of the guide index:
+/// folded into the fetched file as `guides` (site/pages.sh).
+pub fn guide_summary(slug: &str) -> String {
+    text_at(&["guides", slug])
 }

@@ -1,6 +1,7 @@
 """Builds LoRA and QLoRA models as people train them, for measure_saved.measure: a transformers
-model loaded in the base dtype, bitsandbytes' NF4 4-bit Linears for QLoRA (quantized on load
-from a saved checkpoint, as `from_pretrained` does), peft's `prepare_model_for_kbit_training`
+model loaded in the base dtype, bitsandbytes' NF4 4-bit Linears for QLoRA or its LLM.int8
+8-bit Linears for `lora8` (quantized on load from a saved checkpoint, as `from_pretrained`
+does), peft's `prepare_model_for_kbit_training`
 when asked, then peft's LoRA adapters. Runs on CPU: bitsandbytes 0.50 quantizes and runs 4-bit
 Linears there.
 """
@@ -32,19 +33,23 @@ def builder(config, precision, attention, checkpointing, method, rank, targets, 
         torch.manual_seed(0)
         cfg = transformers.AutoConfig.for_model(**config)
         dtype = load_dtype(precision, base)
-        if method == "qlora":
+        if method in ("qlora", "lora8"):
             # Random weights saved and loaded back: bitsandbytes quantizes while loading.
             with tempfile.TemporaryDirectory() as tmp:
                 transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp)
-                quant = transformers.BitsAndBytesConfig(
-                    load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                    bnb_4bit_compute_dtype=torch.bfloat16)
+                if method == "lora8":
+                    route_int8_to_cuda_function()
+                    quant = transformers.BitsAndBytesConfig(load_in_8bit=True)
+                else:
+                    quant = transformers.BitsAndBytesConfig(
+                        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                        bnb_4bit_compute_dtype=torch.bfloat16)
                 model = transformers.AutoModelForCausalLM.from_pretrained(
                     tmp, quantization_config=quant, dtype=dtype, attn_implementation=attention,
                     device_map="cpu")
         else:
             model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attention, dtype=dtype)
-        if method == "qlora" and kbit:
+        if method in ("qlora", "lora8") and kbit:
             model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=dropout, target_modules=TARGETS[targets],
                                modules_to_save=["embed_tokens", "lm_head"] if save_embeddings else None,
@@ -61,6 +66,38 @@ def builder(config, precision, attention, checkpointing, method, rank, targets, 
         return model
 
     return build
+
+
+def route_int8_to_cuda_function():
+    """Makes bitsandbytes' 8-bit Linears train through `MatMul8bitLt`, the autograd function
+    CUDA runs, instead of the CPU's `MatMul8bitFp` (measure_int8.py), and records each input
+    that function's context keeps (`ctx.tensors` holds A when it needs a gradient) with the
+    decoder layer running it, for measure_saved.measure: no saved-tensor hook sees them."""
+    import bitsandbytes as bnb
+    import bitsandbytes.nn.modules as modules
+    from bitsandbytes.autograd import _functions as functions
+
+    import measure_saved
+
+    def cuda_matmul(A, B, out=None, state=None, threshold=0.0, bias=None):
+        state = state or functions.MatmulLtState()
+        if threshold > 0.0:
+            state.threshold = threshold
+        result = functions.MatMul8bitLt.apply(A, B, out, bias, state)
+        # The function's own node (a 3-D input's output is a view of its result): what its
+        # context keeps, the 2-D view of A among it.
+        node = result.grad_fn
+        while node is not None and not type(node).__name__.startswith("MatMul8bitLt"):
+            node = node.next_functions[0][0] if node.next_functions else None
+        for t in getattr(node, "tensors", None) or ():
+            if isinstance(t, torch.Tensor) and t.numel():
+                measure_saved.HELD.append((measure_saved.CURRENT[0], t))
+        return result
+
+    bnb.matmul = functions.matmul = modules.bnb.matmul = cuda_matmul
+    # Its warning that 16-bit inputs are cast to fp16 for quantization, once per call.
+    import logging
+    logging.getLogger("bitsandbytes.autograd._functions").setLevel(logging.ERROR)
 
 
 def dropout_correction(model, batch, seq, first_frozen):

@@ -53,6 +53,25 @@ def quant_state_bytes(p):
     return total
 
 
+# The decoder layer the forward is in ("outside" between layers), and the inputs 8-bit Linears'
+# autograd contexts keep outside `save_for_backward` as (layer, tensor): measure_peft's 8-bit
+# matmul records them, since no saved-tensor hook sees them.
+CURRENT = ["outside"]
+HELD = []
+
+
+def int8_scale_bytes(model):
+    """bitsandbytes' LLM.int8 row scales (`SCB`, fp32, one per output row): on the weight
+    before the first forward, in the Linear's matmul state after (`init_8bit_state`)."""
+    seen, total = set(), 0
+    for m in model.modules():
+        for scb in (getattr(getattr(m, "state", None), "SCB", None), getattr(getattr(m, "weight", None), "SCB", None)):
+            if isinstance(scb, torch.Tensor) and scb.untyped_storage().data_ptr() not in seen:
+                seen.add(scb.untyped_storage().data_ptr())
+                total += scb.untyped_storage().nbytes()
+    return total
+
+
 def measure(config, batch, seq, precision, attention, checkpointing="none", keep_logits=False, device="cpu",
             builder=None):
     """The figures of one scenario. On `device="cuda"` (a real GPU: measure_gpu.py) they are
@@ -74,7 +93,9 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
 
     result = {}
     for step in range(2):
-        current = ["outside"]
+        current = CURRENT
+        current[0] = "outside"
+        HELD.clear()
         saved = {}
         hooks = []
         for i, layer in enumerate(layers):
@@ -94,6 +115,13 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
                 out = model(input_ids=ids, labels=ids)
+        for where, t in HELD:
+            key = t.untyped_storage().data_ptr()
+            if key not in param_ptrs and key not in saved:
+                saved[key] = (where, t.untyped_storage().nbytes(), False, t.dtype, [])
+            if key in saved:
+                saved[key][4].append(t)
+        HELD.clear()
         # Held above until the forward ends (so that no freed storage hands its address to a
         # later tensor); now only what the graph still holds counts: a node the loss does not
         # reach (DeepSeek-V3's group top-k and mask, which only choose the experts) is freed
@@ -132,7 +160,8 @@ def measure(config, batch, seq, precision, attention, checkpointing="none", keep
         result = {
             "parameters_total": model.num_parameters(),
             "parameters_trainable": model.num_parameters(only_trainable=True),
-            "weights": sum(p.untyped_storage().nbytes() + quant_state_bytes(p) for p in params),
+            "weights": sum(p.untyped_storage().nbytes() + quant_state_bytes(p) for p in params)
+            + int8_scale_bytes(model),
             "activations_per_layer": per_layer[len(layers) // 2],
             "retained_after_forward": retained,
             "gradients": grads,

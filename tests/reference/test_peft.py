@@ -43,6 +43,16 @@ SCENARIOS = [
     ("llama-lora-bf16-qkv", LLAMA, "lora", "bf16", "16bit", False, "qkv", "none", 2, 64),
     ("llama-lora-amp-fp32-mlp", LLAMA, "lora", "amp-bf16", "fp32", False, "mlp", "none", 2, 64),
     ("qwen2-qlora-amp-kbit-qv", QWEN2, "qlora", "amp-bf16", "16bit", True, "qv", "none", 2, 64),
+    # An 8-bit base (load_in_8bit, LLM.int8), trained through the autograd function CUDA runs
+    # (`MatMul8bitLt`, measure_peft.route_int8_to_cuda_function): each 8-bit Linear keeps its
+    # input in its context, outside the hooks and through checkpointing.
+    ("llama-lora8-bf16", LLAMA, "lora8", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("llama-lora8-amp-qv", LLAMA, "lora8", "amp-bf16", "16bit", False, "qv", "none", 2, 64),
+    ("llama-lora8-amp-ckpt", LLAMA, "lora8", "amp-bf16", "16bit", False, "all", "full", 2, 64),
+    ("llama-lora8-bf16-qv-ckpt", LLAMA, "lora8", "bf16", "16bit", False, "qv", "full", 2, 64),
+    ("llama-lora8-amp-kbit-ckpt", LLAMA, "lora8", "amp-bf16", "16bit", True, "all", "full", 2, 64),
+    ("llama-lora8-bf16-mlp", LLAMA, "lora8", "bf16", "16bit", False, "mlp", "none", 2, 64),
+    ("qwen2-lora8-amp-kbit-qv", QWEN2, "lora8", "amp-bf16", "16bit", True, "qv", "none", 2, 64),
 ]
 
 
@@ -52,6 +62,9 @@ GAPS = {
     # gradient before its MLP's adapters: its whole attention block saves nothing. The core
     # models that only for the first input norm (the q/k/v adapters' case).
     "llama-lora-amp-fp32-mlp": "first layer's attention block unsaved with MLP-only adapters",
+    # The same with an 8-bit base: its first layer's attention Linears and gate/up hold nothing
+    # either (their inputs need no gradient), only its down_proj's input.
+    "llama-lora8-bf16-mlp": "first layer's attention block unsaved with MLP-only adapters",
 }
 
 
@@ -60,7 +73,7 @@ def check(name, config, method, prec, base, kbit, targets, ckpt="none", b=2, s=6
           adapter="fp32", dora=False):
     """Builds the scenario with peft (and bitsandbytes), measures one step on CPU and compares
     it with the CLI's estimate of the same flags."""
-    if method == "qlora" and not HAS_BNB:
+    if method in ("qlora", "lora8") and not HAS_BNB:
         pytest.skip("bitsandbytes is not installed")
     rank = 8
     build = builder(config, prec, "sdpa", ckpt, method, rank, targets, base, kbit,
@@ -74,7 +87,7 @@ def check(name, config, method, prec, base, kbit, targets, ckpt="none", b=2, s=6
     extra += ["--kbit"] * kbit + ["--lora-dropout"] * dropout + ["--save-embeddings"] * emb + ["--dora"] * dora
     # A kbit-prepared QLoRA model without autocast runs its activations in fp32 (the core's
     # `states::activation_precision`): CPU's fp32 SDPA is flash, as for fp32 (cpu_flash).
-    fp32_acts = method == "qlora" and kbit and not prec.startswith("amp")
+    fp32_acts = method in ("qlora", "lora8") and kbit and not prec.startswith("amp")
     p = predict(config, b, s, prec, "sdpa", ckpt, False, extra + cpu_flash(config, "fp32" if fp32_acts else prec, "sdpa"))
     # SDPA's CUDA kernels save RNG state that CPU's do not (test_saved_bytes.rng_correction).
     layer_rng, retained_rng = rng_correction(config, p, ckpt)
@@ -118,6 +131,8 @@ OPTIONS = [
     ("llama-dora-amp-fp32-qv", LLAMA, "lora", "amp-bf16", "fp32", False, "qv", dict(dora=True)),
     ("llama-qdora-amp-kbit", LLAMA, "qlora", "amp-bf16", "16bit", True, "all", dict(dora=True)),
     ("llama-dora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "attn", dict(dora=True, dropout=True)),
+    ("llama-lora8-amp-dropout", LLAMA, "lora8", "amp-bf16", "16bit", False, "qv", dict(dropout=True)),
+    ("llama-lora8-bf16-emb", LLAMA, "lora8", "bf16", "16bit", False, "all", dict(emb=True)),
 ]
 
 

@@ -232,7 +232,11 @@ pub const FLAGS: &[Flag] = &[
         "drop_long",
         "Dynamic padding: samples longer than --seq are dropped (axolotl, ms-swift), not cut.",
     ),
-    flag("method", "method", "full | lora | qlora"),
+    flag(
+        "method",
+        "method",
+        "full | lora | qlora (4-bit NF4 base) | lora8 (8-bit LLM.int8 base)",
+    ),
     flag("rank", "rank", "LoRA rank."),
     flag(
         "targets",
@@ -272,7 +276,7 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "kbit",
         "kbit",
-        "QLoRA: peft's prepare_model_for_kbit_training was called (embeddings, norms, lm_head \
+        "QLoRA and lora8: peft's prepare_model_for_kbit_training was called (embeddings, norms, lm_head \
          upcast to fp32; an fp32 residual stream). TRL's SFTTrainer and axolotl call it.",
     ),
     flag(

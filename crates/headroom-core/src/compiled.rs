@@ -138,6 +138,7 @@ pub fn layer(spec: &ModelSpec, sh: &Shape, scen: &Scenario) -> Option<Vec<Saved>
                 dtype,
                 copies,
                 part,
+                held: false,
             })
             .collect(),
     )

@@ -115,18 +115,15 @@ pub fn formula(opt: Optimizer) -> &'static str {
     }
 }
 
-/// Where the numbers come from.
-pub fn source(opt: Optimizer) -> &'static str {
+/// Where the numbers come from: the optimizer's line in content/sources.toml's `[optimizer]`
+/// table.
+pub fn source_key(opt: Optimizer) -> &'static str {
     match opt {
-        Optimizer::AdamW | Optimizer::AdamWForLoop | Optimizer::AdamWFused => {
-            "torch.optim.AdamW: states are zeros_like(param); foreach uses ~sizeof(params) more peak memory (torch.optim docs)"
-        }
-        Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => {
-            "bitsandbytes optim/optimizer.py: uint8 state1/state2, blocksize 256 (since 0.44.0), min_8bit_size 4096; paged >= 1e5 elements in managed memory"
-        }
-        Optimizer::Lion => "Chen et al. 2023, Lion keeps one momentum buffer",
-        Optimizer::Sgd | Optimizer::SgdMomentum => "torch.optim.SGD: momentum_buffer = clone(grad)",
-        Optimizer::Adafactor => "Shazeer & Stern 2018; torch.optim.Adafactor (for-loop by default)",
-        Optimizer::AdamMini => "Zhang et al., Adam-mini (arXiv 2406.16793): one v per block",
+        Optimizer::AdamW | Optimizer::AdamWForLoop | Optimizer::AdamWFused => "adamw",
+        Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => "adamw8bit",
+        Optimizer::Lion => "lion",
+        Optimizer::Sgd | Optimizer::SgdMomentum => "sgd",
+        Optimizer::Adafactor => "adafactor",
+        Optimizer::AdamMini => "adam_mini",
     }
 }

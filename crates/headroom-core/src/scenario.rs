@@ -300,8 +300,17 @@ named_enum!(
         Full => "full", "full training";
         Lora => "lora", "LoRA";
         Qlora => "qlora", "QLoRA (4-bit NF4 base)";
+        Int8 => "lora8", "LoRA on an 8-bit base (LLM.int8)";
     }
 );
+
+impl Method {
+    /// Whether bitsandbytes quantizes the base's decoder-layer Linears (QLoRA's 4-bit
+    /// `Linear4bit`, LLM.int8's `Linear8bitLt`): frozen, each returning its input's dtype.
+    pub const fn quantized_base(self) -> bool {
+        matches!(self, Method::Qlora | Method::Int8)
+    }
+}
 
 named_enum!(
     /// The dtype a LoRA/QLoRA base model is loaded in (`from_pretrained(dtype=...)`): its
@@ -500,9 +509,9 @@ pub struct Lora {
     /// Linear's weight to 16 bits in every forward (the cast is saved for backward).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub base: BaseDtype,
-    /// QLoRA: peft's `prepare_model_for_kbit_training` was called, which casts every 16-bit
-    /// parameter that is not 4-bit (embeddings, norms, lm_head) to fp32, and so makes the
-    /// residual stream fp32 (TRL's SFTTrainer and axolotl call it for QLoRA).
+    /// QLoRA and 8-bit bases: peft's `prepare_model_for_kbit_training` was called, which casts
+    /// every 16-bit parameter that is not quantized (embeddings, norms, lm_head) to fp32, and
+    /// so makes the residual stream fp32 (TRL's SFTTrainer and axolotl call it).
     #[serde(default, skip_serializing_if = "is_false")]
     pub kbit: bool,
     /// peft's `lora_dropout` above 0 (its probability changes nothing here): each adapted
@@ -1161,6 +1170,7 @@ impl Scenario {
                 "QLoRA computes in 16 bits: choose bf16, fp16, amp-bf16 or amp-fp16",
             ));
         }
+        self.check_int8()?;
         if self.method != Method::Full
             && self.lora.base == BaseDtype::Fp32
             && matches!(self.precision, Precision::Bf16 | Precision::Fp16)
@@ -1229,6 +1239,49 @@ impl Scenario {
     }
 
     /// vLLM's settings: GRPO only, a budget vLLM accepts, a context that holds `seq`.
+    /// An 8-bit base (`Linear8bitLt`) as people run it: replicated on each GPU (its `Int8Params`
+    /// keep their scales beside the weight, which FSDP and ZeRO-3 do not shard, and DeepSpeed
+    /// casts the module to 16 bits), eager, its held inputs on the GPU.
+    fn check_int8(&self) -> Result<(), ScenarioError> {
+        if self.method != Method::Int8 {
+            return Ok(());
+        }
+        let p = &self.parallel;
+        let why = if p.data != DataParallel::Ddp {
+            Some(("dp", "an 8-bit base trains replicated: choose dp=ddp"))
+        } else if p.tensor > 1 || p.pipeline > 1 || p.context > 1 || p.expert > 1 {
+            Some((
+                "method",
+                "an 8-bit base runs data parallelism only: set tp, pp, cp and ep to 1",
+            ))
+        } else if self.offload_activations || self.act_int8 {
+            Some((
+                if self.act_int8 {
+                    "act_int8"
+                } else {
+                    "act_offload"
+                },
+                "not modelled with lora8 (its Linears keep their inputs outside \
+                 saved-tensor hooks)",
+            ))
+        } else if self.runtime.compile {
+            Some(("compile", "not modelled with lora8: turn compile off"))
+        } else if self.lora.adapter_dtype != DType::F32 {
+            // `_move_adapter_to_device_of_base_layer` casts adapters to the base layer's
+            // dtype only when it is a floating-point one; an 8-bit Linear's weight is int8.
+            Some((
+                "adapter",
+                "peft keeps an 8-bit base's adapters in fp32: choose adapter fp32",
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some((field, msg)) => Err(ScenarioError::invalid(field, msg)),
+            None => Ok(()),
+        }
+    }
+
     fn validate_vllm(&self) -> Result<(), ScenarioError> {
         let vllm = self.generator != Generator::Hf;
         if self.trainer != Trainer::Grpo && vllm {

@@ -350,11 +350,19 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
-    if scen.method == Method::Lora {
+    if matches!(scen.method, Method::Lora | Method::Int8) {
         add(
             "qlora",
             "QLoRA",
-            format!("LoRA -> QLoRA r{} (NF4 base)", scen.lora.rank),
+            format!(
+                "{} -> QLoRA r{} (NF4 base)",
+                if scen.method == Method::Int8 {
+                    "8-bit LoRA"
+                } else {
+                    "LoRA"
+                },
+                scen.lora.rank
+            ),
             Scenario {
                 method: Method::Qlora,
                 precision: qlora_precision(scen.precision),

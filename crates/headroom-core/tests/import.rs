@@ -36,12 +36,12 @@ const EXPECTED: &[(&str, Framework, &str)] = &[
     (
         "axolotl/qlora.yml",
         Framework::Axolotl,
-        "model=llama-3.1-8b method=qlora rank=32 targets=all lora_dropout=1 seq=4096 batch=2 accum=4 attention=flash2 packing=1 ckpt=full kbit=1 trainer=sft precision=amp-bf16 base=16bit",
+        "model=llama-3.1-8b method=qlora rank=32 targets=all lora_dropout=1 seq=4096 batch=2 accum=4 attention=flash2 packing=1 ckpt=full kbit=0 trainer=sft precision=amp-bf16 base=16bit",
     ),
     (
         "axolotl/lora-8b.yml",
         Framework::Axolotl,
-        "model=llama-3.1-8b method=lora rank=32 targets=all lora_dropout=1 save_embeddings=1 seq=4096 batch=2 accum=4 attention=flash2 packing=1 ckpt=full optimizer=adamw8bit trainer=sft precision=amp-bf16 base=16bit",
+        "model=llama-3.1-8b method=lora8 rank=32 targets=all lora_dropout=1 save_embeddings=1 seq=4096 batch=2 accum=4 attention=flash2 packing=1 ckpt=full optimizer=adamw8bit kbit=0 trainer=sft precision=amp-bf16 base=16bit",
     ),
     (
         "axolotl/fft-8b.yaml",
@@ -61,12 +61,12 @@ const EXPECTED: &[(&str, Framework, &str)] = &[
     (
         "axolotl/instruct-dpo-lora-8b.yml",
         Framework::Axolotl,
-        "model=llama-3.1-8b method=lora rank=32 targets=all lora_dropout=1 seq=4096 batch=2 accum=4 attention=flash2 ckpt=full optimizer=adamw8bit trainer=dpo precision=amp-bf16 base=16bit",
+        "model=llama-3.1-8b method=lora8 rank=32 targets=all lora_dropout=1 seq=4096 batch=2 accum=4 attention=flash2 ckpt=full optimizer=adamw8bit kbit=0 trainer=dpo precision=amp-bf16 base=16bit",
     ),
     (
         "axolotl/32b-qlora.yaml",
         Framework::Axolotl,
-        "method=qlora rank=16 lora_dropout=0 seq=2048 batch=1 accum=2 attention=flash2 packing=1 ckpt=full act_offload=1 kbit=1 trainer=sft precision=amp-bf16 base=16bit",
+        "method=qlora rank=16 lora_dropout=0 seq=2048 batch=1 accum=2 attention=flash2 packing=1 ckpt=full act_offload=1 kbit=0 trainer=sft precision=amp-bf16 base=16bit",
     ),
     (
         "llamafactory/llama3_lora_sft.yaml",

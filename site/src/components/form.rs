@@ -54,6 +54,17 @@ pub fn field_input(
         .cloned()
         .or_else(|| field_value(&state.scenario, field.key))
         .unwrap_or_default();
+    // A link may name its GPU by an alias (`gpu=h100-sxm`, as the CLI writes it): the select
+    // shows the catalog entry it resolves to, not the list's first.
+    let alias = |g: &&headroom_core::catalog::Gpu| g.aliases.contains(&value);
+    let value = match headroom_core::catalog::GpuCatalog::builtin()
+        .gpus
+        .iter()
+        .find(alias)
+    {
+        Some(g) if field.key == "gpu" => g.id.clone(),
+        _ => value,
+    };
     let error = state.field_errors.get(field.key);
     let err_id = format!("{id}-error");
     let help_id = format!("{id}-help");

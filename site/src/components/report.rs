@@ -281,7 +281,7 @@ fn component_row(c: &Component, at_peak: Option<u64>) -> Html {
                     <summary>{ &c.name }</summary>
                     <dl>
                         <dt>{ "Formula" }</dt><dd><code>{ &c.formula }</code></dd>
-                        <dt>{ "Source" }</dt><dd>{ &c.source }</dd>
+                        <dt>{ "Source" }</dt><dd>{ crate::help::source(c) }</dd>
                         <dt>{ "Confidence" }</dt><dd>{ format!("{conf}: {conf_help}") }</dd>
                         <dt>{ "Level" }</dt><dd>{ c.level.id() }</dd>
                     </dl>

@@ -23,7 +23,7 @@ pub fn GuideList() -> Html {
                 { for guide::index().into_iter().map(|e| html! {
                     <li>
                         <a href={format!("{base}/guides/{}", e.slug)}>{ e.title }</a>
-                        <p>{ e.summary }</p>
+                        <p>{ crate::help::guide_summary(e.slug) }</p>
                     </li>
                 }) }
             </ol>
@@ -112,7 +112,8 @@ pub fn GuidePage(props: &GuideProps) -> Html {
         };
     };
     let entry = index[pos];
-    set_page(entry.title, Some(entry.summary));
+    let summary = crate::help::guide_summary(entry.slug);
+    set_page(entry.title, Some(&summary));
     let base = crate::dom::base_path();
     let side = html! {
         <nav class="guide-nav" aria-label="Guides">
@@ -145,7 +146,7 @@ pub fn GuidePage(props: &GuideProps) -> Html {
             { side }
             <article class="guide" data-slug={entry.slug} data-ready={loaded.is_some().to_string()}>
                 <h1>{ entry.title }</h1>
-                <p class="lede">{ entry.summary }</p>
+                <p class="lede">{ summary }</p>
                 { body }
                 { prev_next }
             </article>

@@ -195,7 +195,10 @@ fn attention_core(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout)
         Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             fused_qkv(inv, spec, sh, l);
             window_mask(inv, spec, sh, l);
-            sdpa_outputs(inv, sh, l);
+            // The kernel's output is o_proj's input as it is, unless a gate or a heads-first
+            // layout comes between: an 8-bit o_proj then holds it too.
+            let read_by_o_proj = !spec.gated_attention() && !q_heads_first(spec, l);
+            sdpa_outputs(inv, sh, l, sh.held_inputs && read_by_o_proj);
         }
         Attention::Eager if spec.is_gpt_oss() => sink_attention(inv, sh, l),
         Attention::Eager => eager_attention(inv, spec, sh, l),
@@ -343,7 +346,18 @@ fn output_projection(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layo
         }
         linear_inputs(inv, "o_proj input (gated attention output)", t * l.o, 1, sh);
     } else if !sh.base_trainable && !sh.lora_o {
-        // A frozen o_proj without an adapter keeps nothing.
+        // A frozen o_proj without an adapter keeps nothing, but an 8-bit one its input: the
+        // contiguous copy where the kernel wrote heads first (a fused kernel's own output
+        // is saved by the kernel already).
+        if sh.held_inputs && (l.quadratic(sh) || q_heads_first(spec, l)) {
+            linear_inputs(
+                inv,
+                "o_proj input (contiguous attention output)",
+                t * l.o,
+                0,
+                sh,
+            );
+        }
     } else if !sh.base_trainable && !l.quadratic(sh) && !q_heads_first(spec, l) {
         // LoRA: the fused kernel's output, which the kernel saves, is o_proj's input as it is
         // (the transpose makes no copy): lora_A keeps only the copies it casts.
@@ -484,9 +498,19 @@ fn window_mask(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
 }
 
 /// What fused attention (SDPA's flash, memory-efficient and cuDNN kernels) saves besides q,
-/// k and v: the output, the fp32 logsumexp and the kernel's RNG tensors.
-pub(super) fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout) {
-    inv.add("attention output (saved by SDPA)", l.t * l.o, sh.compute());
+/// k and v: the output (`held` when an 8-bit o_proj's context holds it too: kept through
+/// checkpointing), the fp32 logsumexp and the kernel's RNG tensors.
+pub(super) fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout, held: bool) {
+    let what = "attention output (saved by SDPA)";
+    if held {
+        inv.add_held(
+            format!("{what}, held by the 8-bit o_proj"),
+            l.t * l.o,
+            sh.compute(),
+        );
+    } else {
+        inv.add(what, l.t * l.o, sh.compute());
+    }
     // The memory-efficient kernel pads the logsumexp's sequence to a multiple of 32
     // (`_efficient_attention_forward`; torch/_meta_registrations.py); flash keeps
     // (b, heads, s) and cuDNN (b, heads, s, 1).

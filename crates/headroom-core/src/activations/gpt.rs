@@ -27,7 +27,7 @@ pub(super) fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &L
         }
         Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             fused_qkv(inv, spec, sh, l);
-            sdpa_outputs(inv, sh, l);
+            sdpa_outputs(inv, sh, l, false);
         }
         Attention::Eager => eager_attention(inv, spec, sh, l),
     }

@@ -16,6 +16,8 @@ pub(super) fn mlp_linear_inputs(
 ) {
     if sh.base_trainable || sh.lora_mlp {
         linear_inputs(inv, what, elements, consumers, sh);
+    } else if sh.held_inputs {
+        held_linear_inputs(inv, what, elements, 0, sh);
     }
 }
 
@@ -34,7 +36,10 @@ pub(super) fn mlp_lora_inputs(
     consumers: u64,
     sh: &Shape,
 ) {
-    if sh.lora_mlp {
+    if sh.held_inputs {
+        let adapted = if sh.lora_mlp { consumers } else { 0 };
+        held_linear_inputs(inv, what, elements, adapted, sh);
+    } else if sh.lora_mlp {
         lora_inputs(inv, what, elements, consumers, sh);
     }
 }
@@ -87,6 +92,9 @@ pub(super) fn next_linear_input(
 /// [`linear_inputs`] of a Linear Transformer Engine leaves alone (a router: its expert count is
 /// no multiple of 16 in most models, and accelerate stops converting at such a module).
 fn plain_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    if sh.held_inputs {
+        return held_linear_inputs(inv, what, elements, consumers, sh);
+    }
     if !sh.base_trainable {
         return lora_inputs(inv, what, elements, consumers, sh);
     }
@@ -121,6 +129,31 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
     lora_adapter_inputs(inv, what, elements, consumers, sh, false);
 }
 
+/// The input of an 8-bit base's Linears (bitsandbytes' `MatMul8bitLt`): the autograd context
+/// keeps it as it is (`ctx.tensors = (CAt, subA, A)`, A a 2-D view of the input's storage) for
+/// any Linear whose input needs a gradient, adapted or not; one tensor for the Linears that
+/// read it, held outside `save_for_backward` ([`Saved::held`](super::Saved::held)). The
+/// `consumers` of them that carry adapters add what LoRA keeps besides (never x itself
+/// again). LLM.int8's outlier columns of the input (`subA`, kept too) depend on the data and
+/// are not counted. Measured on CPU through the CUDA autograd function
+/// (tests/reference/measure_int8.py).
+fn held_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    inv.add_held(
+        format!("{what} (held by the 8-bit Linears' contexts)"),
+        elements,
+        sh.stream(),
+    );
+    lora_adapter_inputs(inv, what, elements, consumers, sh, true);
+}
+
+/// Whether lora_A saves its input x itself (no cast and no dropout makes a copy of it): see
+/// [`lora_adapter_inputs`].
+pub(super) fn lora_saves_input_itself(sh: &Shape) -> bool {
+    let a = sh.adapter;
+    let e = if sh.amp() { sh.compute() } else { a };
+    !(sh.lora_dropout || a != sh.stream() || e != a)
+}
+
 /// [`lora_inputs`] of an input that something else already saves (`saved`): lora_A's copy
 /// of it is counted, the input itself is not again.
 pub(super) fn lora_adapter_inputs(
@@ -151,7 +184,7 @@ pub(super) fn lora_adapter_inputs(
     let e = if sh.amp() { sh.compute() } else { a };
     // A copy per adapted Linear where peft casts x to the adapters' dtype, autocast casts
     // that to its own, or dropout drops it out; otherwise lora_A saves x itself.
-    let copied = sh.lora_dropout || a != sh.stream() || e != a;
+    let copied = !lora_saves_input_itself(sh);
     if copied {
         let how = if sh.lora_dropout {
             "dropped-out"

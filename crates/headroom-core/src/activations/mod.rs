@@ -49,6 +49,11 @@ pub struct Saved {
     /// Where in the layer (or outside it) the tensor is saved.
     #[serde(skip)]
     pub part: Part,
+    /// Held by an 8-bit Linear's autograd context (`MatMul8bitLt`'s `ctx.tensors`), not saved
+    /// through autograd's hooks: checkpointing does not drop it, and it lives until the graph
+    /// is freed at the end of backward.
+    #[serde(skip)]
+    pub held: bool,
 }
 
 /// Where a saved tensor sits in the forward, in order. Rules that depend on where a tensor is
@@ -137,10 +142,14 @@ pub struct Shape {
     pub precision: Precision,
     /// The residual stream's dtype (`crate::states::stream_dtype`).
     pub stream: DType,
-    /// Whether the decoder layers' Linears are bitsandbytes 4-bit (QLoRA): `Linear4bit` casts
-    /// its input to the compute dtype and its output back to the input's dtype, and saves
-    /// nothing but its packed weight.
+    /// Whether the decoder layers' Linears are bitsandbytes-quantized (QLoRA's 4-bit, an 8-bit
+    /// base): `Linear4bit` casts its input to the compute dtype and its output back to the
+    /// input's dtype, and saves nothing but its packed weight; `MatMul8bitLt` returns its
+    /// input's dtype too.
     pub four_bit: bool,
+    /// An 8-bit base (`Method::Int8`): each `MatMul8bitLt` whose input needs a gradient keeps
+    /// that input in its context (`ctx.tensors`), adapted or not (tests/reference/measure_int8.py).
+    pub held_inputs: bool,
     pub attention: Attention,
     /// The kernel SDPA runs (read only with `Attention::Sdpa`): in the layers without a mask
     /// (in every layer when all of them are masked).
@@ -213,7 +222,8 @@ impl Shape {
             sp: scen.parallel.sequence,
             precision: crate::states::activation_precision(scen),
             stream: crate::states::stream_dtype(scen),
-            four_bit: scen.method == Method::Qlora,
+            four_bit: scen.method.quantized_base(),
+            held_inputs: scen.method == Method::Int8,
             attention: scen.attention,
             attention_dropout: p(spec.dropout.attention, true),
             residual_dropout: p(spec.dropout.residual, spec.has_residual_dropout()),
@@ -412,7 +422,16 @@ impl Inventory {
                 dtype,
                 copies,
                 part: self.part,
+                held: false,
             });
+        }
+    }
+
+    /// A tensor an 8-bit Linear's autograd context holds ([`Saved::held`]).
+    fn add_held(&mut self, what: impl Into<String>, elements: u64, dtype: DType) {
+        self.add(what, elements, dtype);
+        if let Some(last) = self.items.last_mut() {
+            last.held = true;
         }
     }
 }
@@ -493,6 +512,7 @@ pub fn int8_compressed(items: Vec<Saved>) -> Vec<Saved> {
             dtype: DType::I8,
             copies: s.copies,
             part: s.part,
+            held: s.held,
         });
         out.push(Saved {
             what: format!("its scale ({})", s.dtype.torch_name()),
@@ -500,6 +520,7 @@ pub fn int8_compressed(items: Vec<Saved>) -> Vec<Saved> {
             dtype: s.dtype,
             copies: s.copies,
             part: s.part,
+            held: s.held,
         });
     }
     out
@@ -519,9 +540,19 @@ pub fn total(items: &[Saved]) -> u64 {
 pub fn freed_before_attention(items: &[Saved]) -> u64 {
     items
         .iter()
-        .filter(|s| s.part.is_after_attention())
+        .filter(|s| s.part.is_after_attention() && !s.held)
         .map(Saved::bytes)
         .sum()
+}
+
+/// Whether lora_A saves its input itself, uncast and not dropped out.
+pub fn lora_saves_input(sh: &Shape) -> bool {
+    linear::lora_saves_input_itself(sh)
+}
+
+/// Bytes of `items` held by 8-bit Linears' autograd contexts ([`Saved::held`]).
+pub fn held(items: &[Saved]) -> u64 {
+    items.iter().filter(|s| s.held).map(Saved::bytes).sum()
 }
 
 /// Bytes of eager attention's s x s tensors in `items` (what selective recompute drops).

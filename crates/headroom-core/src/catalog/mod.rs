@@ -13,6 +13,16 @@ pub mod embedded {
 
 use serde::de::DeserializeOwned;
 
+/// A line of content/sources.toml, `[table] key = "text"` (where a breakdown figure or an
+/// optimizer's states come from), or "" in a build without the `source-text` feature (the site,
+/// which shows them from its fetched help file).
+pub fn source_text(table: &str, key: &str) -> &'static str {
+    embedded::SOURCES
+        .iter()
+        .find(|(k, _)| k.strip_prefix(table).and_then(|r| r.strip_prefix('.')) == Some(key))
+        .map_or("", |(_, text)| text)
+}
+
 use crate::error::ContentError;
 
 /// Parses content text: JSON (what the core embeds), or TOML with the `toml` feature (files

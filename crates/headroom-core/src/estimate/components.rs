@@ -73,7 +73,8 @@ component_ids!(
 /// Where a component's source text comes from.
 #[derive(Debug, Clone, Copy)]
 enum Src {
-    Text(&'static str),
+    /// The component's line of content/sources.toml (`[component]`, by id).
+    Text,
     /// The optimizer's own source (`optimizer::source`).
     Optimizer,
     /// The calibration: the file it was measured into, or the documented defaults.
@@ -99,9 +100,6 @@ struct Meta {
     source: Src,
     sure: Sure,
 }
-
-const SRC_HF: &str = "transformers 5.23's modeling code, checked against PyTorch on CPU (Headroom's reference tests)";
-const SRC_ALLOC: &str = "PyTorch's CUDA caching allocator: 512 B rounding, 2 and 20 MiB segments";
 
 impl ComponentId {
     /// The id as the CLI's JSON, metrics and guides spell it.
@@ -134,9 +132,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text(
-                    "the config's parameter tensors (count = transformers' num_parameters()); NF4 as bitsandbytes stores it",
-                ),
+                Src::Text,
                 Sure::Exact,
             ),
             Gradients => m(
@@ -145,9 +141,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text(
-                    "one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)",
-                ),
+                Src::Text,
                 Sure::Exact,
             ),
             OptimizerStates => m(
@@ -165,7 +159,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text("DeepSpeed's memory estimator: 18 = 2 + 4 + 4 + 8 B/param"),
+                Src::Text,
                 Sure::Exact,
             ),
             PagedStates => m(
@@ -174,9 +168,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Device,
-                Src::Text(
-                    "bitsandbytes' paged optimizers: CUDA managed memory, outside PyTorch's allocator",
-                ),
+                Src::Text,
                 Sure::Exact,
             ),
             Inputs => m(
@@ -185,7 +177,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text("int64 token ids"),
+                Src::Text,
                 Sure::Exact,
             ),
             Activations => m(
@@ -194,7 +186,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text(SRC_HF),
+                Src::Text,
                 Sure::Exact,
             ),
             OutsideLayers => m(
@@ -203,7 +195,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text(SRC_HF),
+                Src::Text,
                 Sure::Exact,
             ),
             AutocastCache => m(
@@ -212,7 +204,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text("PyTorch autocast's weight cache (autocast_mode.cpp)"),
+                Src::Text,
                 Sure::Exact,
             ),
             Logits => m(
@@ -221,7 +213,7 @@ impl ComponentId {
                 Transient,
                 Phase::Loss,
                 Tensors,
-                Src::Text("lm_head output; freed after the loss unless the loop keeps `outputs`"),
+                Src::Text,
                 Sure::Exact,
             ),
             LossForward => m(
@@ -230,7 +222,7 @@ impl ComponentId {
                 Transient,
                 Phase::Loss,
                 Tensors,
-                Src::Text("transformers' ForCausalLMLoss: logits.float(), log_softmax + nll_loss"),
+                Src::Text,
                 Sure::Exact,
             ),
             LossBackward => m(
@@ -239,7 +231,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text("PyTorch's nll_loss and log_softmax backward"),
+                Src::Text,
                 Sure::Exact,
             ),
             LayerBackward => m(
@@ -248,9 +240,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text(
-                    "PyTorch's autograd engine (engine.cpp): node order, saved tensors freed; checked against the CPU allocator",
-                ),
+                Src::Text,
                 Sure::Exact,
             ),
             LayerTransients => m(
@@ -259,9 +249,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text(
-                    "torch.utils.checkpoint reruns a layer's forward in backward; save_on_cpu copies saved tensors back",
-                ),
+                Src::Text,
                 Sure::Exact,
             ),
             GradientsInFlight => m(
@@ -270,7 +258,7 @@ impl ComponentId {
                 Transient,
                 Phase::Backward,
                 Tensors,
-                Src::Text("PyTorch's autograd engine (engine.cpp, input_buffer.cpp)"),
+                Src::Text,
                 Sure::Exact,
             ),
             KvCache => m(
@@ -279,9 +267,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text(
-                    "transformers' DynamicLayer.update: use_cache is on in training (off with checkpointing)",
-                ),
+                Src::Text,
                 Sure::Exact,
             ),
             Vllm => m(
@@ -290,7 +276,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Tensors,
-                Src::Text("vLLM's V1 GPU worker: gpu_memory_utilization x GPU memory"),
+                Src::Text,
                 Sure::Assumed,
             ),
             ForwardTemporaries => m(
@@ -299,7 +285,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text(SRC_HF),
+                Src::Text,
                 Sure::Exact,
             ),
             OptimizerStep => m(
@@ -308,7 +294,7 @@ impl ComponentId {
                 Transient,
                 Phase::Optimizer,
                 Tensors,
-                Src::Text("torch.optim docs: foreach uses ~sizeof(params) more peak memory"),
+                Src::Text,
                 Sure::Exact,
             ),
             CommBuffers => m(
@@ -317,7 +303,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Backward,
                 Tensors,
-                Src::Text("DDP's bucket_cap_mb 25; DeepSpeed ZeRO's reduce_bucket_size 5e8"),
+                Src::Text,
                 Sure::Assumed,
             ),
             GatheredParams => m(
@@ -326,7 +312,7 @@ impl ComponentId {
                 Transient,
                 Phase::Forward,
                 Tensors,
-                Src::Text("FSDP2's fully_shard docs; DeepSpeed ZeRO-3 prefetch"),
+                Src::Text,
                 Sure::Assumed,
             ),
             Rounding => m(
@@ -335,7 +321,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Allocator,
-                Src::Text(SRC_ALLOC),
+                Src::Text,
                 Sure::Exact,
             ),
             CublasWorkspace => m(
@@ -344,9 +330,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Forward,
                 Allocator,
-                Src::Text(
-                    "PyTorch's cuBLAS workspaces (CublasHandlePool.cpp): 32 MiB on sm90, 8 MiB + 128 KiB otherwise",
-                ),
+                Src::Text,
                 Sure::Runtime,
             ),
             ReservedSlack => m(
@@ -382,9 +366,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Optimizer,
                 Allocator,
-                Src::Text(
-                    "torch.compile's CUDA graph trees: one private pool per device holds the compiled forward and backward's allocations",
-                ),
+                Src::Text,
                 Sure::Assumed,
             ),
             Host => m(
@@ -393,9 +375,7 @@ impl ComponentId {
                 Persistent,
                 Phase::Start,
                 Level::Host,
-                Src::Text(
-                    "DeepSpeed ZeRO-Offload; PyTorch's save_on_cpu and pinned host allocator",
-                ),
+                Src::Text,
                 Sure::Assumed,
             ),
         }
@@ -437,9 +417,18 @@ impl Parts<'_> {
             Sure::Runtime if self.cal.is_measured() => Confidence::Calibrated,
             Sure::Runtime => Confidence::Assumed,
         };
+        let source_key = match meta.source {
+            Src::Text => ("component", meta.id),
+            Src::Optimizer => (
+                "optimizer",
+                crate::optimizer::source_key(self.s.scen.optimizer),
+            ),
+            Src::Calibration => ("", ""),
+        };
         let source = match meta.source {
-            Src::Text(t) => t.to_string(),
-            Src::Optimizer => crate::optimizer::source(self.s.scen.optimizer).to_string(),
+            Src::Text | Src::Optimizer => {
+                crate::catalog::source_text(source_key.0, source_key.1).to_string()
+            }
             Src::Calibration => match &self.cal.source {
                 CalibrationSource::Assumed => {
                     "documented default, not measured on this GPU".to_string()
@@ -458,6 +447,7 @@ impl Parts<'_> {
             level: meta.level,
             formula: formula.into(),
             source,
+            source_key,
             confidence,
         });
     }
@@ -758,5 +748,32 @@ fn layer_backward(p: &mut Parts) {
             "max of: MLP output projection's weight gradient + 2 (1 for gelu) x tokens x intermediate gradients in flight; \
              MLP/norm/o_proj gradients - their released saved tensors + attention's in-flight gradients (eager: 2 x b x heads x s^2 in softmax's dtype)",
         );
+    }
+}
+
+#[cfg(all(test, feature = "source-text"))]
+mod source_tests {
+    use super::{ComponentId, Src};
+    use crate::catalog::{embedded::SOURCES, source_text};
+
+    /// content/sources.toml has a line for every component that reads one, and no other.
+    #[test]
+    fn every_component_source_has_a_line_and_every_line_a_component() {
+        for c in ComponentId::ALL {
+            let meta = c.meta();
+            if matches!(meta.source, Src::Text) {
+                assert!(!source_text("component", meta.id).is_empty(), "{}", meta.id);
+            }
+        }
+        for (key, _) in SOURCES {
+            if let Some(id) = key.strip_prefix("component.") {
+                let c = ComponentId::parse(id).unwrap_or_else(|| panic!("{key}: no component"));
+                assert!(matches!(c.meta().source, Src::Text), "{key}: not read");
+            }
+        }
+        for o in crate::scenario::Optimizer::ALL {
+            let key = crate::optimizer::source_key(*o);
+            assert!(!source_text("optimizer", key).is_empty(), "{}", o.id());
+        }
     }
 }

@@ -136,7 +136,7 @@ fn forward(s: &Step, tl: &mut Timeline) -> Forward {
         let inner = s.on_gpu(if keeps {
             full
         } else {
-            s.ckpt_input.max(full / 4)
+            (s.ckpt_input + s.held(i)).max(full / 4)
         });
         let kept = inner.min(s.on_gpu(s.kept(i)));
         let during = saved(acts)
@@ -320,7 +320,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
                 let compute =
                     layer_backward_transients(s, i, live).with(GatheredParams, prefetched);
                 let done = live
-                    .less(Activations, s.on_gpu(s.kept(i)) * s.in_flight)
+                    .less(Activations, s.on_gpu(s.released(i)) * s.in_flight)
                     .with(GatheredParams, prefetched);
                 let flat = done
                     .with(GradientsInFlight, f.layer_grads)
@@ -364,7 +364,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         live = live
             .with(Gradients, st.layer_grad_bytes)
             .with(KvCache, if s.scen.keep_logits { s.kv.saved } else { 0 })
-            .less(Activations, s.on_gpu(s.kept(i)) * s.in_flight)
+            .less(Activations, s.on_gpu(s.released(i)) * s.in_flight)
             .less(AutocastCache, released_cache)
             .less(ForwardTemporaries, if i == 0 { s.tmp.ckpt_mask } else { 0 });
         tl.grads_now += st.layer_grad_bytes;
@@ -462,13 +462,14 @@ fn layer_backward_transients(s: &Step, i: u64, live: Live) -> Live {
     // tensors are on the GPU even when activations are offloaded.
     let recompute = if plan == LayerPlan::Checkpointed {
         let shared = if s.recompute_shares_input() {
-            s.kept(i)
+            s.ckpt_input
         } else {
             0
         };
         // (The layer's inventory is already without transformers' KV cache, which
-        // checkpointing turns off: `Shape::kv_cache`.)
-        full.saturating_sub(shared)
+        // checkpointing turns off: `Shape::kv_cache`.) What 8-bit Linears hold is kept from
+        // the forward; the recompute's own contexts go with the recomputed graph.
+        full.saturating_sub(shared + s.held(i))
     } else {
         s.on_gpu(full).saturating_sub(s.on_gpu(s.kept(i)))
     };

@@ -47,11 +47,17 @@ pub(super) struct Step<'a> {
     sparse_layers: u64,
     /// What a checkpointed layer keeps: its input.
     pub ckpt_input: u64,
+    /// Of a layer's saved bytes, what an 8-bit base's Linears hold outside autograd's hooks
+    /// ([`activations::Saved::held`]): kept through checkpointing and to the end of
+    /// backward. By kind as [`Step::full`]: dense, MoE, and each with the other attention.
+    held: [u64; 4],
     /// What the first layer does not save when its input needs no gradient: under LoRA/QLoRA
     /// without checkpointing nothing calls `enable_input_require_grads`, the frozen embeddings'
     /// output has no grad, and the first input norm runs outside autograd (measured on CPU,
     /// tests/reference/test_peft.py).
     first_unsaved: u64,
+    /// Of `first_unsaved`, the 8-bit Linears' inputs the first layer's contexts do not hold.
+    first_unsaved_held: u64,
     /// Eager attention's s x s tensors in a dense layer (what selective recompute drops), and
     /// in a layer with the model's other kind of attention.
     pub attention_scores: u64,
@@ -144,23 +150,28 @@ impl<'a> Step<'a> {
         let moe_bytes = activations::total(&moe);
         // The layers with the model's other kind of attention, compressed as the others are
         // (with their own s x s scores: their kernel may be another one).
+        let mut held = [activations::held(&dense), activations::held(&moe), 0, 0];
         let (other_dense_bytes, other_moe_bytes, other_attention_scores) =
             if spec.other_attention_layers() > 0 {
                 let other = compress(activations::layer_of(spec, &sh, true));
+                let other_moe = if spec.moe.is_some() {
+                    compress(activations::moe_layer_of(spec, &sh, true))
+                } else {
+                    Vec::new()
+                };
+                held[2] = activations::held(&other);
+                held[3] = activations::held(&other_moe);
                 (
                     activations::total(&other),
-                    if spec.moe.is_some() {
-                        activations::total(&compress(activations::moe_layer_of(spec, &sh, true)))
-                    } else {
-                        0
-                    },
+                    activations::total(&other_moe),
                     activations::attention_scores(&other),
                 )
             } else {
                 (0, 0, 0)
             };
-        let first_unsaved =
-            first_layer_unsaved(spec, scen, &sh, if first_moe(spec) { &moe } else { &dense });
+        let first = if first_moe(spec) { &moe } else { &dense };
+        let first_unsaved_held = first_layer_unheld(scen, &sh, first);
+        let first_unsaved = first_layer_unsaved(spec, scen, &sh, first) + first_unsaved_held;
         let outside = activations::outside_layers(spec, &sh);
         let outside_bytes = activations::total(&outside);
         let lm = loss_memory(spec, scen);
@@ -182,12 +193,17 @@ impl<'a> Step<'a> {
             .layer_forward
             .max(crate::fp8::forward_cast_bytes(&inv, scen, t, tp));
         // QLoRA: bitsandbytes' MatMul4Bit dequantizes the whole weight of the Linear it runs,
-        // in forward and again in backward for the input's gradient
+        // in forward and again in backward for the input's gradient; an 8-bit base's
+        // MatMul8bitLt only in backward, and quantizes its input in forward
         // (`bitsandbytes/autograd/_functions.py`); the largest one is the transient.
-        let dequantized = dequantized_weight_bytes(&inv, scen, compute);
+        let dequantized = dequantized_weight_bytes(&inv, scen, compute, stream);
         tmp.layer_forward = tmp
             .layer_forward
-            .max(dequantized)
+            .max(if scen.method == Method::Int8 {
+                int8_forward_bytes(&inv, t, stream)
+            } else {
+                dequantized
+            })
             .max(dora_norm_bytes(&inv, scen));
         // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
         tmp.layer_forward += crate::context::forward_bytes(spec, scen);
@@ -244,7 +260,9 @@ impl<'a> Step<'a> {
             in_flight: pp.min(scen.grad_accum as u64).max(1),
             offload: scen.offload_activations,
             ckpt_input: activations::checkpoint_input(spec, &sh),
+            held,
             first_unsaved,
+            first_unsaved_held,
             attention_scores: activations::attention_scores(&dense),
             other_attention_scores,
             sparse_layers: spec.moe.as_ref().map_or(0, |m| m.sparse_layers),
@@ -295,6 +313,14 @@ impl<'a> Step<'a> {
             (true, true) => self.other_moe_bytes,
             (false, true) => self.other_dense_bytes,
         }
+    }
+
+    /// Of [`full`](Self::full), what an 8-bit base's Linears hold outside autograd's hooks
+    /// (0 otherwise): a checkpointed layer keeps it, its recompute's copies are freed with the
+    /// recomputed graph, and backward releases it only with the whole graph.
+    pub fn held(&self, i: u64) -> u64 {
+        let other = self.spec.is_other_attention(i);
+        self.held[usize::from(self.is_moe(i)) + 2 * usize::from(other)]
     }
 
     /// Autocast's 16-bit weight copies of layer `i`: one layer's, but where a model mixes dense
@@ -355,9 +381,20 @@ impl<'a> Step<'a> {
         match self.plan(i) {
             LayerPlan::Saved if i == 0 => self.full(i).saturating_sub(self.first_unsaved),
             LayerPlan::Saved => self.full(i),
-            LayerPlan::Checkpointed => self.ckpt_input,
+            LayerPlan::Checkpointed => self.ckpt_input + self.held(i),
             LayerPlan::Selective => self.full(i) - self.scores(i),
         }
+    }
+
+    /// What layer `i`'s backward releases of what it [`kept`](Self::kept): all of it but what
+    /// 8-bit Linears hold, which goes with the whole graph at the end of backward.
+    pub fn released(&self, i: u64) -> u64 {
+        let unheld = if i == 0 && self.plan(i) == LayerPlan::Saved {
+            self.first_unsaved_held
+        } else {
+            0
+        };
+        self.kept(i) - (self.held(i) - unheld)
     }
 
     /// Bytes that stay on the GPU: none when activations are offloaded.
@@ -458,6 +495,21 @@ fn first_layer_unsaved(spec: &ModelSpec, scen: &Scenario, sh: &Shape, first: &[S
     masks + dora + norm
 }
 
+/// The 8-bit Linears' held input that the first layer does not hold when its input needs no
+/// gradient (`MatMul8bitLt` keeps A only when `needs_input_grad`): the q/k/v input, unless
+/// lora_A saves that very tensor anyway. 0 with checkpointing (`enable_input_require_grads`).
+fn first_layer_unheld(scen: &Scenario, sh: &Shape, first: &[Saved]) -> u64 {
+    let frozen_input = scen.checkpointing == Checkpointing::None && !scen.lora.save_embeddings;
+    if !sh.held_inputs || !frozen_input || (sh.lora_qkv > 0 && activations::lora_saves_input(sh)) {
+        return 0;
+    }
+    first
+        .iter()
+        .filter(|s| s.held && s.part == activations::Part::AttentionInputs)
+        .map(Saved::bytes)
+        .sum()
+}
+
 /// DoRA's column norms, computed in every forward for each adapted Linear
 /// (`DoraLinearLayer.get_weight_norm`, peft 0.21): the adapters' product is formed by running
 /// an identity matrix through them (`x_eye`, d_in x d_in, kept by lora_A's graph while the
@@ -477,16 +529,50 @@ fn dora_norm_bytes(inv: &ParamInventory, scen: &Scenario) -> u64 {
         .unwrap_or(0)
 }
 
-/// The largest 4-bit Linear's weight dequantized to the compute dtype (QLoRA; 0 otherwise).
-fn dequantized_weight_bytes(inv: &ParamInventory, scen: &Scenario, compute: DType) -> u64 {
-    if scen.method != Method::Qlora {
-        return 0;
-    }
+/// The largest quantized Linear's weight dequantized for the input's gradient: QLoRA's to the
+/// compute dtype, an 8-bit base's to its input's dtype (`MatMul8bitLt.backward`:
+/// `CB.to(ctx.dtype_A, copy=True)`); 0 otherwise.
+fn dequantized_weight_bytes(
+    inv: &ParamInventory,
+    scen: &Scenario,
+    compute: DType,
+    stream: DType,
+) -> u64 {
+    let dtype = match scen.method {
+        Method::Qlora => compute,
+        Method::Int8 => stream,
+        _ => return 0,
+    };
     let tp = u64::from(scen.parallel.tensor.max(1));
+    quantized_linears(inv)
+        .map(|t| (t.d_in * t.d_out).div_ceil(tp) * dtype.bytes())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The decoder layers' Linears bitsandbytes quantizes.
+fn quantized_linears(inv: &ParamInventory) -> impl Iterator<Item = &crate::model::ParamTensor> {
     inv.tensors
         .iter()
         .filter(|t| t.quantizable && t.scope != crate::model::Scope::Model)
-        .map(|t| (t.d_in * t.d_out).div_ceil(tp) * compute.bytes())
+}
+
+/// The largest unsaved working set of an 8-bit Linear's forward over `m` tokens, beside its
+/// input and output (bitsandbytes 0.50, `MatMul8bitLt.forward` on CUDA): quantizing the input
+/// holds its fp16 cast (none for an fp16 input), the int8 codes, and `A.abs() >= threshold`'s
+/// fp16 and bool tensors at once (LLM.int8's outlier test, threshold 6.0 by default); the
+/// matmul then holds the codes, its int32 result and `int8_mm_dequant`'s fp16 output, which
+/// becomes the output itself only for an fp16 input (else `.to(A.dtype)` copies it). Each with
+/// the rows' fp32 scales. Written from bitsandbytes' code; not measured on a GPU.
+fn int8_forward_bytes(inv: &ParamInventory, m: u64, input: DType) -> u64 {
+    let cast = if input == DType::F16 { 0 } else { 2 };
+    quantized_linears(inv)
+        .map(|t| {
+            let (k, n) = (t.d_in, t.d_out);
+            let quantize = m * k * (cast + 1 + 2 + 1);
+            let matmul = m * k + m * n * (4 + cast);
+            quantize.max(matmul) + 4 * m
+        })
         .max()
         .unwrap_or(0)
 }

@@ -120,6 +120,10 @@ pub struct Component {
     pub level: Level,
     pub formula: String,
     pub source: String,
+    /// Where `source` comes from when it is content/sources.toml's (`[table] key`): the site,
+    /// built without that text, shows it from its fetched help file.
+    #[serde(skip)]
+    pub source_key: (&'static str, &'static str),
     pub confidence: Confidence,
 }
 

@@ -69,17 +69,31 @@ pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
             scen.lora.rank,
             lora_targets(scen)
         )),
-        Method::Qlora => n.push(format!(
-            "QLoRA: load with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype=torch.{}), {}then LoraConfig(r={}, target_modules={})",
-            if scen.precision.half_dtype() == crate::dtype::DType::F16 { "float16" } else { "bfloat16" },
-            if scen.lora.kbit {
-                "then peft.prepare_model_for_kbit_training (as estimated), "
+        Method::Qlora | Method::Int8 => {
+            let quantization = if scen.method == Method::Int8 {
+                "8-bit base: load with quantization_config=BitsAndBytesConfig(load_in_8bit=True)"
+                    .to_string()
             } else {
-                "without peft.prepare_model_for_kbit_training (as estimated), "
-            },
-            scen.lora.rank,
-            lora_targets(scen)
-        )),
+                format!(
+                    "QLoRA: load with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_compute_dtype=torch.{})",
+                    if scen.precision.half_dtype() == crate::dtype::DType::F16 {
+                        "float16"
+                    } else {
+                        "bfloat16"
+                    },
+                )
+            };
+            n.push(format!(
+                "{quantization}, {}then LoraConfig(r={}, target_modules={})",
+                if scen.lora.kbit {
+                    "then peft.prepare_model_for_kbit_training (as estimated), "
+                } else {
+                    "without peft.prepare_model_for_kbit_training (as estimated), "
+                },
+                scen.lora.rank,
+                lora_targets(scen)
+            ))
+        }
     }
     if scen.method != Method::Full && scen.lora.dropout {
         n.push("lora_dropout=0.05 (any value above 0, as estimated)".into());

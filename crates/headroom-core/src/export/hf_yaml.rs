@@ -77,20 +77,14 @@ pub(super) fn refusal(scen: &Scenario, target: Target) -> Option<String> {
         if scen.lora.adapter_dtype != crate::dtype::DType::F32 {
             return Some("the adapters' dtype is peft's fp32 in these files".into());
         }
-        if scen.method == Method::Qlora {
-            let calls = axolotl && !matches!(p.data, DataParallel::Fsdp | DataParallel::Zero3);
-            if scen.lora.kbit != calls {
-                return Some(format!(
-                    "{} {} prepare_model_for_kbit_training for this plan; the estimate assumes it {}",
-                    if axolotl { "axolotl" } else { "LLaMA-Factory" },
-                    if calls { "calls" } else { "does not call" },
-                    if scen.lora.kbit {
-                        "was called"
-                    } else {
-                        "was not"
-                    }
-                ));
-            }
+        // Neither leaves prepare_model_for_kbit_training's fp32 norms and embeddings:
+        // LLaMA-Factory does not call it, axolotl casts them back to the load dtype after it.
+        if scen.method.quantized_base() && scen.lora.kbit {
+            return Some(format!(
+                "{} trains the quantized base without prepare_model_for_kbit_training's fp32 \
+                 norms and embeddings; the estimate assumes them (kbit=1)",
+                if axolotl { "axolotl" } else { "LLaMA-Factory" },
+            ));
         }
     } else {
         let deepspeed = matches!(
@@ -250,8 +244,9 @@ pub(super) fn axolotl_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     ));
     if scen.method != Method::Full {
         let qlora = scen.method == Method::Qlora;
+        let eight_bit = scen.method == Method::Int8;
         t.push_str(&format!(
-            "adapter: {}\nload_in_4bit: {qlora}\nlora_r: {}\nlora_alpha: {}\nlora_dropout: {}\nlora_target_modules: {}\n",
+            "adapter: {}\nload_in_8bit: {eight_bit}\nload_in_4bit: {qlora}\nlora_r: {}\nlora_alpha: {}\nlora_dropout: {}\nlora_target_modules: {}\n",
             if qlora { "qlora" } else { "lora" },
             scen.lora.rank,
             2 * scen.lora.rank,
@@ -331,8 +326,12 @@ pub(super) fn llamafactory_text(_spec: &ModelSpec, scen: &Scenario) -> (String, 
                 },
                 if scen.lora.dropout { "0.05" } else { "0.0" }
             ));
-            if m == Method::Qlora {
-                t.push_str("quantization_bit: 4\nquantization_method: bnb\n");
+            if m.quantized_base() {
+                t.push_str(if m == Method::Qlora {
+                    "quantization_bit: 4\nquantization_method: bnb\n"
+                } else {
+                    "quantization_bit: 8\nquantization_method: bnb\n"
+                });
             }
             if scen.lora.save_embeddings {
                 t.push_str("additional_target: embed_tokens,lm_head\n");

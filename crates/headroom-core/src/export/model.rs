@@ -31,7 +31,7 @@ pub(super) fn imports(scen: &Scenario) -> String {
     let mut t = String::from(
         "from transformers import AutoConfig, AutoModelForCausalLM\nfrom transformers.modeling_layers import GradientCheckpointingLayer\n",
     );
-    if scen.method == Method::Qlora {
+    if scen.method.quantized_base() {
         t.push_str("from transformers import BitsAndBytesConfig\n");
     }
     if scen.method != Method::Full {
@@ -73,6 +73,15 @@ pub(super) fn build_model_code(scen: &Scenario, checkpointing: bool) -> String {
             "LOAD[\"quantization_config\"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype={})\n",
             torch_dtype(scen.precision.half_dtype())
         ));
+    }
+    if scen.method == Method::Int8 {
+        // The estimate's 8-bit base: LLM.int8 with its default outlier threshold (6.0).
+        t.push_str(if scen.lora.kbit {
+            "# LLM.int8 (load_in_8bit), then prepare_model_for_kbit_training (kbit=1): fp32 norms, embeddings, lm_head.\n"
+        } else {
+            "# LLM.int8 (load_in_8bit), without prepare_model_for_kbit_training (kbit=1 counts its fp32 upcast).\n"
+        });
+        t.push_str("LOAD[\"quantization_config\"] = BitsAndBytesConfig(load_in_8bit=True)\n");
     }
     if scen.method != Method::Full {
         let targets = super::common::lora_targets(scen);

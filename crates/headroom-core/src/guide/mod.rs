@@ -16,7 +16,8 @@ pub use inline::{Inline, parse_inline};
 use thiserror::Error;
 
 /// One guide as the index lists it (from its front matter, embedded at build time; the text
-/// itself is read or fetched separately).
+/// itself is read or fetched separately). `summary` is empty in a build without the
+/// `guide-summaries` feature (the site, which fetches them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub slug: &'static str,

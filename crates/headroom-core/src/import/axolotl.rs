@@ -126,15 +126,18 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
     parallel_degrees_and_packing(&mut map, out)?;
     step_settings(&mut map, out)?;
     let sharded = sharding(&mut map, out)?;
-    if out.get("method") == Some("qlora") {
-        let kbit = if sharded { "0" } else { "1" };
+    if matches!(out.get("method"), Some("qlora" | "lora8")) {
+        // `ModelLoader._configure_embedding_dtypes`: the fp32 upcast of
+        // prepare_model_for_kbit_training is undone for the norms and the embedding layers
+        // (cast back to the load dtype for flash attention) whenever adapters train.
         out.default(
             "prepare_model_for_kbit_training",
-            &[("kbit", kbit)],
+            &[("kbit", "0")],
             if sharded {
                 "axolotl skips it under FSDP and ZeRO-3"
             } else {
-                "axolotl calls it for a 4-bit base"
+                "axolotl calls it for a 4-bit or 8-bit base, then casts the norms, \
+                 embeddings and lm_head back to the load dtype: no fp32 stream"
             },
         );
     }
@@ -147,13 +150,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
 /// The method: `adapter` (lora, qlora) and the 4-bit switch; whether adapters train.
 fn method(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, ImportError> {
     let four = take_bool(map, "load_in_4bit")?;
-    if let Some((true, v)) = take_bool(map, "load_in_8bit")? {
-        out.not_expressed(
-            "load_in_8bit",
-            &v,
-            "an 8-bit (LLM.int8) base is not modelled: estimated with a 16-bit base, which is low: each 8-bit Linear keeps its input from the forward through the backward, which checkpointing does not drop (tests/reference/measure_int8.py)",
-        );
-    }
+    let eight = take_bool(map, "load_in_8bit")?;
     let adapter = match map.remove("adapter") {
         Some(v) if v.is_null() => None,
         Some(v) => Some((as_str("adapter", &v)?.to_string(), v)),
@@ -161,13 +158,18 @@ fn method(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, ImportErr
     };
     let adapters = match &adapter {
         Some((a, v)) => {
-            let qlora = a == "qlora" || a == "lora" && four.as_ref().is_some_and(|(b, _)| *b);
+            let on = |flag: &Option<(bool, Value)>| flag.as_ref().is_some_and(|(b, _)| *b);
+            let qlora = a == "qlora" || a == "lora" && on(&four);
+            // axolotl loads an 8-bit base for `adapter: lora` with load_in_8bit only
+            // (`ModelLoader._set_quantization_config`).
+            let eight_bit = a == "lora" && !qlora && on(&eight);
+            let method = match (qlora, eight_bit) {
+                (true, _) => "qlora",
+                (false, true) => "lora8",
+                _ => "lora",
+            };
             match a.as_str() {
-                "lora" | "qlora" => out.mapped(
-                    "adapter",
-                    v,
-                    &[("method", if qlora { "qlora" } else { "lora" })],
-                ),
+                "lora" | "qlora" => out.mapped("adapter", v, &[("method", method)]),
                 other => {
                     return Err(super::bad(
                         "adapter",
@@ -188,6 +190,15 @@ fn method(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, ImportErr
     };
     if let Some((_, v)) = &four {
         out.no_effect("load_in_4bit", v);
+    }
+    match &eight {
+        Some((true, v)) if out.get("method") != Some("lora8") => out.not_expressed(
+            "load_in_8bit",
+            v,
+            "axolotl quantizes to 8 bits for adapter: lora only; this run's base is not 8-bit",
+        ),
+        Some((_, v)) => out.no_effect("load_in_8bit", v),
+        None => {}
     }
     if adapters {
         lora_keys(map, out)?;

@@ -254,25 +254,24 @@ fn method(map: &mut Map<String, Value>, out: &mut Out) -> Result<(bool, bool), I
                     &v,
                     &[("method", "qlora"), ("kbit", "0")],
                 );
-            } else if bits == 8 && bnb {
-                out.not_expressed(
+            } else if bits == 8 && bnb && adapters {
+                out.mapped(
                     "quantization_bit",
                     &v,
-                    "an 8-bit (LLM.int8) base is not modelled: estimated unquantized, which is \
-                     low: each 8-bit Linear keeps its input from the forward through the \
-                     backward, which checkpointing does not drop (tests/reference/measure_int8.py)",
+                    &[("method", "lora8"), ("kbit", "0")],
                 );
             } else {
                 out.not_expressed(
                     "quantization_bit",
                     &v,
-                    "only 4-bit bitsandbytes under LoRA (QLoRA) is modelled: estimated unquantized",
+                    "only bitsandbytes' 4-bit and 8-bit bases under LoRA are modelled: \
+                     estimated unquantized",
                 );
             }
             if let Some(qm) = qm {
                 out.no_effect("quantization_method", &qm);
             }
-            bits == 4 && bnb && adapters
+            matches!(bits, 4 | 8) && bnb && adapters
         }
         None => false,
     };

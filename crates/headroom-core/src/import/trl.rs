@@ -267,16 +267,18 @@ fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, Import
         .remove("load_in_4bit")
         .map(|v| as_bool("load_in_4bit", &v).map(|b| (b, v)))
         .transpose()?;
-    if let Some(v) = map.remove("load_in_8bit")
-        && as_bool("load_in_8bit", &v)?
-    {
-        out.not_expressed(
-            "load_in_8bit",
-            &v,
-            "an 8-bit (LLM.int8) base is not modelled: estimated with a 16-bit base, which is low: each 8-bit Linear keeps its input from the forward through the backward, which checkpointing does not drop (tests/reference/measure_int8.py)",
-        );
-    }
+    let eight = map
+        .remove("load_in_8bit")
+        .map(|v| as_bool("load_in_8bit", &v).map(|b| (b, v)))
+        .transpose()?;
     let Some(peft) = use_peft else {
+        if let Some((true, v)) = eight {
+            out.not_expressed(
+                "load_in_8bit",
+                &v,
+                "an 8-bit base without adapters cannot train",
+            );
+        }
         if let Some((true, v)) = four {
             out.not_expressed(
                 "load_in_4bit",
@@ -297,7 +299,19 @@ fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, Import
                 "TRL's SFTTrainer calls peft's prepare_model_for_kbit_training on a 4-bit model",
             );
         }
-        _ => out.mapped("use_peft", &peft, &[("method", "lora")]),
+        _ => match eight {
+            Some((true, v)) => {
+                out.mapped("use_peft", &peft, &[("method", "lora8")]);
+                out.mapped("load_in_8bit", &v, &[("kbit", "1")]);
+                out.note(
+                    "load_in_8bit",
+                    &v,
+                    super::Outcome::Mapped,
+                    "TRL's trainers call peft's prepare_model_for_kbit_training on an 8-bit model too",
+                );
+            }
+            _ => out.mapped("use_peft", &peft, &[("method", "lora")]),
+        },
     }
     number(
         map,

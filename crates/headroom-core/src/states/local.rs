@@ -116,15 +116,26 @@ pub(super) fn local_tensors(
         }
         let n = place.share(t);
         l.params += n * count;
-        let quantized = scen.method == Method::Qlora && t.quantizable && t.scope != Scope::Model;
-        let bytes_one = if quantized {
+        let quantized = scen.method.quantized_base() && t.quantizable && t.scope != Scope::Model;
+        let bytes_one = if quantized && scen.method == Method::Int8 {
+            // `Int8Params`: int8 codes and one fp32 scale per output row (`SCB`, which
+            // `Linear8bitLt.init_8bit_state` moves to the module's state: no parameter).
+            let scales = t.d_out * t.copies * 4;
+            l.quant_state += scales * count;
+            n + scales
+        } else if quantized {
             l.quant_state += (nf4_bytes(n) - n.div_ceil(2)) * count;
             nf4_bytes(n)
-        } else if scen.method == Method::Qlora && is_quantized_bias(inv, t) {
-            // bitsandbytes' `Linear4bit.forward` casts its bias, in place, to the dtype it
-            // computes in (measured on CPU: Qwen2's q/k/v biases end bf16 after
-            // prepare_model_for_kbit_training made them fp32).
-            n * scen.precision.half_dtype().bytes()
+        } else if scen.method.quantized_base() && is_quantized_bias(inv, t) {
+            // bitsandbytes casts a quantized Linear's bias, in place, to the dtype it computes
+            // in: `Linear4bit.forward` to the compute dtype (measured on CPU: Qwen2's q/k/v
+            // biases end bf16 after prepare_model_for_kbit_training made them fp32),
+            // `Linear8bitLt.forward` to its input's, the residual stream's.
+            n * if scen.method == Method::Int8 {
+                crate::states::stream_dtype(scen).bytes()
+            } else {
+                scen.precision.half_dtype().bytes()
+            }
         } else {
             n * base_dtype.bytes()
         };
@@ -204,7 +215,7 @@ fn frozen_cast(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
     }
 }
 
-/// Whether `t` is the bias of a Linear that QLoRA quantizes.
+/// Whether `t` is the bias of a Linear that bitsandbytes quantizes (QLoRA, 8-bit bases).
 fn is_quantized_bias(inv: &ParamInventory, t: &ParamTensor) -> bool {
     t.scope != Scope::Model
         && t.name.strip_suffix(".bias").is_some_and(|path| {

@@ -340,7 +340,7 @@ pub(crate) fn weight_dtype(scen: &Scenario, ds_mixed: bool) -> DType {
 /// `prepare_model_for_kbit_training` (`peft/utils/other.py`: every fp16/bf16 parameter that is
 /// not a `Params4bit`).
 pub(crate) fn kbit_upcast(scen: &Scenario) -> bool {
-    scen.method == Method::Qlora && scen.lora.kbit
+    scen.method.quantized_base() && scen.lora.kbit
 }
 
 /// Whether the layers run on 16-bit parameters though an amp precision keeps fp32 ones. FSDP's
@@ -417,10 +417,10 @@ fn unsharded(
             .collect(),
         None => local.train.clone(),
     };
-    let qlora = if scen.method == Method::Qlora {
-        ", NF4 + double-quant for the layers' Linears (0.516 B/param)"
-    } else {
-        ""
+    let qlora = match scen.method {
+        Method::Qlora => ", NF4 + double-quant for the layers' Linears (0.516 B/param)",
+        Method::Int8 => ", int8 + an fp32 scale per row for the layers' Linears",
+        _ => "",
     };
     Sharded {
         weights: Explained::new(

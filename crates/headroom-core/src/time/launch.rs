@@ -179,7 +179,7 @@ fn layer_kernels(cx: &Cx, sh: &Shape) -> LayerKernels {
         if stream > compute {
             k += readers;
         }
-        if scen.method != Method::Qlora
+        if !scen.method.quantized_base()
             && crate::states::weight_dtype(scen, false).bytes() > compute
         {
             k += linears;
@@ -189,6 +189,11 @@ fn layer_kernels(cx: &Cx, sh: &Shape) -> LayerKernels {
     // first, with double quantization) before the matmul.
     if scen.method == Method::Qlora {
         k += 2.0 * linears;
+    }
+    // An 8-bit Linear's forward: the fp16 cast, abs, >=, any, argwhere (outlier columns),
+    // the row quantization and the int32 result's dequantization and cast.
+    if scen.method == Method::Int8 {
+        k += 8.0 * linears;
     }
     // The base's matmuls: two gradients each where the weights train, one where frozen.
     let mut matmuls = linears;

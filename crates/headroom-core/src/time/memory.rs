@@ -112,6 +112,9 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
             "bitsandbytes MatMul4Bit (dequantize_4bit in forward and backward); assumed bytes per use",
         );
     }
+    if scen.method == Method::Int8 {
+        int8_passes(cx, terms);
+    }
     if scen.method != Method::Full
         && scen.precision.is_autocast()
         && !crate::states::runs_16bit(scen)
@@ -122,7 +125,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         // to 16 bits (no cache: the weights need no gradient), a checkpointed layer's again in
         // its recompute; backward reuses the saved casts. Each cast reads 4 B and writes 2 B.
         let cast = layer_weights(cx, |t| {
-            t.linear.is_some() && !(scen.method == Method::Qlora && t.quantizable)
+            t.linear.is_some() && !(scen.method.quantized_base() && t.quantizable)
         });
         let uses = 1.0 + ck / layers.max(1.0);
         terms.memory(
@@ -157,6 +160,50 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
 }
 
 /// Elements of the decoder layers' tensors that `keep` selects, over every layer that has them.
+/// An 8-bit base's memory passes (bitsandbytes' `MatMul8bitLt`, read from its code; bytes per
+/// element assumed one read and one write per kernel). Each forward of an 8-bit Linear, a
+/// checkpointed layer's recompute included, casts its input to fp16 (unless it is fp16), tests
+/// it for outliers (`abs`, `>=`), quantizes its rows to int8, and the matmul's int32 result is
+/// dequantized to fp16 and cast to the input's dtype; each backward dequantizes the int8 weight
+/// to the input's dtype (`CB.to(dtype_A)`, then the in-place scale) for the input's gradient.
+fn int8_passes(cx: &Cx, terms: &mut Terms) {
+    let (b, s, m, mp, ck, layers) = (cx.b, cx.s, cx.m, cx.mp, cx.ck, cx.layers);
+    let a = crate::states::stream_dtype(cx.scen).bytes() as f64;
+    let cast = if a == 2.0 && cx.scen.precision.half_dtype() == crate::dtype::DType::F16 {
+        0.0
+    } else {
+        a + 2.0
+    };
+    let sum = |f: fn(&crate::model::ParamTensor) -> u64| -> f64 {
+        let inv = &cx.inv;
+        inv.tensors
+            .iter()
+            .filter(|t| t.scope != Scope::Model && t.quantizable)
+            .map(|t| f(t) as f64 * layer_count(inv, t.scope))
+            .sum()
+    };
+    let (ins, outs) = (sum(|t| t.d_in), sum(|t| t.d_out));
+    let weights = layer_weights(cx, |t| t.quantizable);
+    let uses = 1.0 + ck / layers.max(1.0);
+    // Per token: the input's cast, abs (2 + 2), >= (2 + 1) and quantization (2 + 1); the
+    // output's int32 write (4), dequantization (4 + 2) and cast (2 + a unless fp16).
+    let per_token = ins * (cast + 10.0) + outs * (10.0 + if cast > 0.0 { 2.0 + a } else { 0.0 });
+    let forward = b * s * per_token * uses;
+    // Per weight: the int8 read, the copy's write and the scale's read and write.
+    let backward = weights * (1.0 + 3.0 * a);
+    terms.memory(
+        "int8_matmul",
+        "8-bit base: inputs quantized, outputs dequantized, weights dequantized in backward",
+        (forward + backward) * m / mp,
+        || format!(
+            "{b:.0} x {s:.0} tokens x ({ins:.3e} input x {:.0} B + {outs:.3e} output elements) x {uses:.2} uses + {weights:.3e} weights x {:.0} B, x {m:.0} micro-batches",
+            cast + 10.0,
+            1.0 + 3.0 * a
+        ),
+        "bitsandbytes MatMul8bitLt (int8_vectorwise_quant, int8_mm_dequant, CB.to in backward); assumed one pass per kernel",
+    );
+}
+
 fn layer_weights(cx: &Cx, keep: impl Fn(&crate::model::ParamTensor) -> bool) -> f64 {
     let inv = &cx.inv;
     inv.tensors

@@ -53,6 +53,8 @@ pub(super) fn supported(s: &Step) -> bool {
         && !scen.runtime.compiled()
         && !scen.keep_logits
         && !scen.act_int8
+        // An 8-bit base's held inputs and int8 working sets are not written out.
+        && scen.method != Method::Int8
         && !s.offload
         && s.st.optimizer.paged == 0
         && s.generation.kv_cache == 0
