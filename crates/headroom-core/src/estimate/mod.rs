@@ -198,6 +198,13 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     check_fp8(gpu, scen)?;
     check_dtypes(gpu, scen)?;
     check_expert_parallel(&spec, scen)?;
+    if scen.method == crate::scenario::Method::Int8 && spec.moe.is_some() {
+        // Its experts' inputs, routed copies that 8-bit experts would hold, are not written.
+        return Err(ScenarioError::invalid(
+            "method",
+            "lora8 is not modelled for MoE models: choose lora or qlora",
+        ));
+    }
     check_context(&spec, gpu, scen)?;
     check_images(&spec, scen)?;
     crate::bounds::check_scale(&spec, gpu, scen)?;
