@@ -447,6 +447,7 @@ DRY_CASES = {
     **{n: ["--named", n] for n in SCENARIOS},
     "lora-4090": ["--named", "llama-3.1-8b-lora-4090"],
     "qlora-t4": ["--named", "mistral-7b-qlora-t4"],
+    "lora8-4090": ["--named", "llama-3.1-8b-lora-4090", "--method", "lora8"],
     "lora-fsdp2-2gpu": ["--named", "llama-3.1-8b-lora-4090", "--gpus", "2", "--dp", "fsdp", *KEEP],
     "fsdp2-8xh100": ["--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--gpus", "8", "--dp", "fsdp", *KEEP],
     "fsdp2-offload-4xa10g": ["--model", "llama-3.2-3b", "--gpu", "a10g-24gb", "--gpus", "4", "--dp", "fsdp",
@@ -518,13 +519,16 @@ def check_model_side(rep, sc, comps, config, rep_sharded):
     dp = data_parallel(sc)
     data = sc["parallel"]["data"]
     assert rep["devices"] == ["meta"]
-    if sc["method"] in ("Lora", "Qlora"):
+    if sc["method"] in ("Lora", "Qlora", "Int8"):
         assert rep["lora"]["r"] == sc["lora"]["rank"] and rep["lora"]["modules"] > 0, rep["lora"]
     else:
         assert rep.get("lora") is None
     if sc["method"] == "Qlora":
         q = rep["quantization"]
         assert (q["load_in_4bit"], q["bnb_4bit_quant_type"], q["bnb_4bit_use_double_quant"]) == (True, "nf4", True), q
+    if sc["method"] == "Int8":
+        q = rep["quantization"]
+        assert (q["load_in_8bit"], q["load_in_4bit"]) == (True, False), q
     # The trainable parameters the estimate counts (its formula names the whole model's).
     n = trainable_in_formula(comps["gradients"])
     if n is not None:
@@ -532,7 +536,7 @@ def check_model_side(rep, sc, comps, config, rep_sharded):
     # The weights' bytes as estimated, per GPU: FSDP2 shards them over the data-parallel ranks
     # (ZeRO-3 pads each partition, QLoRA's NF4 bytes need bitsandbytes: neither compared here).
     w = comps["weights"]["bytes"]
-    if sc["method"] != "Qlora" and w > 0 and data != "Zero3":
+    if sc["method"] not in ("Qlora", "Int8") and w > 0 and data != "Zero3":
         want = w * dp if data == "Fsdp" and not rep_sharded else w
         assert total == want, (rep["param_bytes_by_dtype"], w, comps["weights"]["formula"])
     # The weights' dtype the estimate names.
