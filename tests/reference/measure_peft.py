@@ -84,14 +84,15 @@ def route_int8_to_cuda_function():
         if threshold > 0.0:
             state.threshold = threshold
         result = functions.MatMul8bitLt.apply(A, B, out, bias, state)
-        # The function's own node (a 3-D input's output is a view of its result): what its
-        # context keeps, the 2-D view of A among it.
+        # The function's own node (a 3-D input's output is a view of its result): its context
+        # keeps (CAt, subA, A). A is the 2-D view of the input; subA, the input's LLM.int8
+        # outlier columns (|x| >= 6), depends on the data and is left out, as the core leaves it.
         node = result.grad_fn
         while node is not None and not type(node).__name__.startswith("MatMul8bitLt"):
             node = node.next_functions[0][0] if node.next_functions else None
-        for t in getattr(node, "tensors", None) or ():
-            if isinstance(t, torch.Tensor) and t.numel():
-                measure_saved.HELD.append((measure_saved.CURRENT[0], t))
+        held = getattr(node, "tensors", None) or ()
+        if len(held) == 3 and isinstance(held[2], torch.Tensor) and held[2].numel():
+            measure_saved.HELD.append((measure_saved.CURRENT[0], held[2]))
         return result
 
     bnb.matmul = functions.matmul = modules.bnb.matmul = cuda_matmul

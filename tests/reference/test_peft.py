@@ -53,6 +53,18 @@ SCENARIOS = [
     ("llama-lora8-amp-kbit-ckpt", LLAMA, "lora8", "amp-bf16", "16bit", True, "all", "full", 2, 64),
     ("llama-lora8-bf16-mlp", LLAMA, "lora8", "bf16", "16bit", False, "mlp", "none", 2, 64),
     ("qwen2-lora8-amp-kbit-qv", QWEN2, "lora8", "amp-bf16", "16bit", True, "qv", "none", 2, 64),
+    # Other layer shapes: GPT-2's Conv1D projections (the fused kernel's output is c_proj's
+    # input), OLMo 2's post-norms (q/k/v read the layer's input itself: kept once under
+    # checkpointing), Mistral, StarCoder2's LayerNorm and plain MLP, GLM-4, Cohere 2's
+    # parallel block.
+    ("gpt2-lora8-bf16", CONFIGS["gpt2"], "lora8", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("gpt2-lora8-bf16-ckpt", CONFIGS["gpt2"], "lora8", "bf16", "16bit", False, "all", "full", 2, 64),
+    ("olmo2-lora8-bf16", CONFIGS["olmo2"], "lora8", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("olmo2-lora8-bf16-ckpt", CONFIGS["olmo2"], "lora8", "bf16", "16bit", False, "all", "full", 2, 64),
+    ("mistral-lora8-bf16", CONFIGS["mistral"], "lora8", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("starcoder2-lora8-bf16-ckpt", CONFIGS["starcoder2"], "lora8", "bf16", "16bit", False, "all", "full", 2, 64),
+    ("glm4-lora8-bf16", CONFIGS["glm4"], "lora8", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("cohere2-lora8-bf16-ckpt", CONFIGS["cohere2"], "lora8", "bf16", "16bit", False, "all", "full", 2, 64),
 ]
 
 

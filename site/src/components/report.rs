@@ -270,9 +270,19 @@ fn layer_note(link: &str) -> String {
     }
 }
 
+/// What a confidence means, for people (content/help.toml's `[page]` table).
+fn confidence_help(c: headroom_core::Confidence) -> String {
+    use headroom_core::Confidence::{Assumed, Calibrated, Exact};
+    match c {
+        Exact => crate::help::page("confidence_exact"),
+        Calibrated => crate::help::page("confidence_calibrated"),
+        Assumed => crate::help::page("confidence_assumed"),
+    }
+}
+
 /// One row of the breakdown with its explanation on demand, and its bytes live at the peak.
 fn component_row(c: &Component, at_peak: Option<u64>) -> Html {
-    let (conf, conf_help) = (c.confidence.id(), c.confidence.help());
+    let (conf, conf_help) = (c.confidence.id(), confidence_help(c.confidence));
     let life = c.lifetime.id();
     html! {
         <tr class={classes!("component", life)} data-id={c.id}>

@@ -2,7 +2,7 @@
 //! projections, the attention core and a plain MLP.
 
 use super::attention::{eager_dropout, math_attention, q_heads_first, sdpa_outputs};
-use super::linear::linear_inputs;
+use super::linear::{linear_inputs, lora_adapter_inputs};
 use super::mlp::plain_mlp_side;
 use super::norms::layer_norm;
 use super::{Inventory, Layout, Part, Shape, residual_dropout};
@@ -14,6 +14,9 @@ use crate::sdpa::Backend;
 /// GPT-2, GPT-NeoX and OPT: LayerNorm, fused or separate attention projections, plain MLP.
 pub(super) fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     let Layout { t, q, .. } = *l;
+    // An 8-bit output projection holds its input, which is the fused kernel's own output
+    // where nothing lays it out again (measured on CPU: GPT-2).
+    let held_kernel_output = sh.held_inputs && !l.quadratic(sh) && !q_heads_first(spec, l);
     inv.at(Part::InputNorm);
     layer_norm(inv, "attention LayerNorm", sh, l);
     inv.at(Part::AttentionInputs);
@@ -27,12 +30,22 @@ pub(super) fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &L
         }
         Attention::Sdpa | Attention::Flash2 | Attention::Flash3 | Attention::Flex => {
             fused_qkv(inv, spec, sh, l);
-            sdpa_outputs(inv, sh, l, false);
+            sdpa_outputs(inv, sh, l, held_kernel_output);
         }
         Attention::Eager => eager_attention(inv, spec, sh, l),
     }
     inv.at(Part::OutputProjection);
-    if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
+    if held_kernel_output {
+        let out = u64::from(sh.lora_o);
+        lora_adapter_inputs(
+            inv,
+            "attention output projection input",
+            t * q,
+            out,
+            sh,
+            true,
+        );
+    } else if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
         let out = u64::from(sh.base_trainable || sh.lora_o);
         linear_inputs(inv, "attention output projection input", t * q, out, sh);
     }

@@ -51,6 +51,9 @@ pub(super) struct Step<'a> {
     /// ([`activations::Saved::held`]): kept through checkpointing and to the end of
     /// backward. By kind as [`Step::full`]: dense, MoE, and each with the other attention.
     held: [u64; 4],
+    /// Of `held`, what is the layer's input itself (OLMo 2's q/k/v read it with no norm
+    /// between): a checkpointed layer keeps it once.
+    held_input: u64,
     /// What the first layer does not save when its input needs no gradient: under LoRA/QLoRA
     /// without checkpointing nothing calls `enable_input_require_grads`, the frozen embeddings'
     /// output has no grad, and the first input norm runs outside autograd (measured on CPU,
@@ -170,6 +173,11 @@ impl<'a> Step<'a> {
                 (0, 0, 0)
             };
         let first = if first_moe(spec) { &moe } else { &dense };
+        let held_input = if spec.family == crate::model::Family::Olmo2 {
+            held_in(first, activations::Part::AttentionInputs)
+        } else {
+            0
+        };
         let first_unsaved_held = first_layer_unheld(scen, &sh, first);
         let first_unsaved = first_layer_unsaved(spec, scen, &sh, first) + first_unsaved_held;
         let outside = activations::outside_layers(spec, &sh);
@@ -261,6 +269,7 @@ impl<'a> Step<'a> {
             offload: scen.offload_activations,
             ckpt_input: activations::checkpoint_input(spec, &sh),
             held,
+            held_input,
             first_unsaved,
             first_unsaved_held,
             attention_scores: activations::attention_scores(&dense),
@@ -381,7 +390,7 @@ impl<'a> Step<'a> {
         match self.plan(i) {
             LayerPlan::Saved if i == 0 => self.full(i).saturating_sub(self.first_unsaved),
             LayerPlan::Saved => self.full(i),
-            LayerPlan::Checkpointed => self.ckpt_input + self.held(i),
+            LayerPlan::Checkpointed => self.ckpt_input + self.held(i) - self.held_input,
             LayerPlan::Selective => self.full(i) - self.scores(i),
         }
     }
@@ -503,9 +512,14 @@ fn first_layer_unheld(scen: &Scenario, sh: &Shape, first: &[Saved]) -> u64 {
     if !sh.held_inputs || !frozen_input || (sh.lora_qkv > 0 && activations::lora_saves_input(sh)) {
         return 0;
     }
-    first
+    held_in(first, activations::Part::AttentionInputs)
+}
+
+/// Bytes of the held tensors in `part` of a layer's saved tensors.
+fn held_in(items: &[Saved], part: activations::Part) -> u64 {
+    items
         .iter()
-        .filter(|s| s.held && s.part == activations::Part::AttentionInputs)
+        .filter(|s| s.held && s.part == part)
         .map(Saved::bytes)
         .sum()
 }

@@ -28,17 +28,6 @@ impl Confidence {
             Confidence::Assumed => "assumed",
         }
     }
-
-    /// What the confidence means, for people.
-    pub fn help(self) -> &'static str {
-        match self {
-            Confidence::Exact => {
-                "follows from shapes and dtypes; checked against real PyTorch where covered"
-            }
-            Confidence::Calibrated => "measured on this GPU by calibrate",
-            Confidence::Assumed => "a documented default or modelling assumption",
-        }
-    }
 }
 
 /// Whether a component lives all step long or only for part of it.
