@@ -2,7 +2,7 @@
 
     python3 measure_gpu.py all OUT.json [--deadline SECONDS]
     python3 measure_gpu.py PART[,PART...] OUT.json [--deadline SECONDS] [--presets JSON]
-                        (sdpa, fp8gemm, presets, fp8presets, compiled, peak, backends, saved)
+                        (sdpa, fp8gemm, presets, fp8presets, compiled, int8presets, peak, backends, saved)
     python3 measure_gpu.py preset '[...]'     one real-size run, printed
 
 Parts (each a key of the output JSON; a part that fails records its error and the rest go on):
@@ -24,7 +24,8 @@ Parts (each a key of the output JSON; a part that fails records its error and th
   not, and the median step time of steps 3 to 5.
 - `fp8presets`: the same for torchao float8 training (PRESETS_FP8), each recipe after its bf16
   run; `compiled`: the same compiled (PRESETS_COMPILED; the first step compiles, the median
-  is of steps 3 to 5).
+  is of steps 3 to 5); `int8presets`: LoRA on 8-bit bases (PRESETS_INT8) beside a 16-bit
+  LoRA run.
 
 test_gpu_measured.py compares the core with a committed output of this script.
 """
@@ -75,6 +76,19 @@ PRESETS_FP8 = [
 PRESETS_COMPILED = [
     ("llama-3.1-8b", "bf16", "sdpa", "none", 2, 4096, "full", 0, "", r, True, {"num_hidden_layers": 8})
     for r in ("off", "tensorwise", "rowwise")
+]
+
+# LoRA on an 8-bit base (LLM.int8, `method=lora8`; issue 29): each 8-bit Linear keeps its input
+# through the backward, checkpointed or not, and its forward quantizes the input and dequantizes
+# an int32 product. Not yet run on a GPU (prepared 2026-11-28 for a session that has one): the
+# core's figures at the three levels against these, and the same runs under a 24 GB cap at the
+# largest micro-batch the core says fits.
+PRESETS_INT8 = [
+    ("llama-3.1-8b", "bf16", "sdpa", "full", 4, 2048, "lora8", 16, "all"),
+    ("llama-3.1-8b", "amp-bf16", "sdpa", "full", 4, 2048, "lora8", 16, "qv"),
+    ("llama-3.1-8b", "bf16", "sdpa", "none", 1, 2048, "lora8", 16, "all"),
+    ("llama-3.1-8b", "bf16", "sdpa", "full", 4, 2048, "lora", 16, "all"),
+    ("qwen2.5-1.5b", "amp-bf16", "sdpa", "full", 8, 2048, "lora8", 16, "all", "off", False, {}, {"kbit": True}),
 ]
 
 
@@ -274,6 +288,33 @@ def _segment_peaks(segments):
     return out
 
 
+def quantize_8bit(model):
+    """Every Linear but the lm_head swapped for bitsandbytes' LLM.int8 Linear8bitLt (int8 codes,
+    an fp32 scale per row, outlier threshold 6.0), as `from_pretrained(quantization_config=
+    BitsAndBytesConfig(load_in_8bit=True))` loads it; quantized when moved to the GPU, one Linear
+    at a time, from the model's own random weights."""
+    import bitsandbytes as bnb
+    import torch
+
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is not torch.nn.Linear or name == "lm_head":
+                continue
+            q = bnb.nn.Linear8bitLt(child.in_features, child.out_features, bias=child.bias is not None,
+                                    has_fp16_weights=False, threshold=6.0, device="meta")
+            weight = bnb.nn.Int8Params(child.weight.data.to("cpu"), requires_grad=False, has_fp16_weights=False)
+            q.weight = weight.to(child.weight.device)
+            if child.bias is not None:
+                q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
+            setattr(parent, name, q)
+            del child, weight
+    # What transformers sets on an 8-bit load, which peft and TRL read.
+    model.is_loaded_in_8bit = True
+    model.is_quantized = True
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+
 def quantize_4bit(model, compute_dtype, storage=None):
     """Every Linear but the lm_head swapped for bitsandbytes' NF4 Linear4bit (double quantization,
     uint8 storage), as `from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit=True,
@@ -353,13 +394,16 @@ def run_preset(sc, steps=5, on_phase=None, extra_step=None):
     torch.manual_seed(0)
     cfg = transformers.AutoConfig.for_model(**config)
     dtype = torch.bfloat16 if prec == "bf16" else torch.float32
-    if prec.startswith("amp") and method in ("lora", "qlora") and options.get("base") != "fp32":
+    if prec.startswith("amp") and method in ("lora", "qlora", "lora8") and options.get("base") != "fp32":
         dtype = torch.bfloat16  # Headroom's base=16bit: the base loaded in the compute dtype
     t0 = time.time()
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=dtype)
-    if method == "qlora":
-        quantize_4bit(model, torch.bfloat16)
+    if method in ("qlora", "lora8"):
+        if method == "qlora":
+            quantize_4bit(model, torch.bfloat16)
+        else:
+            quantize_8bit(model)
         if options.get("kbit"):
             import peft
 
@@ -374,7 +418,7 @@ def run_preset(sc, steps=5, on_phase=None, extra_step=None):
         model.gradient_checkpointing_enable()
     if compiled:
         model = torch.compile(model)
-    if method in ("lora", "qlora"):
+    if method in ("lora", "qlora", "lora8"):
         import peft
 
         from measure_peft import TARGETS
@@ -527,8 +571,9 @@ def main(argv):
         t0 = time.time()
         log(f"{part} ...")
         try:
-            if part in ("presets", "fp8presets", "compiled"):
-                which = {"presets": PRESETS, "fp8presets": PRESETS_FP8, "compiled": PRESETS_COMPILED}
+            if part in ("presets", "fp8presets", "compiled", "int8presets"):
+                which = {"presets": PRESETS, "fp8presets": PRESETS_FP8, "compiled": PRESETS_COMPILED,
+                         "int8presets": PRESETS_INT8}
                 result[part] = part_presets(deadline, which[part])
             else:
                 result[part] = PARTS[part](device)
