@@ -390,7 +390,9 @@ impl<'a> Step<'a> {
         match self.plan(i) {
             LayerPlan::Saved if i == 0 => self.full(i).saturating_sub(self.first_unsaved),
             LayerPlan::Saved => self.full(i),
-            LayerPlan::Checkpointed => self.ckpt_input + self.held(i) - self.held_input,
+            LayerPlan::Checkpointed => {
+                (self.ckpt_input + self.held(i)).saturating_sub(self.held_input)
+            }
             LayerPlan::Selective => self.full(i) - self.scores(i),
         }
     }
@@ -403,7 +405,8 @@ impl<'a> Step<'a> {
         } else {
             0
         };
-        self.kept(i) - (self.held(i) - unheld)
+        self.kept(i)
+            .saturating_sub(self.held(i).saturating_sub(unheld))
     }
 
     /// Bytes that stay on the GPU: none when activations are offloaded.

@@ -115,7 +115,7 @@
 //!   the list's first GPU) took 103 B, less 30 B from one lookup for the fetched texts:
 //!   451,514 B; lora8's GPT-2 and OLMo 2 layers (the kernel's output held as c_proj's input,
 //!   the layer input kept once) took 74 B, paid for by the confidences' meanings, now in
-//!   content/help.json: 451,508 B, and the limit comes down to 451,550 B;
+//!   content/help.json: 451,476 B, and the limit comes down to 451,550 B;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
