@@ -62,9 +62,15 @@ fn every_required_topic_has_a_guide_and_the_index_matches() {
         "the embedded index is the guides in reading order"
     );
     for (e, g) in index.iter().zip(&all) {
+        // A build without `guide-summaries` (the site's) leaves the summaries out of the index.
+        let summary = if cfg!(feature = "guide-summaries") {
+            g.summary.as_str()
+        } else {
+            ""
+        };
         assert_eq!(
             (e.title, e.summary, e.order),
-            (g.title.as_str(), g.summary.as_str(), g.order)
+            (g.title.as_str(), summary, g.order)
         );
     }
     let mut orders: Vec<u32> = all.iter().map(|g| g.order).collect();
