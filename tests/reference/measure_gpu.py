@@ -288,63 +288,65 @@ def _segment_peaks(segments):
     return out
 
 
-def quantize_8bit(model):
-    """Every Linear but the lm_head swapped for bitsandbytes' LLM.int8 Linear8bitLt (int8 codes,
-    an fp32 scale per row, outlier threshold 6.0), as `from_pretrained(quantization_config=
-    BitsAndBytesConfig(load_in_8bit=True))` loads it; quantized when moved to the GPU, one Linear
-    at a time, from the model's own random weights."""
-    import bitsandbytes as bnb
+def swap_linears(model, quantized, flag):
+    """Every Linear but the lm_head replaced by `quantized(child)` (a bitsandbytes Linear built
+    from the child's own random weights, on its device: no checkpoint written and read), then
+    what transformers sets on a quantized load, which peft and TRL read (`flag`:
+    is_loaded_in_4bit or is_loaded_in_8bit), and every parameter frozen."""
     import torch
 
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is not torch.nn.Linear or name == "lm_head":
                 continue
-            q = bnb.nn.Linear8bitLt(child.in_features, child.out_features, bias=child.bias is not None,
-                                    has_fp16_weights=False, threshold=6.0, device="meta")
-            weight = bnb.nn.Int8Params(child.weight.data.to("cpu"), requires_grad=False, has_fp16_weights=False)
-            q.weight = weight.to(child.weight.device)
+            q = quantized(child)
             if child.bias is not None:
                 q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
             setattr(parent, name, q)
-            del child, weight
-    # What transformers sets on an 8-bit load, which peft and TRL read.
-    model.is_loaded_in_8bit = True
+            del child
+    setattr(model, flag, True)
     model.is_quantized = True
     for p in model.parameters():
         p.requires_grad_(False)
 
 
+def quantize_8bit(model):
+    """bitsandbytes' LLM.int8 Linear8bitLt (int8 codes, an fp32 scale per row, outlier threshold
+    6.0) for every Linear but the lm_head, as `from_pretrained(quantization_config=
+    BitsAndBytesConfig(load_in_8bit=True))` loads it; quantized when moved to its device."""
+    import bitsandbytes as bnb
+
+    def quantized(child):
+        q = bnb.nn.Linear8bitLt(child.in_features, child.out_features, bias=child.bias is not None,
+                                has_fp16_weights=False, threshold=6.0, device="meta")
+        weight = bnb.nn.Int8Params(child.weight.data.to("cpu"), requires_grad=False, has_fp16_weights=False)
+        q.weight = weight.to(child.weight.device)
+        return q
+
+    swap_linears(model, quantized, "is_loaded_in_8bit")
+
+
 def quantize_4bit(model, compute_dtype, storage=None):
-    """Every Linear but the lm_head swapped for bitsandbytes' NF4 Linear4bit (double quantization,
-    uint8 storage), as `from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit=True,
+    """bitsandbytes' NF4 Linear4bit (double quantization, uint8 storage) for every Linear but the
+    lm_head, as `from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit=True,
     bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True))` loads it; quantized on the GPU
-    one Linear at a time from the model's own random weights (no checkpoint written and read).
-    `storage`: `bnb_4bit_quant_storage`, the dtype the packed weights are stored as (uint8 unless
-    FSDP must flatten them with its bf16 parameters)."""
+    one Linear at a time. `storage`: `bnb_4bit_quant_storage`, the dtype the packed weights are
+    stored as (uint8 unless FSDP must flatten them with its bf16 parameters)."""
     import bitsandbytes as bnb
     import torch
 
     storage = storage or torch.uint8
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) is not torch.nn.Linear or name == "lm_head":
-                continue
-            q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
-                                  compute_dtype=compute_dtype, compress_statistics=True, quant_type="nf4",
-                                  quant_storage=storage, device="meta")
-            weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=True,
-                                       quant_type="nf4", quant_storage=storage, module=q)
-            q.weight = weight.to(child.weight.device)
-            if child.bias is not None:
-                q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
-            setattr(parent, name, q)
-            del child, weight
-    # What transformers sets on a 4-bit load, which peft reads.
-    model.is_loaded_in_4bit = True
-    model.is_quantized = True
-    for p in model.parameters():
-        p.requires_grad_(False)
+
+    def quantized(child):
+        q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
+                              compute_dtype=compute_dtype, compress_statistics=True, quant_type="nf4",
+                              quant_storage=storage, device="meta")
+        weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=True,
+                                   quant_type="nf4", quant_storage=storage, module=q)
+        q.weight = weight.to(child.weight.device)
+        return q
+
+    swap_linears(model, quantized, "is_loaded_in_4bit")
 
 
 def model_path(model_id):

@@ -148,7 +148,7 @@ fn held_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers:
 
 /// Whether lora_A saves its input x itself (no cast and no dropout makes a copy of it): see
 /// [`lora_adapter_inputs`].
-pub(super) fn lora_saves_input_itself(sh: &Shape) -> bool {
+pub(crate) fn lora_saves_input_itself(sh: &Shape) -> bool {
     let a = sh.adapter;
     let e = if sh.amp() { sh.compute() } else { a };
     !(sh.lora_dropout || a != sh.stream() || e != a)

@@ -32,6 +32,7 @@ use crate::sdpa::{self, Backend};
 
 use attention::llama_attention;
 use gpt::gpt_layer;
+pub(crate) use linear::lora_saves_input_itself;
 use mlp::{gated_mlp, llama_mlp_side, plain_mlp_side};
 use moe::moe_mlp;
 pub use outside::outside_layers;
@@ -146,7 +147,7 @@ pub struct Shape {
     /// base): `Linear4bit` casts its input to the compute dtype and its output back to the
     /// input's dtype, and saves nothing but its packed weight; `MatMul8bitLt` returns its
     /// input's dtype too.
-    pub four_bit: bool,
+    pub quantized_base: bool,
     /// An 8-bit base (`Method::Int8`): each `MatMul8bitLt` whose input needs a gradient keeps
     /// that input in its context (`ctx.tensors`), adapted or not (tests/reference/measure_int8.py).
     pub held_inputs: bool,
@@ -222,7 +223,7 @@ impl Shape {
             sp: scen.parallel.sequence,
             precision: crate::states::activation_precision(scen),
             stream: crate::states::stream_dtype(scen),
-            four_bit: scen.method.quantized_base(),
+            quantized_base: scen.method.quantized_base(),
             held_inputs: scen.method == Method::Int8,
             attention: scen.attention,
             attention_dropout: p(spec.dropout.attention, true),
@@ -291,7 +292,7 @@ impl Shape {
     /// QLoRA model's 4-bit Linears (bitsandbytes `Linear4bit.forward` casts its result back
     /// to the input's dtype, autocast or not).
     fn linear_out(&self) -> DType {
-        if self.four_bit {
+        if self.quantized_base {
             self.stream
         } else {
             self.compute()
@@ -543,11 +544,6 @@ pub fn freed_before_attention(items: &[Saved]) -> u64 {
         .filter(|s| s.part.is_after_attention() && !s.held)
         .map(Saved::bytes)
         .sum()
-}
-
-/// Whether lora_A saves its input itself, uncast and not dropped out.
-pub fn lora_saves_input(sh: &Shape) -> bool {
-    linear::lora_saves_input_itself(sh)
 }
 
 /// Bytes of `items` held by 8-bit Linears' autograd contexts ([`Saved::held`]).

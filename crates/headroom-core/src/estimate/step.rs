@@ -512,7 +512,10 @@ fn first_layer_unsaved(spec: &ModelSpec, scen: &Scenario, sh: &Shape, first: &[S
 /// lora_A saves that very tensor anyway. 0 with checkpointing (`enable_input_require_grads`).
 fn first_layer_unheld(scen: &Scenario, sh: &Shape, first: &[Saved]) -> u64 {
     let frozen_input = scen.checkpointing == Checkpointing::None && !scen.lora.save_embeddings;
-    if !sh.held_inputs || !frozen_input || (sh.lora_qkv > 0 && activations::lora_saves_input(sh)) {
+    if !sh.held_inputs
+        || !frozen_input
+        || (sh.lora_qkv > 0 && activations::lora_saves_input_itself(sh))
+    {
         return 0;
     }
     held_in(first, activations::Part::AttentionInputs)

@@ -288,30 +288,24 @@ fn read_peft(map: &mut Map<String, Value>, out: &mut Out) -> Result<bool, Import
         }
         return Ok(false);
     };
-    match four {
-        Some((true, v)) => {
-            out.mapped("use_peft", &peft, &[("method", "qlora")]);
-            out.mapped("load_in_4bit", &v, &[("kbit", "1")]);
+    // TRL's trainers call peft's prepare_model_for_kbit_training on a 4-bit or 8-bit model.
+    let quantized = match (four, eight) {
+        (Some((true, v)), _) => Some(("qlora", "load_in_4bit", v)),
+        (_, Some((true, v))) => Some(("lora8", "load_in_8bit", v)),
+        _ => None,
+    };
+    match quantized {
+        Some((method, key, v)) => {
+            out.mapped("use_peft", &peft, &[("method", method)]);
+            out.mapped(key, &v, &[("kbit", "1")]);
             out.note(
-                "load_in_4bit",
+                key,
                 &v,
                 super::Outcome::Mapped,
-                "TRL's SFTTrainer calls peft's prepare_model_for_kbit_training on a 4-bit model",
+                "TRL's trainers call peft's prepare_model_for_kbit_training on a quantized model",
             );
         }
-        _ => match eight {
-            Some((true, v)) => {
-                out.mapped("use_peft", &peft, &[("method", "lora8")]);
-                out.mapped("load_in_8bit", &v, &[("kbit", "1")]);
-                out.note(
-                    "load_in_8bit",
-                    &v,
-                    super::Outcome::Mapped,
-                    "TRL's trainers call peft's prepare_model_for_kbit_training on an 8-bit model too",
-                );
-            }
-            _ => out.mapped("use_peft", &peft, &[("method", "lora")]),
-        },
+        None => out.mapped("use_peft", &peft, &[("method", "lora")]),
     }
     number(
         map,

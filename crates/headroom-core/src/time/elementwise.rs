@@ -113,7 +113,7 @@ pub(super) fn layer_bytes(cx: &Cx, fused: bool) -> LayerBytes {
     let q = spec.q_dim() as f64 / tp;
     let kv = spec.kv_dim() as f64 / tp;
     let stream = sh.stream().bytes() as f64;
-    let compute = if sh.four_bit {
+    let compute = if sh.quantized_base {
         stream
     } else {
         sh.precision.compute_dtype().bytes() as f64
