@@ -141,10 +141,10 @@ fn trainer_options(_: &Scenario) -> Vec<(String, String)> {
     options(Trainer::ALL, Trainer::id, Trainer::label)
 }
 fn is_dpo(s: &Scenario) -> bool {
-    s.trainer == Trainer::Dpo
+    s.trainer.preference()
 }
 fn is_grpo(s: &Scenario) -> bool {
-    s.trainer == Trainer::Grpo
+    s.trainer.generates()
 }
 fn generator_options(_: &Scenario) -> Vec<(String, String)> {
     options(Generator::ALL, Generator::id, Generator::label)

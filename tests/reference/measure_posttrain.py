@@ -3,7 +3,7 @@
     python3 measure_posttrain.py OUT.json [--deadline SECONDS] [--only NAME[,NAME...]]
 
 Each run builds a catalog preset with random weights (config from content/models, as
-measure_gpu.run_preset does), hands it to TRL's own trainer (`DPOTrainer`, `GRPOTrainer`) and
+measure_gpu.run_preset does), hands it to TRL's own trainer (`DPOTrainer`, `KTOTrainer`, `GRPOTrainer`, `RLOOTrainer`) and
 runs `trainer.train()` for a few steps on synthetic token ids, recording at every phase boundary
 (TRL's and transformers' callbacks; GRPO's generation by wrapping the trainer's own method) the
 allocated, reserved and device peaks, as measure_gpu.run_preset records them for supervised steps.
@@ -64,6 +64,15 @@ RUNS = {
     # so the policy is saved first (its random weights) and its config points there.
     "grpo-qwen0.5b-full-bf16-beta": ("grpo", "qwen2.5-0.5b", "bf16", "full", 16, 128, 256,
                                      {"num_generations": 8, "beta": 0.04}),
+    # Prepared for a GPU session, not run on one yet: KTO (unpaired samples, a KL pass over the
+    # batch's mismatched completions) and RLOO (GRPO's loop, the policy scoring its completions
+    # before training, beta 0.05 by default: a reference model).
+    "kto-qwen0.5b-full-bf16": ("kto", "qwen2.5-0.5b", "bf16", "full", 8, 256, 768, {}),
+    "kto-llama1b-lora-bf16-ckpt": ("kto", "llama-3.2-1b", "bf16", "lora", 8, 512, 1536, {"ckpt": True}),
+    "rloo-qwen0.5b-full-bf16": ("rloo", "qwen2.5-0.5b", "bf16", "full", 16, 128, 256,
+                                {"num_generations": 8, "beta": 0.05}),
+    "rloo-qwen0.5b-full-bf16-beta0": ("rloo", "qwen2.5-0.5b", "bf16", "full", 16, 128, 256,
+                                      {"num_generations": 8, "beta": 0.0}),
 }
 
 PLACEHOLDERS = []
@@ -305,10 +314,56 @@ def run_dpo(name, preset, prec, method, batch, prompt, completion, opts, steps, 
     return trainer, rec
 
 
+def run_kto(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir):
+    """KTOTrainer on unpaired rows, half of them desirable; each row's KL completion is the next
+    row's completion (what KTOTrainer's dataset preparation builds, which is skipped here)."""
+    import torch
+    from trl import KTOConfig, KTOTrainer
+
+    device = "cuda" if _cuda() else "cpu"
+    model, cfg = build_model(preset, prec, device)
+    ref, peft_config = None, None
+    if method == "lora":
+        import peft
+
+        from measure_peft import TARGETS
+
+        peft_config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS["all"],
+                                      task_type="CAUSAL_LM")
+    elif not opts.get("precompute"):
+        ref, _ = build_model(preset, prec, device)
+        ref.eval()
+        ref.requires_grad_(False)
+    gen = torch.Generator().manual_seed(1)
+
+    def ids(n):
+        return torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist()
+
+    n = batch * steps
+    completions = [ids(completion) for _ in range(n)]
+    rows = [{"prompt_ids": ids(prompt), "completion_ids": completions[i],
+             "KL_completion_ids": completions[(i + 1) % n], "label": i % 2 == 0} for i in range(n)]
+    from datasets import Dataset
+
+    dataset = Dataset.from_list(rows)
+    args = KTOConfig(**common_args(prec, steps, batch, out_dir, opts.get("ckpt", False)),
+                     max_length=prompt + completion, dataset_num_proc=None,
+                     precompute_ref_log_probs=bool(opts.get("precompute")))
+    KTOTrainer._prepare_dataset = lambda self, dataset, *a, **k: dataset
+    rec = Recorder(device == "cuda")
+    trainer = KTOTrainer(model=model, ref_model=ref, args=args, train_dataset=dataset,
+                         processing_class=word_tokenizer(cfg.vocab_size), peft_config=peft_config,
+                         callbacks=[callback(rec)])
+    return trainer, rec
+
+
 def run_grpo(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir):
     import torch
-    from trl import GRPOConfig, GRPOTrainer
+    import trl
 
+    kind = RUNS[name][0] if name in RUNS else "grpo"
+    Config, Trainer = ((trl.RLOOConfig, trl.RLOOTrainer) if kind == "rloo"
+                       else (trl.GRPOConfig, trl.GRPOTrainer))
     device = "cuda" if _cuda() else "cpu"
     model, cfg = build_model(preset, prec, device)
     if opts.get("beta"):
@@ -323,10 +378,10 @@ def run_grpo(name, preset, prec, method, batch, prompt, completion, opts, steps,
     from datasets import Dataset
 
     dataset = Dataset.from_list(rows)
-    args = GRPOConfig(**common_args(prec, steps, batch, out_dir, opts.get("ckpt", False), accum),
+    args = Config(**common_args(prec, steps, batch, out_dir, opts.get("ckpt", False), accum),
                       num_generations=n, max_completion_length=completion, beta=opts.get("beta", 0.0),
                       generation_kwargs={"min_new_tokens": completion}, shuffle_dataset=False)
-    GRPOTrainer._prepare_dataset = lambda self, dataset, *a, **k: dataset
+    Trainer._prepare_dataset = lambda self, dataset, *a, **k: dataset
 
     def reward(completions, **kw):
         return [float(len(c)) for c in completions]
@@ -341,7 +396,7 @@ def run_grpo(name, preset, prec, method, batch, prompt, completion, opts, steps,
 
         peft_config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS["all"],
                                       task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+    trainer = Trainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
                           processing_class=word_tokenizer(cfg.vocab_size), callbacks=[callback(rec)],
                           peft_config=peft_config, **ref_kw)
     inner = trainer._generate_and_score_completions
@@ -366,7 +421,7 @@ def run(name, steps, out_dir):
     cuda = _cuda()
     free0 = torch.cuda.mem_get_info() if cuda else (0, 0)
     out["used_before_model"] = free0[1] - free0[0]
-    build = run_dpo if kind == "dpo" else run_grpo
+    build = {"dpo": run_dpo, "kto": run_kto}.get(kind, run_grpo)
     t0 = time.time()
     trainer, rec = build(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir)
     out["build_seconds"] = round(time.time() - t0, 2)
@@ -422,7 +477,7 @@ def main(argv):
         try:
             with tempfile.TemporaryDirectory() as d:
                 # GRPO generates every step (token by token): three steps, not four.
-                row = run(name, min(steps, 3) if RUNS[name][0] == "grpo" else steps, d)
+                row = run(name, min(steps, 3) if RUNS[name][0] in ("grpo", "rloo") else steps, d)
         except Exception:  # noqa: BLE001 - recorded; the next run still goes
             row = {"name": name, "status": "error", "error": traceback.format_exc()[-2500:]}
         import gc

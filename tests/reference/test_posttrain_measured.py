@@ -116,7 +116,7 @@ def _grpo_params(what):
 def test_grpo_generation_phase_within_1_percent(row):
     e = estimate(row)
     GRPO_REPORT.append((row, e))
-    generation = next(t for t in e["timeline"] if t["label"].startswith("GRPO generation"))
+    generation = next(t for t in e["timeline"] if t["label"].startswith("generation"))
     want = _last(row, "generation+scoring")["max_allocated"]
     assert abs(generation["allocated"] - want) <= 0.01 * want, (generation["allocated"], want)
 
@@ -151,7 +151,7 @@ def teardown_module(module):
               "|---|---|---|---|---|---|---|"]
     for r, e in GRPO_REPORT:
         shape = r["input_shapes"][0]
-        gen_core = next(t for t in e["timeline"] if t["label"].startswith("GRPO generation"))["allocated"]
+        gen_core = next(t for t in e["timeline"] if t["label"].startswith("generation"))["allocated"]
         gen = _last(r, "generation+scoring")["max_allocated"]
         cells = [f"{gen / 1e9:.2f} / {gen_core / 1e9:.2f} ({100 * (gen_core - gen) / gen:+.1f}%)"]
         for lvl in LEVELS:

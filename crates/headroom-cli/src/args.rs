@@ -345,22 +345,22 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "trainer",
         "trainer",
-        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model) | grpo (TRL's GRPOTrainer: --batch completions per GPU, --seq prompt + completion; --gen picks transformers' generate or vLLM).",
+        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model) | kto (KTOTrainer: unpaired samples, no-grad passes over mismatched KL completions, a reference model) | grpo (GRPOTrainer: --batch completions per GPU, --seq prompt + completion; --gen picks transformers' generate or vLLM) | rloo (RLOOTrainer: as grpo, and the policy scores its completions before training).",
     ),
     flag(
         "prompt",
         "prompt",
-        "GRPO: tokens of each prompt (the rest of --seq is the completion the loss scores).",
+        "GRPO and RLOO: tokens of each prompt (the rest of --seq is the completion the loss scores).",
     ),
     flag(
         "kl",
         "kl",
-        "GRPO: beta > 0, a reference model (its log-probabilities computed in the generation phase).",
+        "GRPO and RLOO: beta > 0 (RLOO's default), a reference model (its log-probabilities computed in the generation phase).",
     ),
     flag(
         "gen",
         "gen",
-        "GRPO's generation: hf (transformers generate) | colocate (vLLM in each training process, TRL's vllm_mode=colocate) | server (vLLM on a GPU of its own, `trl vllm-serve`).",
+        "GRPO's and RLOO's generation: hf (transformers generate) | colocate (vLLM in each training process, TRL's vllm_mode=colocate) | server (vLLM on a GPU of its own, `trl vllm-serve`).",
     ),
     flag(
         "vllm_util",
@@ -381,7 +381,7 @@ pub const FLAGS: &[Flag] = &[
         "ref_precompute",
         "precompute-ref-log-probs",
         "ref-precompute",
-        "DPO: TRL's precompute_ref_log_probs (no reference model or forward in the step).",
+        "DPO and KTO: TRL's precompute_ref_log_probs (no reference model or forward in the step).",
     ),
     flag(
         "keep_logits",

@@ -124,23 +124,32 @@ pub fn estimate_table(
         count(e.parameters.total),
         count(e.parameters.trainable)
     );
-    if scen.trainer == headroom_core::scenario::Trainer::Dpo {
+    use headroom_core::scenario::Trainer;
+    let reference = if scen.ref_precompute {
+        "log-probabilities precomputed"
+    } else if scen.reference_copy() {
+        "a frozen copy of the model"
+    } else {
+        "the base model, adapters disabled"
+    };
+    if scen.trainer == Trainer::Dpo {
         let _ = writeln!(
             s,
-            "objective: {} ({} pairs per micro-batch: {} sequences in one forward; reference: {})",
+            "objective: {} ({} pairs per micro-batch: {} sequences in one forward; reference: {reference})",
             scen.trainer.label(),
             scen.micro_batch,
             scen.sequences(),
-            if scen.ref_precompute {
-                "log-probabilities precomputed"
-            } else if scen.reference_copy() {
-                "a frozen copy of the model"
-            } else {
-                "the base model, adapters disabled"
-            }
         );
     }
-    if scen.trainer == headroom_core::scenario::Trainer::Grpo {
+    if scen.trainer == Trainer::Kto {
+        let _ = writeln!(
+            s,
+            "objective: {} ({} samples per micro-batch, and no-grad passes over as many mismatched KL completions; reference: {reference})",
+            scen.trainer.label(),
+            scen.micro_batch,
+        );
+    }
+    if scen.trainer.generates() {
         let _ = writeln!(
             s,
             "objective: {} ({} completions per micro-batch of {} tokens{}, generated {} at a time by {}; reference: {})",
@@ -154,13 +163,7 @@ pub fn estimate_table(
             },
             u64::from(scen.micro_batch) * u64::from(scen.grad_accum),
             scen.generator.label(),
-            if !scen.kl {
-                "none (beta 0)"
-            } else if scen.reference_copy() {
-                "a frozen copy of the model"
-            } else {
-                "the base model, adapters disabled"
-            }
+            if scen.kl { reference } else { "none (beta 0)" }
         );
     }
     if !e.vision.is_empty() {

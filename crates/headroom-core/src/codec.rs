@@ -56,7 +56,7 @@ fn always(_: &Scenario) -> bool {
 
 /// GRPO generating with vLLM (colocated or on a server).
 fn uses_vllm(s: &Scenario) -> bool {
-    s.trainer == Trainer::Grpo && s.generator != Generator::Hf
+    s.trainer.generates() && s.generator != Generator::Hf
 }
 
 fn packing(s: &Scenario) -> bool {
@@ -275,14 +275,10 @@ pub const FIELDS: &[Field] = &[
     switch!("act_int8", act_int8),
     choice!("loss", LossImpl, loss),
     choice!("trainer", Trainer, trainer),
-    switch!(
-        "ref_precompute",
-        |s| s.trainer == Trainer::Dpo,
-        ref_precompute
-    ),
-    number!("prompt", |s| s.trainer == Trainer::Grpo, prompt),
-    switch!("kl", |s| s.trainer == Trainer::Grpo, kl),
-    choice!("gen", |s| s.trainer == Trainer::Grpo, Generator, generator),
+    switch!("ref_precompute", |s| s.trainer.preference(), ref_precompute),
+    number!("prompt", |s| s.trainer.generates(), prompt),
+    switch!("kl", |s| s.trainer.generates(), kl),
+    choice!("gen", |s| s.trainer.generates(), Generator, generator),
     number!("vllm_util", uses_vllm, vllm_util),
     number!("vllm_len", uses_vllm, vllm_len),
     switch!(

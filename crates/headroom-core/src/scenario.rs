@@ -245,9 +245,25 @@ named_enum!(
     Trainer, "trainer" {
         Sft => "sft", "SFT";
         Dpo => "dpo", "DPO (TRL)";
+        Kto => "kto", "KTO (TRL)";
         Grpo => "grpo", "GRPO (TRL)";
+        Rloo => "rloo", "RLOO (TRL)";
     }
 );
+
+impl Trainer {
+    /// Preference training against a reference model's log-probabilities (DPO, KTO):
+    /// `ref_precompute` applies.
+    pub const fn preference(self) -> bool {
+        matches!(self, Trainer::Dpo | Trainer::Kto)
+    }
+
+    /// Online training that generates its completions every step (GRPO, RLOO): `prompt`,
+    /// `kl` and `gen` apply.
+    pub const fn generates(self) -> bool {
+        matches!(self, Trainer::Grpo | Trainer::Rloo)
+    }
+}
 
 named_enum!(
     /// Where GRPO's completions are generated: TRL's `use_vllm` and `vllm_mode`.
@@ -715,22 +731,25 @@ pub struct Scenario {
     /// and rejected, concatenated into one forward of twice the sequences, padded to `seq`),
     /// the log-probabilities come from TRL's tiled fused LM head (no logits), and a reference
     /// model's log-probabilities from a no-grad forward after the policy's: the adapters
-    /// disabled under LoRA/QLoRA, a copy of the model in its dtype for a full fine-tune.
+    /// disabled under LoRA/QLoRA, a copy of the model in its dtype for a full fine-tune. `Kto`
+    /// is KTOTrainer: unpaired samples, and no-grad passes over mismatched "KL" completions.
+    /// `Grpo` and `Rloo` generate their completions each step; RLOO also scores them with the
+    /// policy before training (its old log-probabilities, always computed).
     #[serde(default, skip_serializing_if = "is_sft")]
     pub trainer: Trainer,
     /// TRL's `precompute_ref_log_probs`: the reference log-probabilities computed before
-    /// training, so no reference model and no reference forward in the step (DPO only).
+    /// training, so no reference model and no reference forward in the step (DPO and KTO).
     #[serde(default, skip_serializing_if = "is_false")]
     pub ref_precompute: bool,
-    /// GRPO: tokens of each prompt, the rest of `seq` the completion TRL scores (0: not
+    /// GRPO and RLOO: tokens of each prompt, the rest of `seq` the completion TRL scores (0: not
     /// stated, every token scored).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub prompt: u32,
-    /// GRPO: a KL term (`beta` > 0), so a reference model whose log-probabilities the
+    /// GRPO and RLOO: a KL term (`beta` > 0), so a reference model whose log-probabilities the
     /// generation phase computes (a copy of the weights for a full fine-tune).
     #[serde(default, skip_serializing_if = "is_false")]
     pub kl: bool,
-    /// GRPO: where the completions are generated (`crate::vllm` models vLLM's share).
+    /// GRPO and RLOO: where the completions are generated (`crate::vllm` models vLLM's share).
     #[serde(default, skip_serializing_if = "is_hf_generator")]
     pub generator: Generator,
     /// vLLM's `gpu_memory_utilization` in percent: its budget as a share of the GPU's memory
@@ -906,36 +925,45 @@ impl Scenario {
     /// Sequences one forward of a micro-batch runs: `micro_batch`, or twice it under DPO
     /// (each sample a chosen and a rejected sequence, concatenated along the batch).
     pub fn sequences(&self) -> u32 {
-        match self.trainer {
-            Trainer::Sft | Trainer::Grpo => self.micro_batch,
-            Trainer::Dpo => self.micro_batch.saturating_mul(2),
+        if self.trainer == Trainer::Dpo {
+            self.micro_batch.saturating_mul(2)
+        } else {
+            self.micro_batch
         }
     }
 
-    /// Tokens of each sequence the loss scores: GRPO's completions (after the prompt), every
+    /// Tokens of each sequence the loss scores: GRPO's and RLOO's completions (after the prompt), every
     /// token otherwise.
     pub fn scored_tokens(&self) -> u32 {
-        if self.trainer == Trainer::Grpo && self.prompt > 0 {
+        if self.trainer.generates() && self.prompt > 0 {
             self.seq.saturating_sub(self.prompt)
         } else {
             self.seq
         }
     }
 
-    /// Whether the step holds a reference model's weights (DPO of a full fine-tune without
+    /// Whether the step holds a reference model's weights (DPO or KTO of a full fine-tune without
     /// precomputed reference log-probabilities; under LoRA the adapters are disabled instead).
     pub fn reference_copy(&self) -> bool {
         self.method == Method::Full
-            && match self.trainer {
-                Trainer::Dpo => !self.ref_precompute,
-                Trainer::Grpo => self.kl,
-                Trainer::Sft => false,
-            }
+            && (self.reference_forward() || self.trainer.generates() && self.kl)
     }
 
-    /// Whether the step runs a reference forward (DPO without precomputed log-probabilities).
+    /// Whether the step runs a reference forward (DPO or KTO without precomputed
+    /// log-probabilities).
     pub fn reference_forward(&self) -> bool {
-        self.trainer == Trainer::Dpo && !self.ref_precompute
+        self.trainer.preference() && !self.ref_precompute
+    }
+
+    /// No-grad forwards of the step's sequences beside the training forward: DPO's reference
+    /// pass; KTO's policy pass over the mismatched KL completions and the reference's passes
+    /// over both (`KTOTrainer._compute_loss`, TRL 1.16).
+    pub fn no_grad_forwards(&self) -> u32 {
+        let reference = u32::from(self.reference_forward());
+        match self.trainer {
+            Trainer::Kto => 1 + 2 * reference,
+            _ => reference,
+        }
     }
 
     pub fn seq_local(&self) -> u32 {
@@ -1009,26 +1037,33 @@ impl Scenario {
             if p.tensor > 1 || p.pipeline > 1 || p.context > 1 || p.expert > 1 {
                 return Err(ScenarioError::invalid(
                     "trainer",
-                    "TRL's DPO and GRPO trainers run data parallelism only: set tp, pp, cp and ep to 1",
+                    "TRL's trainers run data parallelism only: set tp, pp, cp and ep to 1",
                 ));
             }
             if self.packing {
                 return Err(ScenarioError::invalid(
                     "trainer",
-                    "TRL's DPO and GRPO trainers pad their sequences: turn packing off",
+                    "TRL's trainers pad their sequences: turn packing off",
                 ));
             }
         }
-        if self.ref_precompute && self.trainer != Trainer::Dpo {
+        if self.trainer == Trainer::Kto && self.micro_batch < 2 {
+            // KTOTrainer's KL completions are the batch's own, shifted by one.
             return Err(ScenarioError::invalid(
-                "ref_precompute",
-                "applies to trainer=dpo only",
+                "batch",
+                "KTO needs 2 or more samples per micro-batch (TRL refuses 1)",
             ));
         }
-        if self.trainer != Trainer::Grpo && (self.prompt > 0 || self.kl) {
+        if self.ref_precompute && !self.trainer.preference() {
+            return Err(ScenarioError::invalid(
+                "ref_precompute",
+                "applies to trainer=dpo or kto only",
+            ));
+        }
+        if !self.trainer.generates() && (self.prompt > 0 || self.kl) {
             return Err(ScenarioError::invalid(
                 if self.kl { "kl" } else { "prompt" },
-                "applies to trainer=grpo only",
+                "applies to trainer=grpo or rloo only",
             ));
         }
         self.validate_vllm()?;
@@ -1238,7 +1273,7 @@ impl Scenario {
         Ok(())
     }
 
-    /// vLLM's settings: GRPO only, a budget vLLM accepts, a context that holds `seq`.
+    /// vLLM's settings: GRPO and RLOO only, a budget vLLM accepts, a context that holds `seq`.
     /// An 8-bit base (`Linear8bitLt`) as people run it: replicated on each GPU (its `Int8Params`
     /// keep their scales beside the weight, which FSDP and ZeRO-3 do not shard, and DeepSpeed
     /// casts the module to 16 bits), eager, its held inputs on the GPU.
@@ -1284,10 +1319,10 @@ impl Scenario {
 
     fn validate_vllm(&self) -> Result<(), ScenarioError> {
         let vllm = self.generator != Generator::Hf;
-        if self.trainer != Trainer::Grpo && vllm {
+        if !self.trainer.generates() && vllm {
             return Err(ScenarioError::invalid(
                 "gen",
-                "applies to trainer=grpo only",
+                "applies to trainer=grpo or rloo only",
             ));
         }
         let set = [

@@ -93,7 +93,7 @@ fn vllm_candidates(
     add: &mut impl FnMut(&'static str, &'static str, String, Scenario),
 ) {
     use crate::scenario::Generator;
-    if scen.trainer != crate::scenario::Trainer::Grpo || scen.generator == Generator::Hf {
+    if !scen.trainer.generates() || scen.generator == Generator::Hf {
         return;
     }
     if scen.vllm_len == 0 || scen.vllm_len > scen.seq {

@@ -25,7 +25,7 @@
 
 use crate::catalog::Gpu;
 use crate::model::ModelSpec;
-use crate::scenario::{Generator, Method, Scenario, Trainer};
+use crate::scenario::{Generator, Method, Scenario};
 use crate::states::ModelStates;
 
 /// TRL's `vllm_gpu_memory_utilization` default (colocated), in percent.
@@ -80,7 +80,7 @@ impl Engine {
         gpu: &Gpu,
         st: &ModelStates,
     ) -> Option<Self> {
-        if scen.trainer != Trainer::Grpo || scen.generator == Generator::Hf {
+        if !scen.trainer.generates() || scen.generator == Generator::Hf {
             return None;
         }
         let colocated = scen.generator == Generator::Colocate;

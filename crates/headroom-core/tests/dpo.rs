@@ -1,5 +1,5 @@
-//! DPO as TRL 1.16's DPOTrainer runs it (`trainer=dpo`): chosen and rejected sequences in one
-//! forward, no logits (TRL's tiled fused LM head), a reference model's weights for a full
+//! DPO as TRL 1.16's DPOTrainer runs it (`trainer=dpo`; KTO at the end): chosen and rejected
+//! sequences in one forward, no logits (TRL's tiled fused LM head), a reference model's weights for a full
 //! fine-tune (none under LoRA, whose adapters are disabled for the reference), a reference
 //! forward in every step unless its log-probabilities are precomputed.
 
@@ -118,4 +118,65 @@ fn dpo_settings_round_trip_and_are_refused_by_name_where_trl_cannot_run_them() {
     refused(&format!("{BASE}&trainer=dpo&tp=2&gpus=2"), "trainer");
     refused(&format!("{BASE}&trainer=ppo"), "trainer");
     refused(&format!("{BASE}&ref_precompute=1"), "ref_precompute");
+}
+
+/// KTO as TRL 1.16's KTOTrainer runs it (`trainer=kto`): unpaired samples, so a micro-batch of
+/// b samples is one forward of b sequences (DPO's is 2b), and the same reference model rules.
+#[test]
+fn a_kto_sample_is_one_sequence_with_dpos_reference_rules() {
+    let kto = est(&format!("{BASE}&batch=4&trainer=kto"));
+    let sft = est(&format!("{BASE}&batch=4"));
+    let dpo = est(&format!("{BASE}&batch=2&trainer=dpo"));
+    assert_eq!(
+        kto.bytes.activations_per_layer,
+        sft.bytes.activations_per_layer
+    );
+    assert_eq!(
+        kto.bytes.activations_per_layer,
+        dpo.bytes.activations_per_layer
+    );
+    // A full fine-tune's reference copy, none with precomputed log-probabilities or LoRA.
+    assert_eq!(kto.bytes.weights, 2 * sft.bytes.weights);
+    let pre = est(&format!("{BASE}&batch=4&trainer=kto&ref_precompute=1"));
+    assert_eq!(pre.bytes.weights, sft.bytes.weights);
+    let lora = est(&format!("{BASE}&batch=4&method=lora&trainer=kto"));
+    let lora_sft = est(&format!("{BASE}&batch=4&method=lora"));
+    assert_eq!(lora.bytes.weights, lora_sft.bytes.weights);
+}
+
+/// KTOTrainer._compute_loss runs three no-grad forwards of the batch's sequences beside the
+/// training one: the policy over the mismatched KL completions (`_compute_kl_logps`), then the
+/// reference over the KL completions and over the batch. With precomputed reference
+/// log-probabilities only the policy's KL pass is left.
+#[test]
+fn kto_runs_three_no_grad_forwards_or_one_with_precomputed_references() {
+    let link = format!("{BASE}&batch=2&trainer=kto");
+    let a = analyze(&decode(&link).expect("decodes")).expect("analyzes");
+    let pre =
+        analyze(&decode(&format!("{link}&ref_precompute=1")).expect("decodes")).expect("analyzes");
+    let three = a.time.term("reference_forward").expect("no-grad passes");
+    let one = pre.time.term("reference_forward").expect("the KL pass");
+    assert!((three.seconds - 3.0 * one.seconds).abs() < 1e-9 * three.seconds);
+    assert!((three.flops - 3.0 * one.flops).abs() < 1e-6 * three.flops);
+    assert!(
+        (a.time.step_seconds - pre.time.step_seconds - 2.0 * one.seconds).abs() < 1e-9,
+        "{} {} {}",
+        a.time.step_seconds,
+        pre.time.step_seconds,
+        one.seconds
+    );
+    // Unpaired: the tokens of a step are the samples' own.
+    assert_eq!(a.time.tokens_per_step, 2 * 1024);
+}
+
+/// KTOTrainer refuses a per-device batch of 1 when it estimates its KL term (the default
+/// loss): its KL completions are the batch's own completions shifted by one.
+#[test]
+fn kto_needs_two_samples_per_micro_batch() {
+    let e = decode(&format!("{BASE}&batch=1&trainer=kto"))
+        .expect_err("refused")
+        .to_string();
+    assert!(e.starts_with("`batch`"), "{e}");
+    let scen = decode(&format!("{BASE}&batch=2&trainer=kto&ref_precompute=1")).expect("decodes");
+    assert_eq!(decode(&encode(&scen)), Ok(scen));
 }

@@ -1,4 +1,4 @@
-//! GRPO generating with vLLM as TRL runs it (`gen=colocate|server`): vLLM's budget is
+//! GRPO (and RLOO, at the end) generating with vLLM as TRL runs it (`gen=colocate|server`): vLLM's budget is
 //! `gpu_memory_utilization` x the GPU's total memory (vLLM's V1 GPU worker); a colocated
 //! engine holds its weights and KV cache beside the trainer unless it sleeps; vLLM refuses to
 //! start when its KV cache cannot hold one `max_model_len` sequence, or when the GPU has less
@@ -45,7 +45,11 @@ fn vllm_bytes(e: &Estimate) -> u64 {
 fn training_peak(e: &Estimate) -> u64 {
     e.timeline
         .iter()
-        .filter(|p| !p.label.starts_with("GRPO") && p.phase != Phase::Start)
+        .filter(|p| {
+            !p.label.starts_with("generation")
+                && !p.label.starts_with("scoring")
+                && p.phase != Phase::Start
+        })
         .map(|p| p.allocated)
         .max()
         .expect("points")
@@ -106,7 +110,7 @@ fn a_colocated_engine_holds_its_budget_beside_training_unless_it_sleeps() {
     let generating = asleep
         .timeline
         .iter()
-        .find(|p| p.label.starts_with("GRPO generation in vLLM"))
+        .find(|p| p.label.starts_with("generation in vLLM"))
         .expect("the generation point");
     assert!(generating.allocated >= budget);
     // A server holds nothing on the training GPU.
@@ -211,4 +215,77 @@ fn axolotls_vllm_keys_import() {
     let default = text.replace("vllm:\n  gpu_memory_utilization: 0.5\n", "");
     let got = import(&default, Some("grpo.yaml"), &|_| None).expect("imports");
     assert!(got.pairs.iter().any(|(k, v)| k == "vllm_util" && v == "90"));
+}
+
+/// RLOO as TRL 1.16's RLOOTrainer runs it (`trainer=rloo`): GRPO's generation and training
+/// step, but its `_generate_and_score_completions` always scores the completions with the
+/// policy (`old_per_token_logps`, a no-grad pass over prompt and completion) and, with a KL
+/// term, with the reference too; GRPO (transformers' generate, one generation per step)
+/// scores only through the reference. Memory: the pass's working set joins the generation
+/// point without a KL term; time: one more pass.
+#[test]
+fn rloo_always_scores_its_completions_with_the_policy() {
+    let grpo = BASE.replace("method=lora", "method=full");
+    let rloo = grpo.replace("trainer=grpo", "trainer=rloo");
+    let generation = |e: &Estimate| {
+        e.timeline
+            .iter()
+            .find(|p| p.label.starts_with("generation:"))
+            .expect("a generation point")
+            .tensors
+    };
+    let (g, r) = (est(&grpo), est(&rloo));
+    assert!(generation(&r) >= generation(&g));
+    // With a KL term both run a pass of the same size: the same generation point.
+    let (gk, rk) = (est(&format!("{grpo}&kl=1")), est(&format!("{rloo}&kl=1")));
+    assert_eq!(generation(&gk), generation(&rk));
+    // The reference copy of a full fine-tune only with a KL term, as GRPO's.
+    assert_eq!(r.bytes.weights, g.bytes.weights);
+    assert_eq!(rk.bytes.weights, gk.bytes.weights);
+    assert!(rk.bytes.weights > r.bytes.weights);
+    // One more pass of 2 x parameters x tokens on the generation's clock.
+    let time = |link: &str| {
+        analyze(&decode(link).expect("decodes"))
+            .expect("analyzes")
+            .time
+            .term("generation")
+            .expect("generation")
+            .seconds
+    };
+    let extra = time(&rloo) - time(&grpo);
+    assert!(extra > 0.0);
+    assert!((time(&format!("{rloo}&kl=1")) - time(&format!("{grpo}&kl=1")) - extra).abs() < 1e-9);
+    let scen = decode(&format!("{rloo}&kl=1")).expect("decodes");
+    assert_eq!(decode(&encode(&scen)), Ok(scen));
+}
+
+/// TRL's configs name their trainer by their own keys (TRL 1.16): RLOOConfig's
+/// `normalize_advantages` and `reward_clip_range`, whose `beta` defaults to 0.05 (a reference
+/// model); KTOConfig's `desirable_weight` and `undesirable_weight`. axolotl's `rl: kto` and
+/// LLaMA-Factory's `stage: kto` run KTOTrainer.
+#[test]
+fn rloo_and_kto_configs_import_as_their_trainers() {
+    let rloo = r#"{"model_name_or_path": "Qwen/Qwen2.5-7B", "num_generations": 2,
+        "max_completion_length": 512, "normalize_advantages": true}"#;
+    let got = import(rloo, Some("rloo.json"), &|_| None).expect("imports");
+    assert_eq!(last_value(&got, "trainer"), Some("rloo"));
+    assert_eq!(last_value(&got, "kl"), Some("1"));
+    let off = rloo.replace(
+        "\"normalize_advantages\"",
+        "\"beta\": 0.0, \"normalize_advantages\"",
+    );
+    let got = import(&off, Some("rloo.json"), &|_| None).expect("imports");
+    assert_eq!(last_value(&got, "kl"), None);
+    let kto = r#"{"model_name_or_path": "Qwen/Qwen2.5-7B", "desirable_weight": 1.0,
+        "precompute_ref_log_probs": true, "max_length": 2048}"#;
+    let got = import(kto, Some("kto.json"), &|_| None).expect("imports");
+    assert_eq!(last_value(&got, "trainer"), Some("kto"));
+    assert_eq!(last_value(&got, "ref_precompute"), Some("1"));
+    let axolotl = "base_model: Qwen/Qwen2.5-7B\nrl: kto\nmicro_batch_size: 2\n";
+    let got = import(axolotl, Some("axolotl.yaml"), &|_| None).expect("imports");
+    assert_eq!(last_value(&got, "trainer"), Some("kto"));
+    let lf = "model_name_or_path: Qwen/Qwen2.5-7B\nstage: kto\nfinetuning_type: lora\n\
+              per_device_train_batch_size: 2\n";
+    let got = import(lf, Some("llamafactory.yaml"), &|_| None).expect("imports");
+    assert_eq!(last_value(&got, "trainer"), Some("kto"));
 }

@@ -75,7 +75,7 @@ pub(super) fn run(s: &Step) -> (Timeline, Forward, Loss) {
     if s.generation.kv_cache > 0 {
         tl.push(
             Phase::Forward,
-            "GRPO generation: the completions' KV cache, prefill or reference pass",
+            "generation: the completions' KV cache, prefill or scoring pass",
             base(s)
                 .with(KvCache, s.generation.kv_cache)
                 .with(ForwardTemporaries, s.generation.working),
@@ -85,13 +85,13 @@ pub(super) fn run(s: &Step) -> (Timeline, Forward, Loss) {
         if engine.colocated() {
             tl.push(
                 Phase::Forward,
-                "GRPO generation in vLLM: its weights, KV cache and working memory",
+                "generation in vLLM: its weights, KV cache and working memory",
                 base(s).with(Vllm, engine.while_generating() - s.vllm_held()),
             );
         }
         tl.push(
             Phase::Forward,
-            "GRPO scoring: the no-grad log-probability passes over the completions",
+            "scoring: the no-grad log-probability passes over the completions",
             base(s).with(ForwardTemporaries, s.generation.working),
         );
     }

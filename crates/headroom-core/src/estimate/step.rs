@@ -681,7 +681,7 @@ impl Generation {
         compute: DType,
         (no_grad_layer, autocast_cache): (u64, u64),
     ) -> Generation {
-        if scen.trainer != crate::scenario::Trainer::Grpo {
+        if !scen.trainer.generates() {
             return Generation::default();
         }
         let sequences = u64::from(scen.micro_batch) * u64::from(scen.grad_accum);
@@ -711,7 +711,13 @@ impl Generation {
                 working: scoring + autocast_cache,
             };
         }
-        let reference = if scen.kl { scoring } else { 0 };
+        // RLOO scores the completions with the policy before training, whatever the KL term
+        // (its `old_logps`); GRPO only with a KL term, through the reference.
+        let reference = if scen.kl || scen.trainer == crate::scenario::Trainer::Rloo {
+            scoring
+        } else {
+            0
+        };
         Generation {
             kv_cache: sequences * seq * kv_per_token,
             working: prefill.max(reference) + autocast_cache,

@@ -107,9 +107,14 @@ pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
     if scen.method != Method::Full && scen.lora.base == crate::scenario::BaseDtype::Fp32 {
         n.push("LoRA base loaded with dtype=torch.float32, as estimated".into());
     }
-    if scen.trainer == crate::scenario::Trainer::Dpo {
+    if scen.trainer.preference() {
+        let name = if scen.trainer == crate::scenario::Trainer::Kto {
+            "KTO"
+        } else {
+            "DPO"
+        };
         n.push(format!(
-            "DPO: trl.DPOTrainer, DPOConfig(per_device_train_batch_size={}, max_length={}{})",
+            "{name}: trl.{name}Trainer, {name}Config(per_device_train_batch_size={}, max_length={}{})",
             scen.micro_batch,
             scen.seq,
             if scen.ref_precompute {
@@ -119,7 +124,7 @@ pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
             }
         ));
     }
-    if scen.trainer == crate::scenario::Trainer::Grpo {
+    if scen.trainer.generates() {
         n.push(grpo_config(scen));
     }
     if scen.runtime.cuda_graphs {
@@ -243,7 +248,15 @@ fn grpo_config(scen: &Scenario) -> String {
             args.push("vllm_enable_sleep_mode=True".into());
         }
     }
-    let mut line = format!("GRPO: trl.GRPOTrainer, GRPOConfig({})", args.join(", "));
+    let name = if scen.trainer == crate::scenario::Trainer::Rloo {
+        "RLOO"
+    } else {
+        "GRPO"
+    };
+    let mut line = format!(
+        "{name}: trl.{name}Trainer, {name}Config({})",
+        args.join(", ")
+    );
     if scen.generator == Generator::Server {
         let util = match scen.vllm_util {
             0 => String::new(),

@@ -9,7 +9,7 @@
 use crate::model::ModelSpec;
 use crate::scenario::{
     Attention, BaseDtype, Checkpointing, DataParallel, LossImpl, Method, Offload, Optimizer,
-    Precision, Scenario, Trainer,
+    Precision, Scenario,
 };
 
 use super::Target;
@@ -24,9 +24,9 @@ pub(super) fn refusal(scen: &Scenario, target: Target) -> Option<String> {
     if matches!(scen.checkpointing, Checkpointing::Every(_)) {
         return Some("checkpointing every k-th layer has no switch in axolotl or LLaMA-Factory (gradient checkpointing is all layers)".into());
     }
-    if scen.trainer == Trainer::Grpo {
+    if scen.trainer.generates() {
         return Some(
-            "GRPO's generation settings are TRL's GRPOConfig (training_args.py), not written here"
+            "GRPO's and RLOO's generation settings are TRL's configs (training_args.py), not written here"
                 .into(),
         );
     }
@@ -280,8 +280,8 @@ pub(super) fn axolotl_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
         t.push_str("activation_offloading: true\n");
     }
     training_keys(&mut t, scen, &AXOLOTL);
-    if scen.trainer == Trainer::Dpo {
-        t.push_str("rl: dpo\n");
+    if scen.trainer.preference() {
+        t.push_str(&format!("rl: {}\n", scen.trainer.id()));
     }
     deepspeed_key(&mut t, scen);
     if scen.parallel.data == DataParallel::Fsdp {
@@ -306,8 +306,8 @@ pub(super) fn llamafactory_text(_spec: &ModelSpec, scen: &Scenario) -> (String, 
     t.push_str(&format!("model_name_or_path: {}\n", model_path(scen)));
     t.push_str(&format!(
         "stage: {}\ndo_train: true\n",
-        if scen.trainer == Trainer::Dpo {
-            "dpo"
+        if scen.trainer.preference() {
+            scen.trainer.id()
         } else {
             "sft"
         }

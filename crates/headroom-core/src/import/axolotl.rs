@@ -472,7 +472,7 @@ fn precision(
     Ok(())
 }
 
-/// `rl` (dpo, grpo) and its `trl` settings.
+/// `rl` (dpo, ipo, kto, grpo) and its `trl` settings.
 fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let trl = map.remove("trl");
     let vllm = map.remove("vllm");
@@ -480,7 +480,9 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
         Some(v) if !v.is_null() => {
             let rl = as_str("rl", &v)?;
             match rl {
-                "dpo" => out.mapped("rl", &v, &[("trainer", "dpo")]),
+                // IPO is DPOTrainer with another loss_type: the same step.
+                "dpo" | "ipo" => out.mapped("rl", &v, &[("trainer", "dpo")]),
+                "kto" => out.mapped("rl", &v, &[("trainer", "kto")]),
                 "grpo" => {
                     out.mapped("rl", &v, &[("trainer", "grpo")]);
                     grpo(trl.as_ref(), vllm.as_ref(), out)?;
@@ -491,7 +493,9 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
                     out.not_expressed(
                         "rl",
                         &v,
-                        format!("`{other}` is not modelled (DPO and GRPO are): estimated as SFT"),
+                        format!(
+                            "`{other}` is not modelled (DPO, IPO, KTO and GRPO are): estimated as SFT"
+                        ),
                     );
                 }
             }

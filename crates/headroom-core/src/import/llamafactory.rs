@@ -33,6 +33,8 @@ const NO_EFFECT: &[&str] = &[
     "pref_beta",
     "pref_ftx",
     "dpo_label_smoothing",
+    "kto_chosen_weight",
+    "kto_rejected_weight",
     "streaming",
     "buffer_size",
     "mix_strategy",
@@ -153,7 +155,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
     Ok(())
 }
 
-/// The objective: `stage` (sft, pt, dpo) and DPO's own keys.
+/// The objective: `stage` (sft, pt, dpo, kto) and DPO's own keys.
 fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let stage = match map.remove("stage") {
         Some(v) => {
@@ -161,13 +163,14 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
             match s.as_str() {
                 "sft" | "pt" => out.mapped("stage", &v, &[("trainer", "sft")]),
                 "dpo" => out.mapped("stage", &v, &[("trainer", "dpo")]),
+                "kto" => out.mapped("stage", &v, &[("trainer", "kto")]),
                 _ => {
                     out.pair("trainer", "sft");
                     out.not_expressed(
                         "stage",
                         &v,
                         format!(
-                            "{s} (reward modelling, PPO, KTO) is not modelled: estimated as \
+                            "{s} (reward modelling, PPO) is not modelled: estimated as \
                              supervised fine-tuning"
                         ),
                     )
@@ -194,6 +197,8 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
             Some(v) => out.no_effect("pref_loss", &v),
             None => {}
         }
+    }
+    if stage == "dpo" || stage == "kto" {
         for key in ["ref_model", "ref_model_quantization_bit"] {
             if let Some(v) = map.remove(key) {
                 out.not_expressed(

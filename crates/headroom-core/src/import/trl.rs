@@ -20,6 +20,10 @@ const GRPO_KEYS: &[&str] = &[
     "generation_batch_size",
     "use_vllm",
 ];
+/// RLOOConfig's keys GRPOConfig lacks (TRL 1.16).
+const RLOO_KEYS: &[&str] = &["normalize_advantages", "reward_clip_range"];
+/// KTOConfig's keys DPOConfig lacks (TRL 1.16).
+const KTO_KEYS: &[&str] = &["desirable_weight", "undesirable_weight"];
 const DPO_KEYS: &[&str] = &[
     "precompute_ref_log_probs",
     "ref_model_init_kwargs",
@@ -83,9 +87,14 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         let v = map.remove(k).expect("present");
         out.model(k, &v)?;
     }
-    let trainer = if GRPO_KEYS.iter().any(|k| map.contains_key(*k)) {
+    let has = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
+    let trainer = if has(RLOO_KEYS) {
+        "rloo"
+    } else if has(GRPO_KEYS) {
         "grpo"
-    } else if DPO_KEYS.iter().any(|k| map.contains_key(*k)) {
+    } else if has(KTO_KEYS) {
+        "kto"
+    } else if has(DPO_KEYS) {
         "dpo"
     } else {
         "sft"
@@ -94,11 +103,14 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         "trainer",
         &[("trainer", trainer)],
         match trainer {
+            "rloo" => "read from RLOOConfig's own keys",
             "grpo" => "read from GRPOConfig's generation keys",
+            "kto" => "read from KTOConfig's own keys",
             "dpo" => "read from DPOConfig's reference-model keys",
-            _ => "SFT: the file has none of DPOConfig's or GRPOConfig's own keys",
+            _ => "SFT: the file has none of the DPO, KTO, GRPO or RLOO configs' own keys",
         },
     );
+    let online = matches!(trainer, "grpo" | "rloo");
     let adapters = read_peft(&mut map, out)?;
     let training = hf_args::read(
         &mut map,
@@ -110,7 +122,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         },
     )?;
     // The sequence: SFT's and DPO's max_length (1024 by default), GRPO's completion.
-    if trainer == "grpo" {
+    if online {
         let completion = match map.remove("max_completion_length") {
             Some(v) => as_u32("max_completion_length", &v)?,
             None => 512,
@@ -126,6 +138,11 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         match map.remove("beta") {
             Some(v) if as_f64("beta", &v)? > 0.0 => out.mapped("beta", &v, &[("kl", "1")]),
             Some(v) => out.no_effect("beta", &v),
+            None if trainer == "rloo" => out.default(
+                "beta",
+                &[("kl", "1")],
+                "RLOOConfig's default 0.05: a reference model",
+            ),
             None => out.default("beta", &[], "GRPOConfig's default 0.0: no reference model"),
         }
         read_vllm(&mut map, out)?;
@@ -149,7 +166,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             }
             None => out.default("max_length", &[("seq", "1024")], "TRL's default"),
         }
-        if trainer == "dpo" {
+        if matches!(trainer, "dpo" | "kto") {
             if let Some(v) = map.remove("precompute_ref_log_probs") {
                 let on = as_bool("precompute_ref_log_probs", &v)?;
                 out.mapped(
@@ -163,6 +180,8 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
                 "max_prompt_length",
                 "ref_model_init_kwargs",
                 "rpo_alpha",
+                "desirable_weight",
+                "undesirable_weight",
             ] {
                 if let Some(v) = map.remove(key) {
                     out.no_effect(key, &v);

@@ -190,20 +190,23 @@ fn attention_terms(cx: &Cx, terms: &mut Terms, k: &KernelRate, busy: &mut Busy) 
     busy.recompute += forward * recomputed / rate;
 }
 
-/// DPO's reference forward (TRL's `_compute_loss`, under no_grad): the policy's forward over
-/// the same sequences again, its matmuls, attention and elementwise kernels, with no backward.
-/// Counted as the forward's busy seconds so far (the policy's forward terms).
+/// The no-grad forwards of DPO and KTO (TRL's `_compute_loss`): the policy's forward over the
+/// same sequences again for each pass (`Scenario::no_grad_forwards`), its matmuls, attention
+/// and elementwise kernels, with no backward. Counted as the forward's busy seconds so far
+/// (the policy's forward terms).
 pub(super) fn reference_forward(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     let tf = &cx.tf;
+    let passes = f64::from(cx.scen.no_grad_forwards());
     let flops =
-        (tf.layer_matmul_forward + tf.attention_forward + tf.outside_forward) * cx.tokens / cx.mp;
-    let seconds = busy.forward;
+        passes * (tf.layer_matmul_forward + tf.attention_forward + tf.outside_forward) * cx.tokens
+            / cx.mp;
+    let seconds = passes * busy.forward;
     terms.extra_pass(
         "reference_forward",
-        "DPO: the reference model's forward (no grad)",
+        "DPO and KTO: the no-grad forwards (reference, KL completions)",
         (flops, seconds),
-        || "one more forward of the same sequences: the forward's matmuls, attention and elementwise seconds".to_string(),
-        "TRL 1.16 DPOTrainer._compute_loss (reference log-probabilities under torch.no_grad)",
+        || format!("{passes:.0} more forward(s) of the same sequences: the forward's matmuls, attention and elementwise seconds"),
+        "TRL 1.16 DPOTrainer._compute_loss and KTOTrainer._compute_loss (log-probabilities under torch.no_grad)",
     );
     busy.forward += seconds;
 }

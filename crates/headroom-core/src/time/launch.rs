@@ -338,7 +338,7 @@ const DECODE_OUTSIDE_KERNELS: f64 = 30.0;
 /// term, the reference's no-grad pass over prompt and completion.
 fn generation(cx: &Cx, terms: &mut Terms, layer_forward: f64) {
     let scen = cx.scen;
-    if scen.trainer != crate::scenario::Trainer::Grpo {
+    if !scen.trainer.generates() {
         return;
     }
     if let Some(engine) = crate::vllm::Engine::of(cx.spec, scen, cx.gpu, &cx.st) {
@@ -354,12 +354,16 @@ fn generation(cx: &Cx, terms: &mut Terms, layer_forward: f64) {
     let read = cx.st.weights as f64 / (cx.hbm * super::elementwise::FUSED_BANDWIDTH_SHARE);
     let per_token = host.max(read);
     let params = cx.tf.matmul_params;
-    let reference = if scen.kl { seq } else { 0.0 };
+    // No-grad passes over prompt and completion: the reference's with a KL term, and RLOO's
+    // policy pass for its old log-probabilities.
+    let passes =
+        f64::from(u8::from(scen.kl) + u8::from(scen.trainer == crate::scenario::Trainer::Rloo));
+    let reference = passes * seq;
     let flops = 2.0 * params * sequences * (prompt + reference);
     let seconds = steps * per_token + flops / cx.rate;
     terms.idle(
         "generation",
-        "GRPO generation (transformers generate)",
+        "generation (transformers generate)",
         seconds,
         || {
             format!(
@@ -367,7 +371,7 @@ fn generation(cx: &Cx, terms: &mut Terms, layer_forward: f64) {
                  {read:.4} s) + {flops:.3e} FLOPs of prefill{} at the matmul rate, for \
                  {sequences:.0} completions",
                 GENERATE_HOST_SECONDS_PER_KERNEL * 1e6,
-                if scen.kl { " and the reference pass" } else { "" }
+                if passes > 0.0 { " and the scoring passes" } else { "" }
             )
         },
         "transformers' generate: one forward per token; host cost per kernel fitted on one H200 GRPO step",
@@ -408,7 +412,7 @@ fn vllm_generation(cx: &Cx, terms: &mut Terms, e: &crate::vllm::Engine) {
     let scoring = passes * 2.0 * params * sequences * seq / cx.rate;
     terms.idle(
         "generation",
-        "GRPO generation (vLLM)",
+        "generation (vLLM)",
         decode + prefill + sync + scoring,
         || {
             format!(

@@ -312,7 +312,7 @@ fn terms_of(cx: cx::Cx, text: bool) -> StepTime {
     let mut busy = compute::terms(&cx, &mut terms);
     memory::terms(&cx, &mut terms, &mut busy);
     elementwise::terms(&cx, &mut terms, &mut busy);
-    if cx.scen.reference_forward() {
+    if cx.scen.no_grad_forwards() > 0 {
         compute::reference_forward(&cx, &mut terms, &mut busy);
     }
     transfer::terms(&cx, &mut terms);
