@@ -11,6 +11,8 @@
 //! - `["export", link query, target id]`: the targets that express the plan and
 //!   `headroom_core::export`'s file for the one asked (or the first offered); answer
 //!   `["ok", target shown, offered ids comma-separated, n, n refusals..., text, notes...]`.
+//! - `["labels", link query]`: the labels of the layer inventory's rows, in order (the worker is
+//!   built with headroom-core's `inventory-text`, the page without); answer `["ok", labels...]`.
 
 use headroom_core::codec::{decode_pairs, query_pairs};
 use headroom_core::export::{Target, export, not_expressed, offered};
@@ -80,6 +82,13 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
             out.push(e.text);
             out.extend(e.notes);
             Ok(out)
+        }
+        [kind, link] if kind == "labels" => {
+            let pairs = query_pairs(link).map_err(|e| e.to_string())?;
+            let scen: Scenario =
+                decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())?;
+            let e = headroom_core::estimate(&scen).map_err(|e| e.to_string())?;
+            Ok(e.layer_inventory.into_iter().map(|s| s.what).collect())
         }
         _ => Err("unknown request".into()),
     }

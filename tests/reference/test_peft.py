@@ -82,25 +82,25 @@ GAPS = {
 
 
 def check(name, config, method, prec, base, kbit, targets, ckpt="none", b=2, s=64, dropout=False, emb=False,
-          adapter="fp32", dora=False):
+          adapter="fp32", dora=False, attn="sdpa"):
     """Builds the scenario with peft (and bitsandbytes), measures one step on CPU and compares
     it with the CLI's estimate of the same flags."""
     if method in ("qlora", "lora8") and not HAS_BNB:
         pytest.skip("bitsandbytes is not installed")
     rank = 8
-    build = builder(config, prec, "sdpa", ckpt, method, rank, targets, base, kbit,
+    build = builder(config, prec, attn, ckpt, method, rank, targets, base, kbit,
                     dropout=0.05 if dropout else 0.0, save_embeddings=emb, adapter=adapter, dora=dora)
     layer_fix, all_fix = (0, 0)
     if dropout:
         # Without checkpointing nothing needs the first layer's input to have a gradient.
         layer_fix, all_fix = dropout_correction(build(), b, s, first_frozen=ckpt == "none" and not emb)
-    m = measure(config, b, s, prec, "sdpa", ckpt, builder=build)
+    m = measure(config, b, s, prec, attn, ckpt, builder=build)
     extra = ["--method", method, "--rank", str(rank), "--targets", targets, "--base", base, "--adapter", adapter]
     extra += ["--kbit"] * kbit + ["--lora-dropout"] * dropout + ["--save-embeddings"] * emb + ["--dora"] * dora
     # A kbit-prepared QLoRA model without autocast runs its activations in fp32 (the core's
     # `states::activation_precision`): CPU's fp32 SDPA is flash, as for fp32 (cpu_flash).
     fp32_acts = method in ("qlora", "lora8") and kbit and not prec.startswith("amp")
-    p = predict(config, b, s, prec, "sdpa", ckpt, False, extra + cpu_flash(config, "fp32" if fp32_acts else prec, "sdpa"))
+    p = predict(config, b, s, prec, attn, ckpt, False, extra + cpu_flash(config, "fp32" if fp32_acts else prec, attn))
     # SDPA's CUDA kernels save RNG state that CPU's do not (test_saved_bytes.rng_correction).
     layer_rng, retained_rng = rng_correction(config, p, ckpt)
     m["activations_per_layer"] += layer_rng + layer_fix
@@ -145,6 +145,10 @@ OPTIONS = [
     ("llama-dora-bf16-dropout", LLAMA, "lora", "bf16", "16bit", False, "attn", dict(dora=True, dropout=True)),
     ("llama-lora8-amp-dropout", LLAMA, "lora8", "amp-bf16", "16bit", False, "qv", dict(dropout=True)),
     ("llama-lora8-bf16-emb", LLAMA, "lora8", "bf16", "16bit", False, "all", dict(emb=True)),
+    # Eager attention under amp on a kbit-prepared 8-bit base: the attention output o_proj
+    # holds is autocast's bf16 (its matmul's), not the fp32 residual stream's dtype.
+    ("llama-lora8-amp-kbit-eager", LLAMA, "lora8", "amp-bf16", "16bit", True, "all", dict(attn="eager")),
+    ("llama-lora8-amp-kbit-eager-qv", LLAMA, "lora8", "amp-bf16", "16bit", True, "qv", dict(attn="eager")),
 ]
 
 

@@ -15,6 +15,32 @@
 //! files) and `provenance` (default; keeps the GPU catalog's source text, which the CLI prints).
 //! The site builds without either.
 
+/// A saved tensor's label for people ([`activations::Saved::what`]): `format!`'s arguments, or
+/// an empty string where the feature `inventory-text` is off (the site's first download, whose
+/// worker is built with it and answers the page's layer inventory). Only display reads it.
+macro_rules! what {
+    ($($t:tt)*) => {
+        if cfg!(feature = "inventory-text") {
+            #[allow(clippy::useless_format)]
+            let label = format!($($t)*);
+            label
+        } else {
+            String::new()
+        }
+    };
+}
+
+/// A label's piece, `&'static str`, under the same rule as [`what!`].
+macro_rules! label {
+    ($lit:literal) => {
+        if cfg!(feature = "inventory-text") {
+            $lit
+        } else {
+            ""
+        }
+    };
+}
+
 pub(crate) mod activations;
 pub mod allocator;
 pub mod analysis;

@@ -70,6 +70,7 @@ fn check_timeline(link: &str, expect: Expect) {
 }
 
 #[test]
+#[cfg_attr(not(feature = "inventory-text"), ignore = "snapshots the labels")]
 fn llama_bf16_sdpa_inventory() {
     check_inventory(
         &format!("{LLAMA}&precision=bf16"),
@@ -98,6 +99,7 @@ fn llama_bf16_sdpa_inventory() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "inventory-text"), ignore = "snapshots the labels")]
 fn llama_fp32_eager_inventory() {
     check_inventory(
         &format!("{LLAMA}&precision=fp32&attention=eager"),
@@ -125,6 +127,7 @@ fn llama_fp32_eager_inventory() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "inventory-text"), ignore = "snapshots the labels")]
 fn llama_amp_bf16_lora_inventory() {
     check_inventory(
         &format!("{LLAMA}&precision=amp-bf16&method=lora&rank=8&targets=all"),
@@ -156,6 +159,7 @@ fn llama_amp_bf16_lora_inventory() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "inventory-text"), ignore = "snapshots the labels")]
 fn gpt2_bf16_sdpa_inventory() {
     check_inventory(
         &format!("{GPT2}&precision=bf16"),
@@ -180,6 +184,7 @@ fn gpt2_bf16_sdpa_inventory() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "inventory-text"), ignore = "snapshots the labels")]
 fn gpt2_fp32_eager_dropout_inventory() {
     check_inventory(
         &format!("{GPT2}&precision=fp32&attention=eager&dropout=0.1"),
@@ -327,5 +332,20 @@ fn llama_bf16_accumulation_timeline() {
             optimizer step   28167040  optimizer step
             optimizer step   16361600  after zero_grad
         "#]],
+    );
+}
+
+/// The labels are display text only: without `inventory-text` (the site's first download) every
+/// row is there with its bytes and no label; with it every row is named.
+#[test]
+fn every_row_is_labelled_exactly_when_the_labels_are_built_in() {
+    let scen = codec::decode(LLAMA).expect("the fixture link decodes");
+    let e = estimate(&scen).expect("the fixture estimates");
+    assert!(!e.layer_inventory.is_empty());
+    let built_in = cfg!(feature = "inventory-text");
+    assert!(
+        e.layer_inventory
+            .iter()
+            .all(|s| s.what.is_empty() != built_in)
     );
 }

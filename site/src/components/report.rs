@@ -399,20 +399,47 @@ pub fn StrategyTable(props: &AnalysisProps) -> Html {
     }
 }
 
-/// Every tensor one decoder layer saves for backward.
+/// Every tensor one decoder layer saves for backward. The rows' labels are not in the page's
+/// download (headroom-core's `inventory-text`): the worker, which has them, answers them for the
+/// scenario's link when the table is first opened, and again when the link changes while open.
 #[component]
 pub fn LayerInventory(props: &AnalysisProps) -> Html {
     let inv = &props.analysis.estimate.layer_inventory;
+    let open = use_state(|| false);
+    let labels = use_state(|| None::<(String, Vec<String>)>);
+    {
+        let labels = labels.clone();
+        let wanted = (*open).then(|| props.analysis.link.clone());
+        use_effect_with(wanted, move |wanted| {
+            if let Some(link) = wanted.clone() {
+                wasm_bindgen_futures::spawn_local(async move {
+                    let got = crate::worker_client::request(&["labels", &link]).await;
+                    labels.set(Some((link, got.unwrap_or_default())));
+                });
+            }
+        });
+    }
+    let ontoggle = {
+        let open = open.clone();
+        Callback::from(move |e: Event| {
+            let details: web_sys::HtmlDetailsElement = e.target_unchecked_into();
+            open.set(details.open());
+        })
+    };
+    let names: &[String] = match &*labels {
+        Some((link, names)) if *link == props.analysis.link && names.len() == inv.len() => names,
+        _ => &[],
+    };
     html! {
-        <details class="card inventory">
+        <details class="card inventory" {ontoggle}>
             <summary><h2>{ "What one layer saves for backward" }</h2></summary>
             <div class="table-wrap">
                 <table>
                     <thead><tr><th scope="col">{ "Tensor" }</th><th scope="col">{ "Elements" }</th>
                         <th scope="col">{ "dtype" }</th><th scope="col">{ "Bytes" }</th></tr></thead>
                     <tbody>
-                    { for inv.iter().map(|s| html! {
-                        <tr><th scope="row">{ &s.what }</th>
+                    { for inv.iter().enumerate().map(|(i, s)| html! {
+                        <tr><th scope="row">{ names.get(i).map_or("…", String::as_str) }</th>
                             <td>{ super::num::grouped(s.elements * s.copies.max(1)) }</td>
                             <td>{ s.dtype.torch_name() }</td>
                             <td><Bytes bytes={s.bytes()}/></td></tr>

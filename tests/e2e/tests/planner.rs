@@ -270,3 +270,39 @@ fn an_imported_config_becomes_the_scenario() {
     let after = s.js("return location.search.slice(1)", json!([]));
     assert_eq!(after.as_str(), Some(want.as_str()));
 }
+
+/// "What one layer saves for backward": the rows' labels are not in the page's download
+/// (headroom-core's `inventory-text`); opening the table asks the on-demand worker for them,
+/// and they are the CLI's, row by row, for the page's link.
+#[test]
+fn the_layer_inventory_labels_come_from_the_worker() {
+    let site = Site::start();
+    let link = "?model=llama-3.1-8b&gpu=h100-sxm-80gb&method=lora&precision=bf16&seq=2048";
+    let s = site.open(&format!("/{link}"));
+    s.click(&s.find("details.inventory summary"));
+    s.wait_for(
+        "const th = document.querySelector('details.inventory tbody th'); \
+         return th !== null && th.textContent !== '…'",
+        WAIT,
+        "the labels from the worker",
+    );
+    let page = s.js(
+        "return Array.from(document.querySelectorAll('details.inventory tbody th')).map(t => t.textContent)",
+        json!([]),
+    );
+    let cli = cli_json(&["estimate", "--link", link]);
+    let want: Vec<&str> = cli["layer_inventory"]
+        .as_array()
+        .expect("the CLI's inventory")
+        .iter()
+        .map(|r| r["what"].as_str().expect("a label"))
+        .collect();
+    let got: Vec<&str> = page
+        .as_array()
+        .expect("the page's rows")
+        .iter()
+        .map(|v| v.as_str().expect("text"))
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+}

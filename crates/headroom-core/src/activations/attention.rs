@@ -2,7 +2,9 @@
 //! q/k norms, the attention core (SDPA's fused and math kernels, eager attention, gpt-oss's
 //! sinks, window masks) and the output projection's input.
 
-use super::linear::{dora_outputs, linear_inputs, lora_adapter_inputs, te_linear_inputs};
+use super::linear::{
+    attention_output_inputs, dora_outputs, linear_inputs, lora_adapter_inputs, te_linear_inputs,
+};
 use super::linear_attention::gated_delta_net;
 use super::mla::mla_projections;
 use super::norms::{
@@ -50,15 +52,26 @@ pub(super) fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape,
 /// family's RMSNorm (OLMo 2 has none before attention).
 fn input_norm(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     if spec.norm == NormKind::LayerNorm {
-        layer_norm(inv, "input_layernorm", sh, l);
+        layer_norm(inv, label!("input_layernorm"), sh, l);
     } else if spec.family == Family::Cohere2 {
-        cohere_norm(inv, "input_layernorm", (l.norm_tokens, l.h_local), sh);
+        cohere_norm(
+            inv,
+            label!("input_layernorm"),
+            (l.norm_tokens, l.h_local),
+            sh,
+        );
     } else if spec.gated_attention() {
         let (nt, h) = (l.norm_tokens, l.h_local);
-        zero_centred_norm(inv, "input_layernorm", (nt * h, nt * h, h), sh, sh.stream());
+        zero_centred_norm(
+            inv,
+            label!("input_layernorm"),
+            (nt * h, nt * h, h),
+            sh,
+            sh.stream(),
+        );
     } else if spec.family != Family::Olmo2 {
         let (nt, h) = (l.norm_tokens, l.h_local);
-        rms_norm(inv, "input_layernorm", nt, h, sh, norm_family(spec));
+        rms_norm(inv, label!("input_layernorm"), nt, h, sh, norm_family(spec));
     }
 }
 
@@ -70,7 +83,7 @@ fn projections(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     let Layout { t, th, q, kv, .. } = *l;
     let qkv = if sh.base_trainable { 3 } else { sh.lora_qkv };
     if spec.family == Family::Phi3 {
-        linear_inputs(inv, "qkv_proj input", th, qkv.min(1), sh);
+        linear_inputs(inv, label!("qkv_proj input"), th, qkv.min(1), sh);
     } else if spec.family == Family::Cohere2 {
         // q/k/v and the MLP's gate/up read the same norm output (parallel block); with
         // attention-only adapters only the three projections keep an adapter copy.
@@ -79,16 +92,22 @@ fn projections(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         } else {
             qkv
         };
-        linear_inputs(inv, "q/k/v_proj and gate/up_proj input", th, readers, sh);
+        linear_inputs(
+            inv,
+            label!("q/k/v_proj and gate/up_proj input"),
+            th,
+            readers,
+            sh,
+        );
     } else if let Some(m) = &spec.mla {
         mla_projections(inv, spec, sh, l, m);
     } else {
-        linear_inputs(inv, "q/k/v_proj input", th, qkv, sh);
+        linear_inputs(inv, label!("q/k/v_proj input"), th, qkv, sh);
         if sh.dora && !sh.base_trainable {
             let adapted = sh.adapted_qkv_widths(q, kv);
             dora_outputs(
                 inv,
-                "q/k/v_proj",
+                label!("q/k/v_proj"),
                 (th / t.max(1), sh.linear_out()),
                 &adapted,
                 sh,
@@ -109,19 +128,23 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         let q_in = if c == DType::F32 { 2 * t * q } else { t * q };
         let d = spec.head_dim;
         inv.at(Part::QkNorm);
-        zero_centred_norm(inv, "q_norm", (q_in, t * q, d), sh, c);
-        zero_centred_norm(inv, "k_norm", (t * kv, t * kv, d), sh, c);
+        zero_centred_norm(inv, label!("q_norm"), (q_in, t * q, d), sh, c);
+        zero_centred_norm(inv, label!("k_norm"), (t * kv, t * kv, d), sh, c);
     } else if spec.qk_norm && spec.family == Family::Olmo2 {
         // OLMo 2: RMSNorm over the whole q and k projections, the weight applied in fp32.
         inv.at(Part::QkNorm).add(
-            "q_norm/k_norm: fp32 inputs (saved by pow, mul)",
+            what!("q_norm/k_norm: fp32 inputs (saved by pow, mul)"),
             t * (q + kv),
             DType::F32,
         );
-        inv.add("q_norm/k_norm: rsqrt of the variance", 2 * t, DType::F32);
+        inv.add(
+            what!("q_norm/k_norm: rsqrt of the variance"),
+            2 * t,
+            DType::F32,
+        );
         if sh.base_trainable {
             inv.add(
-                "q_norm/k_norm: normalized, fp32 (saved by mul with weight)",
+                what!("q_norm/k_norm: normalized, fp32 (saved by mul with weight)"),
                 t * (q + kv),
                 DType::F32,
             );
@@ -130,24 +153,24 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         // OLMoE: Llama's RMSNorm over the whole q and k projections (their compute-dtype
         // outputs): the fp32 input, the rsqrt, the normalized input where the weight trains.
         inv.at(Part::QkNorm);
-        rms_norm_of(inv, "q_norm", (t, q, c), sh, Family::Llama);
-        rms_norm_of(inv, "k_norm", (t, kv, c), sh, Family::Llama);
+        rms_norm_of(inv, label!("q_norm"), (t, q, c), sh, Family::Llama);
+        rms_norm_of(inv, label!("k_norm"), (t, kv, c), sh, Family::Llama);
     } else if spec.qk_norm && spec.family == Family::Gemma {
         // Gemma 3's q_norm/k_norm are Gemma's RMSNorm per head: the fp32 input (a copy of
         // the 16-bit projection output), the rsqrt, and (x * rsqrt) * (1 + w) in fp32, which
         // saves the fp32 normalized input and each norm's 1 + w (found on fake CUDA).
         inv.at(Part::QkNorm).add(
-            "q_norm/k_norm: fp32 inputs and fp32 normalized inputs (saved by pow, mul)",
+            what!("q_norm/k_norm: fp32 inputs and fp32 normalized inputs (saved by pow, mul)"),
             2 * t * (q + kv),
             DType::F32,
         );
         inv.add(
-            "q_norm/k_norm: rsqrt of the variance (one per head)",
+            what!("q_norm/k_norm: rsqrt of the variance (one per head)"),
             t * (q + kv) / spec.head_dim,
             DType::F32,
         );
         inv.add(
-            "q_norm/k_norm: 1 + weight, fp32 (saved by mul)",
+            what!("q_norm/k_norm: 1 + weight, fp32 (saved by mul)"),
             2 * spec.head_dim,
             DType::F32,
         );
@@ -155,19 +178,19 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         // Per-head RMSNorm on q and k before RoPE (Qwen3): fp32 input + normalized.
         let per = if c == DType::F32 { 2 } else { 1 };
         inv.at(Part::QkNorm).add(
-            "q_norm/k_norm: fp32 inputs and normalized outputs",
+            what!("q_norm/k_norm: fp32 inputs and normalized outputs"),
             (t * (q + kv)) * per,
             DType::F32,
         );
         // The rsqrt of each head's variance, fp32, saved by the normalizing mul (found at
         // full size on fake CUDA: tests/reference/test_cuda_fake.py).
         inv.add(
-            "q_norm/k_norm: rsqrt of the variance (one per head)",
+            what!("q_norm/k_norm: rsqrt of the variance (one per head)"),
             t * (q + kv) / spec.head_dim,
             DType::F32,
         );
         if c != DType::F32 {
-            inv.add("q_norm/k_norm: normalized outputs", t * (q + kv), c);
+            inv.add(what!("q_norm/k_norm: normalized outputs"), t * (q + kv), c);
         }
     }
 }
@@ -177,7 +200,7 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
 /// the hidden states' dtype (GLM-4), or in fp32 (Ernie 4.5 rotates in fp32 and casts back).
 fn interleaved_rope(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, rope: DType) {
     inv.add(
-        "RoPE cos and sin, interleaved in this layer (saved by RoPE's multiplies)",
+        what!("RoPE cos and sin, interleaved in this layer (saved by RoPE's multiplies)"),
         2 * sh.s * spec.rotary_dim(),
         rope,
     );
@@ -215,52 +238,56 @@ fn fused_qkv(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         // transformers' repeat_kv copies k and v to every query head (no enable_gqa with a
         // mask or wide heads): SDPA saves the copies (measured on CPU for Llama 4's chunked
         // layers).
-        inv.add("q after RoPE (saved by SDPA)", t * q, c);
+        inv.add(what!("q after RoPE (saved by SDPA)"), t * q, c);
         inv.add(
-            "k after RoPE, repeated to all heads (repeat_kv; saved by SDPA)",
+            what!("k after RoPE, repeated to all heads (repeat_kv; saved by SDPA)"),
             t * kv * l.groups,
             c,
         );
         inv.add(
-            "v repeated to all heads (repeat_kv; saved by SDPA)",
+            what!("v repeated to all heads (repeat_kv; saved by SDPA)"),
             t * kv * l.groups,
             c,
         );
     } else if spec.family == Family::Phi3 {
         // q and k rotated (new tensors); v a view of the fused output, or with the KV cache
         // on the cache's concatenated copy (found on fake CUDA).
-        inv.add("q, k (rotated) (saved by SDPA)", t * (q + kv), c);
+        inv.add(what!("q, k (rotated) (saved by SDPA)"), t * (q + kv), c);
         if sh.kv_cache {
             inv.add(
-                "v concatenated into the KV cache (use_cache; saved by SDPA)",
+                what!("v concatenated into the KV cache (use_cache; saved by SDPA)"),
                 t * kv,
                 c,
             );
         } else {
             inv.add(
-                "fused qkv output, kept by the v view (saved by SDPA)",
+                what!("fused qkv output, kept by the v view (saved by SDPA)"),
                 t * (q + 2 * kv),
                 c,
             );
         }
     } else if let Some(m) = &spec.mla {
         inv.add(
-            "q, unrotated and rotated parts joined (saved by SDPA)",
+            what!("q, unrotated and rotated parts joined (saved by SDPA)"),
             t * q,
             c,
         );
-        inv.add("k expanded from the latent (saved by SDPA)", t * kv, c);
+        inv.add(
+            what!("k expanded from the latent (saved by SDPA)"),
+            t * kv,
+            c,
+        );
         // v is a view of kv_b_proj's output (16-bit already under autocast, so not cast):
         // SDPA keeps that whole storage, the unrotated k's columns too.
         inv.add(
-            "kv_b_proj output, kept by the v view (saved by SDPA)",
+            what!("kv_b_proj output, kept by the v view (saved by SDPA)"),
             t * l.heads * (m.qk_nope_head_dim + m.v_head_dim),
             c,
         );
     } else {
-        inv.add("q after RoPE (saved by SDPA)", t * q, c);
-        inv.add("k after RoPE (saved by SDPA)", t * kv, c);
-        inv.add("v (saved by SDPA)", t * kv, c);
+        inv.add(what!("q after RoPE (saved by SDPA)"), t * q, c);
+        inv.add(what!("k after RoPE (saved by SDPA)"), t * kv, c);
+        inv.add(what!("v (saved by SDPA)"), t * kv, c);
     }
 }
 
@@ -279,16 +306,16 @@ fn eager_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     };
     inv.at(Part::AttentionScores).add(
         if probs == DType::F32 {
-            "softmax output, fp32 (saved by softmax)"
+            label!("softmax output, fp32 (saved by softmax)")
         } else {
-            "softmax output (saved by softmax)"
+            label!("softmax output (saved by softmax)")
         },
         l.scores,
         probs,
     );
     if !eager_dropout(inv, sh, l, sh.compute()) && c != probs {
         inv.add(
-            "probabilities cast to the compute dtype (saved by matmul probs v)",
+            what!("probabilities cast to the compute dtype (saved by matmul probs v)"),
             l.scores,
             c,
         );
@@ -301,11 +328,11 @@ fn eager_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
 fn eager_qk(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     let Layout { t, q, kv, .. } = *l;
     let c = sh.compute();
-    inv.add("q after RoPE (saved by matmul q k^T)", t * q, c);
+    inv.add(what!("q after RoPE (saved by matmul q k^T)"), t * q, c);
     let k_what = if l.groups > 1 {
-        "k repeated to all heads (saved by matmul q k^T)"
+        label!("k repeated to all heads (saved by matmul q k^T)")
     } else {
-        "k after RoPE (saved by matmul q k^T)"
+        label!("k after RoPE (saved by matmul q k^T)")
     };
     inv.add(k_what, t * kv * l.groups, c);
 }
@@ -315,9 +342,9 @@ fn eager_qk(inv: &mut Inventory, sh: &Shape, l: &Layout) {
 /// strided view, which matmul copies.)
 fn eager_v(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     let v_what = if l.groups > 1 {
-        "v repeated to all heads (saved by matmul probs v)"
+        label!("v repeated to all heads (saved by matmul probs v)")
     } else {
-        "v (saved by matmul probs v)"
+        label!("v (saved by matmul probs v)")
     };
     inv.at(Part::AttentionCore)
         .add(v_what, l.t * l.v * l.groups, sh.compute());
@@ -336,23 +363,33 @@ fn output_projection(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layo
         // sigmoid of the gate half of q_proj's output and the contiguous attention output (a
         // copy where the kernel wrote it heads first, else the fused kernel's own output) are
         // saved by the product, which o_proj saves in turn.
-        inv.add("output gate sigmoid (saved by the product)", t * l.o, c);
+        inv.add(
+            what!("output gate sigmoid (saved by the product)"),
+            t * l.o,
+            c,
+        );
         if l.quadratic(sh) || q_heads_first(spec, l) {
             inv.add(
-                "contiguous attention output (saved by the gate's product)",
+                what!("contiguous attention output (saved by the gate's product)"),
                 t * l.o,
                 c,
             );
         }
-        linear_inputs(inv, "o_proj input (gated attention output)", t * l.o, 1, sh);
+        attention_output_inputs(
+            inv,
+            label!("o_proj input (gated attention output)"),
+            t * l.o,
+            1,
+            sh,
+        );
     } else if !sh.base_trainable && !sh.lora_o {
         // A frozen o_proj without an adapter keeps nothing, but an 8-bit one its input: the
         // contiguous copy where the kernel wrote heads first (a fused kernel's own output
         // is saved by the kernel already).
         if sh.held_inputs && (l.quadratic(sh) || q_heads_first(spec, l)) {
-            linear_inputs(
+            attention_output_inputs(
                 inv,
-                "o_proj input (contiguous attention output)",
+                label!("o_proj input (contiguous attention output)"),
                 t * l.o,
                 0,
                 sh,
@@ -363,16 +400,16 @@ fn output_projection(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layo
         // (the transpose makes no copy): lora_A keeps only the copies it casts.
         lora_adapter_inputs(
             inv,
-            "o_proj input (the kernel's output)",
+            label!("o_proj input (the kernel's output)"),
             t * l.o,
             1,
             sh,
             true,
         );
     } else if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
-        linear_inputs(
+        attention_output_inputs(
             inv,
-            "o_proj input (contiguous attention output)",
+            label!("o_proj input (contiguous attention output)"),
             t * l.o,
             1,
             sh,
@@ -380,11 +417,16 @@ fn output_projection(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layo
     } else if sh.te_fp8 {
         // The kernel's output is o_proj's input, saved by the kernel; a te.Linear saves its
         // own fp8 copy of it besides.
-        te_linear_inputs(inv, "o_proj input (the kernel's output)", t * l.o, 1);
+        te_linear_inputs(
+            inv,
+            label!("o_proj input (the kernel's output)"),
+            t * l.o,
+            1,
+        );
     }
     if sh.dora && !sh.base_trainable && sh.lora_o {
         // Its input is attention's output, in the compute dtype, which a 4-bit Linear returns.
-        dora_outputs(inv, "o_proj", (l.o, sh.compute()), &[l.h_local], sh);
+        dora_outputs(inv, label!("o_proj"), (l.o, sh.compute()), &[l.h_local], sh);
     }
 }
 
@@ -414,18 +456,18 @@ fn llama4_qk(
 ) {
     if !l.other && l4.qk_l2_norm {
         inv.at(Part::QkNorm).add(
-            "q/k L2 norm: fp32 q and k (saved by pow, mul)",
+            what!("q/k L2 norm: fp32 q and k (saved by pow, mul)"),
             l.t * (l.q + l.kv),
             DType::F32,
         );
         inv.add(
-            "q/k L2 norm: rsqrt per head (saved by mul)",
+            what!("q/k L2 norm: rsqrt per head (saved by mul)"),
             l.t * (l.q + l.kv) / head_dim,
             DType::F32,
         );
     } else if l.other && l4.temperature_tuning {
         inv.at(Part::AttentionInputs).add(
-            "attention temperature per position, fp32 (saved by mul with q)",
+            what!("attention temperature per position, fp32 (saved by mul with q)"),
             sh.s,
             DType::F32,
         );
@@ -443,19 +485,19 @@ fn sink_attention(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     eager_qk(inv, sh, l);
     let rows = sh.b * l.heads * sh.s;
     inv.add(
-        "row maximum's indices, int64 (saved by max)",
+        what!("row maximum's indices, int64 (saved by max)"),
         rows,
         DType::I64,
     );
     let logits = sh.stream();
     inv.at(Part::AttentionScores).add(
-        "softmax output over the scores and the sink (saved by softmax)",
+        what!("softmax output over the scores and the sink (saved by softmax)"),
         rows * (sh.s + 1),
         logits,
     );
     if !eager_dropout(inv, sh, l, c) && logits != c {
         inv.add(
-            "probabilities cast to the compute dtype (saved by matmul probs v)",
+            what!("probabilities cast to the compute dtype (saved by matmul probs v)"),
             l.scores,
             c,
         );
@@ -490,9 +532,9 @@ fn window_mask(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         sh.s
     };
     let what = if spec.llama4.is_some() {
-        "chunked-attention mask in q's dtype (saved by SDPA)"
+        label!("chunked-attention mask in q's dtype (saved by SDPA)")
     } else {
-        "sliding-window mask in q's dtype (saved by SDPA)"
+        label!("sliding-window mask in q's dtype (saved by SDPA)")
     };
     inv.add(what, sh.b * sh.s * cols, sh.compute());
 }
@@ -501,10 +543,10 @@ fn window_mask(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
 /// k and v: the output (`held` when an 8-bit o_proj's context holds it too: kept through
 /// checkpointing), the fp32 logsumexp and the kernel's RNG tensors.
 pub(super) fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout, held: bool) {
-    let what = "attention output (saved by SDPA)";
+    let what = label!("attention output (saved by SDPA)");
     if held {
         inv.add_held(
-            format!("{what}, held by the 8-bit o_proj"),
+            what!("{what}, held by the 8-bit o_proj"),
             l.t * l.o,
             sh.compute(),
         );
@@ -517,10 +559,10 @@ pub(super) fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout, held: bo
     let (rows, what) = if l.kernel == Backend::Efficient {
         (
             sh.s.div_ceil(32) * 32,
-            "logsumexp, sequence padded to 32 (saved by SDPA)",
+            label!("logsumexp, sequence padded to 32 (saved by SDPA)"),
         )
     } else {
-        (sh.s, "logsumexp (saved by SDPA)")
+        (sh.s, label!("logsumexp (saved by SDPA)"))
     };
     inv.add(what, sh.b * l.heads * rows, DType::F32);
     if sh.attention == Attention::Sdpa {
@@ -531,15 +573,22 @@ pub(super) fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout, held: bo
         let (n, what) = if l.kernel == Backend::Flash {
             (
                 3,
-                "RNG state: rng_state and unused (saved by SDPA's flash kernel)",
+                label!("RNG state: rng_state and unused (saved by SDPA's flash kernel)"),
             )
         } else {
-            (2, "RNG state: philox seed and offset (saved by SDPA)")
+            (
+                2,
+                label!("RNG state: philox seed and offset (saved by SDPA)"),
+            )
         };
         inv.add(what, n, DType::I64);
     } else if sh.attention_dropout > 0.0 {
         // flash-attn regenerates the dropout mask from its saved RNG state (assumed).
-        inv.add("dropout RNG state (saved by flash-attn)", 2, DType::I64);
+        inv.add(
+            what!("dropout RNG state (saved by flash-attn)"),
+            2,
+            DType::I64,
+        );
     }
 }
 
@@ -552,17 +601,24 @@ pub(super) fn sdpa_outputs(inv: &mut Inventory, sh: &Shape, l: &Layout, held: bo
 /// runs this kernel: `tests/reference`.)
 pub(super) fn math_attention(inv: &mut Inventory, sh: &Shape, l: &Layout) {
     let c = DType::F32;
-    inv.add("q scaled (saved by matmul q k^T, SDPA math)", l.t * l.q, c);
     inv.add(
-        "k scaled, repeated to all heads (saved by matmul q k^T, SDPA math)",
+        what!("q scaled (saved by matmul q k^T, SDPA math)"),
+        l.t * l.q,
+        c,
+    );
+    inv.add(
+        what!("k scaled, repeated to all heads (saved by matmul q k^T, SDPA math)"),
         l.t * l.kv * l.groups,
         c,
     );
-    inv.at(Part::AttentionScores)
-        .add("softmax output (saved by softmax, SDPA math)", l.scores, c);
+    inv.at(Part::AttentionScores).add(
+        what!("softmax output (saved by softmax, SDPA math)"),
+        l.scores,
+        c,
+    );
     eager_dropout(inv, sh, l, c);
     inv.at(Part::AttentionCore).add(
-        "v, repeated to all heads (saved by matmul probs v, SDPA math)",
+        what!("v, repeated to all heads (saved by matmul probs v, SDPA math)"),
         l.t * l.v * l.groups,
         c,
     );
@@ -575,12 +631,12 @@ pub(super) fn eager_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout, dtype: 
         return false;
     }
     inv.add(
-        "attention dropout mask (saved by dropout)",
+        what!("attention dropout mask (saved by dropout)"),
         l.scores,
         DType::Bool,
     );
     inv.add(
-        "dropped probabilities (saved by matmul probs v)",
+        what!("dropped probabilities (saved by matmul probs v)"),
         l.scores,
         dtype,
     );

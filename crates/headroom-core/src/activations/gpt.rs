@@ -2,7 +2,7 @@
 //! projections, the attention core and a plain MLP.
 
 use super::attention::{eager_dropout, math_attention, q_heads_first, sdpa_outputs};
-use super::linear::{linear_inputs, lora_adapter_inputs};
+use super::linear::{attention_output_inputs, linear_inputs, lora_adapter_inputs};
 use super::mlp::plain_mlp_side;
 use super::norms::layer_norm;
 use super::{Inventory, Layout, Part, Shape, residual_dropout};
@@ -18,7 +18,7 @@ pub(super) fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &L
     // where nothing lays it out again (measured on CPU: GPT-2).
     let held_kernel_output = sh.held_inputs && !l.quadratic(sh) && !q_heads_first(spec, l);
     inv.at(Part::InputNorm);
-    layer_norm(inv, "attention LayerNorm", sh, l);
+    layer_norm(inv, label!("attention LayerNorm"), sh, l);
     inv.at(Part::AttentionInputs);
     projections(inv, spec, sh, l);
     inv.at(Part::AttentionCore);
@@ -39,7 +39,7 @@ pub(super) fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &L
         let out = u64::from(sh.lora_o);
         lora_adapter_inputs(
             inv,
-            "attention output projection input",
+            label!("attention output projection input"),
             t * q,
             out,
             sh,
@@ -47,7 +47,13 @@ pub(super) fn gpt_layer(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &L
         );
     } else if l.quadratic(sh) || !sh.base_trainable || q_heads_first(spec, l) {
         let out = u64::from(sh.base_trainable || sh.lora_o);
-        linear_inputs(inv, "attention output projection input", t * q, out, sh);
+        attention_output_inputs(
+            inv,
+            label!("attention output projection input"),
+            t * q,
+            out,
+            sh,
+        );
     }
     residual_dropout(inv, sh, l, Part::AttentionResidualDropout);
     plain_mlp_side(inv, spec, sh, l);
@@ -68,10 +74,10 @@ fn projections(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         } else {
             sh.lora_qkv.min(1)
         };
-        linear_inputs(inv, "qkv input", th, fused, sh);
+        linear_inputs(inv, label!("qkv input"), th, fused, sh);
     } else {
         let qkv = if sh.base_trainable { 3 } else { sh.lora_qkv };
-        linear_inputs(inv, "q/k/v_proj input", th, qkv, sh);
+        linear_inputs(inv, label!("q/k/v_proj input"), th, qkv, sh);
     }
 }
 
@@ -89,13 +95,13 @@ fn fused_qkv(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         // (`TrainingArguments.use_cache` defaults to False in transformers 5): k and v are
         // then views of the fused output.
         inv.add(
-            "fused qkv output, kept by the q view (saved by SDPA)",
+            what!("fused qkv output, kept by the q view (saved by SDPA)"),
             3 * t * q,
             c,
         );
         if sh.kv_cache {
             inv.add(
-                "k and v concatenated into the KV cache (use_cache; saved by SDPA)",
+                what!("k and v concatenated into the KV cache (use_cache; saved by SDPA)"),
                 2 * t * q,
                 c,
             );
@@ -103,22 +109,22 @@ fn fused_qkv(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     } else if fused_projection(spec) {
         // GPT-NeoX: q and k rotated (new tensors); v a view of the fused output, or with the
         // KV cache on the cache's concatenated copy (found on fake CUDA).
-        inv.add("q and k after RoPE (saved by SDPA)", 2 * t * q, c);
+        inv.add(what!("q and k after RoPE (saved by SDPA)"), 2 * t * q, c);
         if sh.kv_cache {
             inv.add(
-                "v concatenated into the KV cache (use_cache; saved by SDPA)",
+                what!("v concatenated into the KV cache (use_cache; saved by SDPA)"),
                 t * q,
                 c,
             );
         } else {
             inv.add(
-                "fused qkv output, kept by the v view (saved by SDPA)",
+                what!("fused qkv output, kept by the v view (saved by SDPA)"),
                 3 * t * q,
                 c,
             );
         }
     } else {
-        inv.add("q, k, v (saved by SDPA)", 3 * t * q, c);
+        inv.add(what!("q, k, v (saved by SDPA)"), 3 * t * q, c);
     }
 }
 
@@ -134,13 +140,13 @@ fn eager_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
         // already in the compute dtype, so the same holds (fake CUDA). k (from the KV cache's
         // concatenation) is contiguous.
         inv.add(
-            "fused qkv output, kept by the q view (saved by matmul q k^T)",
+            what!("fused qkv output, kept by the q view (saved by matmul q k^T)"),
             3 * t * q,
             c,
         );
-        inv.add("k (saved by matmul q k^T)", t * q, c);
+        inv.add(what!("k (saved by matmul q k^T)"), t * q, c);
     } else {
-        inv.add("q and k (saved by matmul q k^T)", 2 * t * q, c);
+        inv.add(what!("q and k (saved by matmul q k^T)"), 2 * t * q, c);
     }
     // GPT-2/NeoX/OPT eager attention calls softmax in the scores' own dtype (no fp32 upcast,
     // unlike Llama), then casts to v's dtype, a no-op. Under CUDA autocast softmax is on the
@@ -149,22 +155,22 @@ fn eager_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout
     // more per score than the 16-bit output).
     if sh.amp() {
         inv.at(Part::AttentionScores).add(
-            "softmax output, fp32 by autocast (saved by softmax)",
+            what!("softmax output, fp32 by autocast (saved by softmax)"),
             l.scores,
             DType::F32,
         );
         if sh.attention_dropout <= 0.0 {
             inv.add(
-                "probabilities cast to the compute dtype (saved by matmul probs v)",
+                what!("probabilities cast to the compute dtype (saved by matmul probs v)"),
                 l.scores,
                 c,
             );
         }
     } else {
         inv.at(Part::AttentionScores)
-            .add("softmax output (saved by softmax)", l.scores, c);
+            .add(what!("softmax output (saved by softmax)"), l.scores, c);
     }
     eager_dropout(inv, sh, l, sh.compute());
     inv.at(Part::AttentionCore)
-        .add("v (saved by matmul probs v)", t * q, c);
+        .add(what!("v (saved by matmul probs v)"), t * q, c);
 }

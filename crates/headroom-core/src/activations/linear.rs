@@ -24,7 +24,7 @@ pub(super) fn mlp_linear_inputs(
 /// A router's input: as [`mlp_linear_inputs`], never Transformer Engine's.
 pub(super) fn router_inputs(inv: &mut Inventory, elements: u64, sh: &Shape) {
     if sh.base_trainable || sh.lora_mlp {
-        plain_linear_inputs(inv, "router input", elements, 1, sh);
+        plain_linear_inputs(inv, label!("router input"), elements, 1, sh);
     }
 }
 
@@ -65,12 +65,29 @@ pub(super) fn linear_inputs(
 /// casts are (TE `module/linear.py`, `prepare_for_saving`; read, not measured).
 pub(super) fn te_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64) {
     inv.add_n(
-        format!("{what}, fp8 copy (saved by each te.Linear)"),
+        what!("{what}, fp8 copy (saved by each te.Linear)"),
         elements,
         DType::F8,
         consumers,
     );
-    inv.add_n("its fp8 scale_inv, fp32", 1, DType::F32, consumers);
+    inv.add_n(what!("its fp8 scale_inv, fp32"), 1, DType::F32, consumers);
+}
+
+/// The output projection's input, the attention output: as [`linear_inputs`], but an 8-bit
+/// o_proj holds it in the dtype attention wrote it in (autocast's, where the residual stream
+/// is fp32: `prepare_model_for_kbit_training` under amp), not the stream's.
+pub(super) fn attention_output_inputs(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    consumers: u64,
+    sh: &Shape,
+) {
+    if sh.held_inputs {
+        held_linear_inputs_of(inv, what, (elements, sh.compute()), consumers, sh);
+    } else {
+        linear_inputs(inv, what, elements, consumers, sh);
+    }
 }
 
 /// The saved tensor of a Linear's output that the next Linear reads (the down projection's
@@ -100,7 +117,7 @@ fn plain_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers
     }
     if sh.amp() {
         inv.add_n(
-            format!(
+            what!(
                 "{what}, cast to {} by autocast (one per Linear)",
                 sh.compute().torch_name()
             ),
@@ -109,11 +126,7 @@ fn plain_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers
             consumers,
         );
     } else {
-        inv.add(
-            format!("{what} (saved by the Linear)"),
-            elements,
-            sh.stream(),
-        );
+        inv.add(what!("{what} (saved by the Linear)"), elements, sh.stream());
     }
 }
 
@@ -138,10 +151,21 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
 /// are not counted. Measured on CPU through the CUDA autograd function
 /// (tests/reference/measure_int8.py).
 fn held_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+    held_linear_inputs_of(inv, what, (elements, sh.compute()), consumers, sh);
+}
+
+/// [`held_linear_inputs`] of an input in `dtype`.
+fn held_linear_inputs_of(
+    inv: &mut Inventory,
+    what: &str,
+    (elements, dtype): (u64, DType),
+    consumers: u64,
+    sh: &Shape,
+) {
     inv.add_held(
-        format!("{what} (held by the 8-bit Linears' contexts)"),
+        what!("{what} (held by the 8-bit Linears' contexts)"),
         elements,
-        sh.stream(),
+        dtype,
     );
     lora_adapter_inputs(inv, what, elements, consumers, sh, true);
 }
@@ -173,7 +197,7 @@ pub(super) fn lora_adapter_inputs(
         // nn.Dropout on the (cast) input: CUDA's fused dropout keeps a bool mask, and its
         // output is a new tensor per adapted Linear.
         inv.add_n(
-            format!("{what}: lora_dropout mask (per adapted Linear)"),
+            what!("{what}: lora_dropout mask (per adapted Linear)"),
             elements,
             DType::Bool,
             consumers,
@@ -187,14 +211,14 @@ pub(super) fn lora_adapter_inputs(
     let copied = !lora_saves_input_itself(sh);
     if copied {
         let how = if sh.lora_dropout {
-            "dropped-out"
+            label!("dropped-out")
         } else if e != a {
-            "autocast's"
+            label!("autocast's")
         } else {
-            "peft's"
+            label!("peft's")
         };
         inv.add_n(
-            format!(
+            what!(
                 "{what}: {how} {} copy for lora_A (per adapted Linear)",
                 e.torch_name()
             ),
@@ -203,9 +227,14 @@ pub(super) fn lora_adapter_inputs(
             consumers,
         );
     } else if !saved {
-        inv.add(format!("{what} (saved by lora_A)"), elements, e);
+        inv.add(what!("{what} (saved by lora_A)"), elements, e);
     }
-    inv.add_n("lora_A output (saved by lora_B)", tokens * r, e, consumers);
+    inv.add_n(
+        what!("lora_A output (saved by lora_B)"),
+        tokens * r,
+        e,
+        consumers,
+    );
 }
 
 /// What DoRA keeps for each adapted Linear of input width `d_in` and output width in `outs`
@@ -228,19 +257,19 @@ pub(super) fn dora_outputs(
     for &w in outs {
         if sh.lora_dropout {
             inv.add(
-                format!("{what}: DoRA's base output (dropped input)"),
+                what!("{what}: DoRA's base output (dropped input)"),
                 t * w,
                 e,
             );
             inv.add(
-                format!("{what}: DoRA's {} weight cast", a.torch_name()),
+                what!("{what}: DoRA's {} weight cast", a.torch_name()),
                 w * d_in,
                 a,
             );
         } else {
-            inv.add(format!("{what}: DoRA's base output"), t * w, base_out);
+            inv.add(what!("{what}: DoRA's base output"), t * w, base_out);
         }
-        inv.add(format!("{what}: DoRA's adapters' output"), t * w, e);
-        inv.add_n(format!("{what}: DoRA's norms and scales"), w, a, 3);
+        inv.add(what!("{what}: DoRA's adapters' output"), t * w, e);
+        inv.add_n(what!("{what}: DoRA's norms and scales"), w, a, 3);
     }
 }

@@ -23,7 +23,7 @@ pub(super) fn gated_delta_net(inv: &mut Inventory, sh: &Shape, l: &Layout, la: &
     recurrent_state(inv, sh, &n);
     inv.at(Part::OutputProjection);
     gated_norm(inv, sh, l, &n);
-    linear_inputs(inv, "out_proj input", l.t * n.vd, 1, sh);
+    linear_inputs(inv, label!("out_proj input"), l.t * n.vd, 1, sh);
 }
 
 /// The delta rule's chunk length (`torch_chunk_gated_delta_rule`'s `chunk_size`).
@@ -75,27 +75,27 @@ fn conv_and_gates(inv: &mut Inventory, sh: &Shape, l: &Layout, la: &LinearAttent
     let (t, c) = (l.t, sh.compute());
     let f32 = DType::F32;
     let (hv, conv) = (n.hv, n.conv);
-    linear_inputs(inv, "in_proj_qkvz/in_proj_ba input", l.th, 2, sh);
-    inv.add("q, k, v joined (saved by conv1d)", t * conv, c);
+    linear_inputs(inv, label!("in_proj_qkvz/in_proj_ba input"), l.th, 2, sh);
+    inv.add(what!("q, k, v joined (saved by conv1d)"), t * conv, c);
     inv.add(
-        "conv1d output with its kernel - 1 extra positions (saved by silu)",
+        what!("conv1d output with its kernel - 1 extra positions (saved by silu)"),
         sh.b * conv * (sh.s + la.conv_kernel - 1),
         c,
     );
-    inv.add("beta (saved by sigmoid)", t * hv, c);
+    inv.add(what!("beta (saved by sigmoid)"), t * hv, c);
     if sh.base_trainable {
         inv.add(
-            "exp(A_log), fp32 (saved by exp and the decay's product)",
+            what!("exp(A_log), fp32 (saved by exp and the decay's product)"),
             2 * hv,
             f32,
         );
         inv.add(
-            "softplus output, fp32 (saved by the decay's product)",
+            what!("softplus output, fp32 (saved by the decay's product)"),
             t * hv,
             f32,
         );
     }
-    inv.add("a + dt_bias, fp32 (saved by softplus)", t * hv, f32);
+    inv.add(what!("a + dt_bias, fp32 (saved by softplus)"), t * hv, f32);
 }
 
 /// The chunked delta rule up to its loop over the chunks: q and k L2-normalized, beta and v
@@ -105,24 +105,24 @@ fn chunk_systems(inv: &mut Inventory, sh: &Shape, l: &Layout, n: &Sizes) {
     let f32 = DType::F32;
     let (hv, dk, dv, tp_pad, chunk_tokens) = (n.hv, n.dk, n.dv, n.tp_pad, n.chunk_tokens);
     inv.add_n(
-        "q and k in fp32, per value head (saved by the L2 norm)",
+        what!("q and k in fp32, per value head (saved by the L2 norm)"),
         t * hv * dk,
         f32,
         2,
     );
-    inv.add_n("L2 norm's rsqrt of q and of k", t * hv, f32, 2);
+    inv.add_n(what!("L2 norm's rsqrt of q and of k"), t * hv, f32, 2);
     inv.add(
-        "beta in fp32, padded (saved by v * beta, k * beta)",
+        what!("beta in fp32, padded (saved by v * beta, k * beta)"),
         tp_pad * hv,
         f32,
     );
     inv.add(
-        "v in fp32, padded (saved by v * beta)",
+        what!("v in fp32, padded (saved by v * beta)"),
         tp_pad * hv * dv,
         f32,
     );
     inv.add(
-        "strictly upper mask of a chunk, bool",
+        what!("strictly upper mask of a chunk, bool"),
         CHUNK * CHUNK,
         DType::Bool,
     );
@@ -131,36 +131,36 @@ fn chunk_systems(inv: &mut Inventory, sh: &Shape, l: &Layout, n: &Sizes) {
     let amp = sh.amp();
     let mm = if amp { c } else { f32 };
     inv.add_n(
-        "pairwise decay and the triangular system (chunk x chunk)",
+        what!("pairwise decay and the triangular system (chunk x chunk)"),
         chunk_tokens * CHUNK,
         f32,
         2,
     );
     inv.add_n(
-        "(k beta) k^T and q k^T (chunk x chunk, saved by their products with the decay)",
+        what!("(k beta) k^T and q k^T (chunk x chunk, saved by their products with the decay)"),
         chunk_tokens * CHUNK,
         mm,
         2,
     );
     inv.add(
-        "intra-chunk attention (chunk x chunk, saved by its matmul with v_new)",
+        what!("intra-chunk attention (chunk x chunk, saved by its matmul with v_new)"),
         chunk_tokens * CHUNK,
         mm,
     );
     inv.add_n(
-        "k normalized and padded, k * beta, q scaled, the solved k cumulative decay",
+        what!("k normalized and padded, k * beta, q scaled, the solved k cumulative decay"),
         chunk_tokens * dk,
         f32,
         4,
     );
     inv.add(
-        "k decayed to the chunk's end (saved by k^T @ v_new)",
+        what!("k decayed to the chunk's end (saved by k^T @ v_new)"),
         chunk_tokens * dk,
         mm,
     );
     if amp {
         inv.add_n(
-            "k^T (twice), k * beta and q scaled cast for their matmuls",
+            what!("k^T (twice), k * beta and q scaled cast for their matmuls"),
             chunk_tokens * dk,
             c,
             4,
@@ -170,18 +170,18 @@ fn chunk_systems(inv: &mut Inventory, sh: &Shape, l: &Layout, n: &Sizes) {
         // as it is, and so does F.pad with nothing to pad, so at::matmul's folding into bmm
         // copies k^T (twice), k * beta and q (padding makes them contiguous).
         inv.add_n(
-            "k^T (twice), k * beta and q copied contiguous by matmul",
+            what!("k^T (twice), k * beta and q copied contiguous by matmul"),
             chunk_tokens * dk,
             f32,
             4,
         );
     }
     inv.add(
-        "new values (solved by solve_triangular)",
+        what!("new values (solved by solve_triangular)"),
         chunk_tokens * dv,
         f32,
     );
-    inv.add_n("exp of the cumulative decays", chunk_tokens, f32, 3);
+    inv.add_n(what!("exp of the cumulative decays"), chunk_tokens, f32, 3);
 }
 
 /// The delta rule's loop over the chunks: the recurrent state entering each chunk, each
@@ -192,29 +192,33 @@ fn recurrent_state(inv: &mut Inventory, sh: &Shape, n: &Sizes) {
     let amp = sh.amp();
     let (hv, dk, dv, chunks) = (n.hv, n.dk, n.dv, n.chunks);
     let (state, chunk_tokens) = (n.state, n.chunk_tokens);
-    inv.add("exp of each chunk's total decay", sh.b * hv * chunks, f32);
+    inv.add(
+        what!("exp of each chunk's total decay"),
+        sh.b * hv * chunks,
+        f32,
+    );
     inv.add_n(
-        "recurrent state entering each chunk (saved by the decay's product)",
+        what!("recurrent state entering each chunk (saved by the decay's product)"),
         state,
         f32,
         chunks,
     );
     if amp {
         inv.add_n(
-            "each chunk's state cast for k_cumdecay @ state and q @ state",
+            what!("each chunk's state cast for k_cumdecay @ state and q @ state"),
             state,
             c,
             2 * chunks,
         );
         inv.add_n(
-            "each chunk's v_new cast for its two matmuls",
+            what!("each chunk's v_new cast for its two matmuls"),
             chunk_tokens * dv,
             c,
             2,
         );
     } else {
         inv.add(
-            "each chunk's v_new (saved by its matmuls)",
+            what!("each chunk's v_new (saved by its matmuls)"),
             chunk_tokens * dv,
             f32,
         );
@@ -223,14 +227,16 @@ fn recurrent_state(inv: &mut Inventory, sh: &Shape, n: &Sizes) {
         // From the second chunk on the state carries gradients: q @ state and k_cumdecay @
         // state also save their q and k_cumdecay chunks, cast.
         inv.add_n(
-            "the later chunks' decayed q and k_cumdecay, cast for their matmuls with the state",
+            what!(
+                "the later chunks' decayed q and k_cumdecay, cast for their matmuls with the state"
+            ),
             sh.b * hv * CHUNK * dk,
             c,
             2 * (chunks - 1),
         );
     } else if chunks > 1 {
         inv.add(
-            "q decayed (saved by q @ state once the state carries gradients)",
+            what!("q decayed (saved by q @ state once the state carries gradients)"),
             chunk_tokens * dk,
             f32,
         );
@@ -245,22 +251,26 @@ fn gated_norm(inv: &mut Inventory, sh: &Shape, l: &Layout, n: &Sizes) {
     let f32 = DType::F32;
     let (hv, vd) = (n.hv, n.vd);
     inv.add(
-        "gated norm: fp32 copy of the input (saved by pow, mul)",
+        what!("gated norm: fp32 copy of the input (saved by pow, mul)"),
         t * vd,
         f32,
     );
-    inv.add("gated norm: rsqrt of the variance", t * hv, f32);
+    inv.add(what!("gated norm: rsqrt of the variance"), t * hv, f32);
     if sh.base_trainable {
         inv.add(
-            "gated norm: normalized input (saved by the weight's product)",
+            what!("gated norm: normalized input (saved by the weight's product)"),
             t * vd,
             c,
         );
     }
-    inv.add("gated norm: z in fp32 (saved by silu)", t * vd, f32);
-    inv.add("gated norm: silu(z) (saved by the product)", t * vd, f32);
+    inv.add(what!("gated norm: z in fp32 (saved by silu)"), t * vd, f32);
     inv.add(
-        "gated norm: weight * normalized (saved by the product)",
+        what!("gated norm: silu(z) (saved by the product)"),
+        t * vd,
+        f32,
+    );
+    inv.add(
+        what!("gated norm: weight * normalized (saved by the product)"),
         t * vd,
         x,
     );

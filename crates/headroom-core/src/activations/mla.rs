@@ -21,11 +21,23 @@ pub(super) fn mla_projections(
     let (t, c) = (l.t, sh.compute());
     if m.q_lora_rank > 0 {
         let r = m.q_lora_rank;
-        linear_inputs(inv, "q_a_proj/kv_a_proj_with_mqa input", l.th, 2, sh);
-        rms_norm_of(inv, "q_a_layernorm", (t, r, c), sh, spec.family);
-        linear_inputs(inv, "q_b_proj input (q_a_layernorm output)", t * r, 1, sh);
+        linear_inputs(
+            inv,
+            label!("q_a_proj/kv_a_proj_with_mqa input"),
+            l.th,
+            2,
+            sh,
+        );
+        rms_norm_of(inv, label!("q_a_layernorm"), (t, r, c), sh, spec.family);
+        linear_inputs(
+            inv,
+            label!("q_b_proj input (q_a_layernorm output)"),
+            t * r,
+            1,
+            sh,
+        );
     } else {
-        linear_inputs(inv, "q_proj/kv_a_proj_with_mqa input", l.th, 2, sh);
+        linear_inputs(inv, label!("q_proj/kv_a_proj_with_mqa input"), l.th, 2, sh);
     }
     // kv_a_layernorm reads the latent columns of kv_a_proj_with_mqa's output, a view: its fp32
     // cast copies the view in 16-bit, but in fp32 `.to` returns the view, so pow and mul keep
@@ -34,26 +46,32 @@ pub(super) fn mla_projections(
     let (first, what) = if c == DType::F32 {
         (
             t * (kvr + m.qk_rope_head_dim),
-            "kv_a_layernorm: kv_a_proj_with_mqa output, kept by its input view (saved by pow, mul)",
+            label!(
+                "kv_a_layernorm: kv_a_proj_with_mqa output, kept by its input view (saved by pow, mul)"
+            ),
         )
     } else {
         (
             t * kvr,
-            "kv_a_layernorm: fp32 copy of the input (saved by pow, mul)",
+            label!("kv_a_layernorm: fp32 copy of the input (saved by pow, mul)"),
         )
     };
     inv.add(what, first, DType::F32);
-    inv.add("kv_a_layernorm: rsqrt of the variance", t, DType::F32);
+    inv.add(
+        what!("kv_a_layernorm: rsqrt of the variance"),
+        t,
+        DType::F32,
+    );
     if sh.base_trainable {
         inv.add(
-            "kv_a_layernorm: normalized input (saved by mul with weight)",
+            what!("kv_a_layernorm: normalized input (saved by mul with weight)"),
             t * kvr,
             c,
         );
     }
     linear_inputs(
         inv,
-        "kv_b_proj input (kv_a_layernorm output)",
+        label!("kv_b_proj input (kv_a_layernorm output)"),
         t * kvr,
         1,
         sh,

@@ -22,10 +22,10 @@ pub(super) fn llama_mlp_side(
         // OLMo 2 normalizes the attention output and the MLP output; the MLP reads the
         // residual stream itself.
         inv.at(Part::MlpNorm);
-        rms_norm(inv, "post_attention_layernorm", nt, h, sh, family);
+        rms_norm(inv, label!("post_attention_layernorm"), nt, h, sh, family);
         inv.at(Part::Mlp);
         mlp(inv);
-        rms_norm(inv, "post_feedforward_layernorm", nt, h, sh, family);
+        rms_norm(inv, label!("post_feedforward_layernorm"), nt, h, sh, family);
         return residual_dropout(inv, sh, l, Part::MlpResidualDropout);
     }
     // The norms after attention and after the MLP (Gemma 2/3, GLM-4) read a projection's
@@ -35,12 +35,12 @@ pub(super) fn llama_mlp_side(
     inv.at(Part::MlpNorm);
     // (Named as Gemma 2 names them; GLM-4's are post_self_attn, post_attention, post_mlp.)
     if four_norms {
-        rms_norm_of(inv, "post_attention_layernorm", post, sh, family);
+        rms_norm_of(inv, label!("post_attention_layernorm"), post, sh, family);
     }
     let second = if four_norms {
-        "pre_feedforward_layernorm"
+        label!("pre_feedforward_layernorm")
     } else {
-        "post_attention_layernorm"
+        label!("post_attention_layernorm")
     };
     if spec.gated_attention() {
         zero_centred_norm(inv, second, (nt * h, nt * h, h), sh, sh.stream());
@@ -50,7 +50,7 @@ pub(super) fn llama_mlp_side(
     inv.at(Part::Mlp);
     mlp(inv);
     if four_norms {
-        rms_norm_of(inv, "post_feedforward_layernorm", post, sh, family);
+        rms_norm_of(inv, label!("post_feedforward_layernorm"), post, sh, family);
     }
     residual_dropout(inv, sh, l, Part::MlpResidualDropout);
 }
@@ -69,39 +69,45 @@ pub(super) fn gated_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u6
     };
     let fused = spec.fused_gate_up();
     if fused {
-        mlp_linear_inputs(inv, "gate_up_proj input", th, 1, sh);
+        mlp_linear_inputs(inv, label!("gate_up_proj input"), th, 1, sh);
     } else if spec.family == Family::Cohere2 {
         // Counted with the attention projections, which read the same norm output.
     } else {
-        mlp_linear_inputs(inv, "gate/up_proj input", th, 2, sh);
+        mlp_linear_inputs(inv, label!("gate/up_proj input"), th, 2, sh);
         if sh.dora && sh.lora_mlp && !sh.base_trainable {
-            dora_outputs(inv, "gate/up_proj", (spec.hidden, c), &[f, f], sh);
+            dora_outputs(inv, label!("gate/up_proj"), (spec.hidden, c), &[f, f], sh);
         }
     }
     let what = if fused {
-        "gate_up output (saved by the activation and the product)"
+        label!("gate_up output (saved by the activation and the product)")
     } else {
-        "gate output (saved by the activation)"
+        label!("gate output (saved by the activation)")
     };
     if fused {
         inv.add(what, 2 * t * f, c);
     } else {
         inv.add(what, t * f, c);
-        inv.add("up output (saved by the product)", t * f, c);
+        inv.add(what!("up output (saved by the product)"), t * f, c);
     }
-    inv.add("activation output (saved by the product)", t * f, c);
+    inv.add(what!("activation output (saved by the product)"), t * f, c);
     if sh.base_trainable {
         next_linear_input(
             inv,
-            "product act(gate) * up (saved by down_proj)",
+            label!("product act(gate) * up (saved by down_proj)"),
             t * f,
             c,
             sh,
         );
     } else {
-        mlp_lora_inputs(inv, "down_proj input", t * f, 1, sh);
+        mlp_lora_inputs(inv, label!("down_proj input"), t * f, 1, sh);
         if sh.dora && sh.lora_mlp {
-            dora_outputs(inv, "down_proj", (f, c), &[spec.hidden / sh.tp.max(1)], sh);
+            dora_outputs(
+                inv,
+                label!("down_proj"),
+                (f, c),
+                &[spec.hidden / sh.tp.max(1)],
+                sh,
+            );
         }
     }
 }
@@ -116,12 +122,16 @@ pub(super) fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, 
     if spec.parallel_residual {
         // GPT-NeoX's parallel residual: the MLP's LayerNorm reads the layer's input, which
         // the attention LayerNorm saved already.
-        inv.add("MLP LayerNorm: mean and rstd, fp32", 2 * l.t, DType::F32);
+        inv.add(
+            what!("MLP LayerNorm: mean and rstd, fp32"),
+            2 * l.t,
+            DType::F32,
+        );
     } else {
-        layer_norm(inv, "MLP LayerNorm", sh, l);
+        layer_norm(inv, label!("MLP LayerNorm"), sh, l);
     }
     inv.at(Part::Mlp);
-    mlp_linear_inputs(inv, "MLP input", th, 1, sh);
+    mlp_linear_inputs(inv, label!("MLP input"), th, 1, sh);
     match spec.activation.as_str() {
         // GPT-2's gelu_new is written out in Python: 0.5 * x * (1 + tanh(...(x + 0.044715 x^3))):
         // pow saves x, tanh saves its output, the last product saves both factors. Under
@@ -131,22 +141,22 @@ pub(super) fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, 
         // tests/reference/test_cuda_fake.py).
         "gelu_new" if sh.amp() => {
             inv.add(
-                "MLP up output, fp32 copy by autocast (saved by pow)",
+                what!("MLP up output, fp32 copy by autocast (saved by pow)"),
                 t * f,
                 DType::F32,
             );
             inv.add_n(
-                "gelu_new: tanh output and 1 + tanh, fp32 (saved by tanh, mul)",
+                what!("gelu_new: tanh output and 1 + tanh, fp32 (saved by tanh, mul)"),
                 t * f,
                 DType::F32,
                 2,
             );
-            inv.add("gelu_new: 0.5 * x (saved by mul)", t * f, c);
+            inv.add(what!("gelu_new: 0.5 * x (saved by mul)"), t * f, c);
         }
         "gelu_new" => {
-            inv.add("MLP up output (saved by pow)", t * f, c);
+            inv.add(what!("MLP up output (saved by pow)"), t * f, c);
             inv.add_n(
-                "gelu_new: tanh output, 0.5 * x and 1 + tanh (saved by tanh, mul)",
+                what!("gelu_new: tanh output, 0.5 * x and 1 + tanh (saved by tanh, mul)"),
                 t * f,
                 c,
                 3,
@@ -156,29 +166,29 @@ pub(super) fn plain_mlp_side(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, 
             // ReLU's output is also the down projection's input (one storage; under autocast
             // it is already in the compute dtype, so the Linear's cast returns it as is).
             let what = if sh.base_trainable {
-                "ReLU output (saved by relu and by the down projection)"
+                label!("ReLU output (saved by relu and by the down projection)")
             } else {
-                "ReLU output (saved by relu)"
+                label!("ReLU output (saved by relu)")
             };
             inv.add(what, t * f, c);
         }
-        _ => inv.add("MLP up output (saved by gelu)", t * f, c),
+        _ => inv.add(what!("MLP up output (saved by gelu)"), t * f, c),
     }
     if sh.base_trainable {
         if spec.activation != "relu" {
             next_linear_input(
                 inv,
-                "activation output (saved by the down projection)",
+                label!("activation output (saved by the down projection)"),
                 t * f,
                 c,
                 sh,
             );
         }
     } else {
-        mlp_lora_inputs(inv, "down projection input", t * f, 1, sh);
+        mlp_lora_inputs(inv, label!("down projection input"), t * f, 1, sh);
     }
     if sh.residual_dropout > 0.0 {
         inv.at(Part::MlpResidualDropout)
-            .add("residual dropout mask (MLP)", th, DType::Bool);
+            .add(what!("residual dropout mask (MLP)"), th, DType::Bool);
     }
 }

@@ -488,9 +488,9 @@ pub fn moe_layer_of(spec: &ModelSpec, sh: &Shape, other: bool) -> Vec<Saved> {
 fn residual_dropout(inv: &mut Inventory, sh: &Shape, l: &Layout, part: Part) {
     if sh.residual_dropout > 0.0 {
         let what = if part == Part::MlpResidualDropout {
-            "residual dropout mask (MLP)"
+            label!("residual dropout mask (MLP)")
         } else {
-            "residual dropout mask (attention)"
+            label!("residual dropout mask (attention)")
         };
         inv.at(part).add(what, l.th, DType::Bool);
     }
@@ -508,7 +508,7 @@ pub fn int8_compressed(items: Vec<Saved>) -> Vec<Saved> {
             continue;
         }
         out.push(Saved {
-            what: format!("{} (int8)", s.what),
+            what: what!("{} (int8)", s.what),
             elements: s.elements,
             dtype: DType::I8,
             copies: s.copies,
@@ -516,7 +516,7 @@ pub fn int8_compressed(items: Vec<Saved>) -> Vec<Saved> {
             held: s.held,
         });
         out.push(Saved {
-            what: format!("its scale ({})", s.dtype.torch_name()),
+            what: what!("its scale ({})", s.dtype.torch_name()),
             elements: 1,
             dtype: s.dtype,
             copies: s.copies,

@@ -34,13 +34,13 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     // CPU): the routed rows sorted by expert, their orders and the rows per expert. Measured
     // on fake CUDA at full size (Mixtral, Qwen1.5/Qwen3-MoE, Granite-MoE: exact).
     inv.add_n(
-        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
+        what!("routed rows' orders, int64 (saved by the gathers and the scatter back)"),
         routed,
         DType::I64,
         3,
     );
     inv.add(
-        "rows per expert, int32 (saved by grouped_mm)",
+        what!("rows per expert, int32 (saved by grouped_mm)"),
         m.experts,
         DType::I32,
     );
@@ -49,19 +49,19 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     // gpt-oss's do; fake CUDA at full size: Mixtral and Qwen MoE 30-41% under before).
     let x = if sh.amp() { sh.stream() } else { c };
     inv.add(
-        "tokens gathered per expert (saved by the experts' grouped_mm)",
+        what!("tokens gathered per expert (saved by the experts' grouped_mm)"),
         routed * spec.hidden,
         x,
     );
     let f = m.expert_intermediate / sh.tp;
     inv.add_n(
-        "expert intermediates (gate, up, activation, product)",
+        what!("expert intermediates (gate, up, activation, product)"),
         routed * f,
         x,
         4,
     );
     inv.add(
-        "routing weights applied to expert outputs",
+        what!("routing weights applied to expert outputs"),
         routed * spec.hidden,
         x,
     );
@@ -78,7 +78,7 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         _ => deepseek_score_dtype(m, sh),
     };
     inv.add(
-        "routing weight of each routed row (saved by mul)",
+        what!("routing weight of each routed row (saved by mul)"),
         routed,
         weight,
     );
@@ -89,11 +89,17 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             // gate's Linear saves its own cast of x under autocast (fake CUDA, Qwen1.5-MoE at
             // full size: exact in bf16 and under autocast).
             if sh.amp() {
-                mlp_linear_inputs(inv, "shared_expert_gate input", t * spec.hidden, 1, sh);
+                mlp_linear_inputs(
+                    inv,
+                    label!("shared_expert_gate input"),
+                    t * spec.hidden,
+                    1,
+                    sh,
+                );
             }
-            inv.add("shared expert gate output", t, c);
+            inv.add(what!("shared expert gate output"), t, c);
             inv.add(
-                "shared expert output (saved by the gate's product)",
+                what!("shared expert output (saved by the gate's product)"),
                 t * spec.hidden,
                 c,
             );
@@ -114,26 +120,26 @@ fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     if spec.class().traits.topk_softmax {
         // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
         inv.add(
-            "router's top-k probabilities, fp32 (saved by softmax over the top-k logits)",
+            what!("router's top-k probabilities, fp32 (saved by softmax over the top-k logits)"),
             routed,
             DType::F32,
         );
     } else {
         inv.add(
-            "router probabilities, fp32 (saved by softmax and topk)",
+            what!("router probabilities, fp32 (saved by softmax and topk)"),
             t * m.experts,
             DType::F32,
         );
     }
     inv.add(
-        "router's top-k indices, int64 (saved by topk)",
+        what!("router's top-k indices, int64 (saved by topk)"),
         routed,
         DType::I64,
     );
     if m.norm_topk {
         topk_division(
             inv,
-            "top-k probabilities, fp32 (saved by their in-place division by the sum)",
+            label!("top-k probabilities, fp32 (saved by their in-place division by the sum)"),
             (t, m.top_k),
             DType::F32,
         );
@@ -144,7 +150,11 @@ fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
 /// weights (`what`, in `dtype`) and their sum, fp32 (autocast runs `sum` in fp32).
 fn topk_division(inv: &mut Inventory, what: &str, (t, k): (u64, u64), dtype: DType) {
     inv.add(what, t * k, dtype);
-    inv.add("their sum, fp32 (saved by the division)", t, DType::F32);
+    inv.add(
+        what!("their sum, fp32 (saved by the division)"),
+        t,
+        DType::F32,
+    );
 }
 
 /// DeepSeek's routers (`Router::DeepseekV2`, `Router::DeepseekV3`): `F.linear(x.float(),
@@ -163,23 +173,27 @@ fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     } else if sh.stream() != DType::F32 {
         if sh.base_trainable {
             inv.add(
-                "router input's fp32 copy (saved by the fp32 Linear)",
+                what!("router input's fp32 copy (saved by the fp32 Linear)"),
                 t * h,
                 DType::F32,
             );
         }
         inv.add(
-            "router weight's fp32 copy (saved by the fp32 Linear)",
+            what!("router weight's fp32 copy (saved by the fp32 Linear)"),
             m.experts * h,
             DType::F32,
         );
     } else if sh.base_trainable && m.shared_intermediate == 0 {
-        inv.add("router input (saved by the Linear)", t * h, DType::F32);
+        inv.add(
+            what!("router input (saved by the Linear)"),
+            t * h,
+            DType::F32,
+        );
     }
     let score = deepseek_score_dtype(m, sh);
     let scores = match m.router {
-        Router::DeepseekV3 => "router scores (saved by sigmoid)",
-        _ => "router probabilities, fp32 (saved by softmax)",
+        Router::DeepseekV3 => label!("router scores (saved by sigmoid)"),
+        _ => label!("router probabilities, fp32 (saved by softmax)"),
     };
     inv.add(scores, t * m.experts, score);
     if m.router
@@ -188,20 +202,20 @@ fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         })
     {
         inv.add(
-            "mask of the experts outside the chosen groups, bool (saved by masked_fill)",
+            what!("mask of the experts outside the chosen groups, bool (saved by masked_fill)"),
             t * m.experts,
             DType::Bool,
         );
     }
     inv.add(
-        "router's top-k indices, int64 (saved by topk and gather)",
+        what!("router's top-k indices, int64 (saved by topk and gather)"),
         t * m.top_k,
         DType::I64,
     );
     if m.norm_topk {
         topk_division(
             inv,
-            "top-k scores (saved by their in-place division by the sum)",
+            label!("top-k scores (saved by their in-place division by the sum)"),
             (t, m.top_k),
             score,
         );
@@ -230,29 +244,41 @@ fn gpt_oss_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     let r = t * m.top_k;
     router_inputs(inv, t * h, sh);
     inv.add(
-        "router's top-k indices, int64 (saved by topk)",
+        what!("router's top-k indices, int64 (saved by topk)"),
         r,
         DType::I64,
     );
-    inv.add("routing weights (saved by softmax over the top-k)", r, c);
+    inv.add(
+        what!("routing weights (saved by softmax over the top-k)"),
+        r,
+        c,
+    );
     grouped_mm_dispatch(inv, (r, h, m.experts), 4, x, sh);
-    inv.add("gate_up output with bias (saved by clamp)", 2 * r * f, x);
+    inv.add(
+        what!("gate_up output with bias (saved by clamp)"),
+        2 * r * f,
+        x,
+    );
     inv.add_n(
-        "clamped gate, its sigmoid, up + 1 and the gated gate (saved by the clamped SwiGLU)",
+        what!("clamped gate, its sigmoid, up + 1 and the gated gate (saved by the clamped SwiGLU)"),
         r * f,
         x,
         4,
     );
     if sh.base_trainable {
         inv.add(
-            "clamped SwiGLU output (saved by the down grouped_mm)",
+            what!("clamped SwiGLU output (saved by the down grouped_mm)"),
             r * f,
             x,
         );
     }
-    inv.add("routing weights in expert order (saved by mul)", r, c);
     inv.add(
-        "down output with bias (saved by mul with the routing weights)",
+        what!("routing weights in expert order (saved by mul)"),
+        r,
+        c,
+    );
+    inv.add(
+        what!("down output with bias (saved by mul with the routing weights)"),
         r * h,
         x,
     );
@@ -275,51 +301,61 @@ fn llama4_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     if sh.base_trainable {
         linear_inputs(
             inv,
-            "router and shared expert gate/up_proj input",
+            label!("router and shared expert gate/up_proj input"),
             t * h,
             3,
             sh,
         );
     } else {
         // The frozen router saves nothing; the shared expert's gate and up adapters do.
-        mlp_lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
+        mlp_lora_inputs(
+            inv,
+            label!("shared expert gate/up_proj input"),
+            t * h,
+            2,
+            sh,
+        );
     }
     inv.add(
-        "router's top-k indices, int64 (saved by topk and scatter)",
+        what!("router's top-k indices, int64 (saved by topk and scatter)"),
         t * m.top_k,
         DType::I64,
     );
     inv.add(
-        "router scores, fp32 (saved by sigmoid)",
+        what!("router scores, fp32 (saved by sigmoid)"),
         t * m.experts,
         DType::F32,
     );
-    inv.add("scores, one per expert and token (saved by mul)", rows, c);
     inv.add(
-        "tokens repeated for every expert (saved by mul with the scores)",
+        what!("scores, one per expert and token (saved by mul)"),
+        rows,
+        c,
+    );
+    inv.add(
+        what!("tokens repeated for every expert (saved by mul with the scores)"),
         rows * h,
         x,
     );
     if sh.base_trainable {
         inv.add(
-            "scored rows, in the compute dtype (saved by the gate_up bmm)",
+            what!("scored rows, in the compute dtype (saved by the gate_up bmm)"),
             rows * h,
             c,
         );
     }
     inv.add(
-        "experts' gate_up output (saved by the activation and the product)",
+        what!("experts' gate_up output (saved by the activation and the product)"),
         2 * rows * f,
         c,
     );
     inv.add(
-        "experts' activation output (saved by the product)",
+        what!("experts' activation output (saved by the product)"),
         rows * f,
         c,
     );
     if sh.base_trainable {
         inv.add(
-            "experts' product act(gate) * up (saved by the down bmm)",
+            what!("experts' product act(gate) * up (saved by the down bmm)"),
             rows * f,
             c,
         );
@@ -343,53 +379,63 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     if sh.base_trainable {
         linear_inputs(
             inv,
-            "shared expert gate/up, router and shared gate input",
+            label!("shared expert gate/up, router and shared gate input"),
             t * h,
             4,
             sh,
         );
     } else {
-        mlp_lora_inputs(inv, "shared expert gate/up_proj input", t * h, 2, sh);
+        mlp_lora_inputs(
+            inv,
+            label!("shared expert gate/up_proj input"),
+            t * h,
+            2,
+            sh,
+        );
     }
     shared_expert_mlp(inv, t * si, c, sh);
     inv.add(
-        "router probabilities, fp32 (saved by softmax)",
+        what!("router probabilities, fp32 (saved by softmax)"),
         t * m.experts,
         DType::F32,
     );
     inv.add(
-        "router's top-k indices, int64 (saved by topk)",
+        what!("router's top-k indices, int64 (saved by topk)"),
         r,
         DType::I64,
     );
     inv.add(
-        "top-k probabilities and their sum, fp32 (saved by the division)",
+        what!("top-k probabilities and their sum, fp32 (saved by the division)"),
         r + t,
         DType::F32,
     );
     grouped_mm_dispatch(inv, (r, h, m.experts), 3, x, sh);
     inv.add(
-        "gate_up output (saved by the activation and the product)",
+        what!("gate_up output (saved by the activation and the product)"),
         2 * r * f,
         x,
     );
-    inv.add("activation output (saved by the product)", r * f, x);
+    inv.add(what!("activation output (saved by the product)"), r * f, x);
     if sh.base_trainable {
         inv.add(
-            "product act(gate) * up (saved by the down grouped_mm)",
+            what!("product act(gate) * up (saved by the down grouped_mm)"),
             r * f,
             x,
         );
     }
-    inv.add("routing weights in expert order (saved by mul)", r, c);
     inv.add(
-        "down output (saved by mul with the routing weights)",
+        what!("routing weights in expert order (saved by mul)"),
+        r,
+        c,
+    );
+    inv.add(
+        what!("down output (saved by mul with the routing weights)"),
         r * h,
         x,
     );
-    inv.add("shared gate's sigmoid (saved by the product)", t, c);
+    inv.add(what!("shared gate's sigmoid (saved by the product)"), t, c);
     inv.add(
-        "shared expert output (saved by the product with its gate)",
+        what!("shared expert output (saved by the product with its gate)"),
         t * h,
         c,
     );
@@ -400,30 +446,36 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
 /// down_proj saves (LoRA's adapters save their own input instead).
 fn shared_expert_mlp(inv: &mut Inventory, elements: u64, c: DType, sh: &Shape) {
     inv.add(
-        "shared expert gate output (saved by the activation)",
+        what!("shared expert gate output (saved by the activation)"),
         elements,
         c,
     );
     inv.add(
-        "shared expert up output (saved by the product)",
+        what!("shared expert up output (saved by the product)"),
         elements,
         c,
     );
     inv.add(
-        "shared expert activation output (saved by the product)",
+        what!("shared expert activation output (saved by the product)"),
         elements,
         c,
     );
     if sh.base_trainable {
         next_linear_input(
             inv,
-            "shared expert product act(gate) * up (saved by down_proj)",
+            label!("shared expert product act(gate) * up (saved by down_proj)"),
             elements,
             c,
             sh,
         );
     } else {
-        mlp_lora_inputs(inv, "shared expert down_proj input", elements, 1, sh);
+        mlp_lora_inputs(
+            inv,
+            label!("shared expert down_proj input"),
+            elements,
+            1,
+            sh,
+        );
     }
 }
 
@@ -438,17 +490,21 @@ fn grouped_mm_dispatch(
     sh: &Shape,
 ) {
     inv.add_n(
-        "routed rows' orders, int64 (saved by the gathers and the scatter back)",
+        what!("routed rows' orders, int64 (saved by the gathers and the scatter back)"),
         r,
         DType::I64,
         orders,
     );
     inv.add(
-        "rows per expert, int32 (saved by grouped_mm)",
+        what!("rows per expert, int32 (saved by grouped_mm)"),
         experts,
         DType::I32,
     );
     if sh.base_trainable {
-        inv.add("routed tokens, gathered (saved by grouped_mm)", r * h, x);
+        inv.add(
+            what!("routed tokens, gathered (saved by grouped_mm)"),
+            r * h,
+            x,
+        );
     }
 }

@@ -8,11 +8,11 @@ use crate::model::{Family, ModelSpec};
 /// native_layer_norm saves its input and the fp32 mean and rstd per token.
 pub(super) fn layer_norm(inv: &mut Inventory, name: &str, sh: &Shape, l: &Layout) {
     inv.add(
-        format!("{name}: input (saved by layer_norm)"),
+        what!("{name}: input (saved by layer_norm)"),
         l.th,
         sh.stream(),
     );
-    inv.add(format!("{name}: mean and rstd, fp32"), 2 * l.t, DType::F32);
+    inv.add(what!("{name}: mean and rstd, fp32"), 2 * l.t, DType::F32);
 }
 
 /// The RMSNorm of Llama-like models: `w * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype)`
@@ -49,23 +49,23 @@ pub(super) fn rms_norm_of(
 ) {
     // x.to(float32) is a copy unless x is already fp32; pow and mul save it.
     let what = if stream == DType::F32 {
-        "input (saved by pow, mul)"
+        label!("input (saved by pow, mul)")
     } else {
-        "fp32 copy of the input (saved by pow, mul)"
+        label!("fp32 copy of the input (saved by pow, mul)")
     };
-    inv.add(format!("{name}: {what}"), t * h, DType::F32);
-    inv.add(format!("{name}: rsqrt of the variance"), t, DType::F32);
+    inv.add(what!("{name}: {what}"), t * h, DType::F32);
+    inv.add(what!("{name}: rsqrt of the variance"), t, DType::F32);
     if family == Family::Gemma {
         // Gemma: (x * rsqrt) * (1 + w) in fp32; the product's fp32 input is saved.
         inv.add(
-            format!("{name}: normalized input, fp32 (saved by mul with 1 + weight)"),
+            what!("{name}: normalized input, fp32 (saved by mul with 1 + weight)"),
             t * h,
             DType::F32,
         );
         // `1.0 + self.weight.float()` is a new fp32 tensor, which the product saves for the
         // input's gradient (found on fake CUDA; tests/reference/test_cuda_fake.py).
         inv.add(
-            format!("{name}: 1 + weight, fp32 (saved by mul)"),
+            what!("{name}: 1 + weight, fp32 (saved by mul)"),
             h,
             DType::F32,
         );
@@ -78,7 +78,7 @@ pub(super) fn rms_norm_of(
             stream
         };
         inv.add(
-            format!("{name}: normalized input (saved by mul with weight)"),
+            what!("{name}: normalized input (saved by mul with weight)"),
             t * h,
             dtype,
         );
@@ -91,22 +91,22 @@ pub(super) fn rms_norm_of(
 /// trains) and the weight's fp32 copy (a bf16 weight's).
 pub(super) fn cohere_norm(inv: &mut Inventory, name: &str, (t, h): (u64, u64), sh: &Shape) {
     inv.add_n(
-        format!("{name}: centred input, fp32, computed twice (saved by pow and by mul)"),
+        what!("{name}: centred input, fp32, computed twice (saved by pow and by mul)"),
         t * h,
         DType::F32,
         2,
     );
-    inv.add(format!("{name}: rsqrt of the variance"), t, DType::F32);
+    inv.add(what!("{name}: rsqrt of the variance"), t, DType::F32);
     if sh.base_trainable {
         inv.add(
-            format!("{name}: normalized input, fp32 (saved by mul with weight)"),
+            what!("{name}: normalized input, fp32 (saved by mul with weight)"),
             t * h,
             DType::F32,
         );
     }
     if sh.stream() != DType::F32 {
         inv.add(
-            format!("{name}: weight cast to fp32 (saved by mul)"),
+            what!("{name}: weight cast to fp32 (saved by mul)"),
             h,
             DType::F32,
         );
@@ -127,24 +127,24 @@ pub(super) fn zero_centred_norm(
     dtype: DType,
 ) {
     let what = if dtype == DType::F32 {
-        "input (saved by pow, mul)"
+        label!("input (saved by pow, mul)")
     } else {
-        "fp32 copy of the input (saved by pow, mul)"
+        label!("fp32 copy of the input (saved by pow, mul)")
     };
-    inv.add(format!("{name}: {what}"), input, DType::F32);
+    inv.add(what!("{name}: {what}"), input, DType::F32);
     inv.add(
-        format!("{name}: rsqrt of the variance"),
+        what!("{name}: rsqrt of the variance"),
         normalized / weight.max(1),
         DType::F32,
     );
     inv.add(
-        format!("{name}: 1 + weight, fp32 (saved by the product)"),
+        what!("{name}: 1 + weight, fp32 (saved by the product)"),
         weight,
         DType::F32,
     );
     if sh.base_trainable {
         inv.add(
-            format!("{name}: normalized input, fp32 (saved by the product with 1 + weight)"),
+            what!("{name}: normalized input, fp32 (saved by the product with 1 + weight)"),
             normalized,
             DType::F32,
         );

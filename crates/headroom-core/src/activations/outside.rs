@@ -18,27 +18,40 @@ pub fn outside_layers(spec: &ModelSpec, sh: &Shape) -> Vec<Saved> {
     match spec.norm {
         NormKind::RmsNorm if spec.family == Family::Cohere2 => {
             inv.at(Part::FinalNorm);
-            cohere_norm(&mut inv, "final norm", (t, h), sh);
+            cohere_norm(&mut inv, label!("final norm"), (t, h), sh);
         }
         NormKind::RmsNorm if spec.gated_attention() => {
             inv.at(Part::FinalNorm);
-            zero_centred_norm(&mut inv, "final norm", (t * h, t * h, h), sh, sh.stream());
+            zero_centred_norm(
+                &mut inv,
+                label!("final norm"),
+                (t * h, t * h, h),
+                sh,
+                sh.stream(),
+            );
         }
         NormKind::RmsNorm => {
             if spec.final_norm {
                 inv.at(Part::FinalNorm);
-                rms_norm(&mut inv, "final norm", t, h, sh, norm_family(spec));
+                rms_norm(&mut inv, label!("final norm"), t, h, sh, norm_family(spec));
             }
         }
         NormKind::LayerNorm => {
             if sh.embedding_dropout > 0.0 {
-                inv.at(Part::EmbeddingDropout)
-                    .add("embedding dropout mask", t * h, DType::Bool);
+                inv.at(Part::EmbeddingDropout).add(
+                    what!("embedding dropout mask"),
+                    t * h,
+                    DType::Bool,
+                );
             }
             if spec.final_norm {
                 inv.at(Part::FinalNorm);
-                inv.add("final LayerNorm input", t * h, sh.stream());
-                inv.add("final LayerNorm mean and rstd, fp32", 2 * t, DType::F32);
+                inv.add(what!("final LayerNorm input"), t * h, sh.stream());
+                inv.add(
+                    what!("final LayerNorm mean and rstd, fp32"),
+                    2 * t,
+                    DType::F32,
+                );
             }
         }
     }
@@ -62,7 +75,7 @@ fn rope_tables(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
         // Llama 4's `freqs_cis`: (1, s, head_dim / 2) complex64 whatever the precision, saved
         // by every RoPE layer's complex multiply.
         inv.at(Part::Rope).add(
-            "RoPE freqs_cis, complex64 (saved by every RoPE layer's multiply)",
+            what!("RoPE freqs_cis, complex64 (saved by every RoPE layer's multiply)"),
             sh.s * spec.head_dim,
             DType::F32,
         );
@@ -82,7 +95,7 @@ fn rope_tables(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
                 1
             };
         inv.at(Part::Rope).add_n(
-            "RoPE cos and sin (saved by every layer's RoPE)",
+            what!("RoPE cos and sin (saved by every layer's RoPE)"),
             2 * sh.s * spec.rotary_dim(),
             rope,
             pairs,
@@ -97,10 +110,17 @@ fn mtp_module(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     let (t, h) = (sh.tokens(), spec.hidden);
     inv.at(Part::FinalNorm);
     let family = norm_family(spec);
-    rms_norm(inv, "MTP enorm (next token's embedding)", t, h, sh, family);
     rms_norm(
         inv,
-        "MTP hnorm (previous depth's hidden state)",
+        label!("MTP enorm (next token's embedding)"),
+        t,
+        h,
+        sh,
+        family,
+    );
+    rms_norm(
+        inv,
+        label!("MTP hnorm (previous depth's hidden state)"),
         t,
         h,
         sh,
@@ -108,13 +128,13 @@ fn mtp_module(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     );
     let cat = if sh.amp() { sh.compute() } else { sh.stream() };
     inv.add(
-        "MTP eh_proj input (the two norms concatenated)",
+        what!("MTP eh_proj input (the two norms concatenated)"),
         2 * t * h,
         cat,
     );
-    rms_norm(inv, "MTP head norm", t, h, sh, family);
+    rms_norm(inv, label!("MTP head norm"), t, h, sh, family);
     inv.at(Part::LmHeadInput);
-    inv.add("MTP lm_head input", t * h, cat);
+    inv.add(what!("MTP lm_head input"), t * h, cat);
 }
 
 /// lm_head's input when the lm_head (or the tied embedding) trains.
@@ -122,16 +142,24 @@ fn lm_head_input(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     let (t, h) = (sh.tokens(), spec.hidden);
     inv.at(Part::LmHeadInput);
     if sh.te_lm_head {
-        te_linear_inputs(inv, "lm_head input", t * h, 1);
+        te_linear_inputs(inv, label!("lm_head input"), t * h, 1);
     } else if sh.base_trainable || !spec.tie_embeddings {
         // A frozen lm_head (LoRA) needs no weight gradient, so its matmul keeps only the
         // weight (or under autocast the weight's cast, `states::local::frozen_cast`); a
         // trained one (full training, peft's modules_to_save copy) keeps its input: under
         // autocast the input's cast, which a 16-bit stream does not need.
         if sh.amp() && sh.lm_head_trained && sh.stream() != sh.compute() {
-            inv.add("lm_head input, cast by autocast", t * h, sh.compute());
+            inv.add(
+                what!("lm_head input, cast by autocast"),
+                t * h,
+                sh.compute(),
+            );
         } else if sh.lm_head_trained {
-            inv.add("lm_head input (final norm output)", t * h, sh.stream());
+            inv.add(
+                what!("lm_head input (final norm output)"),
+                t * h,
+                sh.stream(),
+            );
         }
     }
 }

@@ -23,7 +23,7 @@ pub(super) fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
     let (c, stream) = (sh.compute(), sh.stream());
     if sh.vision_checkpointed {
         inv.add_n(
-            "vision tower: each checkpointed block's input",
+            what!("vision tower: each checkpointed block's input"),
             n * h,
             stream,
             l,
@@ -36,23 +36,28 @@ pub(super) fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
         // Two norms per block: a LayerNorm keeps its input and fp32 mean and rstd; an RMSNorm
         // (transformers' upcasting one) an fp32 copy, the rsqrt and the normalized input.
         if layer_norm {
-            inv.add_n("vision tower: LayerNorm inputs", n * h, stream, 2 * l);
             inv.add_n(
-                "vision tower: LayerNorm mean and rstd",
+                what!("vision tower: LayerNorm inputs"),
+                n * h,
+                stream,
+                2 * l,
+            );
+            inv.add_n(
+                what!("vision tower: LayerNorm mean and rstd"),
                 2 * n,
                 DType::F32,
                 2 * l,
             );
         } else {
             inv.add_n(
-                "vision tower: RMSNorm fp32 inputs",
+                what!("vision tower: RMSNorm fp32 inputs"),
                 n * h,
                 DType::F32,
                 2 * l,
             );
-            inv.add_n("vision tower: RMSNorm rsqrt", n, DType::F32, 2 * l);
+            inv.add_n(what!("vision tower: RMSNorm rsqrt"), n, DType::F32, 2 * l);
             inv.add_n(
-                "vision tower: RMSNorm normalized inputs",
+                what!("vision tower: RMSNorm normalized inputs"),
                 n * h,
                 stream,
                 2 * l,
@@ -63,9 +68,19 @@ pub(super) fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
         let fused = matches!(v.kind, VisionKind::Qwen25 | VisionKind::Qwen3);
         let casts = |k: u64| if sh.amp() { k } else { 1 };
         let qkv_in = casts(if fused { 1 } else { 3 });
-        inv.add_n("vision tower: q/k/v input", n * h, c, qkv_in * l);
-        inv.add_n("vision tower: SDPA's q, k, v and output", 4 * n * h, c, l);
-        inv.add_n("vision tower: SDPA's logsumexp", n * v.heads, DType::F32, l);
+        inv.add_n(what!("vision tower: q/k/v input"), n * h, c, qkv_in * l);
+        inv.add_n(
+            what!("vision tower: SDPA's q, k, v and output"),
+            4 * n * h,
+            c,
+            l,
+        );
+        inv.add_n(
+            what!("vision tower: SDPA's logsumexp"),
+            n * v.heads,
+            DType::F32,
+            l,
+        );
         // SDPA's flash and memory-efficient kernels lay their output out as (batch, patches,
         // heads, dim): `transpose(1, 2).contiguous()` is a view, and the output projection
         // saves SDPA's output itself (measured on CPU).
@@ -73,17 +88,32 @@ pub(super) fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
         if gated {
             // gate and up read the norm's output (two casts under autocast); the activation
             // keeps the gate's output, the product its two inputs, down_proj the product.
-            inv.add_n("vision tower: MLP input", n * h, c, casts(2) * l);
-            inv.add_n("vision tower: gated MLP intermediates", n * f, c, 4 * l);
+            inv.add_n(what!("vision tower: MLP input"), n * h, c, casts(2) * l);
+            inv.add_n(
+                what!("vision tower: gated MLP intermediates"),
+                n * f,
+                c,
+                4 * l,
+            );
         } else {
-            inv.add_n("vision tower: MLP input", n * h, c, l);
-            inv.add_n("vision tower: GELU input and output", n * f, c, 2 * l);
+            inv.add_n(what!("vision tower: MLP input"), n * h, c, l);
+            inv.add_n(
+                what!("vision tower: GELU input and output"),
+                n * f,
+                c,
+                2 * l,
+            );
         }
     }
     // The projector: its norm's input (the tower's output) and merged input, then the two
     // Linears' inputs over the image tokens (Gemma 3: one matmul after pooling).
     let merged = n / (v.merge * v.merge).max(1);
-    inv.add_n("projector: tower output and merged input", n * h, c, 2);
+    inv.add_n(
+        what!("projector: tower output and merged input"),
+        n * h,
+        c,
+        2,
+    );
     let width = match v.kind {
         VisionKind::Siglip => 0,
         VisionKind::Pixtral => v.out_hidden,
@@ -91,5 +121,5 @@ pub(super) fn vision_tower(inv: &mut Inventory, v: &Vision, sh: &Shape) {
         // Llama 4's adapter: each of its two GELUs keeps its input and output.
         VisionKind::Llama4 => v.projector_in + v.projector_out,
     };
-    inv.add_n("projector: hidden activations", merged * width, c, 2);
+    inv.add_n(what!("projector: hidden activations"), merged * width, c, 2);
 }

@@ -1,5 +1,5 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under 463.5 KB (checked: exits non-zero above it).
+//! - the wasm plus JS, gzip -9: must stay under `SIZE_BUDGET` (checked: exits non-zero above it).
 //!   The on-demand worker's wasm and JS (fetched when someone imports a config or opens a
 //!   plan's configuration) are listed apart and not counted: not part of the first download.
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
@@ -115,7 +115,13 @@
 //!   the list's first GPU) took 103 B, less 30 B from one lookup for the fetched texts:
 //!   451,514 B; lora8's GPT-2 and OLMo 2 layers (the kernel's output held as c_proj's input,
 //!   the layer input kept once) took 74 B, paid for by the confidences' meanings, now in
-//!   content/help.json: 451,476 B, and the limit comes down to 451,550 B;
+//!   content/help.json: 451,476 B, and the limit comes down to 451,550 B. KTO and RLOO as
+//!   TRL runs them (two trainers, their validation and time terms) and lora8's o_proj holding
+//!   attention's output in its own dtype took 0.35 KB (451,800 B, over); they were paid for by
+//!   the layer inventory's labels (about 11 KB of text: `Saved::what`, now behind headroom-core's
+//!   `inventory-text`), which the page asks the on-demand worker for when its "what one layer
+//!   saves" table opens (the worker, built with the feature and now computing an estimate,
+//!   grew from 196.7 to 235.5 KB gzip): 448,927 B, and the limit comes down to 449,000 B;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
@@ -132,7 +138,7 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 451_550;
+const SIZE_BUDGET: u64 = 449_000;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
