@@ -36,12 +36,12 @@ impl Model<'_> {
 }
 
 /// Largest `x` in `1..=hi` with `ok(x)`, assuming `ok` is monotone (memory grows with x).
-fn largest(hi: u32, ok: impl Fn(u32) -> bool) -> Option<u32> {
-    if !ok(1) {
+fn largest(least: u32, hi: u32, ok: impl Fn(u32) -> bool) -> Option<u32> {
+    if least > hi || !ok(least) {
         return None;
     }
     // Gallop up, then bisect: about 2 log2(answer) estimates.
-    let mut lo = 1u32;
+    let mut lo = least;
     let mut step = 1u32;
     let mut upper = None;
     while upper.is_none() {
@@ -80,7 +80,7 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
     let cp = scen.context();
     let seq_unit = if cp > 1 { 2 * cp } else { 1 };
     Fit {
-        max_micro_batch: largest(MAX_MICRO_BATCH, |b| {
+        max_micro_batch: largest(scen.trainer.min_micro_batch(), MAX_MICRO_BATCH, |b| {
             model.fits(
                 gpu,
                 cal,
@@ -91,7 +91,7 @@ pub fn fit(spec: &ModelSpec, gpu: &Gpu, cal: &Calibration, scen: &Scenario) -> F
             )
         }),
         // Under context parallelism a sequence is cut into 2·cp chunks: search in those units.
-        max_seq: largest((max_seq_model / seq_unit).max(1), |k| {
+        max_seq: largest(1, (max_seq_model / seq_unit).max(1), |k| {
             model.fits(
                 gpu,
                 cal,

@@ -258,6 +258,12 @@ impl Trainer {
         matches!(self, Trainer::Dpo | Trainer::Kto)
     }
 
+    /// The smallest micro-batch the trainer runs: KTOTrainer refuses one sample (its KL
+    /// completions are the batch's own, shifted by one), the others take any.
+    pub const fn min_micro_batch(self) -> u32 {
+        if matches!(self, Trainer::Kto) { 2 } else { 1 }
+    }
+
     /// Online training that generates its completions every step (GRPO, RLOO): `prompt`,
     /// `kl` and `gen` apply.
     pub const fn generates(self) -> bool {
@@ -1047,7 +1053,7 @@ impl Scenario {
                 ));
             }
         }
-        if self.trainer == Trainer::Kto && self.micro_batch < 2 {
+        if self.micro_batch < self.trainer.min_micro_batch() {
             // KTOTrainer's KL completions are the batch's own, shifted by one.
             return Err(ScenarioError::invalid(
                 "batch",

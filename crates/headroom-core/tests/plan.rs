@@ -450,3 +450,32 @@ fn selective_recompute_drops_each_layer_kinds_own_scores() {
     );
     assert!(a.bytes.peak_tensors < b.bytes.peak_tensors);
 }
+
+/// KTOTrainer refuses a micro-batch of one sample: the planner's micro-batches start at two
+/// for it (they started at one, whose refusal dropped every combination: no plan at all), and
+/// the fit's largest micro-batch is never one.
+#[test]
+fn kto_plans_start_at_two_samples_per_micro_batch() {
+    let scen =
+        decode("model=qwen2.5-0.5b&gpu=h200-sxm-141gb&precision=bf16&seq=2048&batch=4&trainer=kto")
+            .expect("decodes");
+    let p = run(&scen, &PlanOptions::default());
+    assert!(!p.plans.is_empty());
+    assert!(p.plans.iter().all(|pl| pl.scenario.micro_batch >= 2));
+    // Two samples of 20,480 tokens do not fit a 24 GB card; one would (two fit at 13,334
+    // tokens), but KTO runs no micro-batch of one: nothing fits at this length.
+    let tight = decode(
+        "model=qwen2.5-7b&gpu=a10g-24gb&method=qlora&precision=bf16&ckpt=full&seq=20480&batch=2&trainer=kto",
+    )
+    .expect("decodes");
+    let fit = headroom_core::analyze(&tight)
+        .expect("analyzes")
+        .fit
+        .expect("a fit");
+    assert_eq!(fit.max_micro_batch, None);
+    assert!(
+        fit.max_seq.is_some_and(|s| 2 * s > 20_480),
+        "{:?}",
+        fit.max_seq
+    );
+}

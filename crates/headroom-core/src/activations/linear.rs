@@ -151,7 +151,7 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
 /// are not counted. Measured on CPU through the CUDA autograd function
 /// (tests/reference/measure_int8.py).
 fn held_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
-    held_linear_inputs_of(inv, what, (elements, sh.compute()), consumers, sh);
+    held_linear_inputs_of(inv, what, (elements, sh.stream()), consumers, sh);
 }
 
 /// [`held_linear_inputs`] of an input in `dtype`.

@@ -94,6 +94,8 @@ pub(super) fn combos(
                 .filter(|&e| d.is_multiple_of(u64::from(e)) && experts.is_multiple_of(u64::from(e)))
                 .collect()
         };
+        // The trainer's smallest micro-batch (KTO's 2) bounds the candidates from below.
+        let least = u64::from(base.trainer.min_micro_batch());
         let micro_batches: Vec<u32> = if keep.batch {
             [base.micro_batch as u64]
                 .into_iter()
@@ -104,6 +106,7 @@ pub(super) fn combos(
             (0..31)
                 .map(|k| 1u64 << k)
                 .take_while(|b| *b <= per && *b <= space.max_micro_batch as u64)
+                .filter(|b| *b >= least)
                 .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
                 .map(|b| b as u32)
                 .collect()
@@ -160,7 +163,7 @@ pub(super) fn combos(
                                     },
                                     ..base.clone()
                                 };
-                                if with_batch(&s, per, 1).validate().is_err() {
+                                if with_batch(&s, per, micro_batches[0]).validate().is_err() {
                                     continue;
                                 }
                                 let timed: &[u32] = if speed_grows_with_micro_batch(&s) {
