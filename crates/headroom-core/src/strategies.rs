@@ -318,7 +318,8 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
-    if scen.loss == LossImpl::Hf {
+    // TRL's trainers have their own fused head (`loss::trl_head`): no loss to fuse.
+    if scen.loss == LossImpl::Hf && scen.trainer == crate::scenario::Trainer::Sft {
         add(
             "fused_loss",
             "Fused linear cross-entropy",

@@ -180,3 +180,32 @@ fn kto_needs_two_samples_per_micro_batch() {
     let scen = decode(&format!("{BASE}&batch=2&trainer=kto&ref_precompute=1")).expect("decodes");
     assert_eq!(decode(&encode(&scen)), Ok(scen));
 }
+
+/// TRL's trainers compute their log-probabilities through their own fused head whatever the
+/// loss setting, so neither the planner nor the strategy table offers the fused loss for them
+/// (it changed no byte, only the time model's loss term).
+#[test]
+fn trl_trainers_are_not_offered_a_fused_loss() {
+    use headroom_core::plan::{PlanOptions, plan};
+    use headroom_core::scenario::LossImpl;
+    for trainer in ["dpo", "kto"] {
+        let scen = decode(&format!(
+            "model=qwen2.5-0.5b&gpu=h200-sxm-141gb&precision=bf16&seq=2048&batch=4&trainer={trainer}"
+        ))
+        .expect("decodes");
+        let p = plan(&scen, &PlanOptions::default()).expect("plans");
+        assert!(!p.plans.is_empty());
+        assert!(p.plans.iter().all(|pl| pl.scenario.loss == LossImpl::Hf));
+        let a = analyze(&scen).expect("analyzes");
+        let table = a.strategies.expect("the strategy table");
+        assert!(table.iter().all(|s| s.id != "fused_loss"));
+    }
+    // A supervised step still gets it.
+    let sft = decode("model=qwen2.5-0.5b&gpu=h200-sxm-141gb&precision=bf16&seq=2048&batch=4")
+        .expect("decodes");
+    let table = analyze(&sft)
+        .expect("analyzes")
+        .strategies
+        .expect("the table");
+    assert!(table.iter().any(|s| s.id == "fused_loss"));
+}

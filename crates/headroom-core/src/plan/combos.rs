@@ -61,7 +61,10 @@ pub(super) fn combos(
         space.offload,
     );
     let ckpts = pick(keep.ckpt, base.checkpointing, space.checkpointing);
-    let losses = pick(keep.loss, base.loss, space.loss);
+    // TRL's trainers score log-probabilities through their own fused head, which reads no
+    // loss setting: the loss is not a choice there.
+    let trl_head = base.trainer != crate::scenario::Trainer::Sft;
+    let losses = pick(keep.loss || trl_head, base.loss, space.loss);
     let acts = pick(
         keep.act_offload,
         base.offload_activations,
