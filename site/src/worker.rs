@@ -24,6 +24,12 @@ use wasm_bindgen::prelude::{Closure, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{DedicatedWorkerGlobalScope, MessageEvent, Response};
 
+/// The scenario of a link query.
+fn scenario_of(link: &str) -> Result<Scenario, String> {
+    let pairs = query_pairs(link).map_err(|e| e.to_string())?;
+    decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())
+}
+
 /// The answer to one request.
 fn answer(request: &[String]) -> Result<Vec<String>, String> {
     match request {
@@ -44,9 +50,7 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
             Ok(out)
         }
         [kind, link, target] if kind == "export" => {
-            let pairs = query_pairs(link).map_err(|e| e.to_string())?;
-            let scen: Scenario =
-                decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())?;
+            let scen = scenario_of(link)?;
             let wanted = Target::parse("export", target).map_err(|e| e.to_string())?;
             let spec = headroom_core::estimate::resolve(&scen)
                 .map_err(|e| e.to_string())?
@@ -84,10 +88,7 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
             Ok(out)
         }
         [kind, link] if kind == "labels" => {
-            let pairs = query_pairs(link).map_err(|e| e.to_string())?;
-            let scen: Scenario =
-                decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())?;
-            let e = headroom_core::estimate(&scen).map_err(|e| e.to_string())?;
+            let e = headroom_core::estimate(&scenario_of(link)?).map_err(|e| e.to_string())?;
             Ok(e.layer_inventory.into_iter().map(|s| s.what).collect())
         }
         _ => Err("unknown request".into()),

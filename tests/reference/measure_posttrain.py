@@ -275,8 +275,25 @@ def _cuda():
     return torch.cuda.is_available()
 
 
-def run_dpo(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir):
+def lora_config():
+    """The runs' LoRA: rank 16 on every Linear, no dropout."""
+    import peft
+
+    from measure_peft import TARGETS
+
+    return peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS["all"],
+                           task_type="CAUSAL_LM")
+
+
+def token_ids(vocab_size):
+    """Draws of n random token ids (the specials 0-2 left out), seeded."""
     import torch
+
+    gen = torch.Generator().manual_seed(1)
+    return lambda n: torch.randint(3, vocab_size, (n,), generator=gen).tolist()
+
+
+def run_dpo(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir):
     from trl import DPOConfig, DPOTrainer
 
     device = "cuda" if _cuda() else "cpu"
@@ -284,20 +301,12 @@ def run_dpo(name, preset, prec, method, batch, prompt, completion, opts, steps, 
     ref = None
     peft_config = None
     if method == "lora":
-        import peft
-
-        from measure_peft import TARGETS
-
-        peft_config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS["all"],
-                                      task_type="CAUSAL_LM")
+        peft_config = lora_config()
     else:
         ref, _ = build_model(preset, prec, device)
         ref.eval()
         ref.requires_grad_(False)
-    gen = torch.Generator().manual_seed(1)
-
-    def ids(n):
-        return torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist()
+    ids = token_ids(cfg.vocab_size)
 
     rows = [{"prompt_ids": ids(prompt), "chosen_ids": ids(completion), "rejected_ids": ids(completion)}
             for _ in range(batch * steps)]
@@ -317,27 +326,18 @@ def run_dpo(name, preset, prec, method, batch, prompt, completion, opts, steps, 
 def run_kto(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir):
     """KTOTrainer on unpaired rows, half of them desirable; each row's KL completion is the next
     row's completion (what KTOTrainer's dataset preparation builds, which is skipped here)."""
-    import torch
     from trl import KTOConfig, KTOTrainer
 
     device = "cuda" if _cuda() else "cpu"
     model, cfg = build_model(preset, prec, device)
     ref, peft_config = None, None
     if method == "lora":
-        import peft
-
-        from measure_peft import TARGETS
-
-        peft_config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS["all"],
-                                      task_type="CAUSAL_LM")
+        peft_config = lora_config()
     elif not opts.get("precompute"):
         ref, _ = build_model(preset, prec, device)
         ref.eval()
         ref.requires_grad_(False)
-    gen = torch.Generator().manual_seed(1)
-
-    def ids(n):
-        return torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist()
+    ids = token_ids(cfg.vocab_size)
 
     n = batch * steps
     completions = [ids(completion) for _ in range(n)]
@@ -390,12 +390,7 @@ def run_grpo(name, preset, prec, method, batch, prompt, completion, opts, steps,
     ref_kw = {}
     peft_config = None
     if method == "lora":
-        import peft
-
-        from measure_peft import TARGETS
-
-        peft_config = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS["all"],
-                                      task_type="CAUSAL_LM")
+        peft_config = lora_config()
     trainer = Trainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
                           processing_class=word_tokenizer(cfg.vocab_size), callbacks=[callback(rec)],
                           peft_config=peft_config, **ref_kw)

@@ -27,6 +27,8 @@ from test_saved_bytes import BIN
 trl = pytest.importorskip("trl")
 
 PROMPT, COMPLETION, BATCH = 8, 24, 4
+# Steps each run trains.
+STEPS = 2
 
 
 def core(kind, method, extra=()):
@@ -51,7 +53,7 @@ def term(e, name):
 
 
 def count_calls(kind, method, opts):
-    """Runs two steps of TRL's trainer; every model forward as (grad enabled, sequences, which
+    """Runs STEPS steps of TRL's trainer; every model forward as (grad enabled, sequences, which
     model), and the no-grad scoring passes of GRPO and RLOO as (grad enabled, which model)."""
     import torch
 
@@ -63,7 +65,7 @@ def count_calls(kind, method, opts):
     calls, scoring, phase = [], [], ["train"]
     with tempfile.TemporaryDirectory() as d:
         torch.manual_seed(0)
-        trainer, _ = build(name, "qwen2.5-0.5b", "fp32", method, BATCH, PROMPT, COMPLETION, opts, 2, d)
+        trainer, _ = build(name, "qwen2.5-0.5b", "fp32", method, BATCH, PROMPT, COMPLETION, opts, STEPS, d)
         models = {"policy": trainer.model}
         if getattr(trainer, "ref_model", None) is not None:
             models["reference"] = trainer.ref_model
@@ -95,8 +97,7 @@ def count_calls(kind, method, opts):
         trainer.train()
         has_reference = "reference" in models
     del mp.RUNS[name]
-    steps = 2
-    return calls, scoring, has_reference, steps
+    return calls, scoring, has_reference
 
 
 @pytest.mark.parametrize("kind,method,opts,extra", [
@@ -107,19 +108,19 @@ def count_calls(kind, method, opts):
     ("kto", "full", {"precompute": True}, ["--precompute-ref-log-probs"]),
 ], ids=["dpo-full", "dpo-lora", "kto-full", "kto-lora", "kto-full-precompute"])
 def test_preference_trainers_forwards_and_reference(kind, method, opts, extra):
-    calls, _, has_reference, steps = count_calls(kind, method, opts)
+    calls, _, has_reference = count_calls(kind, method, opts)
     e = core(kind, method, extra)
     sft = core("sft", method)
     trained = [c for c in calls if c[0]]
-    assert len(trained) == steps, calls
+    assert len(trained) == STEPS, calls
     # The training forward's sequences: the core's tokens per step over the sequence length.
     sequences = e["speed"]["tokens_per_step"] // (PROMPT + COMPLETION)
     assert all(c[1] == sequences for c in trained), (calls, sequences)
     # The no-grad forwards per step, each over the batch's sequences; the core counts them in
     # its no-grad forwards' FLOPs (KTO with precomputed references: one pass, the unit).
     no_grad = [c for c in calls if not c[0]]
-    per_step = len(no_grad) // steps
-    assert len(no_grad) == per_step * steps and all(c[1] == sequences for c in no_grad), calls
+    per_step = len(no_grad) // STEPS
+    assert len(no_grad) == per_step * STEPS and all(c[1] == sequences for c in no_grad), calls
     expected = {("dpo", False): 1, ("kto", False): 3, ("kto", True): 1}[(kind, bool(opts.get("precompute")))]
     assert per_step == expected
     if kind == "kto" and not opts.get("precompute"):
@@ -137,13 +138,13 @@ def test_preference_trainers_forwards_and_reference(kind, method, opts, extra):
 ])
 def test_online_trainers_scoring_passes_and_reference(kind, method, beta):
     opts = {"num_generations": BATCH, "beta": beta}
-    calls, scoring, has_reference, steps = count_calls(kind, method, opts)
+    calls, scoring, has_reference = count_calls(kind, method, opts)
     # generate() runs under no_grad and is not counted; the training forward runs the batch.
-    assert len([c for c in calls if c[0]]) == steps
+    assert len([c for c in calls if c[0]]) == STEPS
     # The scoring passes before training (one generation per step, batch x accum = BATCH
     # completions, scored in one chunk): the reference's with a KL term, and RLOO's policy pass
     # always (Generation::of: `scen.kl || Rloo`).
-    per_step = len(scoring) / steps
+    per_step = len(scoring) / STEPS
     assert all(not grad for grad, _ in scoring)
     assert per_step == (beta > 0) + (kind == "rloo"), scoring
     e = core(kind, method, ["--prompt", str(PROMPT)] + (["--kl"] if beta > 0 else []))
