@@ -109,6 +109,39 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
             MAX_POSITIONS,
         ),
     ];
+    dims.extend(part_dims(s));
+    if let Some(v) = &s.vision {
+        dims.extend(vision_dims(v));
+    }
+    for (field, v, lo, hi) in dims {
+        if v < lo || v > hi {
+            return Err(ConfigError::BadField {
+                field: field.into(),
+                expected: format!("an integer from {lo} to {hi}"),
+                found: v.to_string(),
+            });
+        }
+    }
+    let params = inventory(s).total();
+    if params > MAX_PARAMETERS {
+        return Err(ConfigError::Inconsistent {
+            field: "hidden_size".into(),
+            message: format!(
+                "the config describes {params} parameters; Headroom estimates models of up to \
+                 {MAX_PARAMETERS} (100 trillion)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// One bounded dimension: the config key, its value, and the smallest and largest allowed.
+type Dim = (&'static str, u64, u64, u64);
+
+/// The dimensions of the layers' optional parts: experts, Llama 4's chunks and NoPE layers,
+/// linear attention and multi-head latent attention.
+fn part_dims(s: &ModelSpec) -> Vec<Dim> {
+    let mut dims = Vec::new();
     if let Some(m) = &s.moe {
         dims.extend([
             ("num_experts", m.experts, 1, MAX_EXPERTS),
@@ -167,80 +200,62 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
             ("v_head_dim", m.v_head_dim, 1, MAX_HEAD_DIM),
         ]);
     }
-    if let Some(v) = &s.vision {
-        // SigLIP's image side must hold one patch; the rest as the text model's dimensions.
-        dims.extend([
-            ("vision_config.hidden_size", v.hidden, 1, MAX_HIDDEN),
-            ("vision_config.num_hidden_layers", v.layers, 1, MAX_LAYERS),
-            ("vision_config.num_attention_heads", v.heads, 1, MAX_HEADS),
-            (
-                "vision_config.intermediate_size",
-                v.intermediate,
-                1,
-                MAX_INTERMEDIATE,
-            ),
-            ("vision_config.patch_size", v.patch, 1, MAX_VISION_SMALL),
-            (
-                "vision_config.num_channels",
-                v.channels,
-                1,
-                MAX_VISION_SMALL,
-            ),
-            (
-                "vision_config.temporal_patch_size",
-                v.temporal_patch,
-                1,
-                MAX_VISION_SMALL,
-            ),
-            (
-                "vision_config.image_size",
-                v.image_size,
-                0,
-                MAX_VISION_IMAGE,
-            ),
-            (
-                "vision_config.num_position_embeddings",
-                v.positions,
-                0,
-                MAX_VISION_IMAGE,
-            ),
-            ("spatial_merge_size", v.merge, 1, MAX_VISION_SMALL),
-            (
-                "mm_tokens_per_image",
-                v.tokens_per_image,
-                0,
-                MAX_VISION_IMAGE,
-            ),
-            ("vision_config.out_hidden_size", v.out_hidden, 1, MAX_HIDDEN),
-            (
-                "vision_config.deepstack_visual_indexes",
-                v.deepstack,
-                0,
-                MAX_LAYERS,
-            ),
-            ("vision_feature_layer", v.feature_layers, 1, MAX_LAYERS),
-        ]);
-    }
-    for (field, v, lo, hi) in dims {
-        if v < lo || v > hi {
-            return Err(ConfigError::BadField {
-                field: field.into(),
-                expected: format!("an integer from {lo} to {hi}"),
-                found: v.to_string(),
-            });
-        }
-    }
-    let params = inventory(s).total();
-    if params > MAX_PARAMETERS {
-        return Err(ConfigError::Inconsistent {
-            field: "hidden_size".into(),
-            message: format!(
-                "the config describes {params} parameters; Headroom estimates models of up to \
-                 {MAX_PARAMETERS} (100 trillion)"
-            ),
-        });
-    }
-    Ok(())
+    dims
+}
+
+/// A vision tower's dimensions.
+fn vision_dims(v: &crate::model::Vision) -> Vec<Dim> {
+    vec![
+        ("vision_config.hidden_size", v.hidden, 1, MAX_HIDDEN),
+        ("vision_config.num_hidden_layers", v.layers, 1, MAX_LAYERS),
+        ("vision_config.num_attention_heads", v.heads, 1, MAX_HEADS),
+        (
+            "vision_config.intermediate_size",
+            v.intermediate,
+            1,
+            MAX_INTERMEDIATE,
+        ),
+        ("vision_config.patch_size", v.patch, 1, MAX_VISION_SMALL),
+        (
+            "vision_config.num_channels",
+            v.channels,
+            1,
+            MAX_VISION_SMALL,
+        ),
+        (
+            "vision_config.temporal_patch_size",
+            v.temporal_patch,
+            1,
+            MAX_VISION_SMALL,
+        ),
+        (
+            "vision_config.image_size",
+            v.image_size,
+            0,
+            MAX_VISION_IMAGE,
+        ),
+        (
+            "vision_config.num_position_embeddings",
+            v.positions,
+            0,
+            MAX_VISION_IMAGE,
+        ),
+        ("spatial_merge_size", v.merge, 1, MAX_VISION_SMALL),
+        (
+            "mm_tokens_per_image",
+            v.tokens_per_image,
+            0,
+            MAX_VISION_IMAGE,
+        ),
+        ("vision_config.out_hidden_size", v.out_hidden, 1, MAX_HIDDEN),
+        (
+            "vision_config.deepstack_visual_indexes",
+            v.deepstack,
+            0,
+            MAX_LAYERS,
+        ),
+        ("vision_feature_layer", v.feature_layers, 1, MAX_LAYERS),
+    ]
 }
 
 /// The model's share of the step bound: its parameters and the widths LoRA could adapt. A

@@ -88,16 +88,13 @@ fn qlora_precision(p: Precision) -> Precision {
 
 /// GRPO generating with vLLM (`crate::vllm`): its context cut to the sequence, which it needs
 /// to hold in its KV cache to start, and a colocated engine's sleep mode.
-fn vllm_candidates(
-    scen: &Scenario,
-    add: &mut impl FnMut(&'static str, &'static str, String, Scenario),
-) {
+fn vllm_candidates(scen: &Scenario, c: &mut Collector) {
     use crate::scenario::Generator;
     if !scen.trainer.generates() || scen.generator == Generator::Hf {
         return;
     }
     if scen.vllm_len == 0 || scen.vllm_len > scen.seq {
-        add(
+        c.add(
             "vllm_len",
             "vLLM context = the sequence",
             format!("max_model_len -> {}", scen.seq),
@@ -108,7 +105,7 @@ fn vllm_candidates(
         );
     }
     if scen.generator == Generator::Colocate && !scen.vllm_sleep {
-        add(
+        c.add(
             "vllm_sleep",
             "vLLM sleep mode",
             "vllm_enable_sleep_mode".into(),
@@ -125,20 +122,44 @@ pub(crate) const LONG_SEQ: u32 = 16_384;
 
 /// Candidate changes that apply to `scen` (a technique already in use is skipped).
 pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
-    let mut out = Vec::new();
-    let mut add = |id: &'static str, technique: &'static str, change: String, s: Scenario| {
-        if s != *scen {
-            out.push(Candidate {
+    let mut c = Collector {
+        scen,
+        out: Vec::new(),
+    };
+    numerics(scen, &mut c);
+    activations(scen, &mut c);
+    fp8(scen, &mut c);
+    kernels(scen, &mut c);
+    adapters(scen, &mut c);
+    sharding(scen, &mut c);
+    runtime(scen, &mut c);
+    c.out
+}
+
+/// Gathers the changes that differ from the scenario they start from.
+struct Collector<'a> {
+    scen: &'a Scenario,
+    out: Vec<Candidate>,
+}
+
+impl Collector<'_> {
+    fn add(&mut self, id: &'static str, technique: &'static str, change: String, s: Scenario) {
+        if s != *self.scen {
+            self.out.push(Candidate {
                 id,
                 technique,
                 change,
                 scenario: s,
             });
         }
-    };
+    }
+}
+
+/// Mixed or pure 16-bit precision and lighter optimizers.
+fn numerics(scen: &Scenario, c: &mut Collector) {
     let base = scen.clone();
     if scen.precision == Precision::Fp32 {
-        add(
+        c.add(
             "amp",
             "Mixed precision",
             "fp32 -> amp-bf16".into(),
@@ -149,7 +170,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         );
     }
     if scen.precision.is_autocast() || scen.precision == Precision::Fp32 {
-        add(
+        c.add(
             "pure_bf16",
             "Pure bf16 weights and states",
             format!("{} -> bf16", scen.precision.id()),
@@ -169,7 +190,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         ("sgd", Optimizer::Sgd),
     ] {
         if scen.optimizer != opt {
-            add(
+            c.add(
                 id,
                 "Optimizer",
                 format!("{} -> {}", scen.optimizer.id(), opt.id()),
@@ -180,13 +201,18 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             );
         }
     }
+}
+
+/// Less held for backward: checkpointing, offloaded or compressed activations, smaller micro-batches and sequences.
+fn activations(scen: &Scenario, c: &mut Collector) {
+    let base = scen.clone();
     for (id, ck) in [
         ("ckpt_full", Checkpointing::Full),
         ("ckpt_every2", Checkpointing::Every(2)),
         ("ckpt_selective", Checkpointing::Selective),
     ] {
         if scen.checkpointing != ck {
-            add(
+            c.add(
                 id,
                 "Activation checkpointing",
                 format!("{} -> {}", scen.checkpointing.id(), ck.id()),
@@ -198,7 +224,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         }
     }
     if !scen.offload_activations {
-        add(
+        c.add(
             "offload_activations",
             "CPU activation offload",
             "save_on_cpu(pin_memory=True)".into(),
@@ -217,7 +243,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             scen.micro_batch
         };
         let b = scen.micro_batch / factor;
-        add(
+        c.add(
             "halve_micro_batch",
             "Smaller micro-batch, more accumulation",
             format!(
@@ -234,7 +260,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         );
     }
     if scen.seq > 256 {
-        add(
+        c.add(
             "halve_seq",
             "Shorter sequences",
             format!(
@@ -248,12 +274,17 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
+}
+
+/// fp8 matmuls for a full fine-tune in bf16.
+fn fp8(scen: &Scenario, c: &mut Collector) {
+    let base = scen.clone();
     if scen.method == Method::Full
         && matches!(scen.precision, Precision::Bf16 | Precision::AmpBf16)
         && !scen.fp8.is_on()
     {
         // Kept only on GPUs with fp8 tensor cores (`estimate::check_fp8`, by the callers).
-        add(
+        c.add(
             "fp8",
             "fp8 matmuls (torchao)",
             "fp8 off -> tensorwise".into(),
@@ -263,6 +294,11 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
+}
+
+/// Context parallelism for long sequences, int8 activations, fused attention and loss.
+fn kernels(scen: &Scenario, c: &mut Collector) {
+    let base = scen.clone();
     // Long sequences: split each over twice the context-parallel ranks, taking them from data
     // parallelism, with twice the accumulation so an optimizer step sees the same tokens
     // (torchtitan and Megatron-LM add context parallelism for long-context training).
@@ -273,7 +309,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         && scen.data_parallel() >= 2
         && scen.data_parallel().is_multiple_of(2)
     {
-        add(
+        c.add(
             "context_parallel",
             "Context parallelism (ring attention)",
             format!(
@@ -296,7 +332,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         && !scen.offload_activations
         && scen.checkpointing == crate::scenario::Checkpointing::None
     {
-        add(
+        c.add(
             "act_int8",
             "int8 activation compression (what-if)",
             "saved activations packed to int8 with one scale each".into(),
@@ -306,9 +342,9 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
-    vllm_candidates(scen, &mut add);
+    vllm_candidates(scen, c);
     if scen.attention == Attention::Eager {
-        add(
+        c.add(
             "sdpa",
             "Flash / SDPA attention",
             "eager -> sdpa".into(),
@@ -320,7 +356,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
     }
     // TRL's trainers have their own fused head (`loss::trl_head`): no loss to fuse.
     if scen.loss == LossImpl::Hf && scen.trainer == crate::scenario::Trainer::Sft {
-        add(
+        c.add(
             "fused_loss",
             "Fused linear cross-entropy",
             "hf -> fused (chunked logits)".into(),
@@ -330,8 +366,13 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
+}
+
+/// Adapters instead of full training, and a quantized base under them.
+fn adapters(scen: &Scenario, c: &mut Collector) {
+    let base = scen.clone();
     if scen.method == Method::Full {
-        add(
+        c.add(
             "lora",
             "LoRA",
             format!("full -> LoRA r{}", scen.lora.rank),
@@ -340,7 +381,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
                 ..base.clone()
             },
         );
-        add(
+        c.add(
             "qlora",
             "QLoRA",
             format!("full -> QLoRA r{} (NF4 base)", scen.lora.rank),
@@ -352,7 +393,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         );
     }
     if matches!(scen.method, Method::Lora | Method::Int8) {
-        add(
+        c.add(
             "qlora",
             "QLoRA",
             format!(
@@ -371,6 +412,11 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
+}
+
+/// Sharded and offloaded states, and more GPUs.
+fn sharding(scen: &Scenario, c: &mut Collector) {
+    let base = scen.clone();
     if scen.gpus > 1 {
         for (id, dp) in [
             ("zero1", DataParallel::Zero1),
@@ -379,7 +425,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             ("fsdp", DataParallel::Fsdp),
         ] {
             if scen.parallel.data != dp {
-                add(
+                c.add(
                     id,
                     "Sharding",
                     format!("{} -> {}", scen.parallel.data.id(), dp.id()),
@@ -413,7 +459,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         optimizer: offload_optimizer,
         ..base.clone()
     };
-    add(
+    c.add(
         "zero3_offload",
         "ZeRO-3 + CPU optimizer offload",
         format!("optimizer states to pinned CPU memory{instead}"),
@@ -423,7 +469,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         },
     );
     if scen.parallel.offload_params == Offload::None {
-        add(
+        c.add(
             "zero3_offload_params",
             "ZeRO-3 + CPU optimizer and parameter offload",
             format!("optimizer states and parameters to pinned CPU memory{instead}"),
@@ -439,7 +485,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
     let more = scen.gpus.saturating_mul(2).min(crate::scenario::MAX_GPUS);
     // Twice the GPUs with half the accumulation keeps the global batch when it can.
     let keep = more == scen.gpus.saturating_mul(2) && scen.grad_accum.is_multiple_of(2);
-    add(
+    c.add(
         "more_gpus",
         "More GPUs (ZeRO-3)",
         if keep {
@@ -470,8 +516,13 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             ..base.clone()
         },
     );
+}
+
+/// The allocator's and CUDA graphs' settings.
+fn runtime(scen: &Scenario, c: &mut Collector) {
+    let base = scen.clone();
     if !scen.runtime.expandable_segments {
-        add(
+        c.add(
             "expandable_segments",
             "Allocator setting",
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
@@ -485,7 +536,7 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
         );
     }
     if scen.runtime.cuda_graphs {
-        add(
+        c.add(
             "no_cuda_graphs",
             "CUDA graphs off",
             "no private graph pool".into(),
@@ -499,7 +550,6 @@ pub(crate) fn candidates(scen: &Scenario) -> Vec<Candidate> {
             },
         );
     }
-    out
 }
 
 /// `after / before − 1`, 0 when `before` is not a positive rate.

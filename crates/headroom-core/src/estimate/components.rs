@@ -462,14 +462,24 @@ impl Parts<'_> {
 
 /// The breakdown of one estimate, in display order.
 pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -> Vec<Component> {
-    use ComponentId::*;
-    let (st, scen, spec) = (&s.st, s.scen, s.spec);
-    let tokens = scen.sequences() as u64 * scen.seq_local() as u64;
     let mut p = Parts {
         out: Vec::new(),
         s,
         cal,
     };
+    model_state_lines(&mut p);
+    activation_lines(&mut p, totals);
+    transient_lines(&mut p, totals);
+    runtime_lines(&mut p, rt, totals);
+    p.out
+}
+
+/// Weights, gradients, optimizer states and the inputs.
+fn model_state_lines(p: &mut Parts) {
+    use ComponentId::*;
+    let s = p.s;
+    let (st, scen) = (&s.st, s.scen);
+    let tokens = scen.sequences() as u64 * scen.seq_local() as u64;
     p.add(Weights, st.weights, st.weights_formula.clone());
     p.add(Gradients, st.gradients, st.gradients_formula.clone());
     p.add(
@@ -492,6 +502,13 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         s.inputs,
         format!("2 x {tokens} tokens x 8 B (int64)"),
     );
+}
+
+/// The decoder layers' saved activations and what is saved outside them.
+fn activation_lines(p: &mut Parts, totals: &Totals) {
+    use ComponentId::*;
+    let s = p.s;
+    let (st, scen, spec) = (&s.st, s.scen, s.spec);
     let ckpt_note = match scen.checkpointing {
         Checkpointing::None => String::new(),
         other => format!(
@@ -558,6 +575,15 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         },
         sure(OutsideLayers),
     );
+}
+
+/// The logits, the loss, the layers' transients, the optimizer step's and the sharded
+/// runs' buffers.
+fn transient_lines(p: &mut Parts, totals: &Totals) {
+    use ComponentId::*;
+    let s = p.s;
+    let (st, scen, spec) = (&s.st, s.scen, s.spec);
+    let tokens = scen.sequences() as u64 * scen.seq_local() as u64;
     p.add_nonzero(
         AutocastCache,
         totals.autocast_cache,
@@ -581,8 +607,8 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
     let (forward, backward) = loss_formulas(scen);
     p.add(LossForward, s.lm.forward_peak, forward);
     p.add(LossBackward, s.lm.backward_peak, backward);
-    layer_backward(&mut p);
-    live_only(&mut p, &totals.live_max);
+    layer_backward(p);
+    live_only(p, &totals.live_max);
     p.add_nonzero(
         ForwardTemporaries,
         s.tmp.model_forward,
@@ -605,6 +631,13 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         st.gather_transient,
         "running + prefetched layer in 16 bits (and FSDP's root module)",
     );
+}
+
+/// What the allocator, CUDA, NCCL and CUDA graphs hold, and the host's share.
+fn runtime_lines(p: &mut Parts, rt: &Runtime, totals: &Totals) {
+    use ComponentId::*;
+    let (s, cal) = (p.s, p.cal);
+    let (st, scen) = (&s.st, s.scen);
     p.add(
         Rounding,
         rt.rounding,
@@ -677,11 +710,8 @@ pub(super) fn list(s: &Step, cal: &Calibration, rt: &Runtime, totals: &Totals) -
         st.host_bytes + totals.host_activations,
         "offloaded states and save_on_cpu pinned copies (power-of-two blocks); not GPU memory",
     );
-    p.out
 }
 
-/// The live-only lines (what the timeline holds that no other line counts), each with its
-/// largest value over the step (`max`).
 /// What the loss's forward and backward peaks are made of, by how the scenario computes it
 /// (`crate::loss`).
 fn loss_formulas(scen: &crate::scenario::Scenario) -> (&'static str, &'static str) {
@@ -705,6 +735,8 @@ fn loss_formulas(scen: &crate::scenario::Scenario) -> (&'static str, &'static st
     }
 }
 
+/// The live-only lines (what the timeline holds that no other line counts), each with its
+/// largest value over the step (`max`).
 fn live_only(p: &mut Parts, max: &Live) {
     use ComponentId::*;
     p.add_nonzero(

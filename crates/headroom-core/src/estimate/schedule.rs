@@ -227,13 +227,31 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
 
 /// Backward: loss, lm_head, then layers last to first, then the embedding.
 fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
-    let st = &s.st;
-    let gather = st.gathered_in_backward();
-    let kv_unsaved = s.kv.unsaved * s.layers;
     // With `outputs` kept, the logits and the whole KV cache stay alive to the end of the step
     // (of the cache, what attention does not save itself is extra while backward runs).
     let kept_logits = if s.scen.keep_logits { s.lm.logits } else { 0 };
-    let kept_kv = if s.scen.keep_logits { kv_unsaved } else { 0 };
+    let kept_kv = if s.scen.keep_logits {
+        s.kv.unsaved * s.layers
+    } else {
+        0
+    };
+    let after_lm = head_backward(s, fwd, tl, kept_logits, kept_kv);
+    let kv_released = layers_backward(s, tl, after_lm);
+    let end = embedding_backward(s, tl, kept_logits, kept_kv + kv_released);
+    Backward { end }
+}
+
+/// The loss's and lm_head's backward and the final norm's: what is live when the last layer's
+/// backward starts.
+fn head_backward(
+    s: &Step,
+    fwd: &Forward,
+    tl: &mut Timeline,
+    kept_logits: u64,
+    kept_kv: u64,
+) -> Live {
+    let st = &s.st;
+    let gather = st.gathered_in_backward();
     let backward_base = fwd
         .acts(base(s))
         .with(AutocastCache, fwd.cache)
@@ -306,44 +324,16 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
         .with(Logits, kept_logits)
         .with(GradientsInFlight, s.tmp.residual_grad + root_in_flight);
     tl.grads_now += lm_grad + norm_grad;
-    let mut live = after_lm;
+    after_lm
+}
+
+/// The layers' backward, last to first, from `live`; returns the KV cache's bytes the layers
+/// released to the step's end (kept outputs only).
+fn layers_backward(s: &Step, tl: &mut Timeline, mut live: Live) -> u64 {
+    let st = &s.st;
     let mut kv_released = 0u64;
     for i in (0..s.layers).rev() {
-        let during = match st.fsdp {
-            // FSDP1: beside the prefetched layer, the layer's backward, then its flat gradient
-            // (`SplitWithSizesBackward0` concatenates its parameters' gradients, alive until
-            // then, once the layer's activations are released), and when the reduce dtype
-            // differs, its post-backward: the layer's parameters freed, the flat gradient's
-            // cast copy and the sharded output in the reduce dtype.
-            Some(f) if f.flat => {
-                let prefetched = if i > 0 { f.layer } else { 0 };
-                let compute =
-                    layer_backward_transients(s, i, live).with(GatheredParams, prefetched);
-                let done = live
-                    .less(Activations, s.on_gpu(s.released(i)) * s.in_flight)
-                    .with(GatheredParams, prefetched);
-                let flat = done
-                    .with(GradientsInFlight, f.layer_grads)
-                    .with(CommBuffers, f.layer_grads);
-                let cast = done.less(GatheredParams, f.layer).with(
-                    CommBuffers,
-                    f.layer_grads + f.layer_reduce + f.layer_reduce.div_ceil(f.shards),
-                );
-                larger(larger(compute, flat), cast)
-            }
-            // FSDP2: the layer's unsharded parameters beside the next one's prefetched
-            // all-gather output (none before the first layer); its unsharded gradients are
-            // the layer's backward's own (`Step::layer_backward`).
-            Some(f) if i > 0 => layer_backward_transients(s, i, live).with(GatheredParams, f.layer),
-            // The first layer prefetches nothing, but its copy-out writes the unsharded
-            // parameters while its all-gather output is still alive.
-            Some(f) => larger(
-                layer_backward_transients(s, i, live),
-                live.with(GatheredParams, f.layer),
-            ),
-            // ZeRO-3 gathers the layer's weights again beside the running and prefetched.
-            None => layer_backward_transients(s, i, live).with(LayerTransients, gather / 2),
-        };
+        let during = layer_backward_moment(s, i, live);
         tl.push(Phase::Backward, At::LayerBackward(i + 1), during);
         if s.scen.keep_logits {
             kv_released += s.kv.saved;
@@ -372,6 +362,53 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
             tl.push(Phase::Backward, At::AfterLayerBackward(i + 1), live);
         }
     }
+    kv_released
+}
+
+/// What is live while layer `i` runs its backward from `live`: its transients, and what FSDP
+/// or ZeRO-3 gather beside them.
+fn layer_backward_moment(s: &Step, i: u64, live: Live) -> Live {
+    let st = &s.st;
+    let gather = st.gathered_in_backward();
+    match st.fsdp {
+        // FSDP1: beside the prefetched layer, the layer's backward, then its flat gradient
+        // (`SplitWithSizesBackward0` concatenates its parameters' gradients, alive until
+        // then, once the layer's activations are released), and when the reduce dtype
+        // differs, its post-backward: the layer's parameters freed, the flat gradient's
+        // cast copy and the sharded output in the reduce dtype.
+        Some(f) if f.flat => {
+            let prefetched = if i > 0 { f.layer } else { 0 };
+            let compute = layer_backward_transients(s, i, live).with(GatheredParams, prefetched);
+            let done = live
+                .less(Activations, s.on_gpu(s.released(i)) * s.in_flight)
+                .with(GatheredParams, prefetched);
+            let flat = done
+                .with(GradientsInFlight, f.layer_grads)
+                .with(CommBuffers, f.layer_grads);
+            let cast = done.less(GatheredParams, f.layer).with(
+                CommBuffers,
+                f.layer_grads + f.layer_reduce + f.layer_reduce.div_ceil(f.shards),
+            );
+            larger(larger(compute, flat), cast)
+        }
+        // FSDP2: the layer's unsharded parameters beside the next one's prefetched
+        // all-gather output (none before the first layer); its unsharded gradients are
+        // the layer's backward's own (`Step::layer_backward`).
+        Some(f) if i > 0 => layer_backward_transients(s, i, live).with(GatheredParams, f.layer),
+        // The first layer prefetches nothing, but its copy-out writes the unsharded
+        // parameters while its all-gather output is still alive.
+        Some(f) => larger(
+            layer_backward_transients(s, i, live),
+            live.with(GatheredParams, f.layer),
+        ),
+        // ZeRO-3 gathers the layer's weights again beside the running and prefetched.
+        None => layer_backward_transients(s, i, live).with(LayerTransients, gather / 2),
+    }
+}
+
+/// The embedding's backward and, under FSDP, the root's gradients: the end of backward.
+fn embedding_backward(s: &Step, tl: &mut Timeline, kept_logits: u64, kept_kv: u64) -> Live {
+    let st = &s.st;
     // EmbeddingBackward0 (embedding_dense_backward) writes a fresh vocab x hidden gradient
     // while the embedding output's gradient is alive. With tied embeddings lm_head's gradient
     // waited in the weight's input buffer (its AccumulateGrad runs once both arrived), and the
@@ -380,7 +417,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     let end = base(s)
         .with(Gradients, st.gradients)
         .with(Logits, kept_logits)
-        .with(KvCache, kept_kv + kv_released);
+        .with(KvCache, kept_kv);
     let in_flight = if s.spec.tie_embeddings {
         2 * s.bwd.lm_head_grad
     } else {
@@ -442,7 +479,7 @@ fn backward(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Backward {
     }
     tl.grads_now = st.gradients;
     tl.push(Phase::Backward, "end of backward: all gradients", end);
-    Backward { end }
+    end
 }
 
 /// The moment with more live bytes (the first on a tie).

@@ -121,57 +121,17 @@ impl<'a> Step<'a> {
         let stream = sh.stream();
         let compute = scen.precision.compute_dtype();
         let pp = scen.parallel.pipeline as u64;
-        // int8 compression packs what each layer saves; a node's backward unpacks its own
-        // (the largest unpacked copy is counted above the layer's backward peak).
-        let compress = |items: Vec<activations::Saved>| {
-            if scen.act_int8 {
-                activations::int8_compressed(items)
-            } else {
-                items
-            }
-        };
-        // A compiled layer keeps what the partitioner saves (`crate::compiled`) where that is
-        // modelled; the eager inventory elsewhere.
-        let raw = crate::compiled::layer(spec, &sh, scen)
-            .unwrap_or_else(|| activations::layer(spec, &sh));
-        let unpacked = if scen.act_int8 {
-            raw.iter()
-                .filter(|s| matches!(s.dtype, DType::F32 | DType::Bf16 | DType::F16))
-                .map(|s| s.elements * s.dtype.bytes())
-                .max()
-                .unwrap_or(0)
-        } else {
-            0
-        };
-        let dense = compress(raw);
-        let dense_bytes = activations::total(&dense);
-        let moe = if spec.moe.is_some() {
-            compress(activations::moe_layer(spec, &sh))
-        } else {
-            Vec::new()
-        };
-        let moe_bytes = activations::total(&moe);
-        // The layers with the model's other kind of attention, compressed as the others are
-        // (with their own s x s scores: their kernel may be another one).
-        let mut held = [activations::held(&dense), activations::held(&moe), 0, 0];
-        let (other_dense_bytes, other_moe_bytes, other_attention_scores) =
-            if spec.other_attention_layers() > 0 {
-                let other = compress(activations::layer_of(spec, &sh, true));
-                let other_moe = if spec.moe.is_some() {
-                    compress(activations::moe_layer_of(spec, &sh, true))
-                } else {
-                    Vec::new()
-                };
-                held[2] = activations::held(&other);
-                held[3] = activations::held(&other_moe);
-                (
-                    activations::total(&other),
-                    activations::total(&other_moe),
-                    activations::attention_scores(&other),
-                )
-            } else {
-                (0, 0, 0)
-            };
+        let LayerKinds {
+            dense,
+            dense_bytes,
+            moe,
+            moe_bytes,
+            held,
+            other_dense_bytes,
+            other_moe_bytes,
+            other_attention_scores,
+            unpacked,
+        } = LayerKinds::of(spec, &sh, scen);
         let first = if first_moe(spec) { &moe } else { &dense };
         let held_input = if spec.family == crate::model::Family::Olmo2 {
             held_in(first, activations::Part::AttentionInputs)
@@ -194,39 +154,8 @@ impl<'a> Step<'a> {
             + inputs
             + st.persistent_comm()
             + vllm_held;
-        let mut tmp = Temporaries::new(spec, scen, &sh);
-        // fp8 (torchao): a converted Linear's fp8 operand copies while its matmul runs.
         let tp = scen.parallel.tensor as u64;
-        tmp.layer_forward = tmp
-            .layer_forward
-            .max(crate::fp8::forward_cast_bytes(&inv, scen, t, tp));
-        // QLoRA: bitsandbytes' MatMul4Bit dequantizes the whole weight of the Linear it runs,
-        // in forward and again in backward for the input's gradient; an 8-bit base's
-        // MatMul8bitLt only in backward, and quantizes its input in forward
-        // (`bitsandbytes/autograd/_functions.py`); the largest one is the transient.
-        let dequantized = dequantized_weight_bytes(&inv, scen, compute, stream);
-        tmp.layer_forward = tmp
-            .layer_forward
-            .max(if scen.method == Method::Int8 {
-                int8_forward_bytes(&inv, t, stream)
-            } else {
-                dequantized
-            })
-            .max(dora_norm_bytes(&inv, scen));
-        // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
-        tmp.layer_forward += crate::context::forward_bytes(spec, scen);
-        let backward_extra = dequantized
-            + unpacked
-            + crate::fp8::backward_cast_bytes(&inv, scen, t, tp)
-            + crate::context::backward_bytes(spec, scen);
-        // Expert parallelism: the all-to-all's receive buffer of the layer's top-k token
-        // copies, beside the local permuted copy (assumed: balanced routing).
-        if scen.parallel.expert > 1
-            && let Some(moe) = spec.moe.as_ref()
-        {
-            let received = t * moe.top_k * spec.hidden * compute.bytes();
-            tmp.layer_backward += received;
-        }
+        let (tmp, backward_extra) = transients(spec, &inv, scen, &sh, unpacked);
         // DPO's reference forward runs after the policy's, under no_grad (TRL's
         // `_compute_loss`): every tensor the policy saved is alive while one reference layer
         // holds its working set (the residual and normed inputs, and a gated MLP's gate, up
@@ -723,4 +652,135 @@ impl Generation {
             working: prefill.max(reference) + autocast_cache,
         }
     }
+}
+
+/// What each kind of layer saves: the dense and MoE layers, and those with the model's other
+/// kind of attention, as the step keeps them (compressed to int8 where asked).
+struct LayerKinds {
+    dense: Vec<activations::Saved>,
+    dense_bytes: u64,
+    moe: Vec<activations::Saved>,
+    moe_bytes: u64,
+    held: [u64; 4],
+    other_dense_bytes: u64,
+    other_moe_bytes: u64,
+    other_attention_scores: u64,
+    /// int8 compression: the largest tensor a node's backward unpacks.
+    unpacked: u64,
+}
+
+impl LayerKinds {
+    fn of(spec: &ModelSpec, sh: &Shape, scen: &Scenario) -> Self {
+        // int8 compression packs what each layer saves; a node's backward unpacks its own
+        // (the largest unpacked copy is counted above the layer's backward peak).
+        let compress = |items: Vec<activations::Saved>| {
+            if scen.act_int8 {
+                activations::int8_compressed(items)
+            } else {
+                items
+            }
+        };
+        // A compiled layer keeps what the partitioner saves (`crate::compiled`) where that is
+        // modelled; the eager inventory elsewhere.
+        let raw =
+            crate::compiled::layer(spec, sh, scen).unwrap_or_else(|| activations::layer(spec, sh));
+        let unpacked = if scen.act_int8 {
+            raw.iter()
+                .filter(|s| matches!(s.dtype, DType::F32 | DType::Bf16 | DType::F16))
+                .map(|s| s.elements * s.dtype.bytes())
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let dense = compress(raw);
+        let dense_bytes = activations::total(&dense);
+        let moe = if spec.moe.is_some() {
+            compress(activations::moe_layer(spec, sh))
+        } else {
+            Vec::new()
+        };
+        let moe_bytes = activations::total(&moe);
+        // The layers with the model's other kind of attention, compressed as the others are
+        // (with their own s x s scores: their kernel may be another one).
+        let mut held = [activations::held(&dense), activations::held(&moe), 0, 0];
+        let (other_dense_bytes, other_moe_bytes, other_attention_scores) =
+            if spec.other_attention_layers() > 0 {
+                let other = compress(activations::layer_of(spec, sh, true));
+                let other_moe = if spec.moe.is_some() {
+                    compress(activations::moe_layer_of(spec, sh, true))
+                } else {
+                    Vec::new()
+                };
+                held[2] = activations::held(&other);
+                held[3] = activations::held(&other_moe);
+                (
+                    activations::total(&other),
+                    activations::total(&other_moe),
+                    activations::attention_scores(&other),
+                )
+            } else {
+                (0, 0, 0)
+            };
+        LayerKinds {
+            dense,
+            dense_bytes,
+            moe,
+            moe_bytes,
+            held,
+            other_dense_bytes,
+            other_moe_bytes,
+            other_attention_scores,
+            unpacked,
+        }
+    }
+}
+
+/// One layer's forward and backward transients (fp8 casts, dequantized and int8 bases, DoRA's
+/// norm, context parallelism's ring, expert parallelism's receive buffer), and what the
+/// backward adds above its peak.
+fn transients(
+    spec: &ModelSpec,
+    inv: &ParamInventory,
+    scen: &Scenario,
+    sh: &Shape,
+    unpacked: u64,
+) -> (Temporaries, u64) {
+    let t = sh.tokens();
+    let stream = sh.stream();
+    let compute = scen.precision.compute_dtype();
+    let mut tmp = Temporaries::new(spec, scen, sh);
+    // fp8 (torchao): a converted Linear's fp8 operand copies while its matmul runs.
+    let tp = scen.parallel.tensor as u64;
+    tmp.layer_forward = tmp
+        .layer_forward
+        .max(crate::fp8::forward_cast_bytes(inv, scen, t, tp));
+    // QLoRA: bitsandbytes' MatMul4Bit dequantizes the whole weight of the Linear it runs,
+    // in forward and again in backward for the input's gradient; an 8-bit base's
+    // MatMul8bitLt only in backward, and quantizes its input in forward
+    // (`bitsandbytes/autograd/_functions.py`); the largest one is the transient.
+    let dequantized = dequantized_weight_bytes(inv, scen, compute, stream);
+    tmp.layer_forward = tmp
+        .layer_forward
+        .max(if scen.method == Method::Int8 {
+            int8_forward_bytes(inv, t, stream)
+        } else {
+            dequantized
+        })
+        .max(dora_norm_bytes(inv, scen));
+    // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
+    tmp.layer_forward += crate::context::forward_bytes(spec, scen);
+    let backward_extra = dequantized
+        + unpacked
+        + crate::fp8::backward_cast_bytes(inv, scen, t, tp)
+        + crate::context::backward_bytes(spec, scen);
+    // Expert parallelism: the all-to-all's receive buffer of the layer's top-k token
+    // copies, beside the local permuted copy (assumed: balanced routing).
+    if scen.parallel.expert > 1
+        && let Some(moe) = spec.moe.as_ref()
+    {
+        let received = t * moe.top_k * spec.hidden * compute.bytes();
+        tmp.layer_backward += received;
+    }
+    (tmp, backward_extra)
 }

@@ -159,6 +159,19 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
         t.push('\n');
         t.push_str(&super::common::packing_code(scen));
     }
+    t.push_str(&train_step_code(scen, fsdp, autocast, param_dtype));
+    (t, notes)
+}
+
+/// The training step: accumulation with gradient sync on the last micro-batch, autocast and
+/// save_on_cpu where the plan has them, clipping, the optimizer, fp8's scale update.
+fn train_step_code(
+    scen: &Scenario,
+    fsdp: bool,
+    autocast: bool,
+    param_dtype: Option<&str>,
+) -> String {
+    let mut t = String::new();
     t.push_str("\n\ndef train_step(micro_batches):\n    \"\"\"One optimizer step over ACCUMULATION micro-batches of MICRO_BATCH x SEQ tokens.\"\"\"\n");
     t.push_str("    for i, batch in enumerate(micro_batches):\n");
     t.push_str("        last = i == ACCUMULATION - 1\n");
@@ -193,7 +206,7 @@ pub(super) fn fsdp2_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<Stri
     if scen.precision == Precision::AmpFp16 {
         t.push_str("# fp16 autocast needs a loss scaler: torch.amp.GradScaler (ShardedGradScaler with FSDP).\n");
     }
-    (t, notes)
+    t
 }
 
 /// torchao's float8 conversion, as `crate::fp8::converts` counts it: the decoder layers'

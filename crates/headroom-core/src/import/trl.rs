@@ -87,6 +87,44 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
         let v = map.remove(k).expect("present");
         out.model(k, &v)?;
     }
+    let trainer = read_trainer(&map, out);
+    let online = matches!(trainer, "grpo" | "rloo");
+    let adapters = read_peft(&mut map, out)?;
+    let training = hf_args::read(
+        &mut map,
+        out,
+        &Defaults {
+            who: "TRL",
+            bf16: true,
+            checkpointing: true,
+        },
+    )?;
+    // The sequence: SFT's and DPO's max_length (1024 by default), GRPO's completion.
+    if online {
+        read_online(&mut map, out, trainer)?;
+    } else {
+        read_offline(&mut map, out, trainer)?;
+    }
+    for key in ["packing", "padding_free"] {
+        if let Some(v) = map.remove(key) {
+            if as_bool(key, &v)? {
+                out.mapped(key, &v, &[("packing", "1")]);
+            } else {
+                out.no_effect(key, &v);
+            }
+        }
+    }
+    if let Some(v) = map.remove("attn_implementation") {
+        attention(out, "attn_implementation", &v)?;
+    }
+    let (load, load_why) = read_load_dtype(&mut map, out, training.half)?;
+    set_precision(out, adapters, training.half, load, false, &load_why);
+    out.rest(map, "", &[hf_args::NO_EFFECT, NO_EFFECT].concat());
+    Ok(())
+}
+
+/// Which TRL trainer the file configures, known by its config's own keys.
+fn read_trainer(map: &Map<String, Value>, out: &mut Out) -> &'static str {
     let has = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
     let trainer = if has(RLOO_KEYS) {
         "rloo"
@@ -110,98 +148,98 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             _ => "SFT: the file has none of the DPO, KTO, GRPO or RLOO configs' own keys",
         },
     );
-    let online = matches!(trainer, "grpo" | "rloo");
-    let adapters = read_peft(&mut map, out)?;
-    let training = hf_args::read(
-        &mut map,
-        out,
-        &Defaults {
-            who: "TRL",
-            bf16: true,
-            checkpointing: true,
-        },
-    )?;
-    // The sequence: SFT's and DPO's max_length (1024 by default), GRPO's completion.
-    if online {
-        let completion = match map.remove("max_completion_length") {
-            Some(v) => as_u32("max_completion_length", &v)?,
-            None => 512,
-        };
-        out.default(
-            "max_completion_length",
-            &[("seq", &completion.to_string()), ("prompt", "0")],
-            &format!(
-                "{completion} completion tokens; the prompts' length is the dataset's, not in \
-                 the file: add it to --seq and give --prompt"
-            ),
+    trainer
+}
+
+/// GRPO's and RLOO's generation: the completion's length, the KL term and vLLM.
+fn read_online(
+    map: &mut Map<String, Value>,
+    out: &mut Out,
+    trainer: &str,
+) -> Result<(), ImportError> {
+    let completion = match map.remove("max_completion_length") {
+        Some(v) => as_u32("max_completion_length", &v)?,
+        None => 512,
+    };
+    out.default(
+        "max_completion_length",
+        &[("seq", &completion.to_string()), ("prompt", "0")],
+        &format!(
+            "{completion} completion tokens; the prompts' length is the dataset's, not in \
+             the file: add it to --seq and give --prompt"
+        ),
+    );
+    match map.remove("beta") {
+        Some(v) if as_f64("beta", &v)? > 0.0 => out.mapped("beta", &v, &[("kl", "1")]),
+        Some(v) => out.no_effect("beta", &v),
+        None if trainer == "rloo" => out.default(
+            "beta",
+            &[("kl", "1")],
+            "RLOOConfig's default 0.05: a reference model",
+        ),
+        None => out.default("beta", &[], "GRPOConfig's default 0.0: no reference model"),
+    }
+    read_vllm(map, out)?;
+    if let Some(v) = map.remove("generation_batch_size") {
+        out.not_expressed(
+            "generation_batch_size",
+            &v,
+            "generation is modelled for one optimizer step's completions per GPU (batch x \
+             accum)",
         );
-        match map.remove("beta") {
-            Some(v) if as_f64("beta", &v)? > 0.0 => out.mapped("beta", &v, &[("kl", "1")]),
-            Some(v) => out.no_effect("beta", &v),
-            None if trainer == "rloo" => out.default(
-                "beta",
-                &[("kl", "1")],
-                "RLOOConfig's default 0.05: a reference model",
-            ),
-            None => out.default("beta", &[], "GRPOConfig's default 0.0: no reference model"),
+    }
+    Ok(())
+}
+
+/// SFT's, DPO's and KTO's sequence length and the preference trainers' reference settings.
+fn read_offline(
+    map: &mut Map<String, Value>,
+    out: &mut Out,
+    trainer: &str,
+) -> Result<(), ImportError> {
+    let key = ["max_length", "max_seq_length"]
+        .into_iter()
+        .find(|k| map.contains_key(*k));
+    match key {
+        Some(k) => {
+            let v = map.remove(k).expect("present");
+            let n = as_u32(k, &v)?;
+            out.mapped(k, &v, &[("seq", &n.to_string())]);
         }
-        read_vllm(&mut map, out)?;
-        if let Some(v) = map.remove("generation_batch_size") {
-            out.not_expressed(
-                "generation_batch_size",
+        None => out.default("max_length", &[("seq", "1024")], "TRL's default"),
+    }
+    if matches!(trainer, "dpo" | "kto") {
+        if let Some(v) = map.remove("precompute_ref_log_probs") {
+            let on = as_bool("precompute_ref_log_probs", &v)?;
+            out.mapped(
+                "precompute_ref_log_probs",
                 &v,
-                "generation is modelled for one optimizer step's completions per GPU (batch x \
-                 accum)",
+                &[("ref_precompute", if on { "1" } else { "0" })],
             );
         }
-    } else {
-        let key = ["max_length", "max_seq_length"]
-            .into_iter()
-            .find(|k| map.contains_key(*k));
-        match key {
-            Some(k) => {
-                let v = map.remove(k).expect("present");
-                let n = as_u32(k, &v)?;
-                out.mapped(k, &v, &[("seq", &n.to_string())]);
-            }
-            None => out.default("max_length", &[("seq", "1024")], "TRL's default"),
-        }
-        if matches!(trainer, "dpo" | "kto") {
-            if let Some(v) = map.remove("precompute_ref_log_probs") {
-                let on = as_bool("precompute_ref_log_probs", &v)?;
-                out.mapped(
-                    "precompute_ref_log_probs",
-                    &v,
-                    &[("ref_precompute", if on { "1" } else { "0" })],
-                );
-            }
-            for key in [
-                "beta",
-                "max_prompt_length",
-                "ref_model_init_kwargs",
-                "rpo_alpha",
-                "desirable_weight",
-                "undesirable_weight",
-            ] {
-                if let Some(v) = map.remove(key) {
-                    out.no_effect(key, &v);
-                }
-            }
-        }
-    }
-    for key in ["packing", "padding_free"] {
-        if let Some(v) = map.remove(key) {
-            if as_bool(key, &v)? {
-                out.mapped(key, &v, &[("packing", "1")]);
-            } else {
+        for key in [
+            "beta",
+            "max_prompt_length",
+            "ref_model_init_kwargs",
+            "rpo_alpha",
+            "desirable_weight",
+            "undesirable_weight",
+        ] {
+            if let Some(v) = map.remove(key) {
                 out.no_effect(key, &v);
             }
         }
     }
-    if let Some(v) = map.remove("attn_implementation") {
-        attention(out, "attn_implementation", &v)?;
-    }
-    // The load dtype: ModelConfig's `dtype` (formerly `torch_dtype`), or `model_init_kwargs`.
+    Ok(())
+}
+
+/// The load dtype: ModelConfig's `dtype` (formerly `torch_dtype`), or `model_init_kwargs`'s;
+/// with the reason it is what it is.
+fn read_load_dtype(
+    map: &mut Map<String, Value>,
+    out: &mut Out,
+    half: Half,
+) -> Result<(Option<Half>, String), ImportError> {
     let mut load = Some(Half::None);
     let mut load_why = "ModelConfig's default dtype float32".to_string();
     let init = map.remove("model_init_kwargs");
@@ -216,7 +254,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             })
         });
     if let Some((k, v)) = dtype_value {
-        load = load_dtype(&k, &v, training.half)?;
+        load = load_dtype(&k, &v, half)?;
         load_why = format!("{k}: {}", super::show(&v));
         out.note(
             &k,
@@ -238,9 +276,7 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
             "only its dtype is read",
         );
     }
-    set_precision(out, adapters, training.half, load, false, &load_why);
-    out.rest(map, "", &[hf_args::NO_EFFECT, NO_EFFECT].concat());
-    Ok(())
+    Ok((load, load_why))
 }
 
 /// transformers' dtype names as the load dtype (`auto`: the checkpoint's, 16-bit for every

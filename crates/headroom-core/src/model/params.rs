@@ -284,17 +284,6 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
     let mut b = Builder {
         tensors: Vec::new(),
     };
-    let h = spec.hidden;
-    let (q, kv) = (spec.q_dim(), spec.kv_dim());
-    let f = spec.intermediate;
-    let l = Scope::Layer;
-    // Attention's tensors: in every layer, or in the softmax-attention layers of a model whose
-    // other layers have linear attention.
-    let a = if spec.linear_attention.is_some() {
-        Scope::AttentionLayer
-    } else {
-        Scope::Layer
-    };
     match spec.family {
         Family::Llama
         | Family::Gemma
@@ -302,239 +291,15 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
         | Family::Olmo2
         | Family::Glm4
         | Family::Cohere2 => {
-            b.embedding("model.embed_tokens.weight", spec.vocab, h);
-            if let Some(m) = &spec.mla {
-                mla(&mut b, spec, m);
-            } else if spec.family == Family::Phi3 {
-                b.linear(
-                    l,
-                    "qkv_proj",
-                    "self_attn.qkv_proj",
-                    h,
-                    q + 2 * kv,
-                    spec.qkv_bias,
-                );
-            } else {
-                // Qwen3-Next's q_proj also gives a sigmoid gate on the attention output.
-                let qw = if spec.gated_attention() { 2 * q } else { q };
-                b.linear(a, "q_proj", "self_attn.q_proj", h, qw, spec.qkv_bias);
-                b.linear(a, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
-                b.linear(a, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
-            }
-            if let Some(la) = &spec.linear_attention {
-                gated_delta_net(&mut b, h, la);
-            }
-            b.linear(
-                a,
-                "o_proj",
-                "self_attn.o_proj",
-                spec.v_dim(),
-                h,
-                spec.o_bias,
-            );
-            if spec.is_gpt_oss() {
-                // One learned sink logit per head, joined to the scores before the softmax.
-                b.vector(l, "self_attn.sinks", spec.heads);
-            }
-            let olmo = spec.family == Family::Olmo2
-                || spec.class().traits.qk_norm == crate::model::classes::QkNorm::Whole;
-            if spec.qk_norm {
-                // OLMo 2 normalizes the whole projection, the others each head.
-                let (qn, kn) = if olmo {
-                    (q, kv)
-                } else {
-                    (spec.head_dim, spec.head_dim)
-                };
-                b.vector(a, "self_attn.q_norm.weight", qn);
-                b.vector(a, "self_attn.k_norm.weight", kn);
-            }
-            // Cohere 2's one norm per layer has a weight and no bias, as an RMSNorm's.
-            let norm_names: &[&str] = if spec.family == Family::Cohere2 {
-                &["input_layernorm"]
-            } else if olmo {
-                &["post_attention_layernorm", "post_feedforward_layernorm"]
-            } else if spec.family == Family::Glm4 {
-                &[
-                    "input_layernorm",
-                    "post_self_attn_layernorm",
-                    "post_attention_layernorm",
-                    "post_mlp_layernorm",
-                ]
-            } else if spec.norms_per_layer == 4 {
-                &[
-                    "input_layernorm",
-                    "post_attention_layernorm",
-                    "pre_feedforward_layernorm",
-                    "post_feedforward_layernorm",
-                ]
-            } else {
-                &["input_layernorm", "post_attention_layernorm"]
-            };
-            for n in norm_names {
-                b.norm(l, n, h, NormKind::RmsNorm);
-            }
-            let dense = Scope::DenseLayer;
-            if spec.llama4.is_some() {
-                llama4_feed_forward(&mut b, spec);
-            } else if spec.fused_gate_up() {
-                b.linear(
-                    dense,
-                    "gate_up_proj",
-                    "mlp.gate_up_proj",
-                    h,
-                    2 * f,
-                    spec.mlp_bias,
-                );
-            } else {
-                b.linear(dense, "gate_proj", "mlp.gate_proj", h, f, spec.mlp_bias);
-                b.linear(dense, "up_proj", "mlp.up_proj", h, f, spec.mlp_bias);
-            }
-            if spec.llama4.is_none() {
-                b.linear(dense, "down_proj", "mlp.down_proj", f, h, spec.mlp_bias);
-            }
-            if spec.llama4.is_some() {
-                // Written by `llama4_feed_forward`.
-            } else if let Some(m) = &spec.moe {
-                let s = Scope::SparseLayer;
-                let oss = spec.is_gpt_oss();
-                let router = if oss { "mlp.router" } else { "mlp.gate" };
-                b.router(format!("{router}.weight"), h, m.experts);
-                b.experts("mlp", m.experts, h, m.expert_intermediate);
-                if oss {
-                    // GptOssTopKRouter has a bias, and every expert a bias on its fused
-                    // gate_up output and on its down projection.
-                    b.vector(s, "mlp.router.bias", m.experts);
-                    for (name, len) in [
-                        ("mlp.experts.gate_up_proj_bias", 2 * m.expert_intermediate),
-                        ("mlp.experts.down_proj_bias", h),
-                    ] {
-                        b.push(ParamTensor {
-                            name: name.into(),
-                            d_in: 1,
-                            d_out: len,
-                            copies: m.experts,
-                            scope: s,
-                            linear: None,
-                            quantizable: false,
-                        });
-                    }
-                }
-                if m.shared_intermediate > 0 {
-                    let si = m.shared_intermediate;
-                    // Only DeepSeek-V2's shared experts read `mlp_bias` (false for the others).
-                    let bias = spec.mlp_bias;
-                    b.linear(s, "gate_proj", "mlp.shared_expert.gate_proj", h, si, bias);
-                    b.linear(s, "up_proj", "mlp.shared_expert.up_proj", h, si, bias);
-                    b.linear(s, "down_proj", "mlp.shared_expert.down_proj", si, h, bias);
-                }
-                if m.shared_gate {
-                    b.push(ParamTensor {
-                        name: "mlp.shared_expert_gate.weight".into(),
-                        d_in: h,
-                        d_out: 1,
-                        copies: 1,
-                        scope: s,
-                        linear: None,
-                        quantizable: false,
-                    });
-                }
-            }
-            b.norm(Scope::Model, "model.norm", h, NormKind::RmsNorm);
+            llama_like_attention(&mut b, spec);
+            llama_like_norms(&mut b, spec);
+            llama_like_mlp(&mut b, spec);
+            b.norm(Scope::Model, "model.norm", spec.hidden, NormKind::RmsNorm);
         }
-        Family::Starcoder2 => {
-            let norm = NormKind::LayerNorm;
-            b.embedding("model.embed_tokens.weight", spec.vocab, h);
-            b.norm(l, "input_layernorm", h, norm);
-            b.linear(l, "q_proj", "self_attn.q_proj", h, q, spec.qkv_bias);
-            b.linear(l, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
-            b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
-            b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
-            b.norm(l, "post_attention_layernorm", h, norm);
-            b.linear(l, "c_fc", "mlp.c_fc", h, f, spec.mlp_bias);
-            b.linear(l, "c_proj", "mlp.c_proj", f, h, spec.mlp_bias);
-            b.norm(Scope::Model, "model.norm", h, norm);
-        }
-        Family::Gpt2 => {
-            b.embedding("transformer.wte.weight", spec.vocab, h);
-            b.embedding("transformer.wpe.weight", spec.position_embeddings, h);
-            b.norm(l, "ln_1", h, NormKind::LayerNorm);
-            b.linear(l, "c_attn", "attn.c_attn", h, 3 * h, true);
-            b.linear(l, "c_proj", "attn.c_proj", h, h, true);
-            b.norm(l, "ln_2", h, NormKind::LayerNorm);
-            b.linear(l, "c_fc", "mlp.c_fc", h, f, true);
-            b.linear(l, "c_proj", "mlp.c_proj", f, h, true);
-            b.norm(Scope::Model, "transformer.ln_f", h, NormKind::LayerNorm);
-        }
-        Family::GptNeox => {
-            b.embedding("gpt_neox.embed_in.weight", spec.vocab, h);
-            b.norm(l, "input_layernorm", h, NormKind::LayerNorm);
-            b.norm(l, "post_attention_layernorm", h, NormKind::LayerNorm);
-            b.linear(
-                l,
-                "query_key_value",
-                "attention.query_key_value",
-                h,
-                3 * h,
-                spec.qkv_bias,
-            );
-            b.linear(l, "dense", "attention.dense", h, h, spec.o_bias);
-            b.linear(l, "dense_h_to_4h", "mlp.dense_h_to_4h", h, f, true);
-            b.linear(l, "dense_4h_to_h", "mlp.dense_4h_to_h", f, h, true);
-            b.norm(
-                Scope::Model,
-                "gpt_neox.final_layer_norm",
-                h,
-                NormKind::LayerNorm,
-            );
-        }
-        Family::Opt => {
-            let p = spec.embed_proj_dim;
-            b.embedding("model.decoder.embed_tokens.weight", spec.vocab, p);
-            b.embedding(
-                "model.decoder.embed_positions.weight",
-                spec.position_embeddings,
-                h,
-            );
-            if p != h {
-                b.linear(
-                    Scope::Model,
-                    "project_out",
-                    "model.decoder.project_out",
-                    h,
-                    p,
-                    false,
-                );
-                b.linear(
-                    Scope::Model,
-                    "project_in",
-                    "model.decoder.project_in",
-                    p,
-                    h,
-                    false,
-                );
-            }
-            for (name, path) in [
-                ("q_proj", "self_attn.q_proj"),
-                ("k_proj", "self_attn.k_proj"),
-                ("v_proj", "self_attn.v_proj"),
-                ("out_proj", "self_attn.out_proj"),
-            ] {
-                b.linear(l, name, path, h, h, spec.qkv_bias);
-            }
-            b.norm(l, "self_attn_layer_norm", h, NormKind::LayerNorm);
-            b.linear(l, "fc1", "fc1", h, f, spec.mlp_bias);
-            b.linear(l, "fc2", "fc2", f, h, spec.mlp_bias);
-            b.norm(l, "final_layer_norm", h, NormKind::LayerNorm);
-            // OPT-350m (post-norm layers) has no final layer norm.
-            if spec.final_norm {
-                b.norm(
-                    Scope::Model,
-                    "model.decoder.final_layer_norm",
-                    h,
-                    NormKind::LayerNorm,
-                );
-            }
-        }
+        Family::Starcoder2 => starcoder2(&mut b, spec),
+        Family::Gpt2 => gpt2(&mut b, spec),
+        Family::GptNeox => gpt_neox(&mut b, spec),
+        Family::Opt => opt(&mut b, spec),
     }
     if !spec.tie_embeddings {
         b.push(ParamTensor {
@@ -557,6 +322,288 @@ pub fn inventory(spec: &ModelSpec) -> ParamInventory {
         dense_layers: spec.layers - sparse,
         sparse_layers: sparse,
         linear_layers: spec.linear_attention.as_ref().map_or(0, |la| la.layers),
+    }
+}
+
+/// A Llama-like layer's attention: the embedding, the projections (MLA, fused or separate,
+/// gated), linear attention, sinks and q/k norms.
+fn llama_like_attention(b: &mut Builder, spec: &ModelSpec) {
+    let h = spec.hidden;
+    let (q, kv) = (spec.q_dim(), spec.kv_dim());
+    let l = Scope::Layer;
+    // Attention's tensors: in every layer, or in the softmax-attention layers of a model whose
+    // other layers have linear attention.
+    let a = if spec.linear_attention.is_some() {
+        Scope::AttentionLayer
+    } else {
+        Scope::Layer
+    };
+    b.embedding("model.embed_tokens.weight", spec.vocab, h);
+    if let Some(m) = &spec.mla {
+        mla(b, spec, m);
+    } else if spec.family == Family::Phi3 {
+        b.linear(
+            l,
+            "qkv_proj",
+            "self_attn.qkv_proj",
+            h,
+            q + 2 * kv,
+            spec.qkv_bias,
+        );
+    } else {
+        // Qwen3-Next's q_proj also gives a sigmoid gate on the attention output.
+        let qw = if spec.gated_attention() { 2 * q } else { q };
+        b.linear(a, "q_proj", "self_attn.q_proj", h, qw, spec.qkv_bias);
+        b.linear(a, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
+        b.linear(a, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
+    }
+    if let Some(la) = &spec.linear_attention {
+        gated_delta_net(b, h, la);
+    }
+    b.linear(
+        a,
+        "o_proj",
+        "self_attn.o_proj",
+        spec.v_dim(),
+        h,
+        spec.o_bias,
+    );
+    if spec.is_gpt_oss() {
+        // One learned sink logit per head, joined to the scores before the softmax.
+        b.vector(l, "self_attn.sinks", spec.heads);
+    }
+    let olmo = spec.family == Family::Olmo2
+        || spec.class().traits.qk_norm == crate::model::classes::QkNorm::Whole;
+    if spec.qk_norm {
+        // OLMo 2 normalizes the whole projection, the others each head.
+        let (qn, kn) = if olmo {
+            (q, kv)
+        } else {
+            (spec.head_dim, spec.head_dim)
+        };
+        b.vector(a, "self_attn.q_norm.weight", qn);
+        b.vector(a, "self_attn.k_norm.weight", kn);
+    }
+}
+
+/// A Llama-like layer's norms, by the names each family gives them.
+fn llama_like_norms(b: &mut Builder, spec: &ModelSpec) {
+    let h = spec.hidden;
+    let l = Scope::Layer;
+    let olmo = spec.family == Family::Olmo2
+        || spec.class().traits.qk_norm == crate::model::classes::QkNorm::Whole;
+    // Cohere 2's one norm per layer has a weight and no bias, as an RMSNorm's.
+    let norm_names: &[&str] = if spec.family == Family::Cohere2 {
+        &["input_layernorm"]
+    } else if olmo {
+        &["post_attention_layernorm", "post_feedforward_layernorm"]
+    } else if spec.family == Family::Glm4 {
+        &[
+            "input_layernorm",
+            "post_self_attn_layernorm",
+            "post_attention_layernorm",
+            "post_mlp_layernorm",
+        ]
+    } else if spec.norms_per_layer == 4 {
+        &[
+            "input_layernorm",
+            "post_attention_layernorm",
+            "pre_feedforward_layernorm",
+            "post_feedforward_layernorm",
+        ]
+    } else {
+        &["input_layernorm", "post_attention_layernorm"]
+    };
+    for n in norm_names {
+        b.norm(l, n, h, NormKind::RmsNorm);
+    }
+}
+
+/// A Llama-like layer's feed-forward: dense, Llama 4's, or routed experts with their
+/// shared expert and gate.
+fn llama_like_mlp(b: &mut Builder, spec: &ModelSpec) {
+    let h = spec.hidden;
+    let f = spec.intermediate;
+    let dense = Scope::DenseLayer;
+    if spec.llama4.is_some() {
+        llama4_feed_forward(b, spec);
+    } else if spec.fused_gate_up() {
+        b.linear(
+            dense,
+            "gate_up_proj",
+            "mlp.gate_up_proj",
+            h,
+            2 * f,
+            spec.mlp_bias,
+        );
+    } else {
+        b.linear(dense, "gate_proj", "mlp.gate_proj", h, f, spec.mlp_bias);
+        b.linear(dense, "up_proj", "mlp.up_proj", h, f, spec.mlp_bias);
+    }
+    if spec.llama4.is_none() {
+        b.linear(dense, "down_proj", "mlp.down_proj", f, h, spec.mlp_bias);
+    }
+    if spec.llama4.is_some() {
+        // Written by `llama4_feed_forward`.
+    } else if let Some(m) = &spec.moe {
+        let s = Scope::SparseLayer;
+        let oss = spec.is_gpt_oss();
+        let router = if oss { "mlp.router" } else { "mlp.gate" };
+        b.router(format!("{router}.weight"), h, m.experts);
+        b.experts("mlp", m.experts, h, m.expert_intermediate);
+        if oss {
+            // GptOssTopKRouter has a bias, and every expert a bias on its fused
+            // gate_up output and on its down projection.
+            b.vector(s, "mlp.router.bias", m.experts);
+            for (name, len) in [
+                ("mlp.experts.gate_up_proj_bias", 2 * m.expert_intermediate),
+                ("mlp.experts.down_proj_bias", h),
+            ] {
+                b.push(ParamTensor {
+                    name: name.into(),
+                    d_in: 1,
+                    d_out: len,
+                    copies: m.experts,
+                    scope: s,
+                    linear: None,
+                    quantizable: false,
+                });
+            }
+        }
+        if m.shared_intermediate > 0 {
+            let si = m.shared_intermediate;
+            // Only DeepSeek-V2's shared experts read `mlp_bias` (false for the others).
+            let bias = spec.mlp_bias;
+            b.linear(s, "gate_proj", "mlp.shared_expert.gate_proj", h, si, bias);
+            b.linear(s, "up_proj", "mlp.shared_expert.up_proj", h, si, bias);
+            b.linear(s, "down_proj", "mlp.shared_expert.down_proj", si, h, bias);
+        }
+        if m.shared_gate {
+            b.push(ParamTensor {
+                name: "mlp.shared_expert_gate.weight".into(),
+                d_in: h,
+                d_out: 1,
+                copies: 1,
+                scope: s,
+                linear: None,
+                quantizable: false,
+            });
+        }
+    }
+}
+
+/// StarCoder 2: LayerNorms and a plain two-Linear MLP.
+fn starcoder2(b: &mut Builder, spec: &ModelSpec) {
+    let h = spec.hidden;
+    let (q, kv) = (spec.q_dim(), spec.kv_dim());
+    let f = spec.intermediate;
+    let l = Scope::Layer;
+    let norm = NormKind::LayerNorm;
+    b.embedding("model.embed_tokens.weight", spec.vocab, h);
+    b.norm(l, "input_layernorm", h, norm);
+    b.linear(l, "q_proj", "self_attn.q_proj", h, q, spec.qkv_bias);
+    b.linear(l, "k_proj", "self_attn.k_proj", h, kv, spec.qkv_bias);
+    b.linear(l, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
+    b.linear(l, "o_proj", "self_attn.o_proj", q, h, spec.o_bias);
+    b.norm(l, "post_attention_layernorm", h, norm);
+    b.linear(l, "c_fc", "mlp.c_fc", h, f, spec.mlp_bias);
+    b.linear(l, "c_proj", "mlp.c_proj", f, h, spec.mlp_bias);
+    b.norm(Scope::Model, "model.norm", h, norm);
+}
+
+/// GPT-2: learned positions, fused qkv (Conv1D), LayerNorms.
+fn gpt2(b: &mut Builder, spec: &ModelSpec) {
+    let h = spec.hidden;
+    let f = spec.intermediate;
+    let l = Scope::Layer;
+    b.embedding("transformer.wte.weight", spec.vocab, h);
+    b.embedding("transformer.wpe.weight", spec.position_embeddings, h);
+    b.norm(l, "ln_1", h, NormKind::LayerNorm);
+    b.linear(l, "c_attn", "attn.c_attn", h, 3 * h, true);
+    b.linear(l, "c_proj", "attn.c_proj", h, h, true);
+    b.norm(l, "ln_2", h, NormKind::LayerNorm);
+    b.linear(l, "c_fc", "mlp.c_fc", h, f, true);
+    b.linear(l, "c_proj", "mlp.c_proj", f, h, true);
+    b.norm(Scope::Model, "transformer.ln_f", h, NormKind::LayerNorm);
+}
+
+/// GPT-NeoX (Pythia): fused query_key_value and LayerNorms.
+fn gpt_neox(b: &mut Builder, spec: &ModelSpec) {
+    let h = spec.hidden;
+    let f = spec.intermediate;
+    let l = Scope::Layer;
+    b.embedding("gpt_neox.embed_in.weight", spec.vocab, h);
+    b.norm(l, "input_layernorm", h, NormKind::LayerNorm);
+    b.norm(l, "post_attention_layernorm", h, NormKind::LayerNorm);
+    b.linear(
+        l,
+        "query_key_value",
+        "attention.query_key_value",
+        h,
+        3 * h,
+        spec.qkv_bias,
+    );
+    b.linear(l, "dense", "attention.dense", h, h, spec.o_bias);
+    b.linear(l, "dense_h_to_4h", "mlp.dense_h_to_4h", h, f, true);
+    b.linear(l, "dense_4h_to_h", "mlp.dense_4h_to_h", f, h, true);
+    b.norm(
+        Scope::Model,
+        "gpt_neox.final_layer_norm",
+        h,
+        NormKind::LayerNorm,
+    );
+}
+
+/// OPT: learned positions, an optional projection of the embedding, LayerNorms.
+fn opt(b: &mut Builder, spec: &ModelSpec) {
+    let h = spec.hidden;
+    let f = spec.intermediate;
+    let l = Scope::Layer;
+    let p = spec.embed_proj_dim;
+    b.embedding("model.decoder.embed_tokens.weight", spec.vocab, p);
+    b.embedding(
+        "model.decoder.embed_positions.weight",
+        spec.position_embeddings,
+        h,
+    );
+    if p != h {
+        b.linear(
+            Scope::Model,
+            "project_out",
+            "model.decoder.project_out",
+            h,
+            p,
+            false,
+        );
+        b.linear(
+            Scope::Model,
+            "project_in",
+            "model.decoder.project_in",
+            p,
+            h,
+            false,
+        );
+    }
+    for (name, path) in [
+        ("q_proj", "self_attn.q_proj"),
+        ("k_proj", "self_attn.k_proj"),
+        ("v_proj", "self_attn.v_proj"),
+        ("out_proj", "self_attn.out_proj"),
+    ] {
+        b.linear(l, name, path, h, h, spec.qkv_bias);
+    }
+    b.norm(l, "self_attn_layer_norm", h, NormKind::LayerNorm);
+    b.linear(l, "fc1", "fc1", h, f, spec.mlp_bias);
+    b.linear(l, "fc2", "fc2", f, h, spec.mlp_bias);
+    b.norm(l, "final_layer_norm", h, NormKind::LayerNorm);
+    // OPT-350m (post-norm layers) has no final layer norm.
+    if spec.final_norm {
+        b.norm(
+            Scope::Model,
+            "model.decoder.final_layer_norm",
+            h,
+            NormKind::LayerNorm,
+        );
     }
 }
 
@@ -708,7 +755,6 @@ fn mla(b: &mut Builder, spec: &ModelSpec, m: &Mla) {
 /// entry with `copies` = the tower's layers; none is a Linear LoRA adapts or QLoRA quantizes
 /// (the recipes' `target_modules` name the language model's projections).
 fn vision(b: &mut Builder, v: &Vision) {
-    let (h, f, n) = (v.hidden, v.intermediate, v.layers);
     let mut put = |name: &str, d_in: u64, d_out: u64, copies: u64| {
         b.push(ParamTensor {
             name: format!("{VISION_PREFIX}{name}"),
@@ -720,160 +766,180 @@ fn vision(b: &mut Builder, v: &Vision) {
             quantizable: false,
         });
     };
-    let conv = v.channels * v.temporal_patch * v.patch * v.patch;
     match v.kind {
-        VisionKind::Siglip => {
-            let t = "vision_tower.encoder.layers.*";
-            put("vision_tower.embeddings.patch_embedding.weight", conv, h, 1);
-            put("vision_tower.embeddings.patch_embedding.bias", 1, h, 1);
-            let side = v.image_size / v.patch.max(1);
-            put(
-                "vision_tower.embeddings.position_embedding.weight",
-                h,
-                side * side,
-                1,
-            );
-            vit_blocks(&mut put, v, t, ["layer_norm1", "layer_norm2"], "out_proj");
-            put("vision_tower.post_layernorm.weight+bias", 2, h, 1);
-            if v.pooling_head {
-                // SiglipMultiheadAttentionPoolingHead: a probe, nn.MultiheadAttention (packed
-                // in_proj with bias, out_proj), a LayerNorm and an MLP.
-                put("vision_tower.head.probe", 1, h, 1);
-                put("vision_tower.head.attention.in_proj_weight", h, 3 * h, 1);
-                put("vision_tower.head.attention.in_proj_bias", 1, 3 * h, 1);
-                put("vision_tower.head.attention.out_proj.weight", h, h, 1);
-                put("vision_tower.head.attention.out_proj.bias", 1, h, 1);
-                put("vision_tower.head.layernorm.weight+bias", 2, h, 1);
-                put("vision_tower.head.mlp.fc1.weight", h, f, 1);
-                put("vision_tower.head.mlp.fc1.bias", 1, f, 1);
-                put("vision_tower.head.mlp.fc2.weight", f, h, 1);
-                put("vision_tower.head.mlp.fc2.bias", 1, h, 1);
-            }
-            // Gemma3MultiModalProjector: an RMSNorm on the pooled patches and one matrix.
-            put("multi_modal_projector.mm_soft_emb_norm.weight", 1, h, 1);
-            put(
-                "multi_modal_projector.mm_input_projection_weight",
-                h,
-                v.out_hidden,
-                1,
-            );
-        }
-        VisionKind::Qwen25 | VisionKind::Qwen3 => {
-            let q3 = v.kind == VisionKind::Qwen3;
-            let t = "visual.blocks.*";
-            put("visual.patch_embed.proj.weight", conv, h, 1);
-            if q3 {
-                put("visual.patch_embed.proj.bias", 1, h, 1);
-                put("visual.pos_embed.weight", h, v.positions, 1);
-            }
-            // Qwen2.5-VL's block norms are RMSNorms (a weight), Qwen3-VL's LayerNorms.
-            let norm = if q3 { 2 } else { 1 };
-            put(&format!("{t}.norm1+norm2"), 2 * norm, h, n);
-            put(&format!("{t}.attn.qkv.weight"), h, 3 * h, n);
-            put(&format!("{t}.attn.qkv.bias"), 1, 3 * h, n);
-            put(&format!("{t}.attn.proj.weight"), h, h, n);
-            put(&format!("{t}.attn.proj.bias"), 1, h, n);
-            if q3 {
-                put(&format!("{t}.mlp.linear_fc1.weight"), h, f, n);
-                put(&format!("{t}.mlp.linear_fc1.bias"), 1, f, n);
-                put(&format!("{t}.mlp.linear_fc2.weight"), f, h, n);
-                put(&format!("{t}.mlp.linear_fc2.bias"), 1, h, n);
-            } else {
-                for proj in ["gate_proj", "up_proj"] {
-                    put(&format!("{t}.mlp.{proj}.weight"), h, f, n);
-                    put(&format!("{t}.mlp.{proj}.bias"), 1, f, n);
-                }
-                put(&format!("{t}.mlp.down_proj.weight"), f, h, n);
-                put(&format!("{t}.mlp.down_proj.bias"), 1, h, n);
-            }
-            // The patch merger: a norm, then merge^2 patches through two Linears (with biases)
-            // to the text model's width; Qwen3-VL adds one merger per DeepStack layer, whose
-            // LayerNorm runs after the merge (over merge^2 x hidden).
-            let m = h * v.merge * v.merge;
-            for (path, copies, norm_len) in [
-                ("visual.merger", 1, h),
-                ("visual.deepstack_merger_list.*", v.deepstack, m),
-            ] {
-                if copies == 0 {
-                    continue;
-                }
-                put(&format!("{path}.norm"), norm, norm_len, copies);
-                put(&format!("{path}.fc1.weight"), m, m, copies);
-                put(&format!("{path}.fc1.bias"), 1, m, copies);
-                put(&format!("{path}.fc2.weight"), m, v.out_hidden, copies);
-                put(&format!("{path}.fc2.bias"), 1, v.out_hidden, copies);
-            }
-        }
-        VisionKind::Pixtral => {
-            let t = "vision_tower.transformer.layers.*";
-            put("vision_tower.patch_conv.weight", conv, h, 1);
-            put("vision_tower.ln_pre.weight", 1, h, 1);
-            put(&format!("{t}.attention_norm+ffn_norm.weight"), 2, h, n);
-            for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
-                put(&format!("{t}.attention.{proj}.weight"), h, h, n);
-            }
-            put(&format!("{t}.feed_forward.gate_proj.weight"), h, f, n);
-            put(&format!("{t}.feed_forward.up_proj.weight"), h, f, n);
-            put(&format!("{t}.feed_forward.down_proj.weight"), f, h, n);
-            // Mistral3MultiModalProjector: an RMSNorm, the learned patch merger (merge^2
-            // patches -> one, no bias), then two Linears to the text model's width.
-            let th = v.out_hidden;
-            put("multi_modal_projector.norm.weight", 1, h, 1);
-            put(
-                "multi_modal_projector.patch_merger.merging_layer.weight",
-                h * v.merge * v.merge,
-                h,
-                1,
-            );
-            put(
-                "multi_modal_projector.linear_1.weight",
-                h * v.feature_layers,
-                th,
-                1,
-            );
-            put("multi_modal_projector.linear_2.weight", th, th, 1);
-            if v.projector_bias {
-                put("multi_modal_projector.linear_1.bias", 1, th, 1);
-                put("multi_modal_projector.linear_2.bias", 1, th, 1);
-            }
-        }
-        VisionKind::Llama4 => {
-            // Llama4VisionModel: the unfolded patch Linear (no bias), a class token and one
-            // learned position per patch and for it, LayerNorms before and after the encoder.
-            let t = "vision_model.model.layers.*";
-            put("vision_model.patch_embedding.linear.weight", conv, h, 1);
-            put("vision_model.class_embedding", 1, h, 1);
-            put(
-                "vision_model.positional_embedding_vlm",
-                h,
-                v.patches_per_image(),
-                1,
-            );
-            put("vision_model.layernorm_pre+post.weight+bias", 4, h, 1);
-            let norms = ["input_layernorm", "post_attention_layernorm"];
-            vit_blocks(&mut put, v, t, norms, "o_proj");
-            // Llama4VisionPixelShuffleMLP's two Linears (its fc1 reads `intermediate_size`,
-            // the shuffled width) and Llama4MultiModalProjector's one, none with a bias.
-            put(
-                "vision_model.vision_adapter.mlp.fc1.weight",
-                f,
-                v.projector_in,
-                1,
-            );
-            put(
-                "vision_model.vision_adapter.mlp.fc2.weight",
-                v.projector_out,
-                v.projector_out,
-                1,
-            );
-            put(
-                "multi_modal_projector.linear_1.weight",
-                v.vision_out,
-                v.out_hidden,
-                1,
-            );
-        }
+        VisionKind::Siglip => siglip_tower(&mut put, v),
+        VisionKind::Qwen25 | VisionKind::Qwen3 => qwen_vl_tower(&mut put, v),
+        VisionKind::Pixtral => pixtral_tower(&mut put, v),
+        VisionKind::Llama4 => llama4_tower(&mut put, v),
     }
+}
+
+/// SigLIP (Gemma 3): patch and position embeddings, ViT blocks, the optional pooling head and
+/// Gemma 3's projector.
+fn siglip_tower(put: &mut impl FnMut(&str, u64, u64, u64), v: &Vision) {
+    let (h, f) = (v.hidden, v.intermediate);
+    let conv = v.channels * v.temporal_patch * v.patch * v.patch;
+    let t = "vision_tower.encoder.layers.*";
+    put("vision_tower.embeddings.patch_embedding.weight", conv, h, 1);
+    put("vision_tower.embeddings.patch_embedding.bias", 1, h, 1);
+    let side = v.image_size / v.patch.max(1);
+    put(
+        "vision_tower.embeddings.position_embedding.weight",
+        h,
+        side * side,
+        1,
+    );
+    vit_blocks(put, v, t, ["layer_norm1", "layer_norm2"], "out_proj");
+    put("vision_tower.post_layernorm.weight+bias", 2, h, 1);
+    if v.pooling_head {
+        // SiglipMultiheadAttentionPoolingHead: a probe, nn.MultiheadAttention (packed
+        // in_proj with bias, out_proj), a LayerNorm and an MLP.
+        put("vision_tower.head.probe", 1, h, 1);
+        put("vision_tower.head.attention.in_proj_weight", h, 3 * h, 1);
+        put("vision_tower.head.attention.in_proj_bias", 1, 3 * h, 1);
+        put("vision_tower.head.attention.out_proj.weight", h, h, 1);
+        put("vision_tower.head.attention.out_proj.bias", 1, h, 1);
+        put("vision_tower.head.layernorm.weight+bias", 2, h, 1);
+        put("vision_tower.head.mlp.fc1.weight", h, f, 1);
+        put("vision_tower.head.mlp.fc1.bias", 1, f, 1);
+        put("vision_tower.head.mlp.fc2.weight", f, h, 1);
+        put("vision_tower.head.mlp.fc2.bias", 1, h, 1);
+    }
+    // Gemma3MultiModalProjector: an RMSNorm on the pooled patches and one matrix.
+    put("multi_modal_projector.mm_soft_emb_norm.weight", 1, h, 1);
+    put(
+        "multi_modal_projector.mm_input_projection_weight",
+        h,
+        v.out_hidden,
+        1,
+    );
+}
+
+/// Qwen2.5-VL's and Qwen3-VL's vision blocks and patch mergers.
+fn qwen_vl_tower(put: &mut impl FnMut(&str, u64, u64, u64), v: &Vision) {
+    let (h, f, n) = (v.hidden, v.intermediate, v.layers);
+    let conv = v.channels * v.temporal_patch * v.patch * v.patch;
+    let q3 = v.kind == VisionKind::Qwen3;
+    let t = "visual.blocks.*";
+    put("visual.patch_embed.proj.weight", conv, h, 1);
+    if q3 {
+        put("visual.patch_embed.proj.bias", 1, h, 1);
+        put("visual.pos_embed.weight", h, v.positions, 1);
+    }
+    // Qwen2.5-VL's block norms are RMSNorms (a weight), Qwen3-VL's LayerNorms.
+    let norm = if q3 { 2 } else { 1 };
+    put(&format!("{t}.norm1+norm2"), 2 * norm, h, n);
+    put(&format!("{t}.attn.qkv.weight"), h, 3 * h, n);
+    put(&format!("{t}.attn.qkv.bias"), 1, 3 * h, n);
+    put(&format!("{t}.attn.proj.weight"), h, h, n);
+    put(&format!("{t}.attn.proj.bias"), 1, h, n);
+    if q3 {
+        put(&format!("{t}.mlp.linear_fc1.weight"), h, f, n);
+        put(&format!("{t}.mlp.linear_fc1.bias"), 1, f, n);
+        put(&format!("{t}.mlp.linear_fc2.weight"), f, h, n);
+        put(&format!("{t}.mlp.linear_fc2.bias"), 1, h, n);
+    } else {
+        for proj in ["gate_proj", "up_proj"] {
+            put(&format!("{t}.mlp.{proj}.weight"), h, f, n);
+            put(&format!("{t}.mlp.{proj}.bias"), 1, f, n);
+        }
+        put(&format!("{t}.mlp.down_proj.weight"), f, h, n);
+        put(&format!("{t}.mlp.down_proj.bias"), 1, h, n);
+    }
+    // The patch merger: a norm, then merge^2 patches through two Linears (with biases)
+    // to the text model's width; Qwen3-VL adds one merger per DeepStack layer, whose
+    // LayerNorm runs after the merge (over merge^2 x hidden).
+    let m = h * v.merge * v.merge;
+    for (path, copies, norm_len) in [
+        ("visual.merger", 1, h),
+        ("visual.deepstack_merger_list.*", v.deepstack, m),
+    ] {
+        if copies == 0 {
+            continue;
+        }
+        put(&format!("{path}.norm"), norm, norm_len, copies);
+        put(&format!("{path}.fc1.weight"), m, m, copies);
+        put(&format!("{path}.fc1.bias"), 1, m, copies);
+        put(&format!("{path}.fc2.weight"), m, v.out_hidden, copies);
+        put(&format!("{path}.fc2.bias"), 1, v.out_hidden, copies);
+    }
+}
+
+/// Pixtral (Mistral 3): its transformer and Mistral 3's projector.
+fn pixtral_tower(put: &mut impl FnMut(&str, u64, u64, u64), v: &Vision) {
+    let (h, f, n) = (v.hidden, v.intermediate, v.layers);
+    let conv = v.channels * v.temporal_patch * v.patch * v.patch;
+    let t = "vision_tower.transformer.layers.*";
+    put("vision_tower.patch_conv.weight", conv, h, 1);
+    put("vision_tower.ln_pre.weight", 1, h, 1);
+    put(&format!("{t}.attention_norm+ffn_norm.weight"), 2, h, n);
+    for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+        put(&format!("{t}.attention.{proj}.weight"), h, h, n);
+    }
+    put(&format!("{t}.feed_forward.gate_proj.weight"), h, f, n);
+    put(&format!("{t}.feed_forward.up_proj.weight"), h, f, n);
+    put(&format!("{t}.feed_forward.down_proj.weight"), f, h, n);
+    // Mistral3MultiModalProjector: an RMSNorm, the learned patch merger (merge^2
+    // patches -> one, no bias), then two Linears to the text model's width.
+    let th = v.out_hidden;
+    put("multi_modal_projector.norm.weight", 1, h, 1);
+    put(
+        "multi_modal_projector.patch_merger.merging_layer.weight",
+        h * v.merge * v.merge,
+        h,
+        1,
+    );
+    put(
+        "multi_modal_projector.linear_1.weight",
+        h * v.feature_layers,
+        th,
+        1,
+    );
+    put("multi_modal_projector.linear_2.weight", th, th, 1);
+    if v.projector_bias {
+        put("multi_modal_projector.linear_1.bias", 1, th, 1);
+        put("multi_modal_projector.linear_2.bias", 1, th, 1);
+    }
+}
+
+/// Llama 4's vision model, its pixel-shuffle adapter and projector.
+fn llama4_tower(put: &mut impl FnMut(&str, u64, u64, u64), v: &Vision) {
+    let (h, f) = (v.hidden, v.intermediate);
+    let conv = v.channels * v.temporal_patch * v.patch * v.patch;
+    // Llama4VisionModel: the unfolded patch Linear (no bias), a class token and one
+    // learned position per patch and for it, LayerNorms before and after the encoder.
+    let t = "vision_model.model.layers.*";
+    put("vision_model.patch_embedding.linear.weight", conv, h, 1);
+    put("vision_model.class_embedding", 1, h, 1);
+    put(
+        "vision_model.positional_embedding_vlm",
+        h,
+        v.patches_per_image(),
+        1,
+    );
+    put("vision_model.layernorm_pre+post.weight+bias", 4, h, 1);
+    let norms = ["input_layernorm", "post_attention_layernorm"];
+    vit_blocks(put, v, t, norms, "o_proj");
+    // Llama4VisionPixelShuffleMLP's two Linears (its fc1 reads `intermediate_size`,
+    // the shuffled width) and Llama4MultiModalProjector's one, none with a bias.
+    put(
+        "vision_model.vision_adapter.mlp.fc1.weight",
+        f,
+        v.projector_in,
+        1,
+    );
+    put(
+        "vision_model.vision_adapter.mlp.fc2.weight",
+        v.projector_out,
+        v.projector_out,
+        1,
+    );
+    put(
+        "multi_modal_projector.linear_1.weight",
+        v.vision_out,
+        v.out_hidden,
+        1,
+    );
 }
 
 /// The blocks of a ViT with biases everywhere (SigLIP's, Llama 4's): two LayerNorms, q, k, v

@@ -84,36 +84,8 @@ pub(super) fn combos(
             continue;
         }
         let per = global_batch / d;
-        // Expert parallelism for MoE models: degrees that divide the data-parallel ranks and
-        // the experts (the scenario's own when the user keeps the model-parallel layout).
-        let experts = ctx.spec.moe.as_ref().map_or(0, |m| m.experts);
-        let eps: Vec<u32> = if experts == 0 {
-            vec![1]
-        } else if keep.tp {
-            vec![bp.expert]
-        } else {
-            [1u32, 2, 4, 8]
-                .into_iter()
-                .filter(|&e| d.is_multiple_of(u64::from(e)) && experts.is_multiple_of(u64::from(e)))
-                .collect()
-        };
-        // The trainer's smallest micro-batch (KTO's 2) bounds the candidates from below.
-        let least = u64::from(base.trainer.min_micro_batch());
-        let micro_batches: Vec<u32> = if keep.batch {
-            [base.micro_batch as u64]
-                .into_iter()
-                .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
-                .map(|b| b as u32)
-                .collect()
-        } else {
-            (0..31)
-                .map(|k| 1u64 << k)
-                .take_while(|b| *b <= per && *b <= space.max_micro_batch as u64)
-                .filter(|b| *b >= least)
-                .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
-                .map(|b| b as u32)
-                .collect()
-        };
+        let eps = expert_degrees(ctx, base, keep, d);
+        let micro_batches = micro_batches(base, per, space, keep);
         if micro_batches.is_empty() {
             continue;
         }
@@ -122,26 +94,7 @@ pub(super) fn combos(
                 for &(oo, op) in &offloads {
                     // The rules below drop dominated alternatives, never the scenario's own.
                     let own = (dp, oo, op) == own_sharding;
-                    // One-way sharding shards nothing: on one data-parallel GPU, ZeRO and FSDP
-                    // are only worth their overhead for the offload they enable.
-                    if !own && d == 1 && dp != DataParallel::Ddp && oo == Offload::None {
-                        continue;
-                    }
-                    // ZeRO-2 offloads the same states with the gradients sharded too, at the
-                    // same communication: ZeRO-1 with offload is never the better plan.
-                    if !own && dp == DataParallel::Zero1 && oo != Offload::None {
-                        continue;
-                    }
-                    // FSDP2's CPUOffloadPolicy moves parameters, gradients and optimizer
-                    // states together: it has no optimizer-only offload.
-                    if !own && dp == DataParallel::Fsdp && oo != op {
-                        continue;
-                    }
-                    // Offloaded optimizer states are stepped on the CPU (DeepSpeed replaces
-                    // the optimizer with its CPU Adam); bitsandbytes' 8-bit and paged
-                    // optimizers step CUDA tensors: no such pair is a plan (AdamW on the CPU
-                    // would change the training).
-                    if !own && oo != Offload::None && base.optimizer.is_bitsandbytes() {
+                    if !own && dominated(base, d, dp, (oo, op)) {
                         continue;
                     }
                     for (&ck, &ep) in ckpts.iter().flat_map(|c| eps.iter().map(move |e| (c, e))) {
@@ -194,4 +147,72 @@ pub(super) fn combos(
         }
     }
     out
+}
+
+/// Expert-parallel degrees for an MoE model on `d` data-parallel ranks.
+fn expert_degrees(ctx: &Ctx, base: &Scenario, keep: &Keep, d: u64) -> Vec<u32> {
+    let bp = &base.parallel;
+    // Expert parallelism for MoE models: degrees that divide the data-parallel ranks and
+    // the experts (the scenario's own when the user keeps the model-parallel layout).
+    let experts = ctx.spec.moe.as_ref().map_or(0, |m| m.experts);
+    if experts == 0 {
+        vec![1]
+    } else if keep.tp {
+        vec![bp.expert]
+    } else {
+        [1u32, 2, 4, 8]
+            .into_iter()
+            .filter(|&e| d.is_multiple_of(u64::from(e)) && experts.is_multiple_of(u64::from(e)))
+            .collect()
+    }
+}
+
+/// The micro-batches that divide a replica's `per` sequences (the scenario's own where the
+/// user keeps it).
+fn micro_batches(base: &Scenario, per: u64, space: &SearchSpace, keep: &Keep) -> Vec<u32> {
+    // The trainer's smallest micro-batch (KTO's 2) bounds the candidates from below.
+    let least = u64::from(base.trainer.min_micro_batch());
+    if keep.batch {
+        [base.micro_batch as u64]
+            .into_iter()
+            .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
+            .map(|b| b as u32)
+            .collect()
+    } else {
+        (0..31)
+            .map(|k| 1u64 << k)
+            .take_while(|b| *b <= per && *b <= space.max_micro_batch as u64)
+            .filter(|b| *b >= least)
+            .filter(|b| per.is_multiple_of(*b) && per / b <= MAX_GRAD_ACCUM as u64)
+            .map(|b| b as u32)
+            .collect()
+    }
+}
+
+/// Whether a sharding and offload on `d` data-parallel ranks is dominated by another plan or
+/// is no plan at all (never asked of the scenario's own).
+fn dominated(base: &Scenario, d: u64, dp: DataParallel, (oo, op): (Offload, Offload)) -> bool {
+    // One-way sharding shards nothing: on one data-parallel GPU, ZeRO and FSDP
+    // are only worth their overhead for the offload they enable.
+    if d == 1 && dp != DataParallel::Ddp && oo == Offload::None {
+        return true;
+    }
+    // ZeRO-2 offloads the same states with the gradients sharded too, at the
+    // same communication: ZeRO-1 with offload is never the better plan.
+    if dp == DataParallel::Zero1 && oo != Offload::None {
+        return true;
+    }
+    // FSDP2's CPUOffloadPolicy moves parameters, gradients and optimizer
+    // states together: it has no optimizer-only offload.
+    if dp == DataParallel::Fsdp && oo != op {
+        return true;
+    }
+    // Offloaded optimizer states are stepped on the CPU (DeepSpeed replaces
+    // the optimizer with its CPU Adam); bitsandbytes' 8-bit and paged
+    // optimizers step CUDA tensors: no such pair is a plan (AdamW on the CPU
+    // would change the training).
+    if oo != Offload::None && base.optimizer.is_bitsandbytes() {
+        return true;
+    }
+    false
 }

@@ -132,100 +132,9 @@ pub(super) fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigEr
     };
     let v = Cfg(&vision_obj);
     let vision = match wrapper {
-        // SiglipVisionConfig's defaults (Gemma3Config builds one when vision_config is absent).
-        "gemma3" => Vision {
-            kind: VisionKind::Siglip,
-            hidden: v.u64_or("hidden_size", 768)?,
-            layers: v.layers("num_hidden_layers", 12)?,
-            heads: v.heads("num_attention_heads", 12)?,
-            intermediate: v.u64_or("intermediate_size", 3072)?,
-            patch: v.u64_or("patch_size", 16)?,
-            channels: v.u64_or("num_channels", 3)?,
-            temporal_patch: 1,
-            image_size: v.u64_or("image_size", 224)?,
-            positions: 0,
-            merge: 1,
-            tokens_per_image: cfg.u64_or("mm_tokens_per_image", 256)?,
-            out_hidden: spec.hidden,
-            deepstack: 0,
-            pooling_head: v.bool_or("vision_use_head", true)?,
-            feature_layers: 1,
-            projector_bias: false,
-            projector_in: 0,
-            projector_out: 0,
-            vision_out: 0,
-        },
-        // Qwen2_5_VLVisionConfig's and Qwen3VLVisionConfig's defaults.
-        "qwen2_5_vl" | "qwen3_vl" => {
-            let q3 = wrapper == "qwen3_vl";
-            let deepstack = match v.present("deepstack_visual_indexes") {
-                Some(Value::Array(items)) => items.len() as u64,
-                Some(other) => {
-                    return Err(bad(
-                        "vision_config.deepstack_visual_indexes",
-                        "a list",
-                        other,
-                    ));
-                }
-                None => 3,
-            };
-            Vision {
-                kind: if q3 {
-                    VisionKind::Qwen3
-                } else {
-                    VisionKind::Qwen25
-                },
-                hidden: v.u64_or("hidden_size", if q3 { 1152 } else { 3584 })?,
-                layers: v.layers("depth", if q3 { 27 } else { 32 })?,
-                heads: v.heads("num_heads", 16)?,
-                intermediate: v.u64_or("intermediate_size", if q3 { 4304 } else { 3420 })?,
-                patch: v.u64_or("patch_size", if q3 { 16 } else { 14 })?,
-                channels: v.u64_or("in_channels", 3)?,
-                temporal_patch: v.u64_or("temporal_patch_size", 2)?,
-                image_size: 0,
-                positions: if q3 {
-                    v.u64_or("num_position_embeddings", 2304)?
-                } else {
-                    0
-                },
-                merge: v.u64_or("spatial_merge_size", 2)?,
-                tokens_per_image: 0,
-                out_hidden: v.u64_or("out_hidden_size", 3584)?,
-                deepstack: if q3 { deepstack } else { 0 },
-                pooling_head: false,
-                feature_layers: 1,
-                projector_bias: true,
-                projector_in: 0,
-                projector_out: 0,
-                vision_out: 0,
-            }
-        }
-        // PixtralVisionConfig's defaults; the merge and the projector are Mistral3Config's.
-        _ => Vision {
-            kind: VisionKind::Pixtral,
-            hidden: v.u64_or("hidden_size", 1024)?,
-            layers: v.layers("num_hidden_layers", 24)?,
-            heads: v.heads("num_attention_heads", 16)?,
-            intermediate: v.u64_or("intermediate_size", 4096)?,
-            patch: v.u64_or("patch_size", 16)?,
-            channels: v.u64_or("num_channels", 3)?,
-            temporal_patch: 1,
-            image_size: v.u64_or("image_size", 1024)?,
-            positions: 0,
-            merge: cfg.u64_or("spatial_merge_size", 2)?,
-            tokens_per_image: 0,
-            out_hidden: spec.hidden,
-            deepstack: 0,
-            pooling_head: false,
-            feature_layers: match cfg.present("vision_feature_layer") {
-                Some(Value::Array(items)) => items.len() as u64,
-                _ => 1,
-            },
-            projector_bias: cfg.bool_or("multimodal_projector_bias", false)?,
-            projector_in: 0,
-            projector_out: 0,
-            vision_out: 0,
-        },
+        "gemma3" => siglip_vision(cfg, &v, spec.hidden)?,
+        "qwen2_5_vl" | "qwen3_vl" => qwen_vl_vision(&v, wrapper == "qwen3_vl")?,
+        _ => pixtral_vision(cfg, &v, spec.hidden)?,
     };
     let tie_default = match wrapper {
         "gemma3" | "mistral3" => true,
@@ -235,6 +144,106 @@ pub(super) fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigEr
     spec.tie_embeddings = cfg.bool_or("tie_word_embeddings", tie_default)?;
     spec.vision = Some(vision);
     Ok(spec)
+}
+
+/// SiglipVisionConfig's defaults (Gemma3Config builds one when vision_config is absent).
+fn siglip_vision(cfg: &Cfg, v: &Cfg, text_hidden: u64) -> Result<Vision, ConfigError> {
+    Ok(Vision {
+        kind: VisionKind::Siglip,
+        hidden: v.u64_or("hidden_size", 768)?,
+        layers: v.layers("num_hidden_layers", 12)?,
+        heads: v.heads("num_attention_heads", 12)?,
+        intermediate: v.u64_or("intermediate_size", 3072)?,
+        patch: v.u64_or("patch_size", 16)?,
+        channels: v.u64_or("num_channels", 3)?,
+        temporal_patch: 1,
+        image_size: v.u64_or("image_size", 224)?,
+        positions: 0,
+        merge: 1,
+        tokens_per_image: cfg.u64_or("mm_tokens_per_image", 256)?,
+        out_hidden: text_hidden,
+        deepstack: 0,
+        pooling_head: v.bool_or("vision_use_head", true)?,
+        feature_layers: 1,
+        projector_bias: false,
+        projector_in: 0,
+        projector_out: 0,
+        vision_out: 0,
+    })
+}
+
+/// Qwen2_5_VLVisionConfig's and Qwen3VLVisionConfig's defaults.
+fn qwen_vl_vision(v: &Cfg, q3: bool) -> Result<Vision, ConfigError> {
+    let deepstack = match v.present("deepstack_visual_indexes") {
+        Some(Value::Array(items)) => items.len() as u64,
+        Some(other) => {
+            return Err(bad(
+                "vision_config.deepstack_visual_indexes",
+                "a list",
+                other,
+            ));
+        }
+        None => 3,
+    };
+    Ok(Vision {
+        kind: if q3 {
+            VisionKind::Qwen3
+        } else {
+            VisionKind::Qwen25
+        },
+        hidden: v.u64_or("hidden_size", if q3 { 1152 } else { 3584 })?,
+        layers: v.layers("depth", if q3 { 27 } else { 32 })?,
+        heads: v.heads("num_heads", 16)?,
+        intermediate: v.u64_or("intermediate_size", if q3 { 4304 } else { 3420 })?,
+        patch: v.u64_or("patch_size", if q3 { 16 } else { 14 })?,
+        channels: v.u64_or("in_channels", 3)?,
+        temporal_patch: v.u64_or("temporal_patch_size", 2)?,
+        image_size: 0,
+        positions: if q3 {
+            v.u64_or("num_position_embeddings", 2304)?
+        } else {
+            0
+        },
+        merge: v.u64_or("spatial_merge_size", 2)?,
+        tokens_per_image: 0,
+        out_hidden: v.u64_or("out_hidden_size", 3584)?,
+        deepstack: if q3 { deepstack } else { 0 },
+        pooling_head: false,
+        feature_layers: 1,
+        projector_bias: true,
+        projector_in: 0,
+        projector_out: 0,
+        vision_out: 0,
+    })
+}
+
+/// PixtralVisionConfig's defaults; the merge and the projector are Mistral3Config's.
+fn pixtral_vision(cfg: &Cfg, v: &Cfg, text_hidden: u64) -> Result<Vision, ConfigError> {
+    Ok(Vision {
+        kind: VisionKind::Pixtral,
+        hidden: v.u64_or("hidden_size", 1024)?,
+        layers: v.layers("num_hidden_layers", 24)?,
+        heads: v.heads("num_attention_heads", 16)?,
+        intermediate: v.u64_or("intermediate_size", 4096)?,
+        patch: v.u64_or("patch_size", 16)?,
+        channels: v.u64_or("num_channels", 3)?,
+        temporal_patch: 1,
+        image_size: v.u64_or("image_size", 1024)?,
+        positions: 0,
+        merge: cfg.u64_or("spatial_merge_size", 2)?,
+        tokens_per_image: 0,
+        out_hidden: text_hidden,
+        deepstack: 0,
+        pooling_head: false,
+        feature_layers: match cfg.present("vision_feature_layer") {
+            Some(Value::Array(items)) => items.len() as u64,
+            _ => 1,
+        },
+        projector_bias: cfg.bool_or("multimodal_projector_bias", false)?,
+        projector_in: 0,
+        projector_out: 0,
+        vision_out: 0,
+    })
 }
 
 /// Mistral3Config's default text (`"text"`) or vision config: Mistral Small 3.1's
