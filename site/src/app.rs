@@ -140,7 +140,7 @@ fn Routed() -> Html {
 /// not).
 #[hook]
 fn use_content() -> Option<Result<(), String>> {
-    use headroom_core::catalog::{FETCHED, fetched_ready};
+    use headroom_core::content::{FETCHED, fetched_ready};
     let state = use_state(|| fetched_ready().then_some(Ok(())));
     {
         let state = state.clone();
@@ -176,7 +176,7 @@ fn use_content() -> Option<Result<(), String>> {
 /// Fetched content `text` installed into the core; the error names the file's content.
 fn installed(
     text: Result<String, ()>,
-    file: headroom_core::catalog::Fetched,
+    file: headroom_core::content::Fetched,
 ) -> Result<(), String> {
     let what = file.what;
     match text {

@@ -1,7 +1,7 @@
 //! The page's on-demand worker: the parts of Headroom a visit may never use (reading a
 //! framework's config, writing a plan's configuration files) run here, in a Web Worker whose
 //! wasm the page fetches the first time one is asked for, so they stay out of the first
-//! download. It installs the content the app installs (`catalog::FETCHED`: the presets, the
+//! download. It installs the content the app installs (`content::FETCHED`: the presets, the
 //! published calibration files, the named scenarios), says
 //! "ready", then answers each request (an array of strings, the first naming it) with an
 //! array of strings: `["ok", ...]` or `["error", message]`.
@@ -95,10 +95,10 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
     }
 }
 
-/// Fetches and installs the content the app installs (`catalog::FETCHED`); the message to give
+/// Fetches and installs the content the app installs (`content::FETCHED`); the message to give
 /// each request if it fails.
 async fn install_content(scope: &DedicatedWorkerGlobalScope) -> Result<(), String> {
-    use headroom_core::catalog::FETCHED;
+    use headroom_core::content::FETCHED;
     let base = js_sys::Reflect::get(scope, &JsValue::from_str("HEADROOM_BASE"))
         .ok()
         .and_then(|b| b.as_string())

@@ -2,6 +2,15 @@
 
 use thiserror::Error;
 
+/// `s` cut to its first 40 characters (with "..." when cut), for echoing input in a message.
+pub fn shorten(s: &str) -> String {
+    let mut out: String = s.chars().take(40).collect();
+    if s.chars().count() > 40 {
+        out.push_str("...");
+    }
+    out
+}
+
 /// A model description (a Hugging Face `config.json`) that the core cannot use.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ConfigError {
@@ -13,10 +22,14 @@ pub enum ConfigError {
     MissingModelType { supported: String },
     #[error(
         "model_type `{found}` is not one Headroom models exactly, and its config lacks {missing}, \
-         needed to estimate it as the closest known layout (modelled exactly: {})",
-        crate::model::supported_model_types().collect::<Vec<_>>().join(", ")
+         needed to estimate it as the closest known layout (modelled exactly: {supported})"
     )]
-    MissingKeys { found: String, missing: String },
+    MissingKeys {
+        found: String,
+        missing: String,
+        // Filled by the caller, so this module depends on no other.
+        supported: Box<str>,
+    },
     #[error("field `{field}` must be {expected}, found {found}")]
     BadField {
         field: String,

@@ -50,6 +50,8 @@ pub mod catalog;
 pub mod claims;
 pub mod codec;
 pub mod compiled;
+pub mod confidence;
+pub mod content;
 pub mod context;
 pub mod dtype;
 pub mod error;

@@ -42,7 +42,7 @@ pub struct Strategy {
     /// −0.25 is 25% slower, +0.9 is 90% faster (more GPUs).
     pub speed_change: f64,
     /// The change alters what is trained or how it updates, not only how the same training
-    /// runs: decided by [`crate::plan::changes_training`], the planner's rule.
+    /// runs: decided by [`crate::scenario::changes_training`], the planner's rule.
     pub changes_training: bool,
     /// When the scenario does not fit: among the changes that fit and keep the training as it
     /// is, the one with the highest tokens per second per GPU (so adding GPUs is weighed by
@@ -611,7 +611,7 @@ pub fn strategies_from(
                 tokens_per_second: t.tokens_per_second,
                 tokens_per_second_per_gpu: t.tokens_per_second_per_gpu,
                 speed_change: speed_change(t.tokens_per_second, now_tps),
-                changes_training: crate::plan::changes_training(scen, &s),
+                changes_training: crate::scenario::changes_training(scen, &s),
                 recommended: false,
                 link: crate::codec::encode(&s),
             }

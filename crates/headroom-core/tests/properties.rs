@@ -184,7 +184,7 @@ fn names_a_config_key(e: &ConfigError, json: &str) -> bool {
         ConfigError::Json(_) | ConfigError::NotAnObject | ConfigError::MissingModelType { .. } => {
             e.to_string().starts_with("config.json")
         }
-        ConfigError::MissingKeys { found, missing } => {
+        ConfigError::MissingKeys { found, missing, .. } => {
             !missing.is_empty() && json.contains(found.as_str())
         }
         // One of the keys the field names is the config's (a derived one names its sources),

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ContentError, ScenarioError};
+use crate::scenario::Precision;
 
 /// Dense peak throughput per dtype, in TFLOP/s (absent where the GPU lacks the format).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -162,7 +163,7 @@ impl GpuCatalog {
             .find(|g| g.id == key || g.aliases.contains(&key))
             .ok_or_else(|| ScenarioError::Unknown {
                 what: "GPU",
-                found: crate::scenario::shorten(id),
+                found: crate::error::shorten(id),
                 known: self
                     .gpus
                     .iter()
@@ -186,4 +187,18 @@ pub fn install_gpus(json: &str) -> Result<(), ContentError> {
 /// Whether the GPU catalog is in: embedded, or installed by [`install_gpus`].
 pub fn gpus_ready() -> bool {
     !super::embedded::GPUS_JSON.is_empty() || INSTALLED.get().is_some()
+}
+
+// The precision a GPU runs: here, beside `Gpu`, so the scenario does not depend on the catalog.
+impl Precision {
+    /// The same precision in fp16 where the GPU has no bf16 (T4, V100: amp-bf16 becomes
+    /// amp-fp16, bf16 fp16), as the planner, the ladder and the strategy table propose it;
+    /// unchanged elsewhere.
+    pub fn for_gpu(self, gpu: &Gpu) -> Self {
+        match self {
+            Precision::AmpBf16 if !gpu.has_bf16() => Precision::AmpFp16,
+            Precision::Bf16 if !gpu.has_bf16() => Precision::Fp16,
+            p => p,
+        }
+    }
 }

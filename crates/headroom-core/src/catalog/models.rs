@@ -179,8 +179,8 @@ impl PresetCatalog {
         }
         let target = number.parse::<f64>().ok()? * unit;
         let (lo, hi) = (
-            crate::bounds::MIN_SIZED_PARAMETERS,
-            crate::bounds::MAX_SIZED_PARAMETERS,
+            crate::model::limits::MIN_SIZED_PARAMETERS,
+            crate::model::limits::MAX_SIZED_PARAMETERS,
         );
         if !(lo as f64..=hi as f64).contains(&target) {
             return Some(Err(ScenarioError::invalid(
@@ -224,7 +224,7 @@ impl PresetCatalog {
             .find(|p| p.id == key)
             .ok_or_else(|| ScenarioError::Unknown {
                 what: "model preset",
-                found: crate::scenario::shorten(id),
+                found: crate::error::shorten(id),
                 known: self
                     .presets
                     .iter()

@@ -226,7 +226,7 @@ pub const FIELDS: &[Field] = &[
                         "adapter",
                         format!(
                             "unknown adapter dtype `{}`; allowed: fp32, bf16, fp16",
-                            crate::scenario::shorten(v)
+                            crate::error::shorten(v)
                         ),
                     )
                 })?;
@@ -407,7 +407,7 @@ pub fn printable(key: &str) -> String {
     if key.is_empty() {
         return "(no name)".to_string();
     }
-    crate::scenario::shorten(key)
+    crate::error::shorten(key)
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "._:~-".contains(c) {
@@ -456,7 +456,7 @@ fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ScenarioError> {
             key,
             format!(
                 "must be a whole number, found `{}`",
-                crate::scenario::shorten(v)
+                crate::error::shorten(v)
             ),
         )
     })
@@ -468,7 +468,7 @@ fn flag(key: &str, v: &str) -> Result<bool, ScenarioError> {
         "0" | "false" => Ok(false),
         _ => Err(ScenarioError::invalid(
             key,
-            format!("must be 0 or 1, found `{}`", crate::scenario::shorten(v)),
+            format!("must be 0 or 1, found `{}`", crate::error::shorten(v)),
         )),
     }
 }

@@ -432,7 +432,7 @@ pub(super) fn decode_spec(v: &str) -> Result<ModelSpec, ScenarioError> {
         let (k, raw) = item.split_once(':').ok_or_else(|| {
             ScenarioError::invalid(
                 "cfg",
-                format!("`{}` is not key:value", crate::scenario::shorten(item)),
+                format!("`{}` is not key:value", crate::error::shorten(item)),
             )
         })?;
         let (section, k) = match k.split_once('.') {

@@ -71,7 +71,7 @@ pub(super) struct Runtime {
     /// of `seq` tokens: cache the allocator releases and retries with before a request fails, so
     /// the verdict leaves it out.
     pub padding_growth: u64,
-    /// Under dynamic padding, the record lengths the replay ran ([`super::padding::records`]).
+    /// Under dynamic padding, the record lengths the replay ran ([`crate::scenario::padding::records`]).
     #[cfg(feature = "replay")]
     padding_records: Vec<u32>,
 }
@@ -126,7 +126,7 @@ impl Runtime {
         // The card's own limit, not the margin: the margin is what the verdict keeps free of
         // what the run reserves on this card.
         let limit = capacity.saturating_sub(self.device_extra);
-        let records = super::padding::records(s.scen, super::padding::HORIZON);
+        let records = crate::scenario::padding::records(s.scen, crate::scenario::padding::HORIZON);
         let run =
             |settings| super::sequence::replay_run(s, gpu, &records, settings, self.workspaces);
         let reserved = match run(settings(Some(limit))) {

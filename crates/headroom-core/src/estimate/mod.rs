@@ -10,11 +10,12 @@
 //! lists its parts (`Peaks::parts`).
 
 mod backward;
+mod component_ids;
 mod components;
 mod host;
 mod kv_cache;
+mod labels;
 mod levels;
-pub mod padding;
 mod schedule;
 #[cfg(feature = "replay")]
 mod sequence;
@@ -24,7 +25,8 @@ mod step;
 mod timeline;
 mod types;
 
-pub use components::ComponentId;
+pub use crate::scenario::padding;
+pub use component_ids::ComponentId;
 pub use types::{
     Component, Confidence, Estimate, KeyBytes, Level, Lifetime, LivePart, Memory, ParamCounts,
     Peaks, Phase, TIGHT_PERCENT, TimelinePoint, Verdict,

@@ -3,7 +3,7 @@
 
 use crate::scenario::LayerPlan;
 
-use super::components::ComponentId::*;
+use super::component_ids::ComponentId::*;
 use super::step::Step;
 use super::timeline::{At, Live, Timeline};
 use super::types::Phase;

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use super::components::ComponentId;
-use super::types::Phase;
+use super::component_ids::ComponentId;
+use super::labels::Phase;
 
 /// Where a timeline point is, kept as data while the step is walked and written out only when
 /// the timeline is shown: the planner's estimates never format their few hundred labels.

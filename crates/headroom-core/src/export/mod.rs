@@ -101,7 +101,7 @@ impl Target {
                     field,
                     format!(
                         "unknown export target `{}`; allowed: {}",
-                        crate::scenario::shorten(s),
+                        crate::error::shorten(s),
                         Target::ALL.map(Target::id).join(", ")
                     ),
                 )

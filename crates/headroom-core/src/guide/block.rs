@@ -214,7 +214,7 @@ fn check_query(q: &str) -> Result<(), String> {
         if !KEYS.contains(&k.as_str()) {
             return Err(format!(
                 "unknown link field `{}`",
-                crate::scenario::shorten(&k)
+                crate::error::shorten(&k)
             ));
         }
     }

@@ -43,7 +43,7 @@ pub fn base_scenario(block: &Block, reader: &[(String, String)]) -> Result<Scena
         .ok_or_else(|| {
             format!(
                 "unknown scenario `{}`; named scenarios: {}",
-                crate::scenario::shorten(&block.scenario),
+                crate::error::shorten(&block.scenario),
                 named_scenarios()
                     .iter()
                     .map(|n| n.id.as_str())

@@ -143,7 +143,7 @@ pub(crate) fn push_plain(out: &mut String, inlines: &[Inline]) {
 }
 
 fn short(s: &str) -> String {
-    crate::scenario::shorten(s)
+    crate::error::shorten(s)
 }
 
 #[cfg(test)]

@@ -516,7 +516,7 @@ fn show(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    crate::scenario::shorten(&s)
+    crate::error::shorten(&s)
 }
 
 /// The preset a Hub id or local path names: its Hub id, or the same name without an owner, a

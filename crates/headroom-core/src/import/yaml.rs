@@ -189,7 +189,7 @@ fn mapping(lines: &[Line], pos: &mut usize, indent: usize) -> Result<Value, Stri
             return Err(format!(
                 "line {}: expected `key: value`, found `{}`",
                 line.number,
-                crate::scenario::shorten(&line.text)
+                crate::error::shorten(&line.text)
             ));
         };
         *pos += 1;

@@ -9,7 +9,7 @@
 //! (`configuration_<type>.py`, `modeling_<type>.py`); each row's comment names what is not
 //! obvious.
 
-use super::spec::Family;
+use serde::{Deserialize, Serialize};
 
 /// A config class.
 #[derive(Debug, Clone, Copy)]
@@ -811,5 +811,52 @@ mod tests {
         }
         assert!(find("unknown").is_none());
         assert_eq!(of("unknown").reader, LlamaLike);
+    }
+}
+
+/// How a family lays out its decoder layer; decides which tensors exist and what they save.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Llama, Mistral, Mixtral, Qwen2/3 (+MoE): RMSNorm, RoPE, gated MLP, separate q/k/v.
+    Llama,
+    /// Gemma 1/2/3: Llama-like with GeGLU, scaled embeddings, (1 + w) RMSNorm, extra norms.
+    Gemma,
+    /// Phi-3: fused qkv and fused gate/up projections.
+    Phi3,
+    /// OLMo 2 / OLMo 3: Llama-like without an input norm; RMSNorms after attention and after
+    /// the MLP (weight applied in fp32), and q/k norms over the whole projection.
+    Olmo2,
+    /// GLM-4: Llama-like with q/k/v biases, a fused gate_up projection, four norms per layer
+    /// (after attention and after the MLP too) and RoPE on half of each head.
+    Glm4,
+    /// Command R7B / Command A (Cohere 2): one mean-centred norm without bias (weight applied
+    /// in fp32) feeding attention and the gated MLP in parallel; RoPE on the sliding-window
+    /// layers only.
+    Cohere2,
+    /// GPT-2: Conv1D projections, LayerNorm, learned positions, GELU MLP, dropout.
+    Gpt2,
+    /// GPT-NeoX / Pythia: fused qkv, parallel residual, partial rotary, GELU MLP.
+    GptNeox,
+    /// OPT: LayerNorm, learned positions (offset 2), ReLU MLP, optional projections.
+    Opt,
+    /// StarCoder2: LayerNorm with biases, separate q/k/v with RoPE and GQA, a plain GELU MLP,
+    /// residual and embedding dropout.
+    Starcoder2,
+}
+
+impl Family {
+    /// Whether the family's layers apply dropout to the attention and MLP outputs (the config
+    /// keys `model/hf/` reads: `resid_pdrop`, `hidden_dropout`, `dropout`).
+    pub fn has_residual_dropout(self) -> bool {
+        matches!(
+            self,
+            Family::Phi3 | Family::Gpt2 | Family::GptNeox | Family::Opt | Family::Starcoder2
+        )
+    }
+
+    /// Whether the family applies dropout to the embeddings (`embd_pdrop`).
+    pub fn has_embedding_dropout(self) -> bool {
+        matches!(self, Family::Phi3 | Family::Gpt2 | Family::Starcoder2)
     }
 }

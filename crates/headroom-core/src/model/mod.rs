@@ -2,6 +2,7 @@
 
 pub mod classes;
 pub mod hf;
+pub mod limits;
 pub mod params;
 pub mod spec;
 

@@ -2,52 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How a family lays out its decoder layer; decides which tensors exist and what they save.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Family {
-    /// Llama, Mistral, Mixtral, Qwen2/3 (+MoE): RMSNorm, RoPE, gated MLP, separate q/k/v.
-    Llama,
-    /// Gemma 1/2/3: Llama-like with GeGLU, scaled embeddings, (1 + w) RMSNorm, extra norms.
-    Gemma,
-    /// Phi-3: fused qkv and fused gate/up projections.
-    Phi3,
-    /// OLMo 2 / OLMo 3: Llama-like without an input norm; RMSNorms after attention and after
-    /// the MLP (weight applied in fp32), and q/k norms over the whole projection.
-    Olmo2,
-    /// GLM-4: Llama-like with q/k/v biases, a fused gate_up projection, four norms per layer
-    /// (after attention and after the MLP too) and RoPE on half of each head.
-    Glm4,
-    /// Command R7B / Command A (Cohere 2): one mean-centred norm without bias (weight applied
-    /// in fp32) feeding attention and the gated MLP in parallel; RoPE on the sliding-window
-    /// layers only.
-    Cohere2,
-    /// GPT-2: Conv1D projections, LayerNorm, learned positions, GELU MLP, dropout.
-    Gpt2,
-    /// GPT-NeoX / Pythia: fused qkv, parallel residual, partial rotary, GELU MLP.
-    GptNeox,
-    /// OPT: LayerNorm, learned positions (offset 2), ReLU MLP, optional projections.
-    Opt,
-    /// StarCoder2: LayerNorm with biases, separate q/k/v with RoPE and GQA, a plain GELU MLP,
-    /// residual and embedding dropout.
-    Starcoder2,
-}
-
-impl Family {
-    /// Whether the family's layers apply dropout to the attention and MLP outputs (the config
-    /// keys `model/hf/` reads: `resid_pdrop`, `hidden_dropout`, `dropout`).
-    pub fn has_residual_dropout(self) -> bool {
-        matches!(
-            self,
-            Family::Phi3 | Family::Gpt2 | Family::GptNeox | Family::Opt | Family::Starcoder2
-        )
-    }
-
-    /// Whether the family applies dropout to the embeddings (`embd_pdrop`).
-    pub fn has_embedding_dropout(self) -> bool {
-        matches!(self, Family::Phi3 | Family::Gpt2 | Family::Starcoder2)
-    }
-}
+pub use super::classes::Family;
 
 /// The normalization layer a family uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,11 +136,11 @@ pub struct Vision {
     pub projector_bias: bool,
     /// Llama 4's adapter and projector widths (`projector_input_dim`, `projector_output_dim`,
     /// `vision_output_dim`); 0 elsewhere.
-    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub projector_in: u64,
-    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub projector_out: u64,
-    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub vision_out: u64,
 }
 
@@ -387,11 +342,11 @@ pub struct ModelSpec {
     /// norms, a `2h -> h` projection and a head norm, sharing the embedding and the lm_head.
     /// transformers builds none (it drops their weights); a scenario trains them with `mtp`.
     /// 0 elsewhere.
-    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub mtp_modules: u64,
     /// How many of them the resolved scenario trains ([`ModelSpec::with_mtp`]): their decoder
     /// layers are then counted in `layers`. 0 in a spec read from a config.
-    #[serde(default, skip_serializing_if = "crate::scenario::is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub mtp_trained: u64,
 }
 
@@ -649,4 +604,9 @@ impl ModelSpec {
             None => &self.model_type,
         }
     }
+}
+
+/// Serde's test for numeric fields a link or file leaves out at 0 (here and in `ModelSpec`).
+pub(crate) fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }

@@ -36,8 +36,9 @@ use crate::estimate::resolve;
 use crate::model::ModelSpec;
 use crate::scenario::{Attention, Method, Precision, Scenario};
 
+pub use crate::scenario::changes_training;
 pub use batch::retarget;
-pub use changes::{changes_training, differences};
+pub use changes::differences;
 pub use options::{Keep, MAX_GLOBAL_BATCH, MAX_TOKENS, PlanOptions};
 pub use search::SAME_SPEED;
 pub use space::{DEFAULT_SPACE, Recipe, SearchSpace};

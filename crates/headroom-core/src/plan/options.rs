@@ -54,7 +54,7 @@ impl Keep {
                         field,
                         format!(
                             "unknown setting `{}`; allowed: {}",
-                            crate::scenario::shorten(name),
+                            crate::error::shorten(name),
                             Keep::NAMES.join(", ")
                         ),
                     ));

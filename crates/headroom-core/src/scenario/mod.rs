@@ -40,15 +40,10 @@ macro_rules! named_enum {
     };
 }
 
-pub fn shorten(s: &str) -> String {
-    let mut out: String = s.chars().take(40).collect();
-    if s.chars().count() > 40 {
-        out.push_str("...");
-    }
-    out
-}
+pub use crate::error::shorten;
 
 mod options;
+pub mod padding;
 mod validate;
 
 pub use options::*;
@@ -265,6 +260,9 @@ impl Default for Scenario {
     }
 }
 
+/// Images a sample carries (and tokens an image adds): vision-language fine-tuning sets use one
+/// to a few dozen.
+pub const MAX_IMAGES: u32 = 1024;
 /// Largest values accepted, so no product of inputs overflows `u64` and the page stays sane.
 pub const MAX_GPUS: u32 = 65_536;
 pub const MAX_MICRO_BATCH: u32 = 65_536;
@@ -355,4 +353,45 @@ impl Scenario {
     pub fn global_batch(&self) -> u64 {
         self.micro_batch as u64 * self.grad_accum as u64 * self.data_parallel() as u64
     }
+}
+
+/// Whether `s` trains something other than `reference`: whether the sequence of weights it
+/// produces can differ, beyond floating-point reordering. The one rule for the planner, the
+/// ladder and the strategy table.
+///
+/// It does:
+/// - the weights' precision (pure bf16 rounds every update; fp32 and the autocast modes keep
+///   fp32 weights and states, so switching among them does not count);
+/// - the optimizer's algorithm or its state precision (AdamW to 8-bit AdamW quantizes the
+///   moments, and 8-bit AdamW back to a 32-bit AdamW stops quantizing them; Lion, Adafactor,
+///   Adam-mini and SGD are other updates);
+/// - the method or the LoRA settings (other parameters are trained);
+/// - the tokens of an optimizer step (another batch is another gradient);
+/// - fp8 matmuls or their recipe (the matmuls' operands are rounded to fp8);
+/// - int8 activation compression (backward reads rounded activations);
+/// - packing on or off (documents stop attending to the others in their row).
+///
+/// It does not: the same math run elsewhere or in another order. AdamW's for-loop, foreach and
+/// fused kernels compute one update; paged 8-bit AdamW is 8-bit AdamW with its states in
+/// unified memory; checkpointing recomputes the same activations; offload, sharding (ZeRO,
+/// FSDP), tensor, pipeline and context parallelism, the fused loss, SDPA and allocator settings move
+/// or split the same tensors; more GPUs with less accumulation keep the global batch.
+pub fn changes_training(reference: &Scenario, s: &Scenario) -> bool {
+    let family = |o: Optimizer| match o {
+        Optimizer::AdamW | Optimizer::AdamWForLoop | Optimizer::AdamWFused => Optimizer::AdamW,
+        // Paging moves the 8-bit states; it does not change them.
+        Optimizer::PagedAdamW8bit => Optimizer::AdamW8bit,
+        other => other,
+    };
+    // In u128: the largest global batch times the longest sequence passes u64 (found by
+    // tests/properties.rs: 65536 x 10^6 accumulation x 1024 GPUs x 274878 tokens).
+    let tokens = |x: &Scenario| u128::from(x.global_batch()) * u128::from(x.seq);
+    s.method != reference.method
+        || (s.method != Method::Full && s.lora != reference.lora)
+        || family(s.optimizer) != family(reference.optimizer)
+        || s.precision.param_dtype() != reference.precision.param_dtype()
+        || tokens(s) != tokens(reference)
+        || s.fp8 != reference.fp8
+        || s.packing != reference.packing
+        || s.act_int8 != reference.act_int8
 }

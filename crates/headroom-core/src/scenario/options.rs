@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::dtype::DType;
 use crate::error::ScenarioError;
 use crate::model::ModelSpec;
+pub(crate) use crate::model::spec::is_zero;
 
 use super::shorten;
 
@@ -41,17 +42,6 @@ impl Precision {
 
     pub const fn is_autocast(self) -> bool {
         matches!(self, Precision::AmpBf16 | Precision::AmpFp16)
-    }
-
-    /// The same precision in fp16 where the GPU has no bf16 (T4, V100: amp-bf16 becomes
-    /// amp-fp16, bf16 fp16), as the planner, the ladder and the strategy table propose it;
-    /// unchanged elsewhere.
-    pub fn for_gpu(self, gpu: &crate::catalog::Gpu) -> Precision {
-        match self {
-            Precision::AmpBf16 if !gpu.has_bf16() => Precision::AmpFp16,
-            Precision::Bf16 if !gpu.has_bf16() => Precision::Fp16,
-            p => p,
-        }
     }
 
     /// The 16-bit type of this precision family (bf16 for fp32, which has none).
@@ -558,11 +548,6 @@ fn one() -> u32 {
 
 fn is_one(v: &u32) -> bool {
     *v == 1
-}
-
-/// Serde's test for numeric fields a link or file leaves out at 0 (here and in `ModelSpec`).
-pub(crate) fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
-    *v == T::default()
 }
 
 pub(super) fn is_false(v: &bool) -> bool {

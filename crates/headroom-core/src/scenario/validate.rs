@@ -19,7 +19,7 @@ impl Scenario {
                 "packed rows are not padded: 0 with packing",
             ));
         }
-        if self.drop_long && crate::estimate::padding::almost_none_kept(self) {
+        if self.drop_long && crate::scenario::padding::almost_none_kept(self) {
             return Err(ScenarioError::invalid(
                 "drop_long",
                 "would drop almost every sample (longer than seq)",
@@ -70,7 +70,7 @@ impl Scenario {
         range("batch", self.micro_batch, 1, MAX_MICRO_BATCH)?;
         range("seq", self.seq, 1, MAX_SEQ)?;
         range("accum", self.grad_accum, 1, MAX_GRAD_ACCUM)?;
-        range("images", self.images, 0, crate::bounds::MAX_IMAGES)?;
+        range("images", self.images, 0, MAX_IMAGES)?;
         range("mtp", self.mtp, 0, crate::model::hf::MAX_MTP_MODULES as u32)?;
         range("tp", self.parallel.tensor, 1, 1024)?;
         range("margin", self.runtime.margin, 0, MAX_MARGIN)?;

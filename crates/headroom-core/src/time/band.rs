@@ -2,7 +2,7 @@
 //! the runs the model was checked against, wider where the GPU has no calibration. A band, not
 //! an error bar: eight in ten of those runs fell inside it.
 
-use crate::estimate::Confidence;
+use crate::confidence::Confidence;
 
 use super::StepTime;
 

@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 
 use crate::catalog::Gpu;
+use crate::confidence::Confidence;
 use crate::dtype::DType;
-use crate::estimate::Confidence;
 use crate::model::ModelSpec;
 use crate::model::params::ParamInventory;
 use crate::scenario::{Attention, Method, Scenario};

@@ -98,7 +98,7 @@ fn host_wait(terms: &mut Terms, k: &StepKernels) {
         "eager PyTorch issues each kernel from the host; cost per kernel measured on the H200 machine",
     );
     if let Some(t) = terms.list.last_mut() {
-        t.confidence = crate::estimate::Confidence::Calibrated;
+        t.confidence = crate::confidence::Confidence::Calibrated;
     }
 }
 
@@ -377,7 +377,7 @@ fn generation(cx: &Cx, terms: &mut Terms, layer_forward: f64) {
         "transformers' generate: one forward per token; host cost per kernel fitted on one H200 GRPO step",
     );
     if let Some(t) = terms.list.last_mut() {
-        t.confidence = crate::estimate::Confidence::Calibrated;
+        t.confidence = crate::confidence::Confidence::Calibrated;
     }
 }
 
@@ -425,6 +425,6 @@ fn vllm_generation(cx: &Cx, terms: &mut Terms, e: &crate::vllm::Engine) {
         "vLLM decodes with CUDA graphs, bound by reading the weights and KV cache (assumed); TRL's importance-sampling correction scores every completion",
     );
     if let Some(t) = terms.list.last_mut() {
-        t.confidence = crate::estimate::Confidence::Assumed;
+        t.confidence = crate::confidence::Confidence::Assumed;
     }
 }

@@ -298,6 +298,6 @@ fn for_loop_launches(cx: &Cx, terms: &mut Terms) {
         "torch/optim/adam.py _single_tensor_adam; assumed eager op cost",
     );
     if let Some(t) = terms.list.last_mut() {
-        t.confidence = crate::estimate::Confidence::Assumed;
+        t.confidence = crate::confidence::Confidence::Assumed;
     }
 }

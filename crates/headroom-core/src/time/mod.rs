@@ -45,7 +45,7 @@ use serde::Serialize;
 
 use crate::calibration::Calibration;
 use crate::catalog::Gpu;
-use crate::estimate::Confidence;
+use crate::confidence::Confidence;
 use crate::model::{ModelSpec, ParamInventory};
 use crate::scenario::{Checkpointing, Scenario};
 

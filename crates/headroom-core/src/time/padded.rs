@@ -7,8 +7,10 @@
 //! replay), a step of one shape otherwise: the longest, `seq`.
 
 #[cfg(feature = "replay")]
-use crate::estimate::{Confidence, padding};
+use crate::confidence::Confidence;
 use crate::scenario::Scenario;
+#[cfg(feature = "replay")]
+use crate::scenario::padding;
 
 use super::StepTime;
 #[cfg(feature = "replay")]

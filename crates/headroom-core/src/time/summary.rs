@@ -1,6 +1,6 @@
 //! The step from its terms: step seconds, throughput, MFU, HFU and overall confidence.
 
-use crate::estimate::Confidence;
+use crate::confidence::Confidence;
 
 use super::StepTime;
 use super::cx::Cx;

@@ -1,7 +1,7 @@
 //! The list a step's terms are pushed onto: one method per kind of term, each owning how that
 //! kind turns work (FLOPs, bytes) into seconds and what its formula and confidence say.
 
-use crate::estimate::Confidence;
+use crate::confidence::Confidence;
 
 use super::cx::Cx;
 use super::{TermKind, TimeTerm};

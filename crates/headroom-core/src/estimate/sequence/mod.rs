@@ -145,7 +145,7 @@ pub(super) fn replay(
 }
 
 /// The run's replay: three steps of its one shape, or under dynamic padding its `records`
-/// ([`super::padding::records`]) in order, the first and the last twice (the first's second
+/// ([`crate::scenario::padding::records`]) in order, the first and the last twice (the first's second
 /// step places what the optimizer's states displaced; the last repeats as a run's later
 /// steps do).
 pub(super) fn replay_run(
@@ -189,7 +189,7 @@ pub(super) fn replay_lengths(
 }
 
 /// [`replay`] over steps of their own shapes, in order (dynamic padding's records,
-/// [`super::padding`]): the first loads the model and makes the optimizer's states; each then
+/// [`crate::scenario::padding`]): the first loads the model and makes the optimizer's states; each then
 /// runs as its prepared step says.
 pub(super) fn replay_steps(
     steps: &[&Step],

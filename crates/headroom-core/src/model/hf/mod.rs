@@ -17,8 +17,8 @@ use others::{gemma, gpt_neox, gpt2, opt, phi3, starcoder2};
 
 use super::classes::{self, Reader, RouterKind};
 use super::spec::{Dropout, Family, MlpKind, ModelSpec, NormKind};
-use crate::bounds::{MAX_HEADS, MAX_LAYERS};
 use crate::error::ConfigError;
+use crate::model::limits::{MAX_HEADS, MAX_LAYERS};
 
 /// The `model_type`s the core understands, in the order of [`classes::CLASSES`].
 pub fn supported_model_types() -> impl Iterator<Item = &'static str> {
@@ -187,7 +187,7 @@ fn bad(key: &str, expected: &str, found: &Value) -> ConfigError {
         expected: expected.to_string(),
         // Shortened by characters: cutting at byte 40 panicked inside a multi-byte character
         // (found by the fuzz harness: a config value of non-ASCII text).
-        found: crate::scenario::shorten(&found.to_string()),
+        found: crate::error::shorten(&found.to_string()),
     }
 }
 
@@ -247,6 +247,10 @@ fn approximate(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         return Err(ConfigError::MissingKeys {
             found: model_type,
             missing,
+            supported: super::supported_model_types()
+                .collect::<Vec<_>>()
+                .join(", ")
+                .into(),
         });
     }
     let mut spec = llama_like(cfg, &classes::APPROXIMATE, &classes::APPROXIMATE.defaults)?;
@@ -332,7 +336,7 @@ fn nonzero(field: &str, value: u64) -> Result<(), ConfigError> {
 /// Rejects configs whose sizes cannot describe a real model, so no formula divides by zero
 /// or overflows.
 fn validate(s: &ModelSpec) -> Result<(), ConfigError> {
-    crate::bounds::check_model(s)?;
+    crate::model::limits::check_model(s)?;
     if !s.heads.is_multiple_of(s.kv_heads) {
         return Err(ConfigError::Inconsistent {
             field: "num_key_value_heads".into(),

@@ -120,7 +120,7 @@ pub(super) fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigEr
             return Err(ConfigError::BadField {
                 field: "text_config.model_type".into(),
                 expected: format!("a text model type Headroom models ({text_default_type}, ...)"),
-                found: crate::scenario::shorten(t),
+                found: crate::error::shorten(t),
             });
         }
     };
