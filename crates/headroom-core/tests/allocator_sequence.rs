@@ -12,9 +12,7 @@
 //! segments, whose real run reserved more than with the default allocator), +5.1% (LoRA on an
 //! fp32 base under autocast, checkpointed: its backward's fp32 MLP-sized tensors are not
 //! written out op by op), -0.5%, +0.1%, +1.3%.
-#![cfg(feature = "replay")]
-
-mod common;
+use crate::common;
 
 use headroom_core::codec::{decode_pairs, query_pairs};
 use headroom_core::{Scenario, estimate};

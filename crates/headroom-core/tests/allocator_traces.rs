@@ -6,7 +6,7 @@
 //! (tests/reference/measure_fsdp_peak.py on the same H200, one GPU as one rank of a fake process
 //! group) keep each action's stream: FSDP gathers and reduces on streams of its own.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

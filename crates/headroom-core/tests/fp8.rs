@@ -6,7 +6,7 @@ use headroom_core::fp8;
 use headroom_core::scenario::Fp8Recipe;
 use headroom_core::{analyze, estimate};
 
-mod common;
+use crate::common;
 use common::{measured_link, measured_on_gpu};
 
 /// torchao's benchmark setup (pytorch/ao docs/source/workflows/training.md, "e2e training

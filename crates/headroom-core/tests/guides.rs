@@ -150,7 +150,7 @@ fn snapshot(all: &[Guide]) -> String {
     let mut out = String::from(
         "# Guide figures (generated)\n\nEvery calculator block and live value of every guide, \
          evaluated by headroom-core with the guide's default inputs. Written by \
-         `UPDATE_SNAPSHOTS=1 cargo test -p headroom-core --test guides`; review changes here \
+         `UPDATE_SNAPSHOTS=1 cargo test -p headroom-core --test suite guides::`; review changes here \
          like code.\n",
     );
     let mut errors = Vec::new();
@@ -250,7 +250,7 @@ fn every_block_evaluates_and_matches_the_snapshot() {
         panic!(
             "content/guides/SNAPSHOT.md is out of date (first difference at line {}):\n  \
              committed: {:?}\n  computed:  {:?}\nRun `UPDATE_SNAPSHOTS=1 cargo test -p \
-             headroom-core --test guides` and review the difference.",
+             headroom-core --test suite guides::` and review the difference.",
             line + 1,
             committed.lines().nth(line).unwrap_or(""),
             text.lines().nth(line).unwrap_or("")

@@ -1,6 +1,6 @@
 //! The layer inventory and the step timeline through the public surface: a share link is the
 //! fixture, `estimate` runs on it, and the rendering is compared with `expect-test` snapshots
-//! (`UPDATE_EXPECT=1 cargo test -p headroom-core --test inventory` rewrites them), so a change
+//! (`UPDATE_EXPECT=1 cargo test -p headroom-core --test suite inventory::` rewrites them), so a change
 //! to a formula shows in review as the tensors and points it moves.
 //!
 //! The configs are the small ones of `tests/reference` (llama: hidden 192, intermediate 512,

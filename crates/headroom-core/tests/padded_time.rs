@@ -2,8 +2,6 @@
 //! of its micro-batches' steps, each padded to its longest sample (`time/padded.rs`), with the
 //! samples' own tokens as its throughput; and ms-swift's batch-size sweep, where padding each
 //! micro-batch to its longest sample costs speed.
-#![cfg(feature = "replay")]
-
 use headroom_core::estimate::padding::{mean_kept_length, step_lengths};
 use headroom_core::estimate::resolve_model;
 use headroom_core::scenario::{Checkpointing, Method, ModelChoice, Scenario};

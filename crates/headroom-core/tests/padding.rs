@@ -5,9 +5,7 @@
 //! only at a step longer than every step before it; each such step's reserved level, replayed
 //! through the allocator model with the measured lengths in order, is checked here, and every
 //! error is printed (`cargo test -- --nocapture`).
-#![cfg(feature = "replay")]
-
-mod common;
+use crate::common;
 
 use headroom_core::codec::{decode_pairs, query_pairs};
 use headroom_core::scenario::ModelChoice;

@@ -15,7 +15,7 @@ use headroom_core::time::{
 };
 use headroom_core::{Calibration, Confidence, analyze};
 
-mod common;
+use crate::common;
 use common::{measured_link, measured_on_gpu};
 
 fn llama8b() -> (Scenario, ModelSpec) {
