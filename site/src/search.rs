@@ -82,8 +82,8 @@ pub struct Hit {
     pub snippet: String,
 }
 
-/// The items whose title or text contains every word of `query` (case-insensitive), best
-/// first: title matches before text matches, at most `limit`. Case is folded for ASCII only: the
+/// The items whose title or text has a word starting with each word of `query`
+/// (case-insensitive: "oom" finds "OOM" and "out-of-memory's oom", not "Headroom"), best first: title matches before text matches, at most `limit`. Case is folded for ASCII only: the
 /// guides are English with no letter outside ASCII, and Unicode's case tables (`to_lowercase`)
 /// were 9 KB of the first download's gzip.
 pub fn search(items: &[Item], query: &str, limit: usize) -> Vec<Hit> {
@@ -104,9 +104,9 @@ pub fn search(items: &[Item], query: &str, limit: usize) -> Vec<Hit> {
             let body = item.body.to_ascii_lowercase();
             let mut score = 0;
             for w in &words {
-                if title.contains(w.as_str()) {
+                if word_start(&title, w).is_some() {
                     score += 3;
-                } else if body.contains(w.as_str()) {
+                } else if word_start(&body, w).is_some() {
                     score += 1;
                 } else {
                     return None;
@@ -114,7 +114,7 @@ pub fn search(items: &[Item], query: &str, limit: usize) -> Vec<Hit> {
             }
             let snippet = words
                 .iter()
-                .find(|w| !title.contains(w.as_str()))
+                .find(|w| word_start(&title, w).is_none())
                 .and_then(|w| snippet(&item.body, &body, w))
                 .unwrap_or_default();
             Some((
@@ -131,9 +131,21 @@ pub fn search(items: &[Item], query: &str, limit: usize) -> Vec<Hit> {
     scored.into_iter().take(limit).map(|(_, _, h)| h).collect()
 }
 
-/// About 80 characters of `text` around the first `word` (found in its lowercase form).
+/// Where `word` first starts a word of `text`: at its start or after a character that is not a
+/// letter or digit (so "8b" is found in "llama-3.1-8b", "oom" not in "headroom").
+fn word_start(text: &str, word: &str) -> Option<usize> {
+    text.match_indices(word).map(|(i, _)| i).find(|&i| {
+        !text[..i]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// About 80 characters of `text` around the first `word` that starts a word (found in its
+/// lowercase form).
 fn snippet(text: &str, lower: &str, word: &str) -> Option<String> {
-    let at = lower.find(word)?;
+    let at = word_start(lower, word)?;
     // Lowercasing can change byte lengths outside ASCII: fall back to the start then.
     let at = if text.is_char_boundary(at) { at } else { 0 };
     let start = text[..at]
@@ -157,6 +169,24 @@ mod tests {
         assert_eq!(hit("h100 sxm").as_deref(), Some("/gpus/h100-sxm-80gb"));
         assert_eq!(hit("Llama 3.1 8B").as_deref(), Some("/models/llama-3.1-8b"));
         assert!(search(&all, "zzzz-nothing", 5).is_empty());
+        // A word matches where a word starts: "oom" is not in "Headroom" (issue 34), and
+        // every item here has "Headroom" nowhere else.
+        let oom = Item {
+            kind: "guide",
+            title: "Leaks and OOM debugging".into(),
+            path: "/guides/oom".into(),
+            body: String::new(),
+        };
+        let headroom = Item {
+            kind: "page",
+            title: "Headroom".into(),
+            path: "/".into(),
+            body: "room for the step".into(),
+        };
+        let hits = search(&[headroom.clone(), oom.clone()], "oom", 5);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].item.path, "/guides/oom");
+        assert_eq!(search(&[headroom], "room", 5).len(), 1);
         assert!(search(&all, "   ", 5).is_empty());
         let guides = guide::index();
         if let Some(first) = guides.first() {
