@@ -528,6 +528,28 @@ fn the_page_fits_a_phone_screen() {
     );
     assert_eq!(fonts_ok, json!(true), "inputs are readable at phone width");
     s.screenshot(&repo_root().join("target/e2e/phone.png"));
+    // The layer's saved tensors, once their labels have come from the worker, fit their card
+    // at 390 px without scrolling sideways (issue 34).
+    s.js(
+        "document.querySelector('details.inventory').open = true",
+        json!([]),
+    );
+    s.wait_for(
+        "return [...document.querySelectorAll('details.inventory tbody th')].every(t => t.textContent !== '…')",
+        WAIT,
+        "the inventory's labels",
+    );
+    let inventory = s.js(
+        "const w = document.querySelector('details.inventory .table-wrap'); return [w.scrollWidth, w.clientWidth]",
+        json!([]),
+    );
+    assert!(
+        inventory[0]
+            .as_i64()
+            .zip(inventory[1].as_i64())
+            .is_some_and(|(t, w)| t <= w + 1),
+        "the inventory at 390 px: {inventory}"
+    );
     // The strategy table and the planner's plans fit the screen at 390 px and their card at
     // 1400 px: nothing wider than its box, nothing clipped (issue 17 §7).
     let fits_its_box = "const t = document.querySelector(arguments[0]); const w = t.closest('.table-wrap') || t.parentElement; return [t.scrollWidth, w.clientWidth]";
