@@ -73,6 +73,12 @@ RUNS = {
                                 {"num_generations": 8, "beta": 0.05}),
     "rloo-qwen0.5b-full-bf16-beta0": ("rloo", "qwen2.5-0.5b", "bf16", "full", 16, 128, 256,
                                       {"num_generations": 8, "beta": 0.0}),
+    # Prepared, not run on a GPU yet: ORPO, CPO and SimPO (TRL's experimental trainers: no
+    # reference model, the loss reads the full logits; on CUDA selective_log_softmax is TRL's
+    # Triton kernel).
+    "orpo-qwen0.5b-full-bf16": ("orpo", "qwen2.5-0.5b", "bf16", "full", 4, 256, 768, {}),
+    "simpo-qwen0.5b-full-amp": ("simpo", "qwen2.5-0.5b", "amp-bf16", "full", 2, 256, 768, {}),
+    "cpo-llama1b-lora-bf16-ckpt": ("cpo", "llama-3.2-1b", "bf16", "lora", 4, 512, 1536, {"ckpt": True}),
 }
 
 PLACEHOLDERS = []
@@ -323,6 +329,36 @@ def run_dpo(name, preset, prec, method, batch, prompt, completion, opts, steps, 
     return trainer, rec
 
 
+def run_orpo(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir):
+    """TRL 1.16's experimental ORPOTrainer, or CPOTrainer for `cpo` and `simpo` (SimPO is its
+    loss_type): pairs of text completions of equal length, tokenized by the trainer itself."""
+    from datasets import Dataset
+
+    kind = RUNS[name][0]
+    device = "cuda" if _cuda() else "cpu"
+    model, cfg = build_model(preset, prec, device)
+    peft_config = lora_config() if method == "lora" else None
+    ids = token_ids(cfg.vocab_size)
+    words = lambda k: " ".join(f"<{i}>" for i in ids(k))
+    rows = [{"prompt": words(prompt), "chosen": " " + words(completion), "rejected": " " + words(completion)}
+            for _ in range(batch * steps)]
+    common = dict(**common_args(prec, steps, batch, out_dir, opts.get("ckpt", False)),
+                  max_length=prompt + completion + 1, remove_unused_columns=False)
+    if kind == "orpo":
+        from trl.experimental.orpo import ORPOConfig as Config, ORPOTrainer as Trainer
+
+        args = Config(**common)
+    else:
+        from trl.experimental.cpo import CPOConfig as Config, CPOTrainer as Trainer
+
+        args = Config(**common, **({"loss_type": "simpo"} if kind == "simpo" else {}))
+    rec = Recorder(device == "cuda")
+    trainer = Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                      processing_class=word_tokenizer(cfg.vocab_size), peft_config=peft_config,
+                      callbacks=[callback(rec)])
+    return trainer, rec
+
+
 def run_kto(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir):
     """KTOTrainer on unpaired rows, half of them desirable; each row's KL completion is the next
     row's completion (what KTOTrainer's dataset preparation builds, which is skipped here)."""
@@ -416,7 +452,8 @@ def run(name, steps, out_dir):
     cuda = _cuda()
     free0 = torch.cuda.mem_get_info() if cuda else (0, 0)
     out["used_before_model"] = free0[1] - free0[0]
-    build = {"dpo": run_dpo, "kto": run_kto}.get(kind, run_grpo)
+    build = {"dpo": run_dpo, "kto": run_kto, "orpo": run_orpo, "cpo": run_orpo,
+             "simpo": run_orpo}.get(kind, run_grpo)
     t0 = time.time()
     trainer, rec = build(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir)
     out["build_seconds"] = round(time.time() - t0, 2)

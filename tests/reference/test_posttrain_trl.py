@@ -1,7 +1,8 @@
 """TRL 1.16's own trainers on CPU, against what the core assumes of each step (issue 31, item 5).
 
-The core models DPO, KTO, GRPO and RLOO from TRL's code; here TRL's trainers (DPOTrainer,
-KTOTrainer, GRPOTrainer, RLOOTrainer) build and train two steps of a tiny model (two layers,
+The core models DPO, KTO, ORPO, CPO, SimPO, GRPO and RLOO from TRL's code; here TRL's trainers
+(DPOTrainer, KTOTrainer, the experimental ORPOTrainer and CPOTrainer, GRPOTrainer, RLOOTrainer)
+build and train two steps of a tiny model (two layers,
 64 wide, a 1,000-token vocabulary: measure_posttrain.py --tiny) on CPU, and every model call is
 counted: how many sequences the training forward runs, how many no-grad forwards the step adds
 (DPO's reference pass; KTO's KL pass and its reference passes), how many no-grad scoring
@@ -61,7 +62,8 @@ def count_calls(kind, method, opts):
     mp.ensure_trl_imports()
     name = f"test-{kind}-{method}"
     mp.RUNS[name] = (kind, "qwen2.5-0.5b", "fp32", method, BATCH, PROMPT * 16, COMPLETION * 16, opts)
-    build = {"dpo": mp.run_dpo, "kto": mp.run_kto}.get(kind, mp.run_grpo)
+    build = {"dpo": mp.run_dpo, "kto": mp.run_kto, "orpo": mp.run_orpo, "cpo": mp.run_orpo,
+             "simpo": mp.run_orpo}.get(kind, mp.run_grpo)
     calls, scoring, phase = [], [], ["train"]
     with tempfile.TemporaryDirectory() as d:
         torch.manual_seed(0)
@@ -73,7 +75,7 @@ def count_calls(kind, method, opts):
             def hook(module, args, kwargs, who=who):
                 ids = kwargs.get("input_ids", args[0] if args else None)
                 if ids is not None and phase[0] == "train":
-                    calls.append((torch.is_grad_enabled(), ids.shape[0], who))
+                    calls.append((torch.is_grad_enabled(), ids.shape[0], who, kwargs.get("use_cache")))
             m.register_forward_pre_hook(hook, with_kwargs=True)
         if kind in ("grpo", "rloo"):
             inner_gen = trainer._generate_and_score_completions
@@ -116,6 +118,8 @@ def test_preference_trainers_forwards_and_reference(kind, method, opts, extra):
     # The training forward's sequences: the core's tokens per step over the sequence length.
     sequences = e["speed"]["tokens_per_step"] // (PROMPT + COMPLETION)
     assert all(c[1] == sequences for c in trained), (calls, sequences)
+    # use_cache=False in every forward (the core holds no KV cache for these trainers).
+    assert all(c[3] is False for c in calls), calls
     # The no-grad forwards per step, each over the batch's sequences; the core counts them in
     # its no-grad forwards' FLOPs (KTO with precomputed references: one pass, the unit).
     no_grad = [c for c in calls if not c[0]]
@@ -130,6 +134,22 @@ def test_preference_trainers_forwards_and_reference(kind, method, opts, extra):
     # core then holds its weights beside the policy's.
     assert has_reference == (method == "full" and not opts.get("precompute"))
     assert (e["bytes"]["weights"] == 2 * sft["bytes"]["weights"]) == has_reference
+
+
+@pytest.mark.parametrize("kind,method", [("orpo", "full"), ("orpo", "lora"), ("cpo", "full"), ("simpo", "lora")])
+def test_reference_free_trainers_one_forward_of_the_pairs(kind, method):
+    """ORPO, CPO and SimPO: one forward per step over the pairs' 2 x batch sequences, with
+    use_cache=False, no other forward and no reference model (the core holds the policy's
+    weights alone and no KV cache)."""
+    calls, _, has_reference = count_calls(kind, method, {})
+    e = core(kind, method)
+    sft = core("sft", method)
+    sequences = e["speed"]["tokens_per_step"] // (PROMPT + COMPLETION)
+    assert sequences == 2 * BATCH
+    assert len(calls) == STEPS and all(c[0] and c[1] == sequences and c[3] is False for c in calls), calls
+    assert not has_reference
+    assert e["bytes"]["weights"] == sft["bytes"]["weights"]
+    assert all(c["id"] != "kv_cache" or c["bytes"] == 0 for c in e["components"])
 
 
 @pytest.mark.parametrize("kind,method,beta", [

@@ -345,7 +345,7 @@ pub const FLAGS: &[Flag] = &[
     flag(
         "trainer",
         "trainer",
-        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model) | kto (KTOTrainer: unpaired samples, no-grad passes over mismatched KL completions, a reference model) | grpo (GRPOTrainer: --batch completions per GPU, --seq prompt + completion; --gen picks transformers' generate or vLLM) | rloo (RLOOTrainer: as grpo, and the policy scores its completions before training).",
+        "sft | dpo (TRL's DPOTrainer: each micro-batch sample a chosen and rejected pair, a reference model) | kto (KTOTrainer: unpaired samples, no-grad passes over mismatched KL completions, a reference model) | orpo, cpo, simpo (TRL's experimental ORPOTrainer and CPOTrainer, SimPO its loss_type: pairs, no reference model, the full logits) | grpo (GRPOTrainer: --batch completions per GPU, --seq prompt + completion; --gen picks transformers' generate or vLLM) | rloo (RLOOTrainer: as grpo, and the policy scores its completions before training).",
     ),
     flag(
         "prompt",

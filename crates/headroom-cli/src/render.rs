@@ -141,6 +141,15 @@ pub fn estimate_table(
             scen.sequences(),
         );
     }
+    if scen.trainer.full_logits() {
+        let _ = writeln!(
+            s,
+            "objective: {} ({} pairs per micro-batch: {} sequences in one forward; no reference model; the loss reads the full logits)",
+            scen.trainer.label(),
+            scen.micro_batch,
+            scen.sequences(),
+        );
+    }
     if scen.trainer == Trainer::Kto {
         let _ = writeln!(
             s,

@@ -119,7 +119,23 @@ impl ModelScale {
                 * v.hidden.max(v.intermediate).max(v.out_hidden) as f64
                 * (v.layers + 2) as f64
         });
-        per_layer * layers + logits + vision + 32.0 * (self.params + adapters)
+        per_layer * layers
+            + logits
+            + vision
+            + 32.0 * (self.params + adapters)
+            + Self::generation_bound(spec, scen)
+    }
+
+    /// GRPO's and RLOO's generation with transformers' `generate`: the completions of every
+    /// micro-batch of the step at once (batch x accum sequences), their KV cache, a layer's
+    /// working set per token and the next-token logits, in 8-byte units (0 for the others).
+    fn generation_bound(spec: &ModelSpec, scen: &Scenario) -> f64 {
+        if !scen.trainer.generates() {
+            return 0.0;
+        }
+        let sequences = f64::from(scen.micro_batch) * f64::from(scen.grad_accum);
+        let per_token = (2 * spec.kv_dim() + spec.hidden + spec.intermediate) as f64;
+        8.0 * sequences * (f64::from(scen.seq) * per_token * spec.layers as f64 + spec.vocab as f64)
     }
 
     /// Refuses a scenario whose step would need more than [`MAX_STEP_BYTES`] on one GPU,
@@ -127,6 +143,17 @@ impl ModelScale {
     pub fn check(&self, spec: &ModelSpec, gpu: &Gpu, scen: &Scenario) -> Result<(), ScenarioError> {
         if self.step_bytes_bound(spec, gpu, scen) <= MAX_STEP_BYTES {
             return Ok(());
+        }
+        if Self::generation_bound(spec, scen) > MAX_STEP_BYTES / 2.0 {
+            return Err(ScenarioError::invalid(
+                "accum",
+                format!(
+                    "generating batch {} x accum {} completions of {} tokens at once is beyond \
+                     what Headroom computes for this model (more than 1 EiB per GPU): lower the \
+                     accumulation, the batch or the sequence",
+                    scen.micro_batch, scen.grad_accum, scen.seq
+                ),
+            ));
         }
         let field = if scen.seq >= scen.micro_batch {
             "seq"

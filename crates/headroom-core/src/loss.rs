@@ -65,6 +65,9 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
     // is saved by nll_loss.
     let shifted = tokens * 8;
     let padded = tokens * 8 + b * 8;
+    if scen.trainer.full_logits() {
+        return full_logits_head(scen, v);
+    }
     if scen.trainer != Trainer::Sft {
         let scored = b * (scen.scored_tokens() / scen.context()) as u64;
         return trl_head(spec, scen, (tokens, scored), v);
@@ -130,6 +133,64 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
                 reference_head: 0,
             }
         }
+    }
+}
+
+/// ORPO, CPO and SimPO as TRL 1.16's experimental ORPOTrainer and CPOTrainer run them on a GPU
+/// (`concatenated_forward`): one forward of the `N = 2n` sequences returns their logits in the
+/// compute dtype, every position (`L`). The chosen half's NLL (`cpo_alpha` 1.0, also SimPO's)
+/// is `nn.CrossEntropyLoss` on `logits[:n, :-1].contiguous()` (`H`), a copy when `n > 1` that
+/// the loss does not keep; `log_softmax` saves its output (in fp32 under CUDA autocast, which
+/// casts the copy to fp32 first: `log_softmax` is on autocast's fp32 list). The
+/// log-probabilities come from `selective_log_softmax`, which on CUDA runs TRL's Triton kernel
+/// (`kernels/logprob_entropy.py`): it saves the logits themselves, its int64 targets and two fp32
+/// values per position, and its backward allocates the sliced logits' gradient (`N x (s - 1) x
+/// V`). Backward runs that branch first (its nodes are newer): the logits are released when it
+/// is done and the slice's backward writes a full-size gradient (`L`); then the NLL's
+/// log_softmax backward (its output, the incoming and the outgoing gradient), the chosen half's
+/// two slices written back to full size (`n x s x V`, then `L` again: the peak, `2L + n·s·V`),
+/// and an in-place sum. Measured on CPU with the kernel's allocations emulated
+/// (tests/reference/measure_orpo_cuda_path.py: 162 figures of ORPO, CPO and SimPO in bf16 and
+/// fp32 equal these terms plus a few hundred bytes of scalars, labels and masks); the autocast
+/// terms are derived from PyTorch's autocast lists, not measured.
+fn full_logits_head(scen: &Scenario, v: u64) -> LossMemory {
+    let c = scen.precision.compute_dtype().bytes();
+    let (n, s) = (u64::from(scen.micro_batch), u64::from(scen.seq_local()));
+    let big = 2 * n;
+    let t = s.saturating_sub(1);
+    let ce = if scen.precision.is_autocast() { 4 } else { c };
+    let logits = big * s * v * c;
+    // `.contiguous()` copies nothing for one pair (a [1, s-1, V] slice is contiguous).
+    let copy = if n > 1 { n * t * v * c } else { 0 };
+    let cast = if ce != c { n * t * v * 4 } else { 0 };
+    let log_softmax = n * t * v * ce;
+    let sliced_grad = big * t * v * c;
+    // The kernel's saved int64 targets and fp32 log Z and expected logit per position; the
+    // NLL's int64 targets; the labels' working copy (`input_ids.clone()`, [N, s] int64).
+    let kernel = big * t * (8 + 2 * 4);
+    let targets = n * t * 8;
+    let labels = big * s * 8;
+    let retained = logits + log_softmax + kernel + targets;
+    let forward_peak = logits + copy + cast + log_softmax + targets + labels;
+    let backward_peak = [
+        // The kernel's backward beside the saved logits.
+        retained + sliced_grad,
+        // log_softmax's backward beside the first full-size gradient.
+        logits + 3 * log_softmax + targets,
+        // The chosen half's two slices written back to full size.
+        2 * logits + n * s * v * c,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    LossMemory {
+        logits,
+        retained,
+        forward_peak,
+        backward_peak,
+        grad_logits: logits,
+        largest_block: logits.max(log_softmax),
+        reference_head: 0,
     }
 }
 

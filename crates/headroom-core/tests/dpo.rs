@@ -188,7 +188,7 @@ fn kto_needs_two_samples_per_micro_batch() {
 fn trl_trainers_are_not_offered_a_fused_loss() {
     use headroom_core::plan::{PlanOptions, plan};
     use headroom_core::scenario::LossImpl;
-    for trainer in ["dpo", "kto"] {
+    for trainer in ["dpo", "kto", "orpo", "simpo"] {
         let scen = decode(&format!(
             "model=qwen2.5-0.5b&gpu=h200-sxm-141gb&precision=bf16&seq=2048&batch=4&trainer={trainer}"
         ))
@@ -208,4 +208,103 @@ fn trl_trainers_are_not_offered_a_fused_loss() {
         .strategies
         .expect("the table");
     assert!(table.iter().any(|s| s.id == "fused_loss"));
+}
+
+/// ORPO, CPO and SimPO (TRL 1.16's experimental ORPOTrainer and CPOTrainer): a pair is two
+/// sequences of one forward as DPO's, but no reference model (neither its weights nor a
+/// forward), no KV cache (`use_cache=False`), and the loss reads the full logits.
+#[test]
+fn orpo_cpo_and_simpo_are_pairs_without_a_reference_and_with_logits() {
+    let sft = est(&format!("{BASE}&batch=4"));
+    for trainer in ["orpo", "cpo", "simpo"] {
+        let link = format!("{BASE}&batch=2&trainer={trainer}");
+        let e = est(&link);
+        // The layers save what SFT's save at twice the pairs.
+        assert_eq!(
+            e.bytes.activations_per_layer, sft.bytes.activations_per_layer,
+            "{trainer}"
+        );
+        assert_eq!(e.bytes.weights, sft.bytes.weights, "{trainer}");
+        let logits = e
+            .components
+            .iter()
+            .find(|c| c.id == "logits")
+            .expect("a logits line");
+        // 4 sequences x 1,024 positions x 128,256 words x 2 B.
+        assert_eq!(logits.bytes, 4 * 1024 * 128_256 * 2, "{trainer}");
+        assert!(
+            e.components
+                .iter()
+                .all(|c| c.id != "kv_cache" || c.bytes == 0),
+            "{trainer}"
+        );
+        let a = analyze(&decode(&link).expect("decodes")).expect("analyzes");
+        assert!(a.time.term("reference_forward").is_none(), "{trainer}");
+        assert_eq!(
+            encode(&decode(&link).expect("decodes")),
+            encode(&decode(&link).expect("again"))
+        );
+    }
+    // The same sequences with TRL's fused head (DPO with precomputed references) keep no
+    // logits: ORPO's LoRA step (whose peak is the loss's) is the heavier.
+    let dpo = est(&format!(
+        "{BASE}&batch=2&method=lora&trainer=dpo&ref_precompute=1"
+    ));
+    let orpo = est(&format!("{BASE}&batch=2&method=lora&trainer=orpo"));
+    assert!(orpo.bytes.peak_tensors > dpo.bytes.peak_tensors);
+    // precompute_ref_log_probs is DPO's and KTO's: refused by name for ORPO.
+    let err = decode(&format!("{BASE}&trainer=orpo&ref_precompute=1"))
+        .and_then(|s| s.validate().map(|()| s))
+        .expect_err("refused");
+    assert!(err.to_string().contains("ref_precompute"), "{err}");
+}
+
+/// The frameworks' ORPO and SimPO come in as the trainers TRL runs them with, and go out as
+/// their own keys; CPO's sigmoid loss, which axolotl and LLaMA-Factory do not run, is refused
+/// for their files by name.
+#[test]
+fn orpo_and_simpo_import_and_export() {
+    use headroom_core::estimate::resolve;
+    use headroom_core::export::{Target, export, not_expressed};
+    use headroom_core::import::import;
+    let none = |_: &str| None;
+    let trainer_of = |text: &str, file: &str| {
+        let got = import(text, Some(file), &none).unwrap_or_else(|e| panic!("{e}"));
+        got.pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "trainer")
+            .map(|(_, v)| v.clone())
+            .expect("a trainer")
+    };
+    for rl in ["orpo", "simpo"] {
+        let text = format!(
+            "base_model: Qwen/Qwen2.5-0.5B\nrl: {rl}\nsequence_len: 1024\nmicro_batch_size: 2\n"
+        );
+        assert_eq!(trainer_of(&text, "axolotl.yaml"), rl);
+    }
+    let lf = "model_name_or_path: Qwen/Qwen2.5-0.5B\nstage: dpo\npref_loss: simpo\nfinetuning_type: lora\ncutoff_len: 1024\n";
+    assert_eq!(trainer_of(lf, "llamafactory.yaml"), "simpo");
+    // TRL's CPOConfig by its own keys; SimPO is its loss_type.
+    let simpo = "model_name_or_path: Qwen/Qwen2.5-0.5B\nloss_type: simpo\nsimpo_gamma: 0.5\nmax_length: 1024\n";
+    assert_eq!(trainer_of(simpo, "trl.yaml"), "simpo");
+    let cpo = "model_name_or_path: Qwen/Qwen2.5-0.5B\ncpo_alpha: 1.0\nmax_length: 1024\n";
+    assert_eq!(trainer_of(cpo, "trl.yaml"), "cpo");
+    // Out: axolotl's rl, LLaMA-Factory's DPO stage with its pref_loss.
+    let scen = decode("model=qwen2.5-0.5b&gpu=h100-sxm-80gb&batch=2&seq=1024&trainer=orpo")
+        .expect("decodes");
+    let spec = resolve(&scen).expect("resolves").spec;
+    let axolotl = export(&spec, &scen, Target::Axolotl).text;
+    assert!(axolotl.contains("rl: orpo\n"), "{axolotl}");
+    let lf = export(&spec, &scen, Target::LlamaFactory).text;
+    assert!(
+        lf.contains("stage: dpo\n") && lf.contains("pref_loss: orpo\n"),
+        "{lf}"
+    );
+    let cpo = decode("model=qwen2.5-0.5b&gpu=h100-sxm-80gb&batch=2&seq=1024&trainer=cpo")
+        .expect("decodes");
+    for target in [Target::Axolotl, Target::LlamaFactory] {
+        let why = not_expressed(&cpo, target).expect("refused");
+        assert!(why.contains("CPO"), "{why}");
+    }
 }

@@ -15,8 +15,8 @@ use headroom_core::codec::{decode, decode_pairs, encode};
 use headroom_core::error::{ConfigError, ScenarioError};
 use headroom_core::model::parse_config_json;
 use headroom_core::scenario::{
-    Attention, BaseDtype, DataParallel, Fp8Recipe, LoraTargets, LossImpl, Method, Offload,
-    Optimizer, Precision, Scenario, SdpaKernel,
+    Attention, BaseDtype, DataParallel, Fp8Recipe, Generator, LoraTargets, LossImpl, Method,
+    Offload, Optimizer, Precision, Scenario, SdpaKernel, Trainer,
 };
 use headroom_core::{bounds, estimate};
 use proptest::prelude::*;
@@ -91,6 +91,8 @@ fn scenario_pairs() -> impl Strategy<Value = Vec<(String, String)>> {
         proptest::option::of(every(SdpaKernel::ALL, SdpaKernel::id)),
         proptest::option::of(every(LossImpl::ALL, LossImpl::id)),
         (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+        proptest::option::of(every(Trainer::ALL, Trainer::id)),
+        proptest::option::of(every(Generator::ALL, Generator::id)),
     );
     (
         proptest::sample::select(models),
@@ -127,13 +129,16 @@ fn scenario_pairs() -> impl Strategy<Value = Vec<(String, String)>> {
                 if tp > 1 {
                     p.push(("sp", bit(sp)));
                 }
-                let (targets, base, fp8, sdpa, loss, (dropout, dora, fsdp1, expandable)) = extras;
+                let (targets, base, fp8, sdpa, loss, flags, trainer, generator) = extras;
+                let (dropout, dora, fsdp1, expandable) = flags;
                 for (key, word) in [
                     ("targets", targets),
                     ("base", base),
                     ("fp8", fp8),
                     ("sdpa", sdpa),
                     ("loss", loss),
+                    ("trainer", trainer),
+                    ("gen", generator),
                 ] {
                     if let Some(word) = word {
                         p.push((key, word));
@@ -245,13 +250,16 @@ proptest! {
                 };
                 prop_assert_eq!(figures(&fast), figures(&full), "{:?}", pairs);
             }
-            // Refused only past the scale bound, or for bf16 or fp8 on a GPU without it (T4,
-            // V100; fp8 before sm89), and then with a message naming the field.
+            // Refused only past the scale bound (GRPO's generation of batch x accum
+            // completions: `accum`), for bf16 or fp8 on a GPU without it (T4, V100; fp8 before
+            // sm89), or an 8-bit base on an MoE model, and then with a message naming the field.
             Err(err) => {
                 let text = err.to_string();
                 prop_assert!(
                     text.starts_with("`seq`")
                         || text.starts_with("`batch`")
+                        || (text.starts_with("`accum`") && text.contains("generating"))
+                        || (text.starts_with("`method`") && text.contains("not modelled for MoE"))
                         || (text.starts_with("`precision`") && text.contains("needs bf16, which"))
                         || (text.starts_with("`fp8`") && text.contains("no fp8 tensor cores")),
                     "{pairs:?}: {text}"

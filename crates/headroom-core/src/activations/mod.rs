@@ -247,9 +247,7 @@ impl Shape {
             lora_mlp: scen.lora.targets.mlp_adapted(),
             lora_qkv: scen.lora.targets.qkv_adapted(),
             lora_o: scen.lora.targets.output_adapted(),
-            // TRL's DPO and KTO trainers pass use_cache=False; GRPO's and RLOO's training
-            // forwards do not.
-            kv_cache: scen.checkpointing == Checkpointing::None && !scen.trainer.preference(),
+            kv_cache: scen.checkpointing == Checkpointing::None && scen.trainer.use_cache(),
             images: if spec.vision.is_some() {
                 scen.sequences() as u64 * scen.images as u64
             } else {

@@ -356,6 +356,12 @@ fn runtime_lines(p: &mut Parts, rt: &Runtime, totals: &Totals) {
 /// (`crate::loss`).
 fn loss_formulas(scen: &crate::scenario::Scenario) -> (&'static str, &'static str) {
     use crate::scenario::{LossImpl, Trainer};
+    if scen.trainer.full_logits() {
+        return (
+            "logits + the chosen half's log_softmax (+ its contiguous copy)",
+            "the logits' gradients from the log-probabilities and the chosen NLL, and their sum",
+        );
+    }
     if scen.trainer != Trainer::Sft {
         return (
             "TRL's tiled LM head, or the reference forward",

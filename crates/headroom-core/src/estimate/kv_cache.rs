@@ -7,7 +7,8 @@ use crate::scenario::{Attention, Checkpointing, Scenario};
 use crate::sdpa::Backend;
 
 /// The KV cache transformers returns in training (Llama-like families; off under gradient
-/// checkpointing, which sets `use_cache=False`): bytes per layer, split into what attention
+/// checkpointing, which sets `use_cache=False`, and for the TRL trainers that pass it,
+/// `Trainer::use_cache`): bytes per layer, split into what attention
 /// saves anyway (the same storages) and what only the cache holds: the un-repeated k and v of
 /// eager attention with grouped heads, and under autocast the fp32 k after RoPE (fp32 cos/sin
 /// promote it; SDPA and matmul save bf16 casts).
@@ -18,7 +19,7 @@ pub(super) struct KvCache {
 }
 
 pub(super) fn kv_cache(spec: &ModelSpec, scen: &Scenario, sh: &Shape) -> KvCache {
-    if scen.checkpointing != Checkpointing::None {
+    if scen.checkpointing != Checkpointing::None || !scen.trainer.use_cache() {
         return KvCache::default();
     }
     let tp = scen.parallel.tensor as u64;

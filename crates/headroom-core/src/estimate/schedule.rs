@@ -199,6 +199,8 @@ fn loss(s: &Step, fwd: &Forward, tl: &mut Timeline) -> Loss {
         Phase::Loss,
         if s.scen.reference_forward() {
             "TRL's log-probability head, then the reference forward"
+        } else if s.scen.trainer.full_logits() {
+            "logits, the chosen NLL and the log-probabilities"
         } else if s.scen.trainer != Trainer::Sft {
             "TRL's log-probability head"
         } else {
@@ -260,7 +262,9 @@ fn head_backward(
         .with(ForwardTemporaries, s.tmp.ckpt_mask);
     tl.push(
         Phase::Backward,
-        if s.scen.trainer != crate::scenario::Trainer::Sft {
+        if s.scen.trainer.full_logits() {
+            "logits' gradients (log-probabilities and chosen NLL)"
+        } else if s.scen.trainer != crate::scenario::Trainer::Sft {
             "log-probability head backward (fp32 gradients)"
         } else {
             "loss backward (fp32 logit gradients)"

@@ -124,6 +124,25 @@ pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
             }
         ));
     }
+    if scen.trainer.full_logits() {
+        let (module, class) = if scen.trainer == crate::scenario::Trainer::Orpo {
+            ("orpo", "ORPOTrainer")
+        } else {
+            ("cpo", "CPOTrainer")
+        };
+        n.push(format!(
+            "{}: trl.experimental.{module}.{class}, {}(per_device_train_batch_size={}, max_length={}{})",
+            scen.trainer.label(),
+            scen.trainer.config_class(),
+            scen.micro_batch,
+            scen.seq,
+            if scen.trainer == crate::scenario::Trainer::Simpo {
+                ", loss_type=\"simpo\""
+            } else {
+                ""
+            }
+        ));
+    }
     if scen.trainer.generates() {
         n.push(grpo_config(scen));
     }

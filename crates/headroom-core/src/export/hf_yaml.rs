@@ -35,6 +35,11 @@ pub(super) fn refusal(scen: &Scenario, target: Target) -> Option<String> {
             "precompute_ref_log_probs is TRL's DPOConfig setting, not written here".into(),
         );
     }
+    if scen.trainer == crate::scenario::Trainer::Cpo {
+        return Some(
+            "CPO (sigmoid loss) has no setting in axolotl or LLaMA-Factory (they run ORPO and SimPO): TRL's CPOConfig in training_args.py".into(),
+        );
+    }
     if optimizer_name(scen.optimizer).is_none() {
         return Some(format!(
             "the {} optimizer has no optim name in these files",
@@ -280,7 +285,8 @@ pub(super) fn axolotl_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
         t.push_str("activation_offloading: true\n");
     }
     training_keys(&mut t, scen, &AXOLOTL);
-    if scen.trainer.preference() {
+    if scen.trainer.preference() || scen.trainer.full_logits() {
+        // axolotl's `rl` names DPO, KTO, ORPO and SimPO (CPO is refused above).
         t.push_str(&format!("rl: {}\n", scen.trainer.id()));
     }
     deepspeed_key(&mut t, scen);
@@ -308,10 +314,17 @@ pub(super) fn llamafactory_text(_spec: &ModelSpec, scen: &Scenario) -> (String, 
         "stage: {}\ndo_train: true\n",
         if scen.trainer.preference() {
             scen.trainer.id()
+        } else if scen.trainer.full_logits() {
+            "dpo"
         } else {
             "sft"
         }
     ));
+    if scen.trainer.full_logits() {
+        // LLaMA-Factory's DPO stage runs ORPO and SimPO as its `pref_loss`, without a
+        // reference model (CPO is refused above).
+        t.push_str(&format!("pref_loss: {}\n", scen.trainer.id()));
+    }
     t.push_str("dataset: your_dataset  # registered in data/dataset_info.json\ntemplate: default\noutput_dir: saves/headroom-plan\n");
     match scen.method {
         Method::Full => t.push_str("finetuning_type: full\n"),

@@ -472,7 +472,7 @@ fn precision(
     Ok(())
 }
 
-/// `rl` (dpo, ipo, kto, grpo) and its `trl` settings.
+/// `rl` (dpo, ipo, kto, orpo, simpo, grpo) and its `trl` settings.
 fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
     let trl = map.remove("trl");
     let vllm = map.remove("vllm");
@@ -483,6 +483,10 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
                 // IPO is DPOTrainer with another loss_type: the same step.
                 "dpo" | "ipo" => out.mapped("rl", &v, &[("trainer", "dpo")]),
                 "kto" => out.mapped("rl", &v, &[("trainer", "kto")]),
+                // axolotl's ORPO is TRL's ORPOTrainer, its SimPO TRL's CPOTrainer with
+                // loss_type simpo (`core/trainers/builders/rl.py`).
+                "orpo" => out.mapped("rl", &v, &[("trainer", "orpo")]),
+                "simpo" => out.mapped("rl", &v, &[("trainer", "simpo")]),
                 "grpo" => {
                     out.mapped("rl", &v, &[("trainer", "grpo")]);
                     grpo(trl.as_ref(), vllm.as_ref(), out)?;
@@ -494,7 +498,7 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
                         "rl",
                         &v,
                         format!(
-                            "`{other}` is not modelled (DPO, IPO, KTO and GRPO are): estimated as SFT"
+                            "`{other}` is not modelled (DPO, IPO, KTO, ORPO, SimPO and GRPO are): estimated as SFT"
                         ),
                     );
                 }

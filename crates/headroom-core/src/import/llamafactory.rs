@@ -186,12 +186,16 @@ fn objective(map: &mut Map<String, Value>, out: &mut Out) -> Result<(), ImportEr
     if stage == "dpo" {
         match map.remove("pref_loss") {
             Some(v) if ["orpo", "simpo"].contains(&as_str("pref_loss", &v)?) => {
-                out.mapped("pref_loss", &v, &[("ref_precompute", "1")]);
-                out.not_expressed(
+                let set = out.set(&[("trainer", as_str("pref_loss", &v)?)]);
+                out.note(
                     "pref_loss",
                     &v,
-                    "ORPO and SimPO use no reference model: estimated as DPO without one (the \
-                     loss's own terms are not modelled)",
+                    super::Outcome::Mapped,
+                    format!(
+                        "{set}: no reference model, the loss reads the full logits (LLaMA-Factory \
+                         runs ORPO and SimPO in its own DPO trainer, estimated as TRL's \
+                         ORPOTrainer and CPOTrainer)"
+                    ),
                 );
             }
             Some(v) => out.no_effect("pref_loss", &v),

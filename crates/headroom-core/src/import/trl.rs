@@ -24,6 +24,9 @@ const GRPO_KEYS: &[&str] = &[
 const RLOO_KEYS: &[&str] = &["normalize_advantages", "reward_clip_range"];
 /// KTOConfig's keys DPOConfig lacks (TRL 1.16).
 const KTO_KEYS: &[&str] = &["desirable_weight", "undesirable_weight"];
+/// CPOConfig's keys DPOConfig lacks (TRL 1.16 `trl.experimental.cpo`): SimPO is its
+/// `loss_type="simpo"`. ORPOConfig has no key of its own: an ORPO run reads as DPO here.
+const CPO_KEYS: &[&str] = &["cpo_alpha", "simpo_gamma"];
 const DPO_KEYS: &[&str] = &[
     "precompute_ref_log_probs",
     "ref_model_init_kwargs",
@@ -132,6 +135,12 @@ fn read_trainer(map: &Map<String, Value>, out: &mut Out) -> &'static str {
         "grpo"
     } else if has(KTO_KEYS) {
         "kto"
+    } else if has(CPO_KEYS) {
+        if map.get("loss_type").and_then(Value::as_str) == Some("simpo") {
+            "simpo"
+        } else {
+            "cpo"
+        }
     } else if has(DPO_KEYS) {
         "dpo"
     } else {
@@ -144,8 +153,10 @@ fn read_trainer(map: &Map<String, Value>, out: &mut Out) -> &'static str {
             "rloo" => "read from RLOOConfig's own keys",
             "grpo" => "read from GRPOConfig's generation keys",
             "kto" => "read from KTOConfig's own keys",
+            "cpo" => "read from CPOConfig's own keys",
+            "simpo" => "read from CPOConfig's own keys, with loss_type simpo",
             "dpo" => "read from DPOConfig's reference-model keys",
-            _ => "SFT: the file has none of the DPO, KTO, GRPO or RLOO configs' own keys",
+            _ => "SFT: the file has none of the DPO, KTO, CPO, GRPO or RLOO configs' own keys",
         },
     );
     trainer
@@ -191,7 +202,7 @@ fn read_online(
     Ok(())
 }
 
-/// SFT's, DPO's and KTO's sequence length and the preference trainers' reference settings.
+/// SFT's, DPO's, KTO's and CPO's sequence length and the preference trainers' own settings.
 fn read_offline(
     map: &mut Map<String, Value>,
     out: &mut Out,
@@ -225,6 +236,15 @@ fn read_offline(
             "desirable_weight",
             "undesirable_weight",
         ] {
+            if let Some(v) = map.remove(key) {
+                out.no_effect(key, &v);
+            }
+        }
+    }
+    if matches!(trainer, "cpo" | "simpo") {
+        // The loss's weights and margin change no tensor (`cpo_alpha` 0 would skip the NLL
+        // term's log_softmax; TRL's own SimPO default keeps it at 1.0).
+        for key in ["beta", "max_prompt_length", "cpo_alpha", "simpo_gamma"] {
             if let Some(v) = map.remove(key) {
                 out.no_effect(key, &v);
             }

@@ -291,10 +291,11 @@ impl Scenario {
     }
 
     /// Tokens of one sequence on this GPU: `seq / cp` (validation makes it exact).
-    /// Sequences one forward of a micro-batch runs: `micro_batch`, or twice it under DPO
-    /// (each sample a chosen and a rejected sequence, concatenated along the batch).
+    /// Sequences one forward of a micro-batch runs: `micro_batch`, or twice it under DPO, ORPO,
+    /// CPO and SimPO (each sample a chosen and a rejected sequence, concatenated along the
+    /// batch).
     pub fn sequences(&self) -> u32 {
-        if self.trainer == Trainer::Dpo {
+        if self.trainer.paired() {
             self.micro_batch.saturating_mul(2)
         } else {
             self.micro_batch

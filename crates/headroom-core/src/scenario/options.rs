@@ -198,6 +198,9 @@ named_enum!(
         Sft => "sft", "SFT";
         Dpo => "dpo", "DPO (TRL)";
         Kto => "kto", "KTO (TRL)";
+        Orpo => "orpo", "ORPO (TRL)";
+        Cpo => "cpo", "CPO (TRL)";
+        Simpo => "simpo", "SimPO (TRL's CPOTrainer)";
         Grpo => "grpo", "GRPO (TRL)";
         Rloo => "rloo", "RLOO (TRL)";
     }
@@ -208,6 +211,44 @@ impl Trainer {
     /// `ref_precompute` applies.
     pub const fn preference(self) -> bool {
         matches!(self, Trainer::Dpo | Trainer::Kto)
+    }
+
+    /// Chosen and rejected completions concatenated into one forward (DPOTrainer's,
+    /// ORPOTrainer's and CPOTrainer's `concatenated_forward`): a micro-batch of `b` pairs runs
+    /// `2b` sequences.
+    pub const fn paired(self) -> bool {
+        matches!(
+            self,
+            Trainer::Dpo | Trainer::Orpo | Trainer::Cpo | Trainer::Simpo
+        )
+    }
+
+    /// Preference training without a reference model whose loss reads the whole logits
+    /// (TRL 1.16's experimental ORPOTrainer and CPOTrainer, SimPO being CPO's `loss_type`):
+    /// the log-probabilities come from the model's full logits, not TRL's fused head.
+    pub const fn full_logits(self) -> bool {
+        matches!(self, Trainer::Orpo | Trainer::Cpo | Trainer::Simpo)
+    }
+
+    /// Whether the training forward returns transformers' KV cache (`use_cache` left at its
+    /// default True): not for DPO, KTO, ORPO and CPO, whose `concatenated_forward` and
+    /// `_compute_loss` pass `use_cache=False` (TRL 1.16); GRPO's and RLOO's training forwards
+    /// and SFT's leave it.
+    pub const fn use_cache(self) -> bool {
+        !(self.preference() || self.full_logits())
+    }
+
+    /// The TRL config class that sets the trainer up (SFTConfig for plain fine-tuning).
+    pub const fn config_class(self) -> &'static str {
+        match self {
+            Trainer::Sft => "SFTConfig",
+            Trainer::Dpo => "DPOConfig",
+            Trainer::Kto => "KTOConfig",
+            Trainer::Orpo => "ORPOConfig",
+            Trainer::Cpo | Trainer::Simpo => "CPOConfig",
+            Trainer::Grpo => "GRPOConfig",
+            Trainer::Rloo => "RLOOConfig",
+        }
     }
 
     /// The smallest micro-batch the trainer runs: KTOTrainer refuses one sample (its KL
