@@ -329,9 +329,20 @@ impl Scenario {
     /// pass; KTO's policy pass over the mismatched KL completions and the reference's passes
     /// over both (`KTOTrainer._compute_loss`, TRL 1.16).
     pub fn no_grad_forwards(&self) -> u32 {
+        self.reference_passes()
+            + match self.trainer {
+                // KTO's policy pass over the mismatched KL completions.
+                Trainer::Kto => 1,
+                _ => 0,
+            }
+    }
+
+    /// Of [`Scenario::no_grad_forwards`], the reference model's: DPO's one, KTO's two (over
+    /// the batch and the KL completions); none with precomputed log-probabilities.
+    pub fn reference_passes(&self) -> u32 {
         let reference = u32::from(self.reference_forward());
         match self.trainer {
-            Trainer::Kto => 1 + 2 * reference,
+            Trainer::Kto => 2 * reference,
             _ => reference,
         }
     }

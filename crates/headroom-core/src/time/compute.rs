@@ -16,6 +16,9 @@ pub(super) struct Busy {
     /// Memory-bound kernels inside forward and backward: eager attention's softmax, and the loss.
     pub softmax: f64,
     pub loss: f64,
+    /// Of `forward`, the seconds of peft's adapter path (its elementwise kernels): what a
+    /// forward with the adapters disabled does not run.
+    pub adapter_forward: f64,
 }
 
 impl Busy {
@@ -192,21 +195,31 @@ fn attention_terms(cx: &Cx, terms: &mut Terms, k: &KernelRate, busy: &mut Busy) 
 
 /// The no-grad forwards of DPO and KTO (TRL's `_compute_loss`): the policy's forward over the
 /// same sequences again for each pass (`Scenario::no_grad_forwards`), its matmuls, attention
-/// and elementwise kernels, with no backward. Counted as the forward's busy seconds so far
-/// (the policy's forward terms).
+/// and elementwise kernels, with no backward. Counted as the forward's busy seconds so far (the
+/// policy's forward terms), less the adapters' path in the reference's passes under LoRA, which
+/// TRL runs with the adapters disabled (`null_ref_context`: peft's `disable_adapter`).
 pub(super) fn reference_forward(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     let tf = &cx.tf;
     let passes = f64::from(cx.scen.no_grad_forwards());
+    let reference = f64::from(cx.scen.reference_passes());
     let flops =
         passes * (tf.layer_matmul_forward + tf.attention_forward + tf.outside_forward) * cx.tokens
             / cx.mp;
-    let seconds = passes * busy.forward;
+    let seconds = passes * busy.forward - reference * busy.adapter_forward;
     terms.extra_pass(
         "reference_forward",
         "DPO and KTO: the no-grad forwards (reference, KL completions)",
         (flops, seconds),
-        || format!("{passes:.0} more forward(s) of the same sequences: the forward's matmuls, attention and elementwise seconds"),
-        "TRL 1.16 DPOTrainer._compute_loss and KTOTrainer._compute_loss (log-probabilities under torch.no_grad)",
+        || {
+            if busy.adapter_forward > 0.0 && reference > 0.0 {
+                format!(
+                    "{passes:.0} more forward(s) of the same sequences: the forward's matmuls, attention and elementwise seconds; {reference:.0} of them the reference with the adapters disabled (no adapter path)"
+                )
+            } else {
+                format!("{passes:.0} more forward(s) of the same sequences: the forward's matmuls, attention and elementwise seconds")
+            }
+        },
+        "TRL 1.16 DPOTrainer._compute_loss and KTOTrainer._compute_loss (log-probabilities under torch.no_grad; the reference under LoRA with peft's adapters disabled)",
     );
     busy.forward += seconds;
 }

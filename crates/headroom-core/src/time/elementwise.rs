@@ -99,6 +99,25 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     );
     let per_byte = seconds / bytes.max(1.0);
     busy.forward += forward * per_byte;
+    // Of the forward, what peft's adapter path moves: a pass with the adapters disabled (DPO's
+    // and KTO's reference under LoRA) does not.
+    if cx.scen.method != Method::Full {
+        let sh = Shape::from_scenario(cx.spec, cx.gpu, cx.scen);
+        let stream = sh.stream().bytes() as f64;
+        let compute = if sh.quantized_base {
+            stream
+        } else {
+            sh.precision.compute_dtype().bytes() as f64
+        };
+        let mut adapters = LayerBytes::default();
+        lora(cx, &sh, stream, compute, fused, &mut adapters);
+        let scale = if compiled {
+            COMPILED_SHARE_OF_EAGER
+        } else {
+            1.0
+        };
+        busy.adapter_forward += adapters.forward * scale * tokens * layers * per_byte;
+    }
     busy.backward += backward * per_byte;
     busy.recompute += forward * recomputed * per_byte;
 }

@@ -114,10 +114,16 @@ fn step_kernels_of(cx: &Cx, sh: &Shape, layer: &LayerKernels) -> StepKernels {
         forward,
         matmul_gradients,
         other,
+        adapter_forward,
     } = *layer;
     let backward = matmul_gradients + BACKWARD_KERNELS_PER_FORWARD * other;
     let recomputed = cx.ck / cx.layers;
-    let per_layer = forward * (1.0 + recomputed) + backward;
+    // DPO's and KTO's no-grad forwards launch a forward's kernels each; the reference's under
+    // LoRA without the adapters' (peft's adapters disabled).
+    let reference = f64::from(cx.scen.reference_passes());
+    let policy = f64::from(cx.scen.no_grad_forwards()) - reference;
+    let per_layer =
+        forward * (1.0 + recomputed + policy) + (forward - adapter_forward) * reference + backward;
     let outside = outside_kernels(cx, sh);
     StepKernels {
         layer_forward: forward,
@@ -134,6 +140,9 @@ struct LayerKernels {
     forward: f64,
     matmul_gradients: f64,
     other: f64,
+    /// Of `forward`, peft's adapter path: lora_A's and lora_B's matmuls and the kernels beside
+    /// them (0 without adapters).
+    adapter_forward: f64,
 }
 
 /// One layer's kernels, op by op as transformers' Llama-like, GPT-2 and MoE layers and peft's
@@ -202,17 +211,20 @@ fn layer_kernels(cx: &Cx, sh: &Shape) -> LayerKernels {
     } else {
         linears
     };
+    let mut adapter_forward = 0.0;
     if scen.method != Method::Full {
         let (adapters, per_adapter) = lora_kernels(cx, sh);
         // lora_A and lora_B train: two gradients each.
         matmuls += 2.0 * adapters;
         matmul_gradients += 4.0 * adapters;
         k += adapters * per_adapter;
+        adapter_forward = adapters * (2.0 + per_adapter);
     }
     LayerKernels {
         forward: k + matmuls,
         matmul_gradients,
         other: k,
+        adapter_forward,
     }
 }
 
