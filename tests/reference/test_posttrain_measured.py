@@ -133,16 +133,33 @@ def test_grpo_step_time_within_15_percent(row):
     assert abs(t - m) <= 0.15 * m, (t, m)
 
 
+# DPO's step time, within 20%; strict known gaps (2026-11-28, after the reference under LoRA
+# lost the adapters' path and the no-grad forwards' launches were counted).
+DPO_TIME_GAPS = {
+    "dpo-qwen0.5b-lora-bf16": "-20.7%: launch-bound (8 x 1,024 tokens of a 0.5B model with LoRA); the host's "
+                              "cost per kernel is one constant, peft's Python around each adapted Linear is not",
+}
+
+
+@pytest.mark.parametrize("row", _with_gaps(DPO, DPO_TIME_GAPS, lambda r: r["name"]))
+def test_dpo_step_time_within_20_percent(row):
+    t, m = estimate(row)["speed"]["step_seconds"], row["median_step_seconds"]
+    assert abs(t - m) <= 0.20 * m, f"core {t:.4f} s, H200 {m:.4f} s ({100 * (t - m) / m:+.1f}%)"
+
+
 def teardown_module(module):
     lines = ["", "## DPO and GRPO on the H200 as TRL 1.16 runs them (test_posttrain_measured.py)", "",
              "Peaks measured / core (GB), at the three levels; the Trainer's default fused AdamW. Rows of the "
              "second device call are held out (measured after the model was built).", "",
-             "| run | call | tokens | allocated | reserved | device | core's peak at |", "|---|---|---|---|---|---|---|"]
+             "| run | call | tokens | allocated | reserved | device | step time (s) | core's peak at |",
+             "|---|---|---|---|---|---|---|---|"]
     for r, e in REPORT:
         cells = []
         for lvl in LEVELS:
             got, want = e["bytes"][f"peak_{lvl}"], r[f"peak_{lvl}"]
             cells.append(f"{want / 1e9:.2f} / {got / 1e9:.2f} ({100 * (got - want) / want:+.1f}%)")
+        t, m = e["speed"]["step_seconds"], r["median_step_seconds"]
+        cells.append(f"{m:.3f} / {t:.3f} ({100 * (t - m) / m:+.0f}%)")
         shape = r["input_shapes"][0]["input_ids"]
         lines.append(f"| {r['name']} | {r['call']} | {shape[0]} x {shape[1]} | {' | '.join(cells)} | {e['peak']['at']} |")
     lines += ["", "GRPO, generation with transformers' generate (no vLLM): measured / core, GB and seconds; the "
