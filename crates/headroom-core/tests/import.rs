@@ -349,6 +349,8 @@ fn plans_come_back_from_their_axolotl_and_llamafactory_yaml() {
         "model=llama-3.1-8b&gpu=rtx-4090&method=lora&seq=2048&batch=4",
         "model=llama-3.1-8b&gpu=rtx-4090&method=qlora&kbit=1&seq=2048&batch=2&attention=flash2&packing=1",
         "model=qwen2.5-7b&gpu=a100-sxm4-80gb&gpus=2&method=qlora&seq=2048&trainer=dpo",
+        "model=qwen2.5-1.5b&gpu=a100-sxm4-80gb&method=lora&seq=2048&trainer=orpo",
+        "model=qwen2.5-1.5b&gpu=a100-sxm4-80gb&seq=2048&batch=2&trainer=simpo",
     ];
     let mut checked = std::collections::BTreeMap::new();
     for link in cases {
