@@ -144,18 +144,11 @@ impl ModelScale {
         if self.step_bytes_bound(spec, gpu, scen) <= MAX_STEP_BYTES {
             return Ok(());
         }
-        if Self::generation_bound(spec, scen) > MAX_STEP_BYTES / 2.0 {
-            return Err(ScenarioError::invalid(
-                "accum",
-                format!(
-                    "generating batch {} x accum {} completions of {} tokens at once is beyond \
-                     what Headroom computes for this model (more than 1 EiB per GPU): lower the \
-                     accumulation, the batch or the sequence",
-                    scen.micro_batch, scen.grad_accum, scen.seq
-                ),
-            ));
-        }
-        let field = if scen.seq >= scen.micro_batch {
+        // GRPO generates batch x accum completions at once.
+        let generation = Self::generation_bound(spec, scen) > MAX_STEP_BYTES / 2.0;
+        let field = if generation {
+            "accum"
+        } else if scen.seq >= scen.micro_batch {
             "seq"
         } else {
             "batch"
@@ -163,9 +156,15 @@ impl ModelScale {
         Err(ScenarioError::invalid(
             field,
             format!(
-                "batch {} x seq {} is beyond what Headroom computes for this model: the step \
+                "batch {} x seq {}{} is beyond what Headroom computes for this model: the step \
                  would need more than 1 EiB per GPU; lower the sequence or the batch",
-                scen.micro_batch, scen.seq
+                scen.micro_batch,
+                scen.seq,
+                if generation {
+                    format!(" x accum {}", scen.grad_accum)
+                } else {
+                    String::new()
+                }
             ),
         ))
     }

@@ -258,7 +258,7 @@ proptest! {
                 prop_assert!(
                     text.starts_with("`seq`")
                         || text.starts_with("`batch`")
-                        || (text.starts_with("`accum`") && text.contains("generating"))
+                        || (text.starts_with("`accum`") && text.contains("x accum"))
                         || (text.starts_with("`method`") && text.contains("not modelled for MoE"))
                         || (text.starts_with("`precision`") && text.contains("needs bf16, which"))
                         || (text.starts_with("`fp8`") && text.contains("no fp8 tensor cores")),

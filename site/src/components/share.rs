@@ -11,19 +11,17 @@ pub struct ShareProps {
     pub scenario: Scenario,
 }
 
-/// The HTML to paste into another page: the iframe and the few lines that let it resize itself.
-pub fn embed_snippet(src: &str, view: View) -> String {
+/// The HTML to paste into another page: the iframe, then `script`, the few lines that let it
+/// resize itself (content/help.toml's `embed_script`, fetched with the page's prose rather than
+/// carried in the first download).
+pub fn embed_snippet(src: &str, view: View, script: &str) -> String {
     let src = src
         .replace('&', "&amp;")
         .replace('"', "&quot;")
         .replace('<', "&lt;");
     format!(
         "<iframe src=\"{src}\" title=\"Headroom: {}\" loading=\"lazy\" \
-         style=\"width:100%;border:0\" height=\"640\"></iframe>\n\
-         <script>addEventListener(\"message\",function(e){{var d=e.data;\
-         if(!d||d.headroom!==\"resize\")return;\
-         document.querySelectorAll(\"iframe\").forEach(function(f){{\
-         if(f.contentWindow===e.source)f.style.height=d.height+\"px\"}})}});</script>",
+         style=\"width:100%;border:0\" height=\"640\"></iframe>\n{script}",
         view.label()
     )
 }
@@ -52,6 +50,7 @@ pub fn Share(props: &ShareProps) -> Html {
     let snippet = embed_snippet(
         &dom::absolute_url(&format!("/embed?{}", embed_query(&props.scenario, *view))),
         *view,
+        &crate::help::page("embed_script"),
     );
     let on_copy_embed = {
         let (status, snippet) = (status.clone(), snippet.clone());
@@ -94,9 +93,16 @@ pub fn Share(props: &ShareProps) -> Html {
 mod tests {
     #[test]
     fn the_snippet_frames_the_link_and_listens_for_its_height() {
+        // content/help.toml's line, a TOML literal string (site/pages.sh reads it with tomllib).
+        let script = include_str!("../../../content/help.toml")
+            .lines()
+            .find_map(|l| l.strip_prefix("embed_script = '"))
+            .and_then(|l| l.strip_suffix('\''))
+            .expect("an embed_script line");
         let s = super::embed_snippet(
             "https://example.org/embed?v=1&view=timeline",
             super::View::Timeline,
+            script,
         );
         assert!(s.starts_with("<iframe src=\"https://example.org/embed?v=1&amp;view=timeline\""));
         assert!(s.contains("headroom!==\"resize\"") && s.contains("d.height+\"px\""));

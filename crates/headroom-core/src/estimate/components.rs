@@ -358,8 +358,8 @@ fn loss_formulas(scen: &crate::scenario::Scenario) -> (&'static str, &'static st
     use crate::scenario::{LossImpl, Trainer};
     if scen.trainer.full_logits() {
         return (
-            "logits + the chosen half's log_softmax (+ its contiguous copy)",
-            "the logits' gradients from the log-probabilities and the chosen NLL, and their sum",
+            "logits + the chosen half's log_softmax",
+            "two full-size logit gradients + the chosen half's",
         );
     }
     if scen.trainer != Trainer::Sft {

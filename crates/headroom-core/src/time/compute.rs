@@ -211,13 +211,12 @@ pub(super) fn reference_forward(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         "DPO and KTO: the no-grad forwards (reference, KL completions)",
         (flops, seconds),
         || {
-            if busy.adapter_forward > 0.0 && reference > 0.0 {
-                format!(
-                    "{passes:.0} more forward(s) of the same sequences: the forward's matmuls, attention and elementwise seconds; {reference:.0} of them the reference with the adapters disabled (no adapter path)"
-                )
+            let off = if busy.adapter_forward > 0.0 && reference > 0.0 {
+                "; the reference's without the adapters"
             } else {
-                format!("{passes:.0} more forward(s) of the same sequences: the forward's matmuls, attention and elementwise seconds")
-            }
+                ""
+            };
+            format!("{passes:.0} more forward(s) of the same sequences: the forward's matmuls, attention and elementwise seconds{off}")
         },
         "TRL 1.16 DPOTrainer._compute_loss and KTOTrainer._compute_loss (log-probabilities under torch.no_grad; the reference under LoRA with peft's adapters disabled)",
     );

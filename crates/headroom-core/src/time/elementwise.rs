@@ -58,7 +58,7 @@ impl LayerBytes {
 pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     let fused = cx.a.fused_kernels;
     let compiled = cx.scen.runtime.compiled() && !fused;
-    let mut per_token = layer_bytes(cx, fused);
+    let (mut per_token, adapters) = layer_bytes(cx, fused);
     if compiled {
         per_token.forward *= COMPILED_SHARE_OF_EAGER;
         per_token.backward *= COMPILED_SHARE_OF_EAGER;
@@ -101,30 +101,20 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     busy.forward += forward * per_byte;
     // Of the forward, what peft's adapter path moves: a pass with the adapters disabled (DPO's
     // and KTO's reference under LoRA) does not.
-    if cx.scen.method != Method::Full {
-        let sh = Shape::from_scenario(cx.spec, cx.gpu, cx.scen);
-        let stream = sh.stream().bytes() as f64;
-        let compute = if sh.quantized_base {
-            stream
-        } else {
-            sh.precision.compute_dtype().bytes() as f64
-        };
-        let mut adapters = LayerBytes::default();
-        lora(cx, &sh, stream, compute, fused, &mut adapters);
-        let scale = if compiled {
-            COMPILED_SHARE_OF_EAGER
-        } else {
-            1.0
-        };
-        busy.adapter_forward += adapters.forward * scale * tokens * layers * per_byte;
-    }
+    let scale = if compiled {
+        COMPILED_SHARE_OF_EAGER
+    } else {
+        1.0
+    };
+    busy.adapter_forward += adapters.forward * scale * tokens * layers * per_byte;
     busy.backward += backward * per_byte;
     busy.recompute += forward * recomputed * per_byte;
 }
 
 /// The bytes one layer's elementwise kernels move per token, forward and backward, on one
-/// GPU (tensor parallelism splits the head and MLP widths; sequence parallelism the hidden).
-pub(super) fn layer_bytes(cx: &Cx, fused: bool) -> LayerBytes {
+/// GPU (tensor parallelism splits the head and MLP widths; sequence parallelism the hidden),
+/// and of them peft's adapter path's.
+pub(super) fn layer_bytes(cx: &Cx, fused: bool) -> (LayerBytes, LayerBytes) {
     let (spec, scen) = (cx.spec, cx.scen);
     let sh = Shape::from_scenario(spec, cx.gpu, scen);
     let tp = cx.tp as f64;
@@ -173,10 +163,11 @@ pub(super) fn layer_bytes(cx: &Cx, fused: bool) -> LayerBytes {
         b.add(per, per);
     }
     biases(cx, compute, &mut b);
+    let mut adapters = LayerBytes::default();
     if scen.method != Method::Full {
-        lora(cx, &sh, stream, compute, fused, &mut b);
+        lora(cx, &sh, stream, compute, fused, (&mut b, &mut adapters));
     }
-    b
+    (b, adapters)
 }
 
 /// (forward, backward) bytes per element of a norm over a tensor of `bytes`-wide elements.
@@ -307,7 +298,16 @@ fn biases(cx: &Cx, compute: f64, b: &mut LayerBytes) {
 /// output (in the wider dtype) and the cast back; backward the same in reverse plus the
 /// input gradient summed into the base's. The adapters' thin matmuls move these bytes more
 /// than they compute.
-fn lora(cx: &Cx, sh: &Shape, stream: f64, compute: f64, fused: bool, b: &mut LayerBytes) {
+/// Each Linear's bytes go to the layer's total `b` (in the order they always did) and to
+/// `adapters`, the path's own.
+fn lora(
+    cx: &Cx,
+    sh: &Shape,
+    stream: f64,
+    compute: f64,
+    fused: bool,
+    (b, adapters): (&mut LayerBytes, &mut LayerBytes),
+) {
     let scen = cx.scen;
     let tp = cx.tp as f64;
     // peft casts the input to the adapters' storage dtype (`_cast_input_dtype`); under
@@ -375,5 +375,6 @@ fn lora(cx: &Cx, sh: &Shape, stream: f64, compute: f64, fused: bool, b: &mut Lay
             )
         };
         b.add(forward * share, backward * share);
+        adapters.add(forward * share, backward * share);
     }
 }
