@@ -279,7 +279,8 @@ def explain(allocs, times):
 
 
 def formulas(kind, precision, n, s, V):
-    """Byte-exact (on this CPU run) formulas of the CUDA fused-kernel path; see /tmp/orpo_cuda_report.md.
+    """Byte-exact (on this CPU run) formulas of the CUDA fused-kernel path (the committed runs:
+    cpu/orpo_cuda_path.json; the core's terms: loss::full_logits_head, test_orpo_loss.py).
 
     N = 2n, T = s-1, c = logits dtype bytes. Big terms: L = N*s*V*c (logits), H = n*T*V*c (chosen
     shifted half), S = n*s*V*c (chosen half, unshifted). copy = [n >= 2] (`.contiguous()` of

@@ -1,5 +1,6 @@
-//! The ranges Headroom accepts, with the reason for each, and the scale check that keeps every
-//! byte count of an estimate inside `u64`.
+//! The ranges Headroom accepts, with the reason for each (a model's own in `model/limits.rs`,
+//! re-exported here), and the scale check that keeps every byte count of an estimate inside
+//! `u64`.
 //!
 //! Every number a config, a link, a flag or a file carries is bounded: by what real training
 //! reaches, with room to spare. The bounds make two promises. Work is bounded (an estimate walks
@@ -128,13 +129,14 @@ impl ModelScale {
 
     /// GRPO's and RLOO's generation with transformers' `generate`: the completions of every
     /// micro-batch of the step at once (batch x accum sequences), their KV cache, a layer's
-    /// working set per token and the next-token logits, in 8-byte units (0 for the others).
+    /// no-grad working set per token (the residual, its norm and a gated MLP's three
+    /// intermediates) and the next-token logits, 8 bytes an element (0 for the others).
     fn generation_bound(spec: &ModelSpec, scen: &Scenario) -> f64 {
         if !scen.trainer.generates() {
             return 0.0;
         }
         let sequences = f64::from(scen.micro_batch) * f64::from(scen.grad_accum);
-        let per_token = (2 * spec.kv_dim() + spec.hidden + spec.intermediate) as f64;
+        let per_token = (2 * spec.kv_dim() + 2 * spec.hidden + 3 * spec.intermediate) as f64;
         8.0 * sequences * (f64::from(scen.seq) * per_token * spec.layers as f64 + spec.vocab as f64)
     }
 

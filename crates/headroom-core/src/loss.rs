@@ -148,11 +148,15 @@ fn one_head(spec: &ModelSpec, scen: &Scenario) -> LossMemory {
 /// V`). Backward runs that branch first (its nodes are newer): the logits are released when it
 /// is done and the slice's backward writes a full-size gradient (`L`); then the NLL's
 /// log_softmax backward (its output, the incoming and the outgoing gradient), the chosen half's
-/// two slices written back to full size (`n x s x V`, then `L` again: the peak, `2L + n·s·V`),
-/// and an in-place sum. Measured on CPU with the kernel's allocations emulated
-/// (tests/reference/measure_orpo_cuda_path.py: 162 figures of ORPO, CPO and SimPO in bf16 and
-/// fp32 equal these terms plus a few hundred bytes of scalars, labels and masks); the autocast
-/// terms are derived from PyTorch's autocast lists, not measured.
+/// two slices written back to full size (`n x s x V`, then `L` again: the peak in bf16 and fp32,
+/// `2L + n·s·V`), and an in-place sum. Under autocast the log_softmax is fp32 and its backward
+/// (`L` + three fp32 tensors of the chosen half) is the peak. Measured on CPU with the
+/// kernel's allocations emulated (tests/reference/measure_orpo_cuda_path.py; the 54 runs of
+/// tests/reference/cpu/orpo_cuda_path.json, ORPO, CPO and SimPO in bf16 and fp32, are within
+/// 0.1% of these terms, which leave out a few hundred bytes of scalars and masks and count the
+/// kernel's saved targets); the autocast terms are derived from PyTorch's autocast lists, not
+/// measured. SimPO is counted with `cpo_alpha` 1.0, TRL's default, whose NLL branch runs; with
+/// `cpo_alpha` 0 that branch (the copy, the log_softmax, the half's slices) does not.
 fn full_logits_head(scen: &Scenario, v: u64) -> LossMemory {
     let c = scen.precision.compute_dtype().bytes();
     let (n, s) = (u64::from(scen.micro_batch), u64::from(scen.seq_local()));
@@ -171,7 +175,9 @@ fn full_logits_head(scen: &Scenario, v: u64) -> LossMemory {
     let targets = n * t * 8;
     let labels = big * s * 8;
     let retained = logits + log_softmax + kernel + targets;
-    let forward_peak = logits + copy + cast + log_softmax + targets + labels;
+    // The NLL's moment (the copy, the cast and log_softmax's output), or the end of the loss
+    // forward, whichever holds more (one pair makes no copy).
+    let forward_peak = (logits + copy + cast + log_softmax + targets).max(retained) + labels;
     let backward_peak = [
         // The kernel's backward beside the saved logits.
         retained + sliced_grad,

@@ -266,7 +266,7 @@ fn bad_files_name_the_field() {
         "constants.nccl_bytes",
         "must be from 0",
     );
-    // The measured rates' ranges (their reasons are beside the checks in calibration.rs).
+    // The measured rates' ranges (their reasons are beside the checks in calibration/mod.rs).
     check_bad(
         |v| v["native"]["matmul"][1]["efficiency"] = json!(1e300),
         "native.matmul[1].efficiency",

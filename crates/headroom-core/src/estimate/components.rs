@@ -359,7 +359,7 @@ fn loss_formulas(scen: &crate::scenario::Scenario) -> (&'static str, &'static st
     if scen.trainer.full_logits() {
         return (
             "logits + the chosen half's log_softmax",
-            "two full-size logit gradients + the chosen half's",
+            "logit gradients + the chosen half's",
         );
     }
     if scen.trainer != Trainer::Sft {

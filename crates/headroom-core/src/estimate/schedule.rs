@@ -263,7 +263,7 @@ fn head_backward(
     tl.push(
         Phase::Backward,
         if s.scen.trainer.full_logits() {
-            "the logits' gradients from the log-probabilities and the chosen NLL"
+            "logit gradients of the log-probabilities and NLL"
         } else if s.scen.trainer != crate::scenario::Trainer::Sft {
             "log-probability head backward (fp32 gradients)"
         } else {

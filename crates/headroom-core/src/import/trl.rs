@@ -25,7 +25,7 @@ const RLOO_KEYS: &[&str] = &["normalize_advantages", "reward_clip_range"];
 /// KTOConfig's keys DPOConfig lacks (TRL 1.16).
 const KTO_KEYS: &[&str] = &["desirable_weight", "undesirable_weight"];
 /// CPOConfig's keys DPOConfig lacks (TRL 1.16 `trl.experimental.cpo`): SimPO is its
-/// `loss_type="simpo"`. ORPOConfig has no key of its own: an ORPO run reads as DPO here.
+/// `loss_type="simpo"`. ORPOConfig has no key of its own: an ORPO file reads as SFT here.
 const CPO_KEYS: &[&str] = &["cpo_alpha", "simpo_gamma"];
 const DPO_KEYS: &[&str] = &[
     "precompute_ref_log_probs",
@@ -129,18 +129,19 @@ pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), Imp
 /// Which TRL trainer the file configures, known by its config's own keys.
 fn read_trainer(map: &Map<String, Value>, out: &mut Out) -> &'static str {
     let has = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
-    let trainer = if has(RLOO_KEYS) {
-        "rloo"
-    } else if has(GRPO_KEYS) {
-        "grpo"
-    } else if has(KTO_KEYS) {
-        "kto"
-    } else if has(CPO_KEYS) {
+    // CPO's keys first: CPOConfig has GRPO's max_completion_length too.
+    let trainer = if has(CPO_KEYS) {
         if map.get("loss_type").and_then(Value::as_str) == Some("simpo") {
             "simpo"
         } else {
             "cpo"
         }
+    } else if has(RLOO_KEYS) {
+        "rloo"
+    } else if has(GRPO_KEYS) {
+        "grpo"
+    } else if has(KTO_KEYS) {
+        "kto"
     } else if has(DPO_KEYS) {
         "dpo"
     } else {
@@ -242,11 +243,28 @@ fn read_offline(
         }
     }
     if matches!(trainer, "cpo" | "simpo") {
-        // The loss's weights and margin change no tensor (`cpo_alpha` 0 would skip the NLL
-        // term's log_softmax; TRL's own SimPO default keeps it at 1.0).
-        for key in ["beta", "max_prompt_length", "cpo_alpha", "simpo_gamma"] {
+        // The loss's weights and margin change no tensor.
+        for key in [
+            "beta",
+            "max_prompt_length",
+            "simpo_gamma",
+            "max_completion_length",
+        ] {
             if let Some(v) = map.remove(key) {
                 out.no_effect(key, &v);
+            }
+        }
+        // `cpo_alpha` 0 skips the NLL term (its copy, log_softmax and slices' gradients), which
+        // the core counts as TRL's default 1.0 runs it.
+        if let Some(v) = map.remove("cpo_alpha") {
+            if as_f64("cpo_alpha", &v)? == 0.0 {
+                out.not_expressed(
+                    "cpo_alpha",
+                    &v,
+                    "0 skips the NLL term, which the estimate counts (cpo_alpha 1.0, TRL's default): an upper bound",
+                );
+            } else {
+                out.no_effect("cpo_alpha", &v);
             }
         }
     }

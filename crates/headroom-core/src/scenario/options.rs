@@ -200,7 +200,7 @@ named_enum!(
         Kto => "kto", "KTO (TRL)";
         Orpo => "orpo", "ORPO (TRL)";
         Cpo => "cpo", "CPO (TRL)";
-        Simpo => "simpo", "SimPO (TRL's CPOTrainer)";
+        Simpo => "simpo", "SimPO (TRL)";
         Grpo => "grpo", "GRPO (TRL)";
         Rloo => "rloo", "RLOO (TRL)";
     }

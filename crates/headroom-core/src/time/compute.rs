@@ -196,8 +196,9 @@ fn attention_terms(cx: &Cx, terms: &mut Terms, k: &KernelRate, busy: &mut Busy) 
 /// The no-grad forwards of DPO and KTO (TRL's `_compute_loss`): the policy's forward over the
 /// same sequences again for each pass (`Scenario::no_grad_forwards`), its matmuls, attention
 /// and elementwise kernels, with no backward. Counted as the forward's busy seconds so far (the
-/// policy's forward terms), less the adapters' path in the reference's passes under LoRA, which
-/// TRL runs with the adapters disabled (`null_ref_context`: peft's `disable_adapter`).
+/// policy's forward terms), less the adapters' elementwise path in the reference's passes under
+/// LoRA, which TRL runs with the adapters disabled (`null_ref_context`: peft's
+/// `disable_adapter`; the adapters' thin matmuls, a small share, stay counted).
 pub(super) fn reference_forward(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
     let tf = &cx.tf;
     let passes = f64::from(cx.scen.no_grad_forwards());

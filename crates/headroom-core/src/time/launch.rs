@@ -118,8 +118,9 @@ fn step_kernels_of(cx: &Cx, sh: &Shape, layer: &LayerKernels) -> StepKernels {
     } = *layer;
     let backward = matmul_gradients + BACKWARD_KERNELS_PER_FORWARD * other;
     let recomputed = cx.ck / cx.layers;
-    // DPO's and KTO's no-grad forwards launch a forward's kernels each; the reference's under
-    // LoRA without the adapters' (peft's adapters disabled).
+    // DPO's and KTO's no-grad forwards launch a forward's layer kernels each (the kernels
+    // outside the layers are not counted for them); the reference's under LoRA without the
+    // adapters' (peft's adapters disabled).
     let reference = f64::from(cx.scen.reference_passes());
     let policy = f64::from(cx.scen.no_grad_forwards()) - reference;
     let per_layer =
