@@ -290,7 +290,6 @@ impl Scenario {
         self.data_parallel() * self.context()
     }
 
-    /// Tokens of one sequence on this GPU: `seq / cp` (validation makes it exact).
     /// Sequences one forward of a micro-batch runs: `micro_batch`, or twice it under DPO, ORPO,
     /// CPO and SimPO (each sample a chosen and a rejected sequence, concatenated along the
     /// batch).
@@ -347,6 +346,7 @@ impl Scenario {
         }
     }
 
+    /// Tokens of one sequence on this GPU: `seq / cp` (validation makes it exact).
     pub fn seq_local(&self) -> u32 {
         self.seq / self.context()
     }
