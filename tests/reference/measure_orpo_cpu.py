@@ -142,6 +142,20 @@ def saved_tensors(loss, stop_fn):
     return out
 
 
+def timeline(series, marks, times, base, min_bytes=0):
+    """The loss phase's allocations and frees of at least `min_bytes` ("size live-above-base op"
+    lines), with the phase marks interleaved (--detail)."""
+    tl, mi = [], 0
+    mlist = [(t, m) for t, m in marks if m in ("loss", "loss_end", "backward", "dlogits", "end")]
+    for t, lv, size, op in series:
+        while mi < len(mlist) and mlist[mi][0] <= t:
+            tl.append(f"--- {mlist[mi][1]}")
+            mi += 1
+        if times["loss"] <= t <= times["dlogits"] + 1 and abs(size) >= min_bytes:
+            tl.append(f"{size:+12d} {lv - base:12d} {op}")
+    return tl
+
+
 def marked_step(trainer, model, batch, state, amp=False):
     """One step as Trainer.training_step runs it (compute_loss, then backward), with the phase
     marks; `step(True)` also records the autograd graph's saved tensors in `state["saved"]`."""
@@ -245,16 +259,7 @@ def measure(kind, precision, n, s_target, vocab, detail=False):
     s = max(batch["chosen_input_ids"].shape[1], batch["rejected_input_ids"].shape[1])
     r["s"] = int(s)
     if detail:
-        # the loss-phase allocation timeline (bytes >= 1 KiB), op names, marks interleaved
-        tl, mi = [], 0
-        mlist = [(t, m) for t, m in marks if m in ("loss", "loss_end", "backward", "dlogits", "end")]
-        for t, lv, size, op in series:
-            while mi < len(mlist) and mlist[mi][0] <= t:
-                tl.append(f"--- {mlist[mi][1]}")
-                mi += 1
-            if t >= times["loss"] and t <= times["dlogits"] + 1 and abs(size) >= 256:
-                tl.append(f"{size:+12d} {lv - L0:12d} {op}")
-        r["timeline"] = tl
+        r["timeline"] = timeline(series, marks, times, L0, min_bytes=256)
     return r
 
 

@@ -45,7 +45,7 @@ import torch  # noqa: E402
 from torch._C._profiler import _EventType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
-from measure_orpo_cpu import _mark, build_model, build_trainer, cli, loss_phase, marked_step, word_tokenizer  # noqa: E402
+from measure_orpo_cpu import _mark, build_model, build_trainer, cli, loss_phase, marked_step, timeline, word_tokenizer  # noqa: E402
 
 EMUL_CALLS = {"forward": 0, "backward": 0}
 
@@ -244,15 +244,7 @@ def measure(kind, precision, n, s_target, vocab, detail=False):
          **figures, "dropped_max_alloc": dropped, "cpu_only_ops_seen": cpu_ops, "saved": state["saved"]}
     if detail:
         r["explain"] = explain(allocs, times)
-        tl, mi = [], 0
-        mlist = [(t, m) for t, m in marks if m in ("loss", "loss_end", "backward", "dlogits", "end")]
-        for t, lv, size, op in series:
-            while mi < len(mlist) and mlist[mi][0] <= t:
-                tl.append(f"--- {mlist[mi][1]}")
-                mi += 1
-            if times["loss"] <= t <= times["dlogits"] + 1:
-                tl.append(f"{size:+12d} {lv - L0:12d} {op}")
-        r["timeline"] = tl
+        r["timeline"] = timeline(series, marks, times, L0)
     return r
 
 

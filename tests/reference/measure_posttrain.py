@@ -442,6 +442,11 @@ def run_grpo(name, preset, prec, method, batch, prompt, completion, opts, steps,
     return trainer, rec
 
 
+def builder(kind):
+    """The function that builds the trainer of `kind` (GRPO's builds RLOO's too)."""
+    return {"dpo": run_dpo, "kto": run_kto, "orpo": run_orpo, "cpo": run_orpo, "simpo": run_orpo}.get(kind, run_grpo)
+
+
 def run(name, steps, out_dir):
     import torch
 
@@ -452,8 +457,7 @@ def run(name, steps, out_dir):
     cuda = _cuda()
     free0 = torch.cuda.mem_get_info() if cuda else (0, 0)
     out["used_before_model"] = free0[1] - free0[0]
-    build = {"dpo": run_dpo, "kto": run_kto, "orpo": run_orpo, "cpo": run_orpo,
-             "simpo": run_orpo}.get(kind, run_grpo)
+    build = builder(kind)
     t0 = time.time()
     trainer, rec = build(name, preset, prec, method, batch, prompt, completion, opts, steps, out_dir)
     out["build_seconds"] = round(time.time() - t0, 2)

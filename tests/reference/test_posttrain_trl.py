@@ -62,8 +62,7 @@ def count_calls(kind, method, opts):
     mp.ensure_trl_imports()
     name = f"test-{kind}-{method}"
     mp.RUNS[name] = (kind, "qwen2.5-0.5b", "fp32", method, BATCH, PROMPT * 16, COMPLETION * 16, opts)
-    build = {"dpo": mp.run_dpo, "kto": mp.run_kto, "orpo": mp.run_orpo, "cpo": mp.run_orpo,
-             "simpo": mp.run_orpo}.get(kind, mp.run_grpo)
+    build = mp.builder(kind)
     calls, scoring, phase = [], [], ["train"]
     with tempfile.TemporaryDirectory() as d:
         torch.manual_seed(0)

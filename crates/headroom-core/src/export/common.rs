@@ -107,14 +107,10 @@ pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
     if scen.method != Method::Full && scen.lora.base == crate::scenario::BaseDtype::Fp32 {
         n.push("LoRA base loaded with dtype=torch.float32, as estimated".into());
     }
+    let (module, name) = scen.trainer.trl_class();
     if scen.trainer.preference() {
-        let name = if scen.trainer == crate::scenario::Trainer::Kto {
-            "KTO"
-        } else {
-            "DPO"
-        };
         n.push(format!(
-            "{name}: trl.{name}Trainer, {name}Config(per_device_train_batch_size={}, max_length={}{})",
+            "{name}: {module}.{name}Trainer, {name}Config(per_device_train_batch_size={}, max_length={}{})",
             scen.micro_batch,
             scen.seq,
             if scen.ref_precompute {
@@ -125,15 +121,9 @@ pub(super) fn python_notes(scen: &Scenario) -> Vec<String> {
         ));
     }
     if scen.trainer.full_logits() {
-        let (module, class) = if scen.trainer == crate::scenario::Trainer::Orpo {
-            ("orpo", "ORPOTrainer")
-        } else {
-            ("cpo", "CPOTrainer")
-        };
         n.push(format!(
-            "{}: trl.experimental.{module}.{class}, {}(per_device_train_batch_size={}, max_length={}{})",
+            "{}: {module}.{name}Trainer, {name}Config(per_device_train_batch_size={}, max_length={}{})",
             scen.trainer.label(),
-            scen.trainer.config_class(),
             scen.micro_batch,
             scen.seq,
             if scen.trainer == crate::scenario::Trainer::Simpo {
@@ -267,13 +257,9 @@ fn grpo_config(scen: &Scenario) -> String {
             args.push("vllm_enable_sleep_mode=True".into());
         }
     }
-    let name = if scen.trainer == crate::scenario::Trainer::Rloo {
-        "RLOO"
-    } else {
-        "GRPO"
-    };
+    let (module, name) = scen.trainer.trl_class();
     let mut line = format!(
-        "{name}: trl.{name}Trainer, {name}Config({})",
+        "{name}: {module}.{name}Trainer, {name}Config({})",
         args.join(", ")
     );
     if scen.generator == Generator::Server {

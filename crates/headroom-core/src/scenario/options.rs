@@ -238,16 +238,17 @@ impl Trainer {
         !(self.preference() || self.full_logits())
     }
 
-    /// The TRL config class that sets the trainer up (SFTConfig for plain fine-tuning).
-    pub const fn config_class(self) -> &'static str {
+    /// Where TRL 1.16 keeps the trainer and the stem of its classes (`{stem}Trainer`,
+    /// `{stem}Config`): ORPO's and CPO's (SimPO's) in `trl.experimental`.
+    pub const fn trl_class(self) -> (&'static str, &'static str) {
         match self {
-            Trainer::Sft => "SFTConfig",
-            Trainer::Dpo => "DPOConfig",
-            Trainer::Kto => "KTOConfig",
-            Trainer::Orpo => "ORPOConfig",
-            Trainer::Cpo | Trainer::Simpo => "CPOConfig",
-            Trainer::Grpo => "GRPOConfig",
-            Trainer::Rloo => "RLOOConfig",
+            Trainer::Sft => ("trl", "SFT"),
+            Trainer::Dpo => ("trl", "DPO"),
+            Trainer::Kto => ("trl", "KTO"),
+            Trainer::Orpo => ("trl.experimental.orpo", "ORPO"),
+            Trainer::Cpo | Trainer::Simpo => ("trl.experimental.cpo", "CPO"),
+            Trainer::Grpo => ("trl", "GRPO"),
+            Trainer::Rloo => ("trl", "RLOO"),
         }
     }
 
