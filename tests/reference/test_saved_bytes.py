@@ -208,6 +208,15 @@ VARIANTS = [
       for over, prec, attn, ckpt in (({}, "bf16", "sdpa", "none"), ({}, "fp32", "eager", "none"),
                                      ({}, "bf16", "eager", "none"), ({"norm_topk_prob": True}, "bf16", "sdpa", "none"),
                                      ({}, "bf16", "sdpa", "full"), ({}, "fp32", "eager", "full"))],
+    # MiniMax-M2: OLMoE's whole-projection q/k norms before a partial RoPE (its released configs'
+    # rotary_dim, half of each head) and, on every layer, the generic grouped_mm experts behind a
+    # router that scores with an fp32 sigmoid and always divides the chosen scores by their sum.
+    # Not under autocast, as OLMoE (CPU's autocast lists are not CUDA's for the experts).
+    *[("minimax_m2-moe", "llama", {"model_type": "minimax_m2", "head_dim": 32, "rotary_dim": 16,
+                                   "intermediate_size": 64, "num_local_experts": 8,
+                                   "num_experts_per_tok": 2}, prec, attn, ckpt, 2, 64, False)
+      for prec, attn, ckpt in (("bf16", "sdpa", "none"), ("fp32", "eager", "none"), ("bf16", "eager", "none"),
+                               ("bf16", "sdpa", "full"), ("fp32", "sdpa", "full"))],
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),

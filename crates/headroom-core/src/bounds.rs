@@ -159,7 +159,7 @@ impl ModelScale {
             field,
             format!(
                 "batch {} x seq {}{} is beyond what Headroom computes for this model: the step \
-                 would need more than 1 EiB per GPU; lower the sequence or the batch",
+                 would need more than 1 EiB per GPU; lower one of them",
                 scen.micro_batch,
                 scen.seq,
                 if generation {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::ScenarioError;
-use crate::model::classes::{Bias, LocalRule, MoeRule, QkNorm, Window};
+use crate::model::classes::{Bias, LocalRule, MoeRule, QkNorm, RotaryKey, Window};
 use crate::model::{Family, ModelSpec, Router, Vision, VisionKind};
 
 /// Hugging Face config keys that reproduce `spec` for its family (round-trips through
@@ -128,7 +128,7 @@ fn shape_keys(spec: &ModelSpec, put: &mut impl FnMut(&str, Value)) {
     put("intermediate_size", spec.intermediate.into());
     put("max_position_embeddings", spec.max_positions.into());
     put("attention_dropout", spec.dropout.attention.into());
-    if spec.rotary_fraction != 1.0 && t.rotary_key {
+    if spec.rotary_fraction != 1.0 && t.rotary_key != RotaryKey::Fixed {
         put("partial_rotary_factor", spec.rotary_fraction.into());
     }
 }

@@ -57,6 +57,7 @@ const LAYER_CLASSES: &[(&str, &str)] = &[
     ("seed_oss", "SeedOssDecoderLayer"),
     ("ernie4_5", "Ernie4_5DecoderLayer"),
     ("olmoe", "OlmoeDecoderLayer"),
+    ("minimax_m2", "MiniMaxM2DecoderLayer"),
 ];
 
 fn layer_class_of(model_type: &str) -> Option<&'static str> {

@@ -76,6 +76,18 @@ pub enum LayerRope {
     InterleavedFp32,
 }
 
+/// Which config keys set the share of each head that RoPE rotates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RotaryKey {
+    /// None: the class fixes it ([`Traits::rotary_percent`], gpt-oss's).
+    Fixed,
+    /// `partial_rotary_factor`.
+    Factor,
+    /// `partial_rotary_factor`, else `rotary_dim / head_dim` (MiniMax-M2's released configs
+    /// give `rotary_dim`, which its config class converts).
+    FactorOrDim,
+}
+
 /// Whether a class has a sliding window, and how its config says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
@@ -210,8 +222,8 @@ pub struct Traits {
     pub rope: LayerRope,
     /// The default `partial_rotary_factor`, in percent.
     pub rotary_percent: u8,
-    /// Whether `partial_rotary_factor` is read (gpt-oss's is fixed: [`Traits::rotary_percent`]).
-    pub rotary_key: bool,
+    /// Which keys set the rotary share.
+    pub rotary_key: RotaryKey,
     pub norms_per_layer: u64,
     pub qk_norm: QkNorm,
     pub window: Window,
@@ -253,7 +265,7 @@ const LLAMA: Traits = Traits {
     residual_dropout: false,
     rope: LayerRope::Shared,
     rotary_percent: 100,
-    rotary_key: true,
+    rotary_key: RotaryKey::Factor,
     norms_per_layer: 2,
     qk_norm: QkNorm::No,
     window: Window::Key,
@@ -605,7 +617,7 @@ pub const CLASSES: &[ConfigClass] = &[
             // It rotates every dimension, from cos and sin tables of half the head that its
             // `_apply_rotary_emb` applies to each half: counted as 0.5, not read.
             rotary_percent: 50,
-            rotary_key: false,
+            rotary_key: RotaryKey::Fixed,
             window: Window::NullDisables(128),
             local_share: LocalShare::OneInTwo,
             moe: MoeRule::Uniform {
@@ -730,6 +742,30 @@ pub const CLASSES: &[ConfigClass] = &[
                 top_k: 8,
                 norm_topk: None,
             },
+            ..LLAMA
+        },
+    ),
+    class(
+        "minimax_m2",
+        LlamaLike,
+        [200064, 3072, 1536, 62, 48, 8, 196608, 0],
+        Traits {
+            head_dim: 128,
+            bias: Bias::Fixed(false),
+            rotary_key: RotaryKey::FactorOrDim,
+            qk_norm: QkNorm::Whole,
+            window: Window::Off,
+            // Every layer's MLP is 256 experts of intermediate_size, top-8. Its router scores
+            // with an fp32 sigmoid, chooses by the scores plus `e_score_correction_bias` (a
+            // buffer, not a parameter) and always divides the chosen fp32 scores by their sum:
+            // the generic router's tensors, a sigmoid's output for the softmax's.
+            moe: MoeRule::Uniform {
+                experts: 256,
+                num_experts_key: true,
+                top_k: 8,
+                norm_topk: Some(true),
+            },
+            router_weight: RouterWeight::Fp32,
             ..LLAMA
         },
     ),

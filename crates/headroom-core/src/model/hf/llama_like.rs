@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::{Cfg, ConfigError, Defaults, bad, base_spec, nonzero};
 use crate::model::classes::{
-    self, Bias, ConfigClass, LocalRule, MoeRule, QkNorm, RouterKind, Window,
+    self, Bias, ConfigClass, LocalRule, MoeRule, QkNorm, RotaryKey, RouterKind, Window,
 };
 use crate::model::spec::{Dropout, LinearAttention, Llama4, Mla, ModelSpec, Moe, Router};
 
@@ -138,7 +138,7 @@ pub(super) fn llama_like(
             embedding: 0.0,
         },
         max_positions: cfg.u64_or("max_position_embeddings", d.max_positions)?,
-        rotary_fraction: rotary_fraction(cfg, t)?,
+        rotary_fraction: rotary_fraction(cfg, t, head_dim)?,
         sliding_window,
         sliding_layers,
         ..base_spec()
@@ -219,11 +219,21 @@ pub(super) fn class_moe(
 /// (0, 1]; Phi-4-mini's 0.75), else its config class's default: GLM-4's and GLM-4.5's 0.5,
 /// Qwen3-Next's 0.25, 1 for the others. gpt-oss rotates every dimension, from cos and sin
 /// tables of half the head that its `_apply_rotary_emb` applies to each half: counted as 0.5.
-pub(super) fn rotary_fraction(cfg: &Cfg, t: &classes::Traits) -> Result<f64, ConfigError> {
-    if !t.rotary_key {
-        return Ok(t.rotary());
-    }
-    let f = cfg.f64_or("partial_rotary_factor", t.rotary())?;
+/// MiniMax-M2's configs give `rotary_dim` instead (a share of heads `head_dim` wide).
+pub(super) fn rotary_fraction(
+    cfg: &Cfg,
+    t: &classes::Traits,
+    head_dim: u64,
+) -> Result<f64, ConfigError> {
+    let default = match t.rotary_key {
+        RotaryKey::Fixed => return Ok(t.rotary()),
+        RotaryKey::Factor => t.rotary(),
+        RotaryKey::FactorOrDim => match cfg.opt_u64("rotary_dim")? {
+            Some(dim) => dim as f64 / head_dim as f64,
+            None => t.rotary(),
+        },
+    };
+    let f = cfg.f64_or("partial_rotary_factor", default)?;
     if !(f > 0.0 && f <= 1.0) {
         return Err(bad(
             "partial_rotary_factor",

@@ -55,6 +55,7 @@ pub(super) fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
     let hidden = cfg.u64_or("hidden_size", 3072)?;
     let heads = cfg.heads("num_attention_heads", 32)?;
     nonzero("num_attention_heads", heads)?;
+    let head_dim = cfg.u64_or("head_dim", hidden / heads)?;
     Ok(ModelSpec {
         model_type: "phi3".into(),
         family: Family::Phi3,
@@ -63,7 +64,7 @@ pub(super) fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
         layers: cfg.layers("num_hidden_layers", 32)?,
         heads,
         kv_heads: cfg.u64_or("num_key_value_heads", heads)?,
-        head_dim: cfg.u64_or("head_dim", hidden / heads)?,
+        head_dim,
         intermediate: cfg.u64_or("intermediate_size", 8192)?,
         activation: cfg.str_or("hidden_act", "silu")?,
         tie_embeddings: cfg.bool_or("tie_word_embeddings", false)?,
@@ -74,7 +75,7 @@ pub(super) fn phi3(cfg: &Cfg) -> Result<ModelSpec, ConfigError> {
             embedding: cfg.f64_or("embd_pdrop", 0.0)?,
         },
         max_positions: cfg.u64_or("max_position_embeddings", 4096)?,
-        rotary_fraction: rotary_fraction(cfg, &classes::of("phi3").traits)?,
+        rotary_fraction: rotary_fraction(cfg, &classes::of("phi3").traits, head_dim)?,
         sliding_window: cfg.opt_u64("sliding_window")?,
         ..base_spec()
     })
