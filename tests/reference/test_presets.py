@@ -178,6 +178,9 @@ VARIANTS = {
     "minimax_m2-defaults": {"model_type": "minimax_m2"},
     "minimax_m2-rotary-dim": dict(SMALL, model_type="minimax_m2", head_dim=64, rotary_dim=32,
                                   num_local_experts=8, num_experts_per_tok=2),
+    # Its class default head_dim is None, which HunYuanDenseV1Attention cannot build with.
+    "hunyuan_v1_dense-defaults": {"model_type": "hunyuan_v1_dense", "head_dim": 128},
+    "hunyuan_v1_dense-biases": dict(SMALL, model_type="hunyuan_v1_dense", head_dim=64, attention_bias=True),
     "ernie4_5-use-bias": dict(SMALL, model_type="ernie4_5", use_bias=True, head_dim=48),
     "seed_oss-biases": dict(SMALL, model_type="seed_oss", attention_bias=False, attention_out_bias=True,
                             mlp_bias=True, head_dim=48),

@@ -217,6 +217,14 @@ VARIANTS = [
                                    "num_experts_per_tok": 2}, prec, attn, ckpt, 2, 64, False)
       for prec, attn, ckpt in (("bf16", "sdpa", "none"), ("fp32", "eager", "none"), ("bf16", "eager", "none"),
                                ("bf16", "sdpa", "full"), ("fp32", "sdpa", "full"))],
+    # Hunyuan (dense): Llama's layer with per-head q/k RMSNorms after RoPE, biases on every
+    # attention Linear where attention_bias says.
+    *[("hunyuan_v1_dense", "llama", {"model_type": "hunyuan_v1_dense", "head_dim": 32, **over}, prec, attn,
+       ckpt, 2, 64, False)
+      for over, prec, attn, ckpt in (({}, "bf16", "sdpa", "none"), ({}, "fp32", "eager", "none"),
+                                     ({}, "amp-bf16", "sdpa", "none"), ({}, "amp-bf16", "eager", "none"),
+                                     ({"attention_bias": True}, "bf16", "eager", "none"),
+                                     ({}, "bf16", "sdpa", "full"), ({}, "amp-bf16", "sdpa", "full"))],
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),

@@ -175,8 +175,11 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
             DType::F32,
         );
     } else if spec.qk_norm {
-        // Per-head RMSNorm on q and k before RoPE (Qwen3): fp32 input + normalized.
-        let per = if c == DType::F32 { 2 } else { 1 };
+        // Per-head RMSNorm on q and k before RoPE (Qwen3): fp32 input + normalized. After
+        // RoPE under autocast (Hunyuan) both are fp32: RoPE's output is.
+        let fp32_out =
+            c == DType::F32 || (sh.amp() && spec.class().traits.qk_norm == QkNorm::AfterRope);
+        let per = if fp32_out { 2 } else { 1 };
         inv.at(Part::QkNorm).add(
             what!("q_norm/k_norm: fp32 inputs and normalized outputs"),
             (t * (q + kv)) * per,
@@ -189,7 +192,7 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
             t * (q + kv) / spec.head_dim,
             DType::F32,
         );
-        if c != DType::F32 {
+        if !fp32_out {
             inv.add(what!("q_norm/k_norm: normalized outputs"), t * (q + kv), c);
         }
     }

@@ -58,6 +58,7 @@ const LAYER_CLASSES: &[(&str, &str)] = &[
     ("ernie4_5", "Ernie4_5DecoderLayer"),
     ("olmoe", "OlmoeDecoderLayer"),
     ("minimax_m2", "MiniMaxM2DecoderLayer"),
+    ("hunyuan_v1_dense", "HunYuanDenseV1DecoderLayer"),
 ];
 
 fn layer_class_of(model_type: &str) -> Option<&'static str> {

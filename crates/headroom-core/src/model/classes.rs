@@ -150,6 +150,10 @@ pub enum QkNorm {
     /// Always, over the whole q and k projections (not each head), as Llama's RMSNorm: cast,
     /// then the weight (OLMoE; OLMo 2's whole-projection norms are its family's).
     Whole,
+    /// Always, per head, after RoPE (Hunyuan; `Yes` norms before it): under autocast they
+    /// normalize RoPE's fp32 output (fp32 cos and sin), so they keep it and their output in
+    /// fp32.
+    AfterRope,
 }
 
 /// A class's mixture of experts, and the keys and defaults it reads.
@@ -766,6 +770,18 @@ pub const CLASSES: &[ConfigClass] = &[
                 norm_topk: Some(true),
             },
             router_weight: RouterWeight::Fp32,
+            ..LLAMA
+        },
+    ),
+    class(
+        "hunyuan_v1_dense",
+        LlamaLike,
+        [290943, 4096, 11008, 32, 32, 0, 2048, 0],
+        Traits {
+            // Llama's layer with per-head q/k RMSNorms applied after RoPE. Its config class declares head_dim None, which its attention then cannot build
+            // with: a config without one is read as hidden_size / num_attention_heads.
+            qk_norm: QkNorm::AfterRope,
+            window: Window::Off,
             ..LLAMA
         },
     ),

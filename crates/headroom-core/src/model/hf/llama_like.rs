@@ -119,7 +119,7 @@ pub(super) fn llama_like(
         // Llama 4's weightless L2 norm is `llama4`'s.
         qk_norm: match t.qk_norm {
             QkNorm::No => false,
-            QkNorm::Yes | QkNorm::Whole => true,
+            QkNorm::Yes | QkNorm::Whole | QkNorm::AfterRope => true,
             QkNorm::Key => cfg.bool_or("use_qk_norm", false)?,
         },
         qkv_bias,
