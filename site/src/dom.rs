@@ -373,11 +373,11 @@ pub fn set_page(title: &str, description: Option<&str>) {
 /// The head of `index.html`, restored before each page renders, so a page that sets none (the
 /// calculator) does not keep the previous page's after in-place navigation.
 pub fn reset_page() {
+    // The description is index.html's, from the fetched page prose (pages render once it is in).
+    let description = crate::help::page("description");
     set_head(
         "Headroom: GPU memory for training language models",
-        Some(
-            "Will this training run fit on these GPUs? Headroom computes every byte of one training step, in your browser.",
-        ),
+        (!description.is_empty()).then_some(description.as_str()),
     );
 }
 

@@ -289,7 +289,7 @@ pub fn report(v: &Rc<CalibrationView>) -> Html {
     let torch = &f.torch;
     let notes: Vec<String> = v
         .fake
-        .then(|| "This file was made by calibrate's fake backend: test data, not a measurement of a real GPU.".to_string())
+        .then(|| crate::help::page("calibration_fake"))
         .into_iter()
         .chain(v.gpu_name.is_none().then(|| format!(
             "The GPU id `{}` is not in Headroom's catalog, so no calculator scenario can use this file.",

@@ -33,23 +33,6 @@ pub struct CalculatorProps {
 /// answers well, LoRA on an 8B model on one 24 GB card.
 const FIRST_VISIT: &str = "llama-3.1-8b-lora-4090";
 
-/// One-click starting points for the questions people ask most: (named scenario, question).
-const STARTING_POINTS: &[(&str, &str)] = &[
-    (
-        "llama-3.1-8b-lora-4090",
-        "LoRA on an 8B model, one 24 GB GPU",
-    ),
-    ("mistral-7b-qlora-t4", "QLoRA on a 7B model, a free T4"),
-    (
-        "llama-3.1-8b-h100",
-        "Full fine-tune of an 8B model, one H100",
-    ),
-    (
-        "llama-3.1-70b-full-8xh100",
-        "Full fine-tune of a 70B model, 8 x 80 GB",
-    ),
-];
-
 /// The state a page opens on: the named scenario (if any), then the link's fields on top.
 /// A plain calculator with an empty link opens on [`FIRST_VISIT`].
 fn initial_state(named: Option<&str>) -> (CalcState, Option<(String, String)>) {
@@ -159,9 +142,12 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                 <LinkErrors errors={state.link_errors.clone()} on_dismiss={dismiss}/>
                 if props.named.is_none() {
                     <nav class="starts" aria-label="Common questions">
-                        <span>{ "Start from a common question:" }</span>
-                        { for STARTING_POINTS.iter().map(|(id, q)| html! {
-                            <a href={format!("{}/s/{id}", dom::base_path())}>{ *q }</a>
+                        // One-click starting points for the questions people ask most:
+                        // the lead, then `named scenario=question` pairs, from the fetched
+                        // page prose (content/help.toml).
+                        { for crate::help::page("starts").split('|').map(|part| match part.split_once('=') {
+                            Some((id, q)) => html! { <a href={format!("{}/s/{id}", dom::base_path())}>{ q }</a> },
+                            None => html! { <span>{ part }</span> },
                         }) }
                     </nav>
                 }

@@ -98,9 +98,9 @@ pub enum Window {
     /// `sliding_window` only with `use_sliding_window: true` (Qwen2/3, SmolLM3).
     OptIn,
     /// `sliding_window`, else this default.
-    Default(u32),
+    Default(u16),
     /// `sliding_window`, else this default; an explicit null turns it off (Mistral, gpt-oss).
-    NullDisables(u32),
+    NullDisables(u16),
 }
 
 /// Which layers slide when the config lists none (`layer_types`).
@@ -166,9 +166,9 @@ pub enum MoeRule {
     /// sum whatever the config says (Mixtral's always, Granite's and gpt-oss's never), or None
     /// where `norm_topk_prob` says (false by default: OLMoE).
     Uniform {
-        experts: u32,
+        experts: u16,
         num_experts_key: bool,
-        top_k: u32,
+        top_k: u16,
         norm_topk: Option<bool>,
     },
     /// Qwen's: `num_experts` of `moe_intermediate_size` (`expert`), top `num_experts_per_tok`,
@@ -176,15 +176,15 @@ pub enum MoeRule {
     /// `shared_expert_intermediate_size` (`shared`, 0: none); `norm_topk_prob` read when
     /// `norm_topk_key`.
     Qwen {
-        experts: u32,
-        top_k: u32,
-        expert: u32,
-        shared: u32,
+        experts: u16,
+        top_k: u16,
+        expert: u16,
+        shared: u16,
         norm_topk_key: bool,
     },
     /// DeepSeek-style routed experts (`hf/llama_like.rs`, `routed_moe`): the defaults of experts, expert
     /// intermediate, top-k, first dense layers and shared experts.
-    Routed([u32; 5]),
+    Routed([u16; 5]),
     /// Llama 4's (`hf/llama_like.rs`, `llama4_moe`).
     Llama4,
 }
@@ -228,7 +228,7 @@ pub struct Traits {
     pub rotary_percent: u8,
     /// Which keys set the rotary share.
     pub rotary_key: RotaryKey,
-    pub norms_per_layer: u64,
+    pub norms_per_layer: u8,
     pub qk_norm: QkNorm,
     pub window: Window,
     pub local_rule: LocalRule,

@@ -390,12 +390,12 @@ fn llama_like_attention(b: &mut Builder, spec: &ModelSpec) {
 fn llama_like_norms(b: &mut Builder, spec: &ModelSpec) {
     let h = spec.hidden;
     let l = Scope::Layer;
-    let olmo = spec.family == Family::Olmo2
-        || spec.class().traits.qk_norm == crate::model::classes::QkNorm::Whole;
-    // Cohere 2's one norm per layer has a weight and no bias, as an RMSNorm's.
+    // Cohere 2's one norm per layer has a weight and no bias, as an RMSNorm's. OLMo 2 has
+    // no input norm (OLMoE's and MiniMax-M2's whole-projection q/k norms do not make them
+    // OLMo 2's: their layer norms are Llama's).
     let norm_names: &[&str] = if spec.family == Family::Cohere2 {
         &["input_layernorm"]
-    } else if olmo {
+    } else if spec.family == Family::Olmo2 {
         &["post_attention_layernorm", "post_feedforward_layernorm"]
     } else if spec.family == Family::Glm4 {
         &[

@@ -128,7 +128,12 @@
 //!   search's word starts cost 0.5 KB, and the search's word test first pulled in Unicode's
 //!   alphanumeric tables (2.1 KB; ASCII now, as its case folding); paid for by the embed
 //!   snippet's resize script moving to content/help.toml (`embed_script`) and shorter texts:
-//!   449,042 B, and the limit comes down to 449,050 B;
+//!   449,042 B, and the limit comes down to 449,050 B. MiniMax-M2 and Hunyuan (two config
+//!   classes, the rotary_dim key, q/k norms after RoPE) cost 0.3 KB (449,333 B, over); paid
+//!   for by narrower class tables (norms per layer a u8, the experts' and windows' defaults
+//!   u16), the starting points' questions, the page description and the fake calibration's
+//!   note moving to content/help.toml's [page] table: 449,043 B (moving texts that take
+//!   arguments cost more code than their text saved, so the format strings stay);
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);

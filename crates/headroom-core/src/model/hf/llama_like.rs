@@ -115,7 +115,7 @@ pub(super) fn llama_like(
             cfg.u64_or("intermediate_size", d.intermediate)?
         },
         activation: cfg.str_or("hidden_act", "silu")?,
-        norms_per_layer: t.norms_per_layer,
+        norms_per_layer: t.norms_per_layer.into(),
         // Llama 4's weightless L2 norm is `llama4`'s.
         qk_norm: match t.qk_norm {
             QkNorm::No => false,

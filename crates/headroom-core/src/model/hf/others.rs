@@ -31,7 +31,7 @@ pub(super) fn gemma(cfg: &Cfg, class: &ConfigClass) -> Result<ModelSpec, ConfigE
         head_dim: cfg.u64_or("head_dim", 256)?,
         intermediate: cfg.u64_or("intermediate_size", d.intermediate)?,
         activation,
-        norms_per_layer: t.norms_per_layer,
+        norms_per_layer: t.norms_per_layer.into(),
         qk_norm: t.qk_norm == QkNorm::Yes,
         qkv_bias: attention_bias,
         o_bias: attention_bias,
