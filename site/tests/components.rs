@@ -285,6 +285,15 @@ async fn a_calibration_file_shows_its_constants_rows_and_chart() {
     let div = root();
     let v = Rc::new(view("fixture.json", CALIBRATION_FIXTURE).expect("the fixture reads"));
     let first_row = v.rows[0].id.clone();
+    // The page's prose is fetched (content/help.toml as help.json): the fake file's note, its line.
+    let fake = include_str!("../../content/help.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("calibration_fake = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("a calibration_fake line");
+    headroom_site::help::install(
+        &serde_json::json!({ "page": { "calibration_fake": fake } }).to_string(),
+    );
     yew::Renderer::<Report>::with_root_and_props(div.clone(), ReportProps { view: v }).render();
     settle().await;
     let cell = |sel: &str| {
