@@ -778,8 +778,9 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [290943, 4096, 11008, 32, 32, 0, 2048, 0],
         Traits {
-            // Llama's layer with per-head q/k RMSNorms applied after RoPE. Its config class declares head_dim None, which its attention then cannot build
-            // with: a config without one is read as hidden_size / num_attention_heads.
+            // Llama's layer with per-head q/k RMSNorms applied after RoPE. Its config class
+            // declares head_dim None, which its attention then cannot build with: a config
+            // without one is read as hidden_size / num_attention_heads.
             qk_norm: QkNorm::AfterRope,
             window: Window::Off,
             ..LLAMA
