@@ -44,6 +44,8 @@ import torch
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from measure_peak import walk
+
 
 def _mark(name):
     with record_function(f"mark:{name}"):
@@ -53,10 +55,7 @@ def _mark(name):
 def _events(prof):
     """(time, signed bytes, parent op name) of allocations, and (time, mark) of marks."""
     allocs, marks = [], []
-    stack = [(n, None) for n in prof.profiler.kineto_results.experimental_event_tree()]
-    while stack:
-        node, parent = stack.pop()
-        stack.extend((c, node) for c in node.children)
+    for node, parent in walk(prof):
         if node.tag == _EventType.Allocation and str(node.extra_fields.device).split(":")[0] == "cpu":
             allocs.append((node.start_time_ns, node.extra_fields.alloc_size, parent.name if parent else "?"))
         elif node.name.startswith("mark:"):

@@ -45,6 +45,7 @@ import torch  # noqa: E402
 from torch._C._profiler import _EventType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
+from measure_peak import walk  # noqa: E402
 from measure_orpo_cpu import _mark, build_model, build_trainer, cli, loss_phase, marked_step, timeline, word_tokenizer  # noqa: E402
 
 EMUL_CALLS = {"forward": 0, "backward": 0}
@@ -161,10 +162,7 @@ CPU_ONLY_OPS = ("aten::scatter_add_", "aten::scatter_add")
 def _events(prof):
     """Allocation events (time, size, ptr, parent op, dropped-region or None) and marks."""
     allocs, marks, regions, ops = [], [], [], set()
-    stack = [(n, None) for n in prof.profiler.kineto_results.experimental_event_tree()]
-    while stack:
-        node, parent = stack.pop()
-        stack.extend((c, node) for c in node.children)
+    for node, parent in walk(prof):
         if node.tag == _EventType.Allocation:
             if str(node.extra_fields.device).split(":")[0] == "cpu":
                 allocs.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr,

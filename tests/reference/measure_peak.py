@@ -46,11 +46,14 @@ CPU against CUDA
 ----------------
 The measured figure is CPU's. Where CUDA allocates differently at the compared points,
 `cuda_corrections` adds the difference, each a named correction with its reason (see its
-docstring). Known CPU-only allocations that are not corrected because they never coincide with
-a compared point (they are freed within the op that makes them): oneDNN's scratch buffers inside
-bf16 `aten::mm` (about 0.5 to 2 MB here, around lm_head's and the Linears' weight gradients),
-and the internal buffers of CPU's flash-attention backward (`_scaled_dot_product_flash_
-attention_for_cpu_backward`), where a layer's MLP side sets its backward peak in every scenario.
+docstring). CPU matrix products' scratch buffers are left out where they are read (`walk`):
+oneDNN's bf16 GEMM on a CPU without native bf16 instructions allocates an fp32 copy of each
+output inside `aten::mm` and frees it there, which lands on a layer's backward peak and on the
+logits; a CPU with them allocates nothing (the figures were first measured on one). Known
+CPU-only allocations that are not corrected because they never coincide with a compared point
+(they are freed within the op that makes them): the internal buffers of CPU's flash-attention
+backward (`_scaled_dot_product_flash_attention_for_cpu_backward`), where a layer's MLP side
+sets its backward peak in every scenario.
 """
 import json
 
@@ -63,13 +66,38 @@ from measure_saved import LAYER_NORM_FAMILIES, build, decoder_layers
 PHASES = ("forward", "loss", "backward", "optimizer")
 
 
+# Matrix products whose CPU kernels may allocate and free a scratch buffer inside the call
+# (oneDNN/MKL's bf16 GEMM without native bf16 instructions: an fp32 copy of the output, 2x its
+# bytes). cuBLAS writes the output in place with a workspace it keeps, so such a pair is CPU-only.
+MATMUL_OPS = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation"))
+
+
+def _matmul_scratch(op):
+    """The pointers a CPU matrix-product op allocates and frees again within itself."""
+    sizes = {}
+    for c in op.children:
+        if c.tag == _EventType.Allocation and str(c.extra_fields.device).split(":")[0] == "cpu":
+            sizes.setdefault(c.extra_fields.ptr, []).append(c.extra_fields.alloc_size)
+    return {ptr for ptr, s in sizes.items() if any(x > 0 for x in s) and any(x < 0 for x in s)}
+
+
+def walk(prof):
+    """(node, parent) over the profiler's event tree, without CPU matrix products' scratch
+    allocations: whether a CPU's GEMM uses one depends on its instruction set (present on an
+    AVX-512 machine without AVX512-BF16, absent with it), and CUDA has none."""
+    stack = [(n, None) for n in prof.profiler.kineto_results.experimental_event_tree()]
+    while stack:
+        node, parent = stack.pop()
+        scratch = _matmul_scratch(node) if node.name in MATMUL_OPS else ()
+        stack.extend((c, node) for c in node.children
+                     if not (scratch and c.tag == _EventType.Allocation and c.extra_fields.ptr in scratch))
+        yield node, parent
+
+
 def _allocations(prof, device="cpu"):
     """(time_ns, signed bytes) of every allocator event on `device`, in time order."""
     out = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
+    for node, _ in walk(prof):
         if node.tag == _EventType.Allocation and str(node.extra_fields.device).split(":")[0] == device:
             out.append((node.start_time_ns, node.extra_fields.alloc_size))
     out.sort(key=lambda e: e[0])

@@ -42,14 +42,13 @@ SCENARIOS = [
     ("gpt2", "fp32", "eager", "none", 1, 256, False),
     # Issue 13's dense architectures.
     # The step's peak and phase agree for all; one layer's backward peak is off by 1.5% for
-    # OLMo 2 (its norms after attention and the MLP run first in backward: not modelled) and
-    # by 1.8% for StarCoder2 (its LayerNorm + GELU MLP side is between the core's GPT-2 and
-    # NeoX cases). Strict: passing means the core learned it.
+    # OLMo 2 (its norms after attention and the MLP run first in backward: not modelled).
+    # Strict: passing means the core learned it. (StarCoder2's -1.8% here was the CPU GEMM's
+    # scratch buffer in its c_fc weight gradient, now left out by measure_peak.walk: exact.)
     pytest.param("olmo2", "fp32", "eager", "none", 4, 128, False, marks=pytest.mark.xfail(
         strict=True, reason="one layer's backward peak +1.5% (OLMo 2's post-norms)")),
     ("olmo2", "bf16", "sdpa", "full", 4, 128, False),
-    pytest.param("starcoder2", "bf16", "sdpa", "none", 4, 128, False, marks=pytest.mark.xfail(
-        strict=True, reason="one layer's backward peak -1.8% (StarCoder2's MLP side)")),
+    ("starcoder2", "bf16", "sdpa", "none", 4, 128, False),
     ("starcoder2", "fp32", "eager", "full", 4, 128, False),
     ("glm4", "amp-bf16", "sdpa", "none", 4, 128, False),
     ("glm4", "bf16", "eager", "none", 4, 128, False),
