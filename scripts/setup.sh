@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Headroom's build and tests need, skipping what is already there at the right
-# version: the wasm32 target; the web toolchain (trunk, wasm-bindgen-cli, binaryen's wasm-opt,
+# version: the wasm32 target; the web toolchain (trunk, wasm-bindgen-cli, binaryen's wasm-opt, esbuild,
 # Chromium and chromedriver); and a Python venv with the pinned torch, transformers and
 # accelerate, peft and deepspeed for the reference suite (tests/reference/requirements.txt).
 set -euo pipefail
@@ -34,6 +34,7 @@ export PATH="$HOME/.cargo/bin:$HOME/.local/webtools/node_modules/.bin:$PATH"
 TRUNK_VERSION=0.21.14
 WASM_BINDGEN_VERSION=$(sed -n '/^name = "wasm-bindgen"$/{n;s/^version = "\(.*\)"/\1/p;q}' Cargo.lock)
 BINARYEN_VERSION=132.0.0
+ESBUILD_VERSION=0.25.0
 have_version() { command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -q "$2"; }
 
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
@@ -72,6 +73,15 @@ else
   # Debian's binaryen is too old for what wasm-bindgen emits; npm's package ships the binary.
   log "installing binaryen $BINARYEN_VERSION from npm into ~/.local/webtools"
   npm install --silent --prefix "$HOME/.local/webtools" --no-audit --no-fund "binaryen@$BINARYEN_VERSION"
+fi
+if have_version esbuild "$ESBUILD_VERSION"; then
+  log "esbuild $ESBUILD_VERSION: present"
+else
+  # Minifies the app's JS glue after each release build (site/minify.sh). Installed with
+  # binaryen in one command so that npm keeps both.
+  log "installing esbuild $ESBUILD_VERSION from npm into ~/.local/webtools"
+  npm install --silent --prefix "$HOME/.local/webtools" --no-audit --no-fund \
+    "binaryen@$BINARYEN_VERSION" "esbuild@$ESBUILD_VERSION"
 fi
 
 # The reference venv (skipped by the run command, which needs no Python).
