@@ -181,6 +181,10 @@ VARIANTS = {
     # Its class default head_dim is None, which HunYuanDenseV1Attention cannot build with.
     "hunyuan_v1_dense-defaults": {"model_type": "hunyuan_v1_dense", "head_dim": 128},
     "hunyuan_v1_dense-biases": dict(SMALL, model_type="hunyuan_v1_dense", head_dim=64, attention_bias=True),
+    "exaone4-defaults": {"model_type": "exaone4"},
+    # The released configs' string pattern comes with layer_types (transformers reads those).
+    "exaone4-lllg": dict(SMALL, model_type="exaone4", head_dim=48, sliding_window=64, sliding_window_pattern="LLLG",
+                         layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]),
     "ernie4_5-use-bias": dict(SMALL, model_type="ernie4_5", use_bias=True, head_dim=48),
     "seed_oss-biases": dict(SMALL, model_type="seed_oss", attention_bias=False, attention_out_bias=True,
                             mlp_bias=True, head_dim=48),

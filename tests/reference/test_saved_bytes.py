@@ -225,6 +225,17 @@ VARIANTS = [
                                      ({}, "amp-bf16", "sdpa", "none"), ({}, "amp-bf16", "eager", "none"),
                                      ({"attention_bias": True}, "bf16", "eager", "none"),
                                      ({}, "bf16", "sdpa", "full"), ({}, "amp-bf16", "sdpa", "full"))],
+    # EXAONE 4: OLMo 2's layer (no input norm; norms after attention and after the MLP) with
+    # Llama's RMSNorm and per-head q/k norms before RoPE; three in four layers slide by
+    # sliding_window_pattern's default 4, the fourth attends globally without RoPE. Without a
+    # window every layer is global with RoPE (Exaone4Config needs layer_types then: it divides
+    # by a pattern of 0).
+    *[("exaone4", "llama", {"model_type": "exaone4", "head_dim": 32, "sliding_window": 32, **over}, prec, attn,
+       ckpt, 2, 64, False)
+      for over, prec, attn, ckpt in (({}, "bf16", "sdpa", "none"), ({}, "fp32", "eager", "none"),
+                                     ({}, "amp-bf16", "sdpa", "none"), ({}, "amp-bf16", "eager", "none"),
+                                     ({"sliding_window": None, "layer_types": ["full_attention"] * 4}, "bf16", "eager", "none"),
+                                     ({}, "bf16", "sdpa", "full"), ({}, "amp-bf16", "sdpa", "full"))],
     ("llama-vocab1k", "llama", {"vocab_size": 1000}, "bf16", "eager", "full", 2, 256, False),
     ("mistral-vocab1k", "mistral", {"vocab_size": 1000}, "amp-bf16", "eager", "full", 2, 128, False),
     ("llama-vocab32k-keep", "llama", {"vocab_size": 32000}, "fp32", "sdpa", "none", 1, 64, True),

@@ -683,7 +683,7 @@ fn deepseek_routers_round_trip_through_their_links() {
 
 /// How many layers slide where the config decides it (transformers 5.23's `layer_types`
 /// rules): Qwen2/Qwen3 from `max_window_layers` on, Qwen2-MoE's even layers below it,
-/// SmolLM3's NoPE layers, an explicit `layer_types`; each keeps its count through a link, and
+/// SmolLM3's NoPE layers, EXAONE 4's pattern, an explicit `layer_types`; each keeps its count through a link, and
 /// a `layer_types` of the wrong length is refused by name.
 #[test]
 fn sliding_layers_follow_the_config_and_round_trip() {
@@ -707,6 +707,17 @@ fn sliding_layers_follow_the_config_and_round_trip() {
             Some(3),
         ),
         (r#""model_type":"mistral""#, Some(8)),
+        // EXAONE 4: every layer i with (i + 1) % pattern != 0 slides (4 by default), or a
+        // string of L and G repeated (Exaone4Config; its released configs' "LLLG").
+        (r#""model_type":"exaone4""#, Some(6)),
+        (
+            r#""model_type":"exaone4","sliding_window_pattern":2"#,
+            Some(4),
+        ),
+        (
+            r#""model_type":"exaone4","sliding_window_pattern":"LLGLG""#,
+            Some(5),
+        ),
     ] {
         let text = format!("{{{extra},{base}}}");
         let spec = parse_config_json(&text).expect("parses");
@@ -720,6 +731,12 @@ fn sliding_layers_follow_the_config_and_round_trip() {
     let bad = format!(r#"{{"model_type":"qwen2","layer_types":["sliding_attention"],{base}}}"#);
     let err = parse_config_json(&bad).expect_err("refused").to_string();
     assert!(err.contains("layer_types"), "{err}");
+    for pattern in ["0", r#""LXG""#, r#""""#] {
+        let bad =
+            format!(r#"{{"model_type":"exaone4","sliding_window_pattern":{pattern},{base}}}"#);
+        let err = parse_config_json(&bad).expect_err("refused").to_string();
+        assert!(err.contains("sliding_window_pattern"), "{err}");
+    }
 }
 
 /// Llama 4 (Maverick's alternating dense and MoE layers, NoPE layers listed, no chunking) and

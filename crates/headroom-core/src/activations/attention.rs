@@ -117,7 +117,7 @@ fn projections(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
 }
 
 /// The norms of q and k before RoPE: Qwen3-Next's zero-centred ones, OLMo 2's over the whole
-/// projections, Gemma 3's and Qwen3's per head.
+/// projections, Gemma 3's, Qwen3's and EXAONE 4's per head.
 fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
     let Layout { t, q, kv, .. } = *l;
     let c = sh.compute();
@@ -130,7 +130,7 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         inv.at(Part::QkNorm);
         zero_centred_norm(inv, label!("q_norm"), (q_in, t * q, d), sh, c);
         zero_centred_norm(inv, label!("k_norm"), (t * kv, t * kv, d), sh, c);
-    } else if spec.qk_norm && spec.family == Family::Olmo2 {
+    } else if spec.qk_norm && norm_family(spec) == Family::Olmo2 {
         // OLMo 2: RMSNorm over the whole q and k projections, the weight applied in fp32.
         inv.at(Part::QkNorm).add(
             what!("q_norm/k_norm: fp32 inputs (saved by pow, mul)"),

@@ -19,13 +19,14 @@ pub(super) fn llama_mlp_side(
     let family = spec.family;
     let (nt, h) = (l.norm_tokens, l.h_local);
     if family == Family::Olmo2 {
-        // OLMo 2 normalizes the attention output and the MLP output; the MLP reads the
-        // residual stream itself.
+        // OLMo 2 and EXAONE 4 normalize the attention output and the MLP output (each in
+        // the compute dtype); the MLP reads the residual stream itself.
+        let (post, norms) = ((nt, h, sh.compute()), norm_family(spec));
         inv.at(Part::MlpNorm);
-        rms_norm(inv, label!("post_attention_layernorm"), nt, h, sh, family);
+        rms_norm_of(inv, label!("post_attention_layernorm"), post, sh, norms);
         inv.at(Part::Mlp);
         mlp(inv);
-        rms_norm(inv, label!("post_feedforward_layernorm"), nt, h, sh, family);
+        rms_norm_of(inv, label!("post_feedforward_layernorm"), post, sh, norms);
         return residual_dropout(inv, sh, l, Part::MlpResidualDropout);
     }
     // The norms after attention and after the MLP (Gemma 2/3, GLM-4) read a projection's

@@ -28,11 +28,14 @@ pub(super) fn rms_norm(
     rms_norm_of(inv, name, (t, h, sh.stream()), sh, family);
 }
 
-/// The family whose RMSNorm a model's norms follow: gpt-oss applies the weight in fp32 before
-/// the cast back (`(self.weight * hidden_states).to(input_dtype)`), as OLMo 2 does.
+/// The family whose RMSNorm a model's norms follow: OLMo 2's (the weight applied in fp32
+/// before the cast back) where the class's norms do so, gpt-oss's too; Llama's for EXAONE 4,
+/// whose layout is OLMo 2's but whose norms cast first.
 pub(super) fn norm_family(spec: &ModelSpec) -> Family {
-    if spec.is_gpt_oss() {
+    if spec.class().traits.norm_weight_fp32 {
         Family::Olmo2
+    } else if spec.family == Family::Olmo2 {
+        Family::Llama
     } else {
         spec.family
     }

@@ -262,7 +262,7 @@ fn window_keys(spec: &ModelSpec, put: &mut impl FnMut(&str, Value)) {
             match t.local_rule {
                 LocalRule::FromMaxWindow => put("max_window_layers", (spec.layers - n).into()),
                 LocalRule::EvenBelowMaxWindow => put("max_window_layers", (2 * n).into()),
-                LocalRule::Layout | LocalRule::NopeLayers => {
+                LocalRule::Layout | LocalRule::NopeLayers | LocalRule::Pattern => {
                     let kinds = (0..spec.layers).map(|i| {
                         Value::from(if i < n {
                             "sliding_attention"

@@ -35,6 +35,7 @@ const LAYER_CLASSES: &[(&str, &str)] = &[
     ("granitemoe", "GraniteMoeDecoderLayer"),
     ("smollm3", "SmolLM3DecoderLayer"),
     ("olmo2", "Olmo2DecoderLayer"),
+    ("exaone4", "Exaone4DecoderLayer"),
     ("olmo3", "Olmo3DecoderLayer"),
     ("glm4", "Glm4DecoderLayer"),
     ("glm4_moe", "Glm4MoeDecoderLayer"),

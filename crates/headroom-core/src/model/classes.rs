@@ -114,6 +114,10 @@ pub enum LocalRule {
     EvenBelowMaxWindow,
     /// SmolLM3's: its NoPE layers.
     NopeLayers,
+    /// EXAONE 4's `sliding_window_pattern`: an integer p (every layer i with (i + 1) % p != 0
+    /// slides, as Exaone4Config's `__post_init__` lists them) or a string of L (local) and G
+    /// (global) repeated over the layers, as its released configs give it ("LLLG").
+    Pattern,
 }
 
 /// The share of layers that slide in a class's default `layer_types` (when it has a window).
@@ -147,8 +151,8 @@ pub enum QkNorm {
     Yes,
     /// When `use_qk_norm` is true (false by default: GLM-4.5).
     Key,
-    /// Always, over the whole q and k projections (not each head), as Llama's RMSNorm: cast,
-    /// then the weight (OLMoE; OLMo 2's whole-projection norms are its family's).
+    /// Always, over the whole q and k projections (not each head), with the class's RMSNorm
+    /// (OLMoE's and MiniMax-M2's cast, then the weight; OLMo 2's the weight in fp32).
     Whole,
     /// Always, per head, after RoPE (Hunyuan; `Yes` norms before it): under autocast they
     /// normalize RoPE's fp32 output (fp32 cos and sin), so they keep it and their output in
@@ -253,6 +257,10 @@ pub struct Traits {
     pub rope_fp32_per_kind: bool,
     /// Its projections are GPT-2's `Conv1D`s, no `nn.Linear` (fp8 conversion leaves them).
     pub conv1d: bool,
+    /// Its RMSNorms apply the weight in fp32 before the cast back,
+    /// `(self.weight * hidden_states).to(input_dtype)` (OLMo 2 and 3, gpt-oss), where Llama's
+    /// cast first.
+    pub norm_weight_fp32: bool,
 }
 
 /// Llama's traits, which every class starts from.
@@ -286,6 +294,7 @@ const LLAMA: Traits = Traits {
     llama4: false,
     rope_fp32_per_kind: false,
     conv1d: false,
+    norm_weight_fp32: false,
 };
 
 const QWEN2: Traits = Traits {
@@ -467,7 +476,8 @@ pub const CLASSES: &[ConfigClass] = &[
         [50304, 4096, 11008, 32, 32, 0, 2048, 0],
         Traits {
             family: Family::Olmo2,
-            qk_norm: QkNorm::Yes,
+            qk_norm: QkNorm::Whole,
+            norm_weight_fp32: true,
             ..LLAMA
         },
     ),
@@ -477,10 +487,28 @@ pub const CLASSES: &[ConfigClass] = &[
         [50304, 4096, 11008, 32, 32, 0, 2048, 0],
         Traits {
             family: Family::Olmo2,
-            qk_norm: QkNorm::Yes,
+            qk_norm: QkNorm::Whole,
+            norm_weight_fp32: true,
             window: Window::Default(4096),
             local_share: LocalShare::ThreeInFour,
             rope_fp32_per_kind: true,
+            ..LLAMA
+        },
+    ),
+    class(
+        "exaone4",
+        LlamaLike,
+        [102400, 4096, 16384, 32, 32, 0, 2048, 0],
+        Traits {
+            // OLMo 2's layer (no input norm; norms after attention and after the MLP) with
+            // Llama's RMSNorm, per-head q/k norms before RoPE and hard-coded `bias=False`. Its
+            // global layers skip RoPE when there is a window, which saves nothing either way.
+            family: Family::Olmo2,
+            bias: Bias::Fixed(false),
+            qk_norm: QkNorm::Yes,
+            window: Window::NullDisables(4096),
+            local_rule: LocalRule::Pattern,
+            local_share: LocalShare::ThreeInFour,
             ..LLAMA
         },
     ),
@@ -631,6 +659,7 @@ pub const CLASSES: &[ConfigClass] = &[
                 norm_topk: Some(false),
             },
             gpt_oss: true,
+            norm_weight_fp32: true,
             ..LLAMA
         },
     ),
@@ -877,8 +906,9 @@ pub enum Family {
     Gemma,
     /// Phi-3: fused qkv and fused gate/up projections.
     Phi3,
-    /// OLMo 2 / OLMo 3: Llama-like without an input norm; RMSNorms after attention and after
-    /// the MLP (weight applied in fp32), and q/k norms over the whole projection.
+    /// OLMo 2 / OLMo 3 / EXAONE 4: Llama-like without an input norm; RMSNorms after attention
+    /// and after the MLP (OLMo's apply the weight in fp32: [`Traits::norm_weight_fp32`]), and
+    /// q/k norms (OLMo's over the whole projection, EXAONE 4's per head).
     Olmo2,
     /// GLM-4: Llama-like with q/k/v biases, a fused gate_up projection, four norms per layer
     /// (after attention and after the MLP too) and RoPE on half of each head.

@@ -372,11 +372,10 @@ fn llama_like_attention(b: &mut Builder, spec: &ModelSpec) {
         // One learned sink logit per head, joined to the scores before the softmax.
         b.vector(l, "self_attn.sinks", spec.heads);
     }
-    let olmo = spec.family == Family::Olmo2
-        || spec.class().traits.qk_norm == crate::model::classes::QkNorm::Whole;
+    let whole = spec.class().traits.qk_norm == crate::model::classes::QkNorm::Whole;
     if spec.qk_norm {
-        // OLMo 2 normalizes the whole projection, the others each head.
-        let (qn, kn) = if olmo {
+        // OLMo 2, OLMoE and MiniMax-M2 normalize the whole projection, the others each head.
+        let (qn, kn) = if whole {
             (q, kv)
         } else {
             (spec.head_dim, spec.head_dim)

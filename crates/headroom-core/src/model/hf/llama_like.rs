@@ -451,8 +451,37 @@ pub(super) fn sliding_layers(
         LocalRule::FromMaxWindow => Some(layers - below(layers)?),
         LocalRule::EvenBelowMaxWindow => Some(below(layers)?.div_ceil(2)),
         LocalRule::NopeLayers => Some(nope_layers(cfg, layers)?),
+        LocalRule::Pattern => Some(pattern_layers(cfg, layers)?),
         LocalRule::Layout => None,
     })
+}
+
+/// How many layers slide under EXAONE 4's `sliding_window_pattern` (4 when absent): an
+/// integer p slides every layer i with (i + 1) % p != 0 (Exaone4Config's `__post_init__`); a
+/// string of L (local) and G (global), which its released configs give with their
+/// `layer_types`, repeats over the layers.
+fn pattern_layers(cfg: &Cfg, layers: u64) -> Result<u64, ConfigError> {
+    let local: Vec<bool> = match cfg.present("sliding_window_pattern") {
+        None => return Ok(layers - layers / 4),
+        Some(Value::String(s))
+            if (1..=256).contains(&s.len()) && s.bytes().all(|c| c == b'L' || c == b'G') =>
+        {
+            s.bytes().map(|c| c == b'L').collect()
+        }
+        Some(v) => match v.as_u64() {
+            Some(p) if p > 0 => return Ok(layers - layers / p),
+            _ => {
+                return Err(bad(
+                    "sliding_window_pattern",
+                    "a positive integer, or a string of L (local) and G (global) layers",
+                    v,
+                ));
+            }
+        },
+    };
+    Ok((0..layers as usize)
+        .filter(|i| local[i % local.len()])
+        .count() as u64)
 }
 
 /// Routed experts as DeepSeek-style configs (and links) give them: `num_local_experts`,
