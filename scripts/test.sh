@@ -62,5 +62,7 @@ cargo test -p headroom-e2e --locked
 step "site: budgets (bundle size is checked; times are reported)"
 cargo run -q -p headroom-e2e --bin budgets --locked
 
-step "reference suite: the core against real PyTorch (CPU)"
-.venv/bin/python -m pytest -q tests/reference -p no:cacheprovider
+# One worker per core (pytest-xdist), each file whole in one worker: the measurements pin one
+# intra-op thread each, and a file's module-level report and fixtures stay in one process.
+step "reference suite: the core against real PyTorch (CPU), one worker per core"
+.venv/bin/python -m pytest -q tests/reference -p no:cacheprovider -n auto --dist loadfile --durations=20

@@ -16,10 +16,11 @@ merged with the row's, and reads the peak at the level the source measured:
 import json
 import os
 import pathlib
-import re
 import statistics
 import subprocess
 import tomllib
+
+import report
 
 HERE = pathlib.Path(__file__).parent
 BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
@@ -188,12 +189,9 @@ def run_all():
 
 
 def replace_section(heading, lines):
-    """Writes `lines` (a section starting with "## heading") at the end of report.md, in place
-    of that section of an earlier run."""
-    path = HERE / "report.md"
-    old = path.read_text() if path.exists() else ""
-    old = re.sub(rf"\n## {re.escape(heading)}\n.*?(?=\n## (?!#)|\Z)", "", old, flags=re.S).rstrip("\n")
-    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
+    """Writes `lines` (a section starting with "## heading") as report.md's section of that
+    heading (report.py)."""
+    report.write_section(report.key_of(heading), lines)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import tempfile
 
 import pytest
 
+import report
 from test_saved_bytes import BIN, CONFIGS, predict
 
 HERE = pathlib.Path(__file__).parent
@@ -306,7 +307,4 @@ def _report_lines(machine):
 
 def teardown_module(module):
     lines = [line for machine in MACHINES for line in _report_lines(machine)]
-    path = HERE / "report.md"
-    old = path.read_text() if path.exists() else ""
-    old = old.split("\n## On a real GPU")[0].rstrip("\n")
-    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
+    report.write_section("gpu-measured", lines)

@@ -21,6 +21,7 @@ import subprocess
 
 import pytest
 
+import report
 from test_saved_bytes import BIN
 
 HERE = pathlib.Path(__file__).parent
@@ -178,8 +179,4 @@ def teardown_module(module):
         cells.append(f"{m:.2f} / {t:.2f} ({100 * (t - m) / m:+.0f}%)")
         lines.append(f"| {r['name']} | {shape['completion_ids'][0]} x ({shape['prompt_ids'][1]} + "
                      f"{shape['completion_ids'][1]}) | {' | '.join(cells)} |")
-    path = HERE / "report.md"
-    header = "\n## DPO and GRPO on the H200 as TRL 1.16 runs them"
-    old = path.read_text() if path.exists() else ""
-    old = old.split(header)[0].rstrip("\n")
-    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
+    report.write_section("posttrain-measured", lines)

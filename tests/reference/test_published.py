@@ -4,9 +4,8 @@ Every row of published.toml that Headroom can express runs `headroom estimate` a
 with the published figure, at the level the source measured, within its source's tolerance
 (published.toml says what each tolerance is made of). A row that is a known disagreement is
 an expected failure, strictly: once it agrees, the test fails so that its note is revisited.
-The table of all rows, compared or not, is appended to report.md as "Published measurements"
-at the end of the session (after test_saved_bytes writes report.md afresh and test_step_peak
-appends its section). A copy with the analysis is published_report.md. Run by scripts/test.sh
+The table of all rows, compared or not, is report.md's section "Published measurements"
+(report.py joins the modules' sections when the session ends). A copy with the analysis is published_report.md. Run by scripts/test.sh
 with HEADROOM_BIN pointing at the CLI; `python3 published.py` prints the table alone.
 """
 import pathlib

@@ -14,6 +14,7 @@ import tempfile
 import pytest
 import transformers
 
+import report
 from measure_cuda_fake import RNG_BYTES as KERNEL_RNG_BYTES
 from measure_saved import measure
 
@@ -397,10 +398,11 @@ def assert_figures(got, want, ckpt, exact):
 
 
 def teardown_module(module):
-    lines = ["| scenario | layer predicted | layer measured | retained predicted | retained measured | error |",
+    lines = ["## One layer's saved bytes and what is retained after forward (test_saved_bytes.py)", "",
+             "| scenario | layer predicted | layer measured | retained predicted | retained measured | error |",
              "|---|---|---|---|---|---|"]
     for name, got, want in REPORT:
         err = 100 * (got["retained_after_forward"] - want["retained_after_forward"]) / max(want["retained_after_forward"], 1)
         lines.append(f"| {name} | {got['activations_per_layer']} | {want['activations_per_layer']} | "
                      f"{got['retained_after_forward']} | {want['retained_after_forward']} | {err:+.2f}% |")
-    (HERE / "report.md").write_text("\n".join(lines) + "\n")
+    report.write_section("saved-bytes", lines)

@@ -3,14 +3,15 @@
 Each scenario runs two training steps on CPU (forward, HF loss, backward, AdamW foreach step,
 zero_grad) and measures the live tensor bytes of the second one (see measure_peak.py for the
 method and the named CPU-to-CUDA corrections). The step's peak within 1% and in the same phase;
-without checkpointing also each decoder layer's backward peak within 1%. Rows are appended to
-report.md after test_saved_bytes' table. Run by scripts/test.sh with HEADROOM_BIN pointing at
+without checkpointing also each decoder layer's backward peak within 1%. Rows are report.md's
+"Step peak" section (report.py). Run by scripts/test.sh with HEADROOM_BIN pointing at
 the CLI.
 """
 import pathlib
 
 import pytest
 
+import report
 from measure_peak import measure_step, validate
 from test_saved_bytes import CONFIGS, cpu_flash, predict
 
@@ -148,9 +149,4 @@ def teardown_module(module):
     for name, want, got, err, mph, cph, worst in REPORT:
         layer = "-" if worst is None else f"{worst:+.2f}%"
         lines.append(f"| {name} | {want} | {got} | {err:+.2f}% | {mph} | {cph} | {layer} |")
-    # test_saved_bytes (collected first) writes report.md afresh; this section follows its
-    # table, replacing the section of an earlier run of this module alone.
-    path = HERE / "report.md"
-    old = path.read_text() if path.exists() else ""
-    old = old.split("\n## Step peak")[0].rstrip("\n")
-    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
+    report.write_section("step-peak", lines)

@@ -29,6 +29,7 @@ import statistics
 
 import pytest
 
+import report
 from test_gpu_measured import preset_estimate
 
 GPU = pathlib.Path(__file__).parent / "gpu"
@@ -178,7 +179,4 @@ def teardown_module(module):
     for which in ("fit", "held-out"):
         e = errors(which)
         lines.append(f"\n{which}: {len(e)} runs, median error {100 * statistics.median(e):.0f}%, max {100 * max(e):.0f}%.")
-    path = pathlib.Path(__file__).parent / "report.md"
-    old = path.read_text() if path.exists() else ""
-    old = old.split("\n## Step time: the time model")[0].rstrip("\n")
-    path.write_text((old + "\n" if old else "") + "\n".join(lines) + "\n")
+    report.write_section("step-time", lines)
