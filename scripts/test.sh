@@ -62,7 +62,8 @@ cargo test -p headroom-e2e --locked
 step "site: budgets (bundle size is checked; times are reported)"
 cargo run -q -p headroom-e2e --bin budgets --locked
 
-# One worker per core (pytest-xdist), each file whole in one worker: the measurements pin one
-# intra-op thread each, and a file's module-level report and fixtures stay in one process.
+# One worker per core (pytest-xdist): the measurements pin one intra-op thread each. Tests go
+# to workers one by one, except the files that write a section of report.md when they end,
+# each whole in one worker (their `xdist_group` mark).
 step "reference suite: the core against real PyTorch (CPU), one worker per core"
-.venv/bin/python -m pytest -q tests/reference -p no:cacheprovider -n auto --dist loadfile --durations=20
+.venv/bin/python -m pytest -q tests/reference -p no:cacheprovider -n auto --dist loadgroup --durations=20

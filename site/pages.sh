@@ -4,6 +4,14 @@
 # answers 200 with the right head for each address (search engines index these; the app then
 # renders the page). Reads content/ next to site/; run by Trunk with TRUNK_STAGING_DIR and
 # TRUNK_SOURCE_DIR set.
+#
+# Writes, besides the pages: content/claims.json from content/claims/*.toml (python3's
+# tomllib), content/gpus.json from content/gpus.toml without its provenance,
+# content/models.json from content/models/presets.toml (without the config URLs) and
+# content/models/*.json, content/scenarios.json from content/scenarios/*.toml,
+# content/calibrations.json from content/calibration/*.json with their rows emptied, and
+# content/help.json from content/help.toml. index.html preloads the five the app fetches
+# before its first page.
 set -eu
 stage="$TRUNK_STAGING_DIR"
 content="$TRUNK_SOURCE_DIR/../content"

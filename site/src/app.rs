@@ -1,5 +1,16 @@
 //! The app: the page for the address, and the site's header and footer around every page but
 //! embeds.
+//!
+//! Before the first page it fetches in parallel the GPU catalog (`content/gpus.json`), the presets'
+//! index and configs (`content/models.json`), the published calibrations
+//! (`content/calibrations.json`) and the named scenarios (`content/scenarios.json`), installs them
+//! into the core in that order (`content::FETCHED`), then reads the user's session calibration
+//! (`Loaded`). The site builds the core without `embedded-gpus`, `embedded-configs`,
+//! `embedded-calibrations` and `embedded-scenarios`, so `GpuCatalog::builtin()` is empty until
+//! `install_gpus`, `PresetCatalog::builtin()` until `install_model_configs`, `Calibration::for_gpu`
+//! gives the defaults until `install_calibrations`, and `codec::named_scenarios()` is empty until
+//! `install_named_scenarios`. The form's help text (`content/help.json`) comes with them, kept by
+//! `help.rs`; the form shows no help where it could not be read.
 
 use headroom_core::codec::named_scenarios;
 use yew::prelude::*;

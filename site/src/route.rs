@@ -3,6 +3,10 @@
 //! Links are plain `<a href>`s; the app turns a click on one into a history entry and renders
 //! the new route without a page load (see `app.rs`), so a router library's download is not
 //! needed.
+//!
+//! Routes: `/`, `/s/:id`, `/compare`, `/embed`, `/calibration[/:id]`, `/examples[/:n]`,
+//! `/guides[/:slug]`, `/gpus[/:id]`, `/models[/:id]`. `app.rs` keys the page on the address and
+//! `dom::intercept_links` turns clicks on site links into history entries.
 
 /// A page of the site.
 #[derive(Debug, Clone, PartialEq, Eq)]

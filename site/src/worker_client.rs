@@ -1,5 +1,11 @@
 //! The page's side of the on-demand worker (`worker.rs`): started on the first request, then
 //! reused; requests are answered one at a time, in order.
+//!
+//! The worker is a second wasm that Trunk builds (`data-type="worker"` in `index.html`). It is
+//! started from a Blob script that sets the base URL and loads `headroom-worker.js`; requests are
+//! queued until it answers. The import box (`components/import.rs`) applies the link fields on the
+//! page's GPU and shows the report as text; the planner asks the worker for each configuration
+//! file.
 
 use std::cell::RefCell;
 

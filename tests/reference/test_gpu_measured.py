@@ -34,6 +34,10 @@ import pytest
 import report
 from test_saved_bytes import BIN, CONFIGS, predict
 
+# Its section of report.md is written when the module ends: all its tests in one worker
+# (scripts/test.sh distributes the others test by test).
+pytestmark = pytest.mark.xdist_group("gpu_measured")
+
 HERE = pathlib.Path(__file__).parent
 
 

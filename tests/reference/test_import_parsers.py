@@ -10,8 +10,7 @@ distributed type, FSDP's version (1 when the file names none, as accelerate's FS
 defaults) and its offload. What Headroom imported (its link) must say the same.
 
 Not here: axolotl's, LLaMA-Factory's and torchtitan's own parsers (not in the reference
-environment), and transformers' TrainingArguments for TRL's files (TRL's configs change
-TrainingArguments' defaults, and TRL is not installed).
+environment). TRL's files are read by TRL's own parser in test_import_trl.py.
 """
 import json
 import pathlib

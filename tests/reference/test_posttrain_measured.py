@@ -24,6 +24,10 @@ import pytest
 import report
 from test_saved_bytes import BIN
 
+# Its section of report.md is written when the module ends: all its tests in one worker
+# (scripts/test.sh distributes the others test by test).
+pytestmark = pytest.mark.xdist_group("posttrain_measured")
+
 HERE = pathlib.Path(__file__).parent
 FILES = ["gpu/h200/posttrain/posttrain.json", "gpu/h200/posttrain/posttrain2.json",
          "gpu/h200/posttrain/posttrain3.json"]

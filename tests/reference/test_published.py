@@ -15,6 +15,10 @@ import pytest
 
 import published
 
+# Its section of report.md is written when the module ends: all its tests in one worker
+# (scripts/test.sh distributes the others test by test).
+pytestmark = pytest.mark.xdist_group("published")
+
 HERE = pathlib.Path(__file__).parent
 ROWS = published.load()
 COMPARED = [r for r in ROWS if r["compare"]]

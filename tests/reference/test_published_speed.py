@@ -19,6 +19,10 @@ import pytest
 import published
 from test_step_time import spearman
 
+# Its section of report.md is written when the module ends: all its tests in one worker
+# (scripts/test.sh distributes the others test by test).
+pytestmark = pytest.mark.xdist_group("published_speed")
+
 HERE = pathlib.Path(__file__).parent
 DATA = tomllib.loads((HERE / "published_speed.toml").read_text())
 SOURCE_KEYS = {"id", "title", "url", "commit", "stated", "unit", "samples_per_step", "settings", "why_adapter",

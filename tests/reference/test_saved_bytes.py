@@ -18,6 +18,10 @@ import report
 from measure_cuda_fake import RNG_BYTES as KERNEL_RNG_BYTES
 from measure_saved import measure
 
+# Its section of report.md is written when the module ends: all its tests in one worker
+# (scripts/test.sh distributes the others test by test).
+pytestmark = pytest.mark.xdist_group("saved_bytes")
+
 HERE = pathlib.Path(__file__).parent
 BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug" / "headroom"))
 

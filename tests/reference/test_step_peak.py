@@ -15,6 +15,10 @@ import report
 from measure_peak import measure_step, validate
 from test_saved_bytes import CONFIGS, cpu_flash, predict
 
+# Its section of report.md is written when the module ends: all its tests in one worker
+# (scripts/test.sh distributes the others test by test).
+pytestmark = pytest.mark.xdist_group("step_peak")
+
 HERE = pathlib.Path(__file__).parent
 
 # (family, precision, attention, checkpointing, batch, seq, keep_logits). Small batches put the

@@ -32,6 +32,10 @@ import pytest
 import report
 from test_gpu_measured import preset_estimate
 
+# Its section of report.md is written when the module ends: all its tests in one worker
+# (scripts/test.sh distributes the others test by test).
+pytestmark = pytest.mark.xdist_group("step_time")
+
 GPU = pathlib.Path(__file__).parent / "gpu"
 SOURCES = [
     ("H100 presets", "h100-sxm-80gb", "gpu_presets.json", "presets"),

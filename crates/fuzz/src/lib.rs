@@ -7,7 +7,8 @@
 //! activations, more GPUs never raise the per-GPU model states, every refusal has a message,
 //! every plan offered fits, every figure is finite. The targets run from `tests/targets.rs`:
 //! a bounded random search in `cargo test`, ten million cases with `BOLERO_RANDOM_ITERATIONS`
-//! (see this crate's README), or coverage-guided with `cargo bolero test` (libFuzzer, nightly).
+//! (see the root README's Fuzzing section), or coverage-guided with `cargo bolero test`
+//! (libFuzzer, nightly).
 
 pub mod input;
 pub mod stats;

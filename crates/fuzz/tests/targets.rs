@@ -1,7 +1,8 @@
 //! The fuzz targets as tests. `cargo test` runs each for about a second of random structured
 //! inputs (bolero's default), plus the committed corpus under `tests/__fuzz__/`; set
-//! `BOLERO_RANDOM_ITERATIONS` for a fixed count (README: ten million per target), or run one
-//! coverage-guided with `cargo +nightly bolero test -p headroom-fuzz --test targets <name>`.
+//! `BOLERO_RANDOM_ITERATIONS` for a fixed count (the root README's Fuzzing section: ten million
+//! per target), or run one coverage-guided with
+//! `cargo +nightly bolero test -p headroom-fuzz --test targets <name>`.
 
 use bolero::check;
 use headroom_fuzz::{input, stats};

@@ -1,4 +1,8 @@
 //! `headroom`: the memory model on the command line, as a readable table or JSON.
+//!
+//! Commands: `estimate`, `fit`, `strategies`, `plan`, `models`, `gpus`, `link`. `--import FILE`
+//! applies a framework config (`headroom_core::import`) after a scenario file and before a link and
+//! flags.
 
 mod args;
 mod plan;

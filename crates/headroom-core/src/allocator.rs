@@ -28,6 +28,9 @@
 //!
 //! Checked against allocator traces recorded on an H200 (tests/allocator_traces.rs): the same
 //! segments in the same order, the same reserved level at every phase, the same failure.
+//!
+//! The FSDP1 and FSDP2 traces (`tests/reference/gpu/h200/fsdp/traces/`) keep each action's stream,
+//! and are replayed the same way.
 
 use std::collections::{BTreeSet, VecDeque};
 

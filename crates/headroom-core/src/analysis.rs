@@ -4,6 +4,10 @@
 //! The CLI, the site and the guides all assemble their [`Analysis`] here ([`analyze`],
 //! [`analyze_only`] or [`analyze_with`]), so a number printed by one is the number shown by the
 //! others.
+//!
+//! The estimate and the step time share one preparation (`estimate::estimate_and_time`: the
+//! parameter inventory, model states and a layer's saved bytes built once), and the strategy table
+//! starts from them (`strategies_from`).
 
 use serde::Serialize;
 

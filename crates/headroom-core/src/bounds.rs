@@ -9,6 +9,9 @@
 //! below 2^60, and [`check_scale`] refuses a scenario whose step would need more than
 //! [`MAX_STEP_BYTES`] before any `u64` formula runs, which keeps every sum the estimate forms
 //! at least 256 times below `u64::MAX`.
+//!
+//! `fit` and the planner treat a step that `check_scale` refuses (an `f64` upper bound past 1 EiB
+//! per GPU) as not fitting.
 
 use crate::catalog::Gpu;
 use crate::error::ScenarioError;

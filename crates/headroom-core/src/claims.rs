@@ -15,6 +15,11 @@
 //!
 //! Pure: the input is text (JSON, as `build.rs` embeds the files, or TOML with the `toml`
 //! feature); the embedded files are [`embedded`].
+//!
+//! The claims are embedded under the `embedded-claims` feature, which the CLI and the tests turn on
+//! and the site leaves off: its examples pages fetch `content/claims.json` (written by
+//! `site/pages.sh`) and read it with `parse_bundle`. A note may not write out a byte figure its
+//! quote does not state. The assumed part is `metrics::assumed_part`.
 
 use std::borrow::Borrow;
 use std::fmt::Display;

@@ -14,6 +14,19 @@
 //! back, `position_ids` restart at each, and the flash kernels attend within a document only.
 //! Headroom's estimate already assumes rows without padding, so packing changes no byte; the
 //! attention FLOPs are those of documents of `doc_len` tokens instead of rows of `seq`.
+//!
+//! Under CP every per-token formula reads `Scenario::seq_local` (seq / cp: `Shape::s`, the loss,
+//! the inputs), ZeRO and FSDP shard and gradients reduce over `Scenario::shard_ranks` (dp x cp),
+//! and the ring's key/value chunks in flight are added to a layer's forward and backward
+//! temporaries (two chunks forward; two plus two fp32 gradient chunks backward; assumed). The time
+//! model takes seq / cp tokens per GPU with attention over the whole sequence, and a
+//! `context_parallel` send/recv term hidden behind attention's compute. Packing sets attention's
+//! span to the mean document length (`Scenario::attention_span`), so its FLOPs are doc_len / seq of
+//! a row's.
+//!
+//! Refusals: cp needs SDPA's fused kernels and no sliding window (`estimate::check_context`); gpus
+//! must be a multiple of tp x pp x cp, and seq of 2 x cp. Packing needs flash2, flash3 or flex
+//! (eager and SDPA would need a 4D block mask). Not both.
 
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;

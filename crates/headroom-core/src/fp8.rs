@@ -8,6 +8,26 @@
 //! saved activations, the weights, the gradients and the optimizer states are those of bf16
 //! training; what fp8 adds is the cast copies while a matmul runs, and what it saves is the
 //! matmuls' time and, with FSDP2's fp8 all-gather, half of the gathered Linear weights.
+//!
+//! torchao converts decoder `nn.Linear`s whose dimensions are divisible by 16; not the lm_head, not
+//! stacked MoE experts. The fp8 operand copies while a converted Linear runs are layer temporaries;
+//! FSDP2's fp8 all-gather applies to tensorwise. Time: the cast traffic, and the converted matmuls
+//! at the fp8 peak times a GEMM share fitted on torchao's Llama 3 8B benchmark, the gain falling
+//! off for small GEMMs as measured on an H100 (`size_factor`). The casts cost one fused pass when
+//! compiled (`Runtime::compiled`: `compile` or CUDA graphs) or under Transformer Engine, and
+//! torchao's eager kernels otherwise (`cast_bytes_per_element`, fitted on an H200's eager runs).
+//! `tests/reference/test_fp8.py` checks that saved tensors, weights and states are bf16 training's.
+//! Refused where the GPU has no fp8 (`estimate::check_fp8`), with 16-bit fp16, with fp32 and with
+//! LoRA.
+//!
+//! Transformer Engine (`fp8 = te`, accelerate's TE backend; read from TE's source, assumed):
+//! `Shape::te_fp8` makes each converted Linear save an fp8 copy of its input
+//! (`activations::linear::te_linear_inputs`, one per Linear, routers excepted). `states::local`
+//! counts each `te.Linear`'s fp8 weight copy (`te_weight_copy_bytes`: both layouts on Ada and
+//! Hopper, one on Blackwell) instead of autocast's, the untied lm_head's too
+//! (`te_converts_lm_head`, with its fp8 input); the copy is kept to its layer's backward
+//! (`Step::kept_copies`; a checkpointed layer makes it again in its recompute). The delayed-scaling
+//! state sits beside the weights.
 
 use crate::catalog::Gpu;
 use crate::model::ModelSpec;

@@ -14,6 +14,17 @@
 //! Features: `toml` (default; reads TOML that people write, such as the CLI's `--scenario`
 //! files) and `provenance` (default; keeps the GPU catalog's source text, which the CLI prints).
 //! The site builds without either.
+//!
+//! More features, each on for the CLI and off in the site's page: `time-text` keeps the time terms'
+//! names, formulas and sources (without it `Terms::text` returns nothing and that code leaves the
+//! bundle); `source-text` keeps each breakdown component's and optimizer's source
+//! (`content/sources.toml`, `catalog::source_text`; a `Component` names its line in `source_key`);
+//! `guide-summaries` keeps the guide index's summaries (the site shows both from its fetched
+//! `content/help.json`); `inventory-text` keeps the labels of a layer's saved tensors
+//! (`Saved::what`), written through the `what!` and `label!` macros here, which give empty text
+//! without it. The page is built without `inventory-text` and its on-demand worker with it: the
+//! page's "what one layer saves" table asks the worker for the labels when it opens. The
+//! `embedded-*` features and `replay` are described in `Cargo.toml`.
 
 /// A saved tensor's label for people ([`activations::Saved::what`]): `format!`'s arguments, or
 /// an empty string where the feature `inventory-text` is off (the site's first download, whose

@@ -2,6 +2,9 @@
 //!
 //! transformers' `ForCausalLMLoss` does `logits.float()`, then `cross_entropy`, which is
 //! `log_softmax` (saves its fp32 output) plus `nll_loss` (saves the shifted labels).
+//!
+//! For DPO and GRPO, TRL's fused log-probability head; for ORPO and CPO, the full logits with TRL's
+//! Triton kernel (`full_logits_head`).
 
 use crate::dtype::DType;
 use crate::model::ModelSpec;

@@ -19,6 +19,16 @@
 //! which also holds masks and narrower value heads, 648 cases in all), and the kernel that ran
 //! in each of the reference suite's scenarios (its autograd node) is the one the core assumed
 //! (tests/reference/test_gpu_measured.py).
+//!
+//! How many layers slide follows the config class's default `layer_types`, or
+//! `ModelSpec::sliding_layers` where the config decides (its `layer_types`, Qwen2/Qwen3's
+//! `max_window_layers`, Qwen2-MoE's and SmolLM3's rules); those layers past their window get
+//! transformers' mask, which flash refuses, and their own kernel (`Shape::sdpa_local`,
+//! `activations::attention::window_mask`). Flash also refuses MLA's value heads when they are
+//! narrower than q/k's. SDPA for gpt-oss is flagged: transformers has no SDPA path for it.
+//! transformers' own `flash_attention_2/3` and `flex_attention` (attention `flash2`, `flash3`,
+//! `flex`) are taken to save what the flash kernel saves (assumed), with where each cannot run. The
+//! user may also force a kernel; the reason is kept either way.
 
 use crate::catalog::Gpu;
 use crate::dtype::DType;

@@ -6,6 +6,11 @@
 //! Speed is compared in tokens per second of the whole job, so a change that keeps the tokens
 //! of an optimizer step (micro-batch halved with accumulation doubled) and one that does not
 //! (shorter sequences) are compared on the same footing; each row's `change` says which.
+//!
+//! Each row gives tokens/s after the change, the speed change, whether it changes the training, and
+//! the recommended change when nothing fits. "Changes the training" is one rule,
+//! `plan::changes_training`, asked by the table and the planner alike; the candidates (`Candidate`)
+//! are shared with the planner's ladder.
 
 use serde::Serialize;
 

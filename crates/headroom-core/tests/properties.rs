@@ -8,7 +8,7 @@
 //!
 //! The normal test run tries `PROPTEST_CASES` cases per property (default 256 here); set it
 //! higher for a longer search, e.g. `PROPTEST_CASES=100000 cargo test -p headroom-core --test
-//! properties --release`.
+//! suite --release properties::` (the core's tests are one binary, `tests/suite.rs`).
 
 use headroom_core::catalog::{GpuCatalog, PresetCatalog};
 use headroom_core::codec::{decode, decode_pairs, encode};

@@ -1,5 +1,7 @@
 //! The results of one analysis: verdict, headline numbers, breakdown, strategies, layer tensors.
 //! Every component can show its formula, source and confidence.
+//!
+//! The breakdown's "At the peak" column reads `Peaks::parts`.
 
 use headroom_core::Analysis;
 use headroom_core::catalog::GpuCatalog;

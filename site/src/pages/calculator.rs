@@ -1,4 +1,8 @@
 //! The calculator: inputs on one side, the answer on the other, the state in the URL.
+//!
+//! An empty link opens on a first question (`FIRST_VISIT`, LoRA of an 8B model on a 24 GB card)
+//! with one-click starting points. The verdict names the model and the next step. An input the core
+//! refuses dims the results until it is fixed.
 
 use std::rc::Rc;
 

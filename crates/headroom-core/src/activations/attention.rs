@@ -1,6 +1,10 @@
 //! What a Llama-like layer's attention half saves: its input norm, the projections' inputs, the
 //! q/k norms, the attention core (SDPA's fused and math kernels, eager attention, gpt-oss's
 //! sinks, window masks) and the output projection's input.
+//!
+//! Per kernel: the math kernel keeps the fp32 s x s probabilities; the memory-efficient kernel pads
+//! its logsumexp to 32 rows. The time model and the scale bound treat the math kernel as quadratic,
+//! like eager attention.
 
 use super::linear::{
     attention_output_inputs, dora_outputs, linear_inputs, lora_adapter_inputs, te_linear_inputs,

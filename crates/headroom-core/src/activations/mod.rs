@@ -10,6 +10,36 @@
 //! `mla`, `mlp`, `moe`, `gpt` (the LayerNorm layers), `outside` (outside the layers) and
 //! `vision`. Each piece adds its tensors in forward order, and a layer is its pieces called in
 //! that order.
+//!
+//! For an 8-bit base, `Saved::held` marks the inputs bitsandbytes' `MatMul8bitLt` keeps in its
+//! context outside the hooks; a checkpointed layer keeps them and backward releases them only at
+//! the layer's end (`Step::held`, `Step::released`).
+//!
+//! A Llama-like layer is its attention half plus its MLP side, and the dense and MoE layers compose
+//! them. The other families reuse those halves: OLMo 2/3's post-norms and whole-projection q/k
+//! norms; GLM-4's four norms, fused gate_up and per-layer interleaved RoPE; Cohere 2's parallel
+//! block on one mean-centred norm; StarCoder2's Llama-style attention after a LayerNorm, with the
+//! LayerNorm and plain MLP side it shares with GPT-2, NeoX and OPT; gpt-oss's eager attention with
+//! per-head sinks; multi-head latent attention's latents, norms and expanded k/v; Llama 4's q/k L2
+//! norm and NoPE temperature; Qwen3-Next's gated attention, zero-centred norms and gated DeltaNet
+//! as transformers' torch fallback of the delta rule runs it (the fla kernel on GPUs does not, so
+//! it is marked assumed). A trained vision tower's saved tensors (assumed) sit outside the layers
+//! under `Part::Vision` and are kept to the end of backward.
+//!
+//! A model whose every layer is MoE reports its MoE layer as "one layer". A layer with the model's
+//! other kind of attention (`layer_of`, `moe_layer_of`) has its own bytes in the step, and
+//! autocast's weight copies are counted per kind of layer (`states::local::LayerCasts`). Each
+//! `Saved` carries a `Part` tag (input norm, attention core, the s x s scores, output projection,
+//! MLP side, RoPE, final norm...): the rules that depend on where a tensor is saved (what selective
+//! recompute drops, what backward frees before the attention core, what the final norm's backward
+//! releases) read the tag; the `what` text is for people only.
+//!
+//! int8 activation compression (`act_int8`, a what-if): `int8_compressed` turns each floating-point
+//! saved tensor of a layer into int8 plus a 0-dim scale of its dtype. This is worked example 2's
+//! `compress_activation` as a `saved_tensors_hooks` pair around each decoder layer, one packed copy
+//! per storage, measured exactly in `tests/reference/test_act_int8.py`. The largest unpacked copy
+//! sits above a layer's backward peak, and the pack and unpack passes are a memory-bound time term.
+//! Refused with checkpointing and with `act_offload` (nested saved-tensor hooks).
 
 mod attention;
 mod gpt;

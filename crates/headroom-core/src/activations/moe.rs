@@ -1,5 +1,11 @@
 //! What an MoE layer's experts save: the routers, transformers' grouped_mm experts, gpt-oss's,
 //! Llama 4's and Qwen3-Next's experts, and the shared experts.
+//!
+//! gpt-oss's grouped_mm experts route tokens x top-k rows whatever the routing. The other MoE
+//! layers' grouped_mm experts sit behind their router (`Moe::router`): the generic softmax router;
+//! DeepSeek-V2's fp32 softmax with its group-limited mask; DeepSeek-V3's and GLM-4.5's fp32
+//! sigmoid, whose group top-k autograd frees after forward. Llama 4's MoE sends every token through
+//! every expert with a bmm.
 
 use super::linear::{
     linear_inputs, mlp_linear_inputs, mlp_lora_inputs, next_linear_input, router_inputs,

@@ -1,6 +1,17 @@
 //! Constants only a GPU can tell (CUDA context, workspaces, allocator slack) and the speed it
 //! measured (matmul efficiency, host link), with documented defaults that are marked as
 //! assumed until a calibration file replaces them.
+//!
+//! The constants cover the context, workspaces, allocator slack and NCCL; the measured speed is
+//! `MeasuredRates` (a matmul curve per dtype and the pinned host link, read from the file's
+//! `native` report); `Calibration::capacity` is the CUDA-visible memory the verdict and the planner
+//! use. A file in `content/calibration/` for the GPU, or the user's own file on the site, replaces
+//! the defaults; `for_gpu` parses the files once per process. `build.rs` embeds each file compact
+//! and without its rows under the `embedded-calibrations` feature (the CLI, the tests); the site
+//! leaves it off, fetches `content/calibrations.json` (the files without their rows) before its
+//! first page and installs it with `install_calibrations`; `calibration_files()` lists the files,
+//! embedded or installed. The calibration page fetches the whole file from `content/calibration/`
+//! next to the app (Trunk copies it).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,5 +1,8 @@
 //! Content compiled into the core, or fetched and installed by the site: the GPU catalog, model
 //! presets, named scenarios, calibrations.
+//!
+//! The presets' `config.json` files are embedded with the `embedded-configs` feature, keeping only
+//! the keys the parser in `src/model/` names, or installed at run time by `install_model_configs`.
 
 pub mod gpus;
 pub mod models;

@@ -1,4 +1,7 @@
 //! Model presets: real Hugging Face configs with their source and recorded parameter count.
+//!
+//! A model may be given by its size alone (`model=7b`): the layout of the nearest Llama 3.x or
+//! Qwen2.5 preset with its layers scaled, marked approximate (`SIZED_FROM`).
 
 use serde::Deserialize;
 

@@ -2,6 +2,11 @@
 //!
 //! Any string decodes to a scenario or to an error naming the field. Values are limited to
 //! `[A-Za-z0-9._:~-]`, so nothing a link carries can become markup.
+//!
+//! `FIELDS`, one row per link field with how it reads and writes a scenario, is the only list of
+//! link fields: `KEYS`, `encode`, decoding, `field_value`, the CLI's flags and the site's inputs
+//! derive from it or are tested against it. For pages, `decode_lenient` names each bad field and
+//! leaves it at its default, and `field_value` gives each field's value for forms.
 
 use crate::dtype::DType;
 use crate::error::ScenarioError;

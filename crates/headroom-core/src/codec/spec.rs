@@ -1,5 +1,8 @@
 //! A model given by its configuration in a link (`cfg=key:value~...`): the Hugging Face keys that
 //! reproduce a `ModelSpec` for its family, and their reading back.
+//!
+//! A pasted wrapper config's `text_config` and `vision_config` keys travel as
+//! `text_config.key:value` in `cfg`.
 
 use serde_json::{Map, Value};
 

@@ -1,5 +1,9 @@
 //! Levels, peaks and the verdict: the timeline's live tensor bytes raised to what the caching
 //! allocator holds (allocated, reserved) and what the device shows, then the maxima.
+//!
+//! The CUDA graph pool is modelled from `cudagraph_trees.py`: the compiled forward's and backward's
+//! reserved high-water mark stays reserved, so the eager optimizer step's temporaries come on top
+//! of it.
 
 #[cfg(feature = "replay")]
 use crate::allocator::AllocatorSettings;

@@ -8,6 +8,30 @@
 //! `host.rs` counts offloaded activations; `components.rs` writes the breakdown. Each timeline
 //! point keeps what it is made of (`timeline::Live`, bytes per component), so the tensor peak
 //! lists its parts (`Peaks::parts`).
+//!
+//! Each point's `timeline::Live` sums to the point's tensor bytes; its label is kept as data
+//! (`timeline::Label`) and written out only for the estimate. `Peaks::parts` sums exactly to
+//! `peak.tensors`; `tests/peak_parts.rs` checks that, and that no part exceeds its component's
+//! line, over the named scenarios and their variants. What no other line counts (a layer's
+//! temporaries, gradients in flight, the KV cache) has three live-only lines whose bytes are their
+//! largest value over the step.
+//!
+//! `memory_with(spec, inv, gpu, cal, scen)` runs the same phases to the peaks and the verdict only
+//! (no breakdown, labels or sentences), with the parameter inventory given. The planner, `fit` and
+//! the strategy table's rows use it to check many setups of one model; a property test and the
+//! planner fuzz target check that it equals the estimate.
+//!
+//! `resolve` refuses what the GPU cannot compute, naming the field, the GPU and what it allows: fp8
+//! without fp8 tensor cores (`check_fp8`), and bf16 (as the precision, which LoRA, QLoRA, DPO and
+//! GRPO compute in, or as LoRA's `adapter`) before compute capability 8.0 (`check_dtypes`: the T4
+//! and V100, `Gpu::has_bf16`). The planner, its ladder, the strategy table and the site's GPU pages
+//! propose the fp16 form there instead (`Precision::for_gpu`).
+//!
+//! `check_images`: a multimodal model's image tokens (`images` per sample times tokens per image)
+//! are part of `seq`, the sequence the text model sees, and a shorter `seq` is refused.
+//! `describe_vision` says so in each estimate (`Estimate::vision`: the CLI's `images:` line and
+//! JSON key, a line beside the site's verdict). The time model adds the tower's forward (and, when
+//! trained, backward) FLOPs per patch.
 
 mod backward;
 mod component_ids;

@@ -1,5 +1,8 @@
 //! The phases of one step in order (forward, loss, backward, optimizer), each pushing the live
 //! tensor bytes of its points onto the timeline.
+//!
+//! GRPO's generation comes first on the timeline. Gradient accumulation replays the micro-batch
+//! with all gradients held.
 
 use crate::scenario::LayerPlan;
 

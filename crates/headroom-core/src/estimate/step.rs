@@ -1,6 +1,11 @@
 //! Prepare: everything about one training step that the phases read, computed once from the
 //! model and the scenario (model states, saved tensors per layer, the loss, temporaries, the
 //! checkpointing plan of each layer).
+//!
+//! Each layer's `LayerPlan` comes from `Checkpointing::plan` and is shared with the time model.
+//! GRPO's `Generation` holds the completions' KV cache and the largest no-grad working set before
+//! training. With vLLM, `crate::vllm::Engine` gives its budget, weights, profile run and KV cache,
+//! what it holds while the trainer trains, and why it would refuse to start.
 
 use std::borrow::Cow;
 

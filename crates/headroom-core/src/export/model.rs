@@ -1,6 +1,10 @@
 //! The Python that builds the model as estimated, shared by the FSDP2 script and the Trainer
 //! file: the weights' dtype, attention, 4-bit quantization, LoRA, checkpointing, and the dry
 //! run (`HEADROOM_DRY_RUN=config.json`: the architecture on the meta device, no weights).
+//!
+//! The weights' dtype comes from `states::weight_dtype`. `tests/reference/test_export.py` runs the
+//! dry run (PyTorch's fake process group stands in for FSDP2's ranks) and compares it with the
+//! estimate.
 
 use crate::dtype::DType;
 use crate::scenario::{Checkpointing, LossImpl, Method, Scenario};

@@ -1,5 +1,11 @@
 //! Which targets can express a plan: a target whose file would run a different plan (another
 //! sharding, no tensor parallelism, offload it cannot split) is not offered for it.
+//!
+//! No target expresses tensor, pipeline or context parallelism or selective recompute. Packing only
+//! in `training_args.py` and `train_fsdp2.py`, which write `DataCollatorWithFlattening`; DeepSpeed
+//! only for ZeRO; the FSDP2 script only for DDP or FSDP2 with all-or-nothing CPU offload. The CLI
+//! refuses the other targets, naming the plans that can use them; the site shows only the offered
+//! ones. axolotl and LLaMA-Factory YAML are written by `hf_yaml.rs`.
 
 use crate::scenario::{Checkpointing, DataParallel, Fp8Recipe, Method, Offload, Scenario};
 

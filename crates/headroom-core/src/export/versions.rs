@@ -1,5 +1,7 @@
 //! The library versions the exports were checked with: the reference suite's pins
 //! (`tests/reference/requirements.txt`), which run every export (`tests/reference/test_export.py`).
+//!
+//! A test keeps these equal to `tests/reference/requirements.txt`.
 
 /// (package, version) as pinned in `tests/reference/requirements.txt`; a test keeps them equal.
 pub const CHECKED_WITH: [(&str, &str); 5] = [

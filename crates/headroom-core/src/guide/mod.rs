@@ -4,6 +4,11 @@
 //! The format is specified in `content/guides/README.md`. Parsing is strict about what the
 //! renderer cannot show (raw HTML, images, unknown block keys) so a guide never renders as
 //! something other than what its author checked. Pure: the text comes in as a string.
+//!
+//! `inline.rs` reads code, emphasis, checked links and live values (`{{metric @ change}}`),
+//! `block.rs` a calculator block's `key: value` lines, and `eval.rs` evaluates a block for the
+//! reader's inputs (table, grid, bars, summary, timeline). `build.rs` embeds only the guide index
+//! (the front matter); the tests read the text and the site fetches it.
 
 mod block;
 mod eval;

@@ -8,6 +8,12 @@
 //! express is named with why; keys with no effect on a step's memory or time are listed as such,
 //! and keys none of this knows are listed as unknown, never dropped silently. The facts are from
 //! each framework's source at the versions named in [`Framework::version`].
+//!
+//! `yaml.rs` reads the YAML subset configs are written in; there is one reader per framework,
+//! `hf_args.rs` for the `TrainingArguments` keys TRL and LLaMA-Factory share, and `deepspeed.rs`
+//! also for a `deepspeed:` file the caller reads. The precision rule (`set_precision`) combines
+//! autocast, the load dtype and an fp32 upcast of trainable weights. Pure: referenced files come
+//! through a callback; the CLI's `--import` reads them.
 
 mod accelerate;
 mod axolotl;

@@ -8,6 +8,17 @@
 //! Defaults and traits are those of transformers 5.23's configuration and modeling files
 //! (`configuration_<type>.py`, `modeling_<type>.py`); each row's comment names what is not
 //! obvious.
+//!
+//! The traits a row declares: biases, the window and which layers slide, the rotary share, norms
+//! and q/k norms, experts and their router, multi-head latent attention, multi-token prediction,
+//! gpt-oss's and Qwen3-Next's layouts, Llama 4's text model and GPT-2's `Conv1D` projections.
+//! Besides `hf/` and the link writer, the exports and the inventories read them through
+//! `ModelSpec::class()`; the decoder-layer class names the exports write are a table in
+//! `export/names.rs` (kept out of the site's first download, with a test that every class has one).
+//!
+//! `examples/config_sweep.rs` checks a refactor of the parser and the link writer byte for byte
+//! over 3,454 configs. Seed-OSS (`seed_oss`), Ernie 4.5 (`ernie4_5`) and OLMoE (`olmoe`) were each
+//! added as one row here, a trait and their tests.
 
 use serde::{Deserialize, Serialize};
 

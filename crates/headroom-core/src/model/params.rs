@@ -2,6 +2,12 @@
 //!
 //! Counts equal transformers' `model.num_parameters()` for the same config: tied embeddings
 //! count once, biases and norms are included, MoE counts every expert.
+//!
+//! Each tensor has a `Scope`: the model, every layer, dense or MoE layers, softmax- or
+//! linear-attention layers. A vision tower's tensors are listed outside the layers
+//! (`Scope::Model`), a tower layer's tensors as one entry with `copies` equal to its layer count,
+//! their names prefixed `vision:` (`ParamTensor::is_vision`); they are never LoRA-adapted,
+//! quantized or fp8-converted.
 
 use serde::Serialize;
 

@@ -1,4 +1,17 @@
 //! The normalized description of a decoder-only transformer that every formula reads.
+//!
+//! Optional parts, None where the model has none: `Mla` (DeepSeek-V2/V3's multi-head latent
+//! attention dimensions), `Llama4` (NoPE layers, chunk size, q/k L2 norm) and `LinearAttention`
+//! (Qwen3-Next's gated DeltaNet layers). `is_other_attention(i)` marks the layers with the model's
+//! other kind of attention (Llama 4's NoPE layers, Qwen3-Next's full-attention layers), spread
+//! evenly by their number.
+//!
+//! Multi-token prediction: `mtp_modules` is the config's `num_nextn_predict_layers` (DeepSeek-V3,
+//! GLM-4.5). `estimate::resolve` applies the scenario's `mtp` with `with_mtp`, which adds the
+//! modules' decoder layers to `layers` (as MoE layers) and sets `mtp_trained`. That is read by
+//! `params.rs` (each module's eh_proj and norms), `activations::outside_layers` (their norms, the
+//! concatenation and lm_head's input), `loss.rs` (one loss per head, kept together) and the time
+//! model (the lm_head and eh_proj again, and the loss traffic).
 
 use serde::{Deserialize, Serialize};
 

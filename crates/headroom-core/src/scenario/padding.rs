@@ -18,6 +18,12 @@
 //! sum of j unit exponentials, whose median is about j - 1/3: the replay takes the records at
 //! those medians, over [`HORIZON`] micro-batches. Runs with other first steps differ: three
 //! seeds of the same run met 2, 3 and 5 records in their first 50 steps.
+//!
+//! `sequence::replay_run` replays those shapes in order, each its own prepared step, where one
+//! shape would run three steps. `tests/padding.rs` checks each record's level against fourteen H200
+//! runs over variable lengths (`tests/reference/gpu/h200/varlen/`). For the time model it gives a
+//! micro-batch's padded length at 32 weighted quantiles and the kept samples' mean length
+//! (`step_lengths`, `mean_kept_length`).
 
 use crate::scenario::Scenario;
 

@@ -1,6 +1,9 @@
 //! The tensors one GPU holds before any data-parallel sharding: its share of every parameter
 //! (after TP and PP), what trains (the weights, or LoRA's adapters), autocast's weight copies
 //! and the allocator's rounding.
+//!
+//! Under LoRA and QLoRA: the base in its load dtype, the adapters, the `modules_to_save` copies,
+//! autocast's casts of an fp32 frozen base, and QLoRA's NF4 bytes with its quantization state.
 
 use crate::dtype::DType;
 use crate::model::{ModelSpec, ParamInventory, ParamTensor, Scope};

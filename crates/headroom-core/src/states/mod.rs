@@ -4,6 +4,16 @@
 //! In three steps: `placement.rs` (this GPU's share of the layers and degrees), `local.rs`
 //! (its tensors before sharding: weights, what trains, autocast copies, rounding) and
 //! `sharding.rs` (DDP, ZeRO 1/2/3, FSDP2 and offload).
+//!
+//! Expert parallelism splits the stacked experts over `ep` ranks and shards their per-parameter
+//! states over the other `dp / ep` (`Placement::share`, `Placement::shard`). A frozen vision tower
+//! (the scenario's `vision`, frozen by default) holds only its weights. ZeRO follows DeepSpeed's
+//! bf16 master, gradient and optimizer-state options (`ds_bf16`).
+//!
+//! This module also owns the dtypes the rest of the core reads: `weight_dtype`; `stream_dtype`, the
+//! residual stream (the base's load dtype under LoRA, fp32 after `prepare_model_for_kbit_training`,
+//! 16-bit under FSDP's mixed-precision policy and DeepSpeed's 16-bit module, `runs_16bit`); and
+//! `activation_precision`.
 
 mod local;
 mod placement;

@@ -1,5 +1,10 @@
 //! Data parallelism: what DDP, ZeRO 1/2/3 and FSDP2 keep of the local tensors on each GPU,
 //! and what offload moves to the host or NVMe. Each byte count keeps its formula beside it.
+//!
+//! Under FSDP only the adapters' gradients are sharded with LoRA, QLoRA's weights are gathered
+//! packed and the NF4 state sits on every rank. `FsdpBuffers` holds the root's and one layer's
+//! gathers, the unsharded gradients and the reduce-scatter inputs, FSDP2's or FSDP1's (`flat`);
+//! `estimate/schedule.rs` places them phase by phase as PyTorch allocates and frees them.
 
 use crate::model::ParamInventory;
 use crate::optimizer::StateBytes;

@@ -1,6 +1,10 @@
 //! The rate a fused attention kernel runs at: its own fraction of the dense peak, which is
 //! not the GEMM curve's (a flash kernel interleaves two small matmuls with a softmax per
 //! tile, and on Hopper only kernels written for its tensor-core instructions reach GEMM rates).
+//!
+//! The rates are by kernel and GPU generation, from FlashAttention-2's and -3's papers and the
+//! H200's profiled cuDNN kernels, scaled by sequence length. Eager and math attention stay on the
+//! GEMM curve.
 
 use crate::catalog::Gpu;
 use crate::scenario::{Attention, Scenario};

@@ -1,6 +1,9 @@
 //! How far measured steps fell from the model's: a band around a step's time, from the spread of
 //! the runs the model was checked against, wider where the GPU has no calibration. A band, not
 //! an error bar: eight in ten of those runs fell inside it.
+//!
+//! The band is the 10th to 90th percentiles of the committed runs on calibrated GPUs, wider below
+//! without a calibration (from the published A100 rows). The CLI shows it.
 
 use crate::confidence::Confidence;
 

@@ -1,5 +1,9 @@
 //! Communication terms (data, tensor and pipeline parallelism) and the pipeline bubble, each
 //! hidden behind the compute it overlaps with.
+//!
+//! Expert parallelism's all-to-alls are among the terms. The compute terms return the busy seconds
+//! communication overlaps. Ring collectives across servers use the NICs of all the group's GPUs on
+//! a server (`Cx::ring_gbs`); point-to-point sends use one GPU's (`Cx::own_link_gbs`).
 
 use crate::scenario::DataParallel;
 

@@ -5,6 +5,12 @@
 //! The kernels are counted from the ops transformers and peft run (the same inventory
 //! `elementwise.rs` counts bytes from), forward per layer; backward runs a measured multiple of
 //! the forward's kernels; the optimizer's multi-tensor kernels follow PyTorch's chunking.
+//!
+//! The count is within 7% of the profiler's on eleven H200 steps. What the GPU's terms do not cover
+//! becomes an idle term, so small eager steps are no faster than their launches. GRPO's generation
+//! is one decoding step per completion token, the slower of the host's launches and reading the
+//! weights; with vLLM, waves of what its KV cache holds, bound by reading the weights and the
+//! cache.
 
 use crate::activations::Shape;
 use crate::model::Scope;

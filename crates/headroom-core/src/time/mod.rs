@@ -25,6 +25,17 @@
 //! padded micro-batches' steps (`padded.rs`); `band.rs` gives the spread measured runs fell in
 //! around it. FLOPs per token are `flops.rs`; measured and
 //! default rates are `rates.rs`.
+//!
+//! The scenario may set the framework efficiency, the GPUs per node and the inter-node bandwidth
+//! (`Runtime`, link keys `eff`, `node`, `ib`), read by `TimeAssumptions::for_scenario` and carried
+//! on `StepTime::assumptions` for the surfaces that name them. Where a calibration exists, its
+//! measured matmul curve and host link are used: `step_time(spec, gpu, cal, scen)` takes the
+//! calibration the estimate takes, so every surface that passes one (`analyze_with`, strategies,
+//! planner, guides, CLI, site) times with it. `step_time_of(spec, inv, gpu, cal, scen)` gives the
+//! same figures with the inventory given and the terms' text left out (their formulas are closures,
+//! run only when shown): it is what the planner and the strategy table's rows time. The framework
+//! factor of Megatron-style runs was fitted on two published runs and is checked on twelve held out
+//! in `tests/time.rs`.
 
 mod attention;
 mod band;
@@ -68,7 +79,7 @@ pub use rates::{DEFAULT_GEMM_CEILING, DEFAULT_GEMM_HALF_N, Rates};
 /// 0.93, 0.96 and 0.97 of the step; their mean, 0.93 (`tests/time.rs` recomputes it). Until
 /// 2026-11-26 the factor was 0.68, fitted on two Megatron-LM rows while elementwise work,
 /// attention's own rate and every NIC of a node were missing; Megatron-style runs with fused
-/// kernels fit 0.70 now (`eff=70`, `tests/time.rs` `MEGATRON_FRAMEWORK_EFFICIENCY`).
+/// kernels fit 0.72 now (`eff=72`, `tests/time.rs` `MEGATRON_FRAMEWORK_EFFICIENCY`).
 pub const DEFAULT_FRAMEWORK_EFFICIENCY: f64 = 0.93;
 
 /// The assumptions that no scenario field carries, each with a documented default.

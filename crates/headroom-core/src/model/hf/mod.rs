@@ -2,6 +2,13 @@
 //!
 //! Defaults are those of the transformers 5.x configuration classes (`LlamaConfig`,
 //! `GPT2Config`, ...), so a pasted config that leaves a key out means what it means there.
+//!
+//! The readers are split by layout: `llama_like.rs` reads every Llama-like class from its traits,
+//! `others.rs` Gemma, Phi-3, GPT-2, GPT-NeoX, OPT and StarCoder2, `multimodal.rs` the wrappers. A
+//! `model_type` Headroom does not model is read, when it has the standard keys, as the closest
+//! known layout (Llama's, or MoE when it names experts), with `ModelSpec::approximate` saying why:
+//! a warning, and the parameter count and every exact component become assumed. Without those keys
+//! the error names the missing ones.
 
 use serde_json::{Map, Value};
 

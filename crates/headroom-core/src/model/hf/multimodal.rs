@@ -1,5 +1,15 @@
 //! The multimodal wrappers: a text model from `text_config` and a vision tower with its
 //! projector from `vision_config` (Gemma 3, Qwen2.5-VL, Qwen3-VL, Mistral 3, Llama 4).
+//!
+//! The text model is read from `text_config` as its own `model_type` would be (also Qwen2.5-VL's
+//! released flat layout, and Mistral3Config's default sub-configs); the tower and projector go into
+//! `ModelSpec::vision` (`Vision`: SigLIP, the Qwen-VL ViTs with their mergers and DeepStack,
+//! Pixtral with Mistral 3's patch-merging projector). The spec's `model_type` stays the text
+//! model's; `display_type` names the wrapper. A `llama4` config is its `text_config` (a
+//! `llama4_text` model) with its `vision_config` tower (`VisionKind::Llama4`: unfolded patches,
+//! class token, pixel-shuffle adapter, projector), as Llama4ForConditionalGeneration builds it.
+//! `Vision::tokens_per_image` is each processor's count for the assumed image: Gemma 3's fixed 896
+//! px, and 896 px assumed for Qwen-VL and Pixtral (`VISION_IMAGE_PX`).
 
 use serde_json::{Map, Value};
 
