@@ -134,31 +134,15 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         inv.at(Part::QkNorm);
         zero_centred_norm(inv, label!("q_norm"), (q_in, t * q, d), sh, c);
         zero_centred_norm(inv, label!("k_norm"), (t * kv, t * kv, d), sh, c);
-    } else if spec.qk_norm && norm_family(spec) == Family::Olmo2 {
-        // OLMo 2: RMSNorm over the whole q and k projections, the weight applied in fp32.
-        inv.at(Part::QkNorm).add(
-            what!("q_norm/k_norm: fp32 inputs (saved by pow, mul)"),
-            t * (q + kv),
-            DType::F32,
-        );
-        inv.add(
-            what!("q_norm/k_norm: rsqrt of the variance"),
-            2 * t,
-            DType::F32,
-        );
-        if sh.base_trainable {
-            inv.add(
-                what!("q_norm/k_norm: normalized, fp32 (saved by mul with weight)"),
-                t * (q + kv),
-                DType::F32,
-            );
-        }
     } else if spec.qk_norm && spec.class().traits.qk_norm == QkNorm::Whole {
-        // OLMoE: Llama's RMSNorm over the whole q and k projections (their compute-dtype
-        // outputs): the fp32 input, the rsqrt, the normalized input where the weight trains.
+        // The class's RMSNorm over the whole q and k projections (their compute-dtype
+        // outputs): the fp32 input, the rsqrt, the normalized input where the weight trains
+        // (fp32 where the weight is applied before the cast back, OLMo 2's; OLMoE's and
+        // MiniMax-M2's cast first).
+        let family = norm_family(spec);
         inv.at(Part::QkNorm);
-        rms_norm_of(inv, label!("q_norm"), (t, q, c), sh, Family::Llama);
-        rms_norm_of(inv, label!("k_norm"), (t, kv, c), sh, Family::Llama);
+        rms_norm_of(inv, label!("q_norm"), (t, q, c), sh, family);
+        rms_norm_of(inv, label!("k_norm"), (t, kv, c), sh, family);
     } else if spec.qk_norm && spec.family == Family::Gemma {
         // Gemma 3's q_norm/k_norm are Gemma's RMSNorm per head: the fp32 input (a copy of
         // the 16-bit projection output), the rsqrt, and (x * rsqrt) * (1 + w) in fp32, which
