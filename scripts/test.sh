@@ -15,7 +15,8 @@ export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 # shellcheck source=scripts/wasm-env.sh
 . scripts/wasm-env.sh
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step prints the seconds since the command started, so CI's log shows where its time goes.
+step() { printf '\n=== [%ss] %s\n' "$SECONDS" "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -23,6 +24,8 @@ cargo fmt --all -- --check
 step "cargo clippy -D warnings (native, and the site for wasm32)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p headroom-site --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
+# The calculator's bundle is the site without its docs feature (site/src/route.rs).
+cargo clippy -p headroom-site --target wasm32-unknown-unknown --no-default-features --lib --bins --locked -- -D warnings
 
 step "cargo test (all crates but the browser tests, which need the site's build)"
 cargo test --workspace --exclude headroom-e2e --locked

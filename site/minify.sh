@@ -2,7 +2,9 @@
 # Trunk post-build hook, run before the others (they copy index.html): minifies the app's
 # wasm-bindgen glue, which Trunk leaves as written (55.9 KB raw and 9.0 KB gzip of the first
 # download; esbuild makes it 24.8 and 7.0), and puts the minified file's hash in index.html's
-# integrity attribute so that the browser still accepts it. Release builds only (a debug build
+# integrity attribute so that the browser still accepts it. The whole site's bundle
+# (headroom-docs.js, which the documentation pages load without an integrity attribute) is
+# minified the same way. Release builds only (a debug build
 # keeps readable glue); esbuild comes from scripts/setup.sh.
 set -eu
 stage="$TRUNK_STAGING_DIR"
@@ -11,7 +13,7 @@ if ! command -v esbuild >/dev/null 2>&1; then
   echo "site/minify.sh: esbuild is missing (scripts/setup.sh installs it)" >&2
   exit 1
 fi
-for js in "$stage"/headroom-site-*.js; do
+for js in "$stage"/headroom-site-*.js "$stage"/headroom-docs.js; do
   esbuild "$js" --minify --format=esm --log-level=warning --outfile="$js.min"
   mv "$js.min" "$js"
 done

@@ -20,12 +20,35 @@ content="$TRUNK_SOURCE_DIR/../content"
 html() { printf '%s' "$1" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g'; }
 rep() { html "$1" | sed -e 's/[\\&|]/\\&/g'; }
 
+# The documentation pages run the whole site's bundle (headroom-docs; Trunk.toml's loader picks
+# it by the address): their copy of index.html preloads it in place of the calculator's.
+docs_html=$(mktemp)
+trap 'rm -f "$docs_html"' EXIT
+python3 - "$stage/index.html" "$docs_html" <<'PY'
+import re, sys
+html = open(sys.argv[1]).read()
+calc = r'<link rel="(?:modulepreload|preload)" href="([^"]*)headroom-site-[0-9a-f]+(?:\.js|_bg\.wasm)"[^>]*>'
+found = re.findall(calc, html)
+if len(found) != 2:
+    sys.exit(f"pages.sh: expected the calculator's two preloads in index.html, found {len(found)}")
+base = found[0]
+docs = (f'<link rel="modulepreload" href="{base}headroom-docs.js" crossorigin="anonymous">'
+        f'<link rel="preload" href="{base}headroom-docs_bg.wasm" crossorigin="anonymous" as="fetch" type="application/wasm">')
+html = re.sub(calc, "", html)
+html = html.replace("</head>", docs + "</head>", 1)
+open(sys.argv[2], "w").write(html)
+PY
+
 # page PATH TITLE DESCRIPTION
 page() {
   mkdir -p "$stage/$1"
+  case "$1" in
+    guides*|gpus*|models*|examples*|compare*|calibration*) from="$docs_html" ;;
+    *) from="$stage/index.html" ;;
+  esac
   sed -e "s|<title>[^<]*</title>|<title>$(rep "$2 · Headroom")</title>|" \
       -e "s|<meta name=\"description\" content=\"[^\"]*\">|<meta name=\"description\" content=\"$(rep "$3")\">|" \
-      "$stage/index.html" > "$stage/$1/index.html"
+      "$from" > "$stage/$1/index.html"
 }
 
 page guides "Guides" "Where the memory of a training step goes, and how to make a run fit: ten guides whose every number is computed live."

@@ -1,5 +1,6 @@
 //! The app: the page for the address, and the site's header and footer around every page but
-//! embeds.
+//! embeds. Built with the `docs` feature it renders every page (the whole site's bundle);
+//! without it, the calculator's pages only (`route::DOCS_SECTIONS` says which are not).
 //!
 //! Before the first page it fetches in parallel the GPU catalog (`content/gpus.json`), the presets'
 //! index and configs (`content/models.json`), the published calibrations
@@ -18,11 +19,7 @@ use yew::prelude::*;
 use crate::calibration_state::{CalibrationContext, UserCalibration, load_session};
 use crate::components::search::Search;
 use crate::dom;
-use crate::guides::page::{GuideList, GuidePage};
-use crate::pages::calibration::Calibrations;
-use crate::pages::catalog::{GpuList, GpuPage, ModelList, ModelPage};
-use crate::pages::examples::{Example, Examples};
-use crate::pages::{calculator::Calculator, compare::Compare, embed::Embed, not_found::NotFound};
+use crate::pages::{calculator::Calculator, embed::Embed, not_found::NotFound};
 use crate::route::Route;
 
 fn switch(route: Route) -> Html {
@@ -39,6 +36,23 @@ fn page(route: Route) -> Html {
             let key = id.clone();
             html! { <Calculator key={key} named={id}/> }
         }
+        Route::Embed | Route::NotFound => html! { <NotFound/> },
+        #[cfg(feature = "docs")]
+        other => docs_page(other),
+        #[cfg(not(feature = "docs"))]
+        other => html! { <ElsewhereNotice path={other.path()}/> },
+    }
+}
+
+/// The pages only the whole site's bundle renders (`route::DOCS_SECTIONS`).
+#[cfg(feature = "docs")]
+fn docs_page(route: Route) -> Html {
+    use crate::guides::page::{GuideList, GuidePage};
+    use crate::pages::calibration::Calibrations;
+    use crate::pages::catalog::{GpuList, GpuPage, ModelList, ModelPage};
+    use crate::pages::compare::Compare;
+    use crate::pages::examples::{Example, Examples};
+    match route {
         Route::Compare => html! { <Compare/> },
         Route::Calibrations => html! { <Calibrations/> },
         Route::CalibrationFile { id } => {
@@ -56,7 +70,29 @@ fn page(route: Route) -> Html {
         Route::Gpu { id } => html! { <GpuPage id={AttrValue::from(id)}/> },
         Route::Models => html! { <ModelList/> },
         Route::Model { id } => html! { <ModelPage id={AttrValue::from(id)}/> },
-        Route::Embed | Route::NotFound => html! { <NotFound/> },
+        Route::Calculator | Route::Named { .. } | Route::Embed | Route::NotFound => {
+            html! { <NotFound/> }
+        }
+    }
+}
+
+#[cfg(not(feature = "docs"))]
+#[derive(Properties, PartialEq)]
+struct ElsewhereProps {
+    path: String,
+}
+
+/// What the calculator's bundle shows at a documentation page's address, which the loader
+/// never gives it (it loads the whole site's bundle there): a link that loads the page
+/// (`dom::intercept_links` lets it through).
+#[cfg(not(feature = "docs"))]
+#[component]
+fn ElsewhereNotice(props: &ElsewhereProps) -> Html {
+    let href = format!("{}{}", dom::base_path(), props.path);
+    html! {
+        <main class="page narrow" id="main">
+            <p><a href={href}>{ "Open this page" }</a></p>
+        </main>
     }
 }
 

@@ -227,9 +227,25 @@ pub fn location_key() -> String {
 }
 
 /// Goes to a site address without a page load: a history entry, then the app renders the new
-/// route (it listens for `popstate`, which this dispatches, as "back" does).
+/// route (it listens for `popstate`, which this dispatches, as "back" does). An address this
+/// bundle does not render (`Route::served_here`) is loaded as a page instead.
 pub fn navigate(href: &str) {
     let Some(w) = window() else { return };
+    // A page this bundle does not render is a page load, which the loader gives the bundle
+    // that does (route.rs).
+    let path = w
+        .location()
+        .href()
+        .ok()
+        .and_then(|page| web_sys::Url::new_with_base(href, &page).ok())
+        .map(|u| u.pathname())
+        .unwrap_or_default();
+    let base = base_path();
+    let route = crate::route::Route::recognize(path.strip_prefix(base.as_str()).unwrap_or(&path));
+    if !route.served_here() {
+        let _ = w.location().set_href(href);
+        return;
+    }
     if let Ok(history) = w.history()
         && history
             .push_state_with_url(&JsValue::NULL, "", Some(href))

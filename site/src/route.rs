@@ -7,6 +7,12 @@
 //! Routes: `/`, `/s/:id`, `/compare`, `/embed`, `/calibration[/:id]`, `/examples[/:n]`,
 //! `/guides[/:slug]`, `/gpus[/:id]`, `/models[/:id]`. `app.rs` keys the page on the address and
 //! `dom::intercept_links` turns clicks on site links into history entries.
+//!
+//! The site ships as two bundles of the one app: the calculator's (`headroom-site`, built
+//! without the crate's `docs` feature: the calculator, named scenarios, embeds) and the whole
+//! site's (`headroom-docs`, with it), which the pages under [`DOCS_SECTIONS`] load instead.
+//! The loader in Trunk.toml's `pattern_script` picks one by the address; a bundle renders in
+//! place only the routes it has ([`Route::served_here`]) and lets the browser load the others.
 
 /// A page of the site.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +60,34 @@ pub enum Route {
     NotFound,
 }
 
+/// The first path segments of the pages only the whole site's bundle (`headroom-docs`)
+/// renders: guides, catalogs, comparison, calibration and worked examples. Trunk.toml's loader
+/// tests an address against the same list (a test keeps the two equal).
+pub const DOCS_SECTIONS: [&str; 6] = [
+    "guides",
+    "gpus",
+    "models",
+    "examples",
+    "compare",
+    "calibration",
+];
+
 impl Route {
+    /// Whether the calculator's bundle renders this route (the calculator, a named scenario,
+    /// an embed and the not-found page); the others are the documentation pages'.
+    pub fn in_calculator_bundle(&self) -> bool {
+        matches!(
+            self,
+            Route::Calculator | Route::Named { .. } | Route::Embed | Route::NotFound
+        )
+    }
+
+    /// Whether this build renders the route: the whole site's bundle renders every route, the
+    /// calculator's only its own.
+    pub fn served_here(&self) -> bool {
+        cfg!(feature = "docs") || self.in_calculator_bundle()
+    }
+
     /// The route of a path below the site's base (`/s/x`, `/compare/`, ``).
     pub fn recognize(path: &str) -> Route {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
@@ -112,7 +145,7 @@ impl Route {
 
 #[cfg(test)]
 mod tests {
-    use super::Route;
+    use super::{DOCS_SECTIONS, Route};
 
     #[test]
     fn paths_map_to_routes_and_back() {
@@ -156,6 +189,35 @@ mod tests {
             if route != Route::NotFound {
                 assert_eq!(Route::recognize(&route.path()), route);
             }
+            // A route is the documentation bundle's exactly when its first segment is one of
+            // DOCS_SECTIONS, the list the loader reads.
+            let first = path.split('/').find(|p| !p.is_empty()).unwrap_or("");
+            if route != Route::NotFound {
+                assert_eq!(
+                    route.in_calculator_bundle(),
+                    !DOCS_SECTIONS.contains(&first),
+                    "{path}"
+                );
+            }
         }
+    }
+
+    /// Trunk.toml's loader picks the bundle with a pattern over the same sections as
+    /// `DOCS_SECTIONS`, so an address never loads a bundle that cannot render it; site/pages.sh
+    /// preloads the whole site's bundle on the same pages.
+    #[test]
+    fn the_loader_knows_the_documentation_sections() {
+        let trunk = include_str!("../../Trunk.toml");
+        let pattern = format!("^({})(\\/|$)", DOCS_SECTIONS.join("|"));
+        assert!(
+            trunk.contains(&pattern),
+            "Trunk.toml's pattern_script should test {pattern}"
+        );
+        let pages = include_str!("../pages.sh");
+        let cases = DOCS_SECTIONS.map(|s| format!("{s}*")).join("|");
+        assert!(
+            pages.contains(&format!("{cases})")),
+            "site/pages.sh should preload headroom-docs for {cases}"
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Every guide in `content/guides/` is parsed, every calculator block and live value is
 //! evaluated by the core, every input changes what its block shows, every link resolves, and
 //! the figures are compared with the committed `content/guides/SNAPSHOT.md`, so a change in the
-//! core that moves a number in a guide shows up in review. `UPDATE_SNAPSHOTS=1` rewrites it.
+//! core that moves a number in a guide shows up in review. `UPDATE_SNAPSHOTS=1` rewrites it,
+//! and the guides' search text (`content/guides/search.json`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -256,6 +257,29 @@ fn every_block_evaluates_and_matches_the_snapshot() {
             text.lines().nth(line).unwrap_or("")
         );
     }
+}
+
+/// The guides' words for the site's search box, as `Guide::plain_text` gives them: the
+/// calculator's bundle fetches `content/guides/search.json` (one request, no guide parser in
+/// its download) where it once fetched and parsed every guide. `UPDATE_SNAPSHOTS=1` rewrites it.
+#[test]
+fn the_search_text_is_the_guides_plain_text() {
+    let texts: serde_json::Map<String, serde_json::Value> = guides()
+        .iter()
+        .map(|g| (g.slug.clone(), serde_json::Value::from(g.plain_text())))
+        .collect();
+    let text = serde_json::to_string_pretty(&texts).expect("JSON") + "\n";
+    let path = guides_dir().join("search.json");
+    if std::env::var("UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &text).expect("writable");
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == text,
+        "content/guides/search.json is out of date: run `UPDATE_SNAPSHOTS=1 cargo test -p \
+         headroom-core --test suite guides::` and commit it"
+    );
 }
 
 /// Where an internal link points, checked against the content it names.

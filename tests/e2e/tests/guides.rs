@@ -194,7 +194,7 @@ fn gpu_and_model_pages_show_what_fits() {
 }
 
 #[test]
-fn search_finds_guide_text_and_links_navigate_in_place() {
+fn search_finds_guide_text_and_each_bundle_keeps_its_pages() {
     let site = Site::start();
     let s = site.open("/");
     // A marker on the window survives in-place navigation and dies with a page load.
@@ -227,28 +227,48 @@ fn search_finds_guide_text_and_links_navigate_in_place() {
         "a guide found by its text",
     );
     assert!(hit.as_str().is_some_and(|h| h.contains("/guides/")));
+    // The calculator's page downloaded the calculator's bundle only.
+    assert_eq!(s.js(LOADED_BUNDLES, json!([])), json!([true, false]));
     let link = s.find("#search-results a[href*='/guides/']");
     s.click(&link);
     wait_guide(&s, "the guide after a click");
+    // A guide is not in the calculator's bundle: the link loads the page, which runs the whole
+    // site's bundle and nothing else.
     assert_eq!(
-        s.js("return window.__stay", json!([])),
-        json!(1),
-        "no page load"
+        s.js("return window.__stay ?? null", json!([])),
+        json!(null),
+        "a page load"
     );
-    // Back returns to the calculator, still without a page load.
-    s.js("history.back(); return true", json!([]));
+    assert_eq!(s.js(LOADED_BUNDLES, json!([])), json!([false, true]));
+    // The whole site's bundle renders every page: its links navigate in place.
+    s.js("window.__stay = 2; return true", json!([]));
+    let calculator = s.find("nav[aria-label='Site'] a");
+    s.click(&calculator);
     s.wait_for(
         "return !!document.querySelector('main.calc')",
         WAIT,
-        "the calculator after back",
+        "the calculator after a click",
     );
-    assert_eq!(s.js("return window.__stay", json!([])), json!(1));
+    assert_eq!(
+        s.js("return window.__stay", json!([])),
+        json!(2),
+        "in place"
+    );
     // The calculator sets no title of its own: the guide's is not left behind.
     assert_eq!(
         s.js("return document.title", json!([])),
         json!("Headroom: GPU memory for training language models")
     );
+    // Back returns to the guide, still without a page load.
+    s.js("history.back(); return true", json!([]));
+    wait_guide(&s, "the guide after back");
+    assert_eq!(s.js("return window.__stay", json!([])), json!(2));
 }
+
+/// Which bundles the page fetched: `[the calculator's, the whole site's]`.
+const LOADED_BUNDLES: &str = "const names = performance.getEntriesByType('resource').map(e => e.name); \
+     return [names.some(n => /headroom-site-[0-9a-f]+_bg\\.wasm$/.test(n)), \
+     names.some(n => n.endsWith('headroom-docs_bg.wasm'))]";
 
 #[test]
 fn every_worked_example_short_link_opens_its_scenario() {

@@ -1,5 +1,6 @@
 //! Measures the site's budgets on the release build and prints them (issue 3):
-//! - the wasm plus JS, gzip -9: must stay under `SIZE_BUDGET` (checked: exits non-zero above it).
+//! - the calculator's wasm plus JS, gzip -9: must stay under `SIZE_BUDGET`, and the whole site's
+//!   (`headroom-docs`) under `DOCS_SIZE_BUDGET` (checked: exits non-zero above either).
 //!   The on-demand worker's wasm and JS (fetched when someone imports a config or opens a
 //!   plan's configuration) are listed apart and not counted: not part of the first download.
 //!   Issue 3 set 350 KB for the calculator alone; the guides, the GPU and model pages and
@@ -137,9 +138,20 @@
 //!   (one class row, its window pattern, norms that follow a trait) cost 0.3 KB (449,338 B,
 //!   over); paid for by minifying the app's JS glue after the build (`site/minify.sh`:
 //!   esbuild, 9,137 to 7,151 B gzip; Trunk minifies only the worker's): 447,352 B, and the
-//!   limit comes down to 447,400 B;
+//!   limit comes down to 447,400 B. Then the "second bundle" promised since the third raise:
+//!   the calculator's pages (`/`, `/s/<id>`, `/embed`) load the app built without the site
+//!   crate's `docs` feature (no guides, catalogs, comparison, calibration or examples pages),
+//!   and those pages load the whole app (`headroom-docs`, picked by Trunk.toml's loader; the
+//!   e2e tests run both). The header's search then read the guides' words from one fetched
+//!   file (`content/guides/search.json`) instead of parsing every guide (the guide parser left
+//!   the calculator's download: about 6 KB), read as a JSON value (a typed map cost 1.3 KB
+//!   more): the calculator's bundle is 372,865 B (2026-11-29), under issue 34's 380 KB, and
+//!   this limit comes down to 373,300 B; the whole site's, which the documentation pages
+//!   download in its place, is 447,296 B (the one bundle before was 447,304 B), held by
+//!   `DOCS_SIZE_BUDGET` at the last limit, 447,400 B;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
-//!   app's own mark (`data-ready-ms`, milliseconds since navigation start);
+//!   app's own mark (`data-ready-ms`, milliseconds since navigation start); a guide's page
+//!   (the whole site's bundle), median of 3;
 //! - recompute plus redraw after an input change: median of 15 edits (`data-update-ms`);
 //! - the bound on work: each of the heaviest accepted links (`bounds::HEAVIEST_LINKS`) opened
 //!   in the calculator, interactive time and the core's analysis time, median of 3 loads.
@@ -154,7 +166,10 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 447_400;
+const SIZE_BUDGET: u64 = 373_300;
+
+/// The whole site's bundle, which the documentation pages load instead (see the history above).
+const DOCS_SIZE_BUDGET: u64 = 447_400;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
@@ -177,41 +192,44 @@ fn median(mut xs: Vec<f64>) -> f64 {
 
 fn main() {
     let dist = headroom_e2e::dist_dir();
-    let mut raw = 0u64;
-    let mut gz = 0u64;
-    let mut files = Vec::new();
-    let mut on_demand = Vec::new();
-    for entry in std::fs::read_dir(&dist).unwrap_or_else(|e| panic!("{}: {e}", dist.display())) {
-        let path = entry.expect("a directory entry").path();
+    // The calculator's bundle (the first download at `/`), the whole site's (the documentation
+    // pages' instead) and the on-demand worker, each listed with its files.
+    let mut calculator = Bundle::default();
+    let mut docs = Bundle::default();
+    let mut worker = Bundle::default();
+    let mut entries: Vec<_> = std::fs::read_dir(&dist)
+        .unwrap_or_else(|e| panic!("{}: {e}", dist.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("?");
         if matches!(ext, "wasm" | "js") && name != "sw.js" {
             let bytes = std::fs::read(&path).expect("a build file");
-            let z = gzip_len(&bytes);
-            let line = format!("  {name:<40} {:>8} B raw {z:>8} B gzip", bytes.len());
-            // The on-demand worker is fetched when first asked for something, not with the page.
-            if name.starts_with("headroom-worker") {
-                on_demand.push(line);
-                continue;
-            }
-            files.push(line);
-            raw += bytes.len() as u64;
-            gz += z;
+            let bundle = if name.starts_with("headroom-worker") {
+                &mut worker
+            } else if name.starts_with("headroom-docs") {
+                &mut docs
+            } else {
+                &mut calculator
+            };
+            bundle.add(name, &bytes);
         }
     }
-    println!("bundle (wasm + js):");
-    for f in &files {
-        println!("{f}");
-    }
-    println!("fetched on demand, not part of the bundle (the on-demand worker: import, exports):");
-    for f in &on_demand {
-        println!("{f}");
-    }
-    println!(
-        "  total {raw} B raw, {gz} B gzip ({:.1} KB; budget {:.1} KB)",
-        gz as f64 / 1000.0,
-        SIZE_BUDGET as f64 / 1000.0
+    calculator.print(
+        "the calculator's bundle (wasm + js; the first download at / and /s/...)",
+        SIZE_BUDGET,
     );
+    docs.print(
+        "the whole site's bundle (the guides', catalogs', comparison's, calibration's and \
+         examples' pages load it instead)",
+        DOCS_SIZE_BUDGET,
+    );
+    println!("fetched on demand (the worker: import, exports, the layer inventory's labels):");
+    for f in &worker.lines {
+        println!("{f}");
+    }
 
     let server = StaticServer::start(&dist).expect("a local server");
     let driver = Driver::start();
@@ -225,6 +243,17 @@ fn main() {
         "interactive after navigation (fresh profile, n=7): median {:.0} ms, runs {:?}",
         median(ready.clone()),
         ready.iter().map(|x| x.round()).collect::<Vec<_>>()
+    );
+    let mut guide = Vec::new();
+    for _ in 0..3 {
+        let s = driver.session(1280, 900);
+        s.goto(&server.url("/guides/memory-timeline"));
+        guide.push(s.wait_ready());
+    }
+    println!(
+        "a guide's page, interactive after navigation (the whole site's bundle, n=3): median \
+         {:.0} ms",
+        median(guide)
     );
 
     let s = driver.session(1280, 900);
@@ -297,8 +326,42 @@ fn main() {
             median(analysis)
         );
     }
-    if gz > SIZE_BUDGET {
-        eprintln!("the bundle is over its size budget");
+    if calculator.gz > SIZE_BUDGET || docs.gz > DOCS_SIZE_BUDGET {
+        eprintln!("a bundle is over its size budget");
         std::process::exit(1);
+    }
+}
+
+/// The files of one bundle, and their total size raw and gzip -9.
+#[derive(Default)]
+struct Bundle {
+    lines: Vec<String>,
+    raw: u64,
+    gz: u64,
+}
+
+impl Bundle {
+    fn add(&mut self, name: &str, bytes: &[u8]) {
+        let z = gzip_len(bytes);
+        self.lines.push(format!(
+            "  {name:<40} {:>8} B raw {z:>8} B gzip",
+            bytes.len()
+        ));
+        self.raw += bytes.len() as u64;
+        self.gz += z;
+    }
+
+    fn print(&self, title: &str, budget: u64) {
+        println!("{title}:");
+        for l in &self.lines {
+            println!("{l}");
+        }
+        println!(
+            "  total {} B raw, {} B gzip ({:.1} KB; budget {:.1} KB)",
+            self.raw,
+            self.gz,
+            self.gz as f64 / 1000.0,
+            budget as f64 / 1000.0
+        );
     }
 }
