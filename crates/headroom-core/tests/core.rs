@@ -905,3 +905,23 @@ fn fsdp1_and_reduce32_are_fsdp_settings() {
         layer * (2 + 4) + (layer * 4).div_ceil(8)
     );
 }
+
+/// A position table too long is refused by the key the config gives it: GPT-2's `n_positions`,
+/// OPT's `max_position_embeddings` (its table has two rows more; it has no `n_positions`, which
+/// the property test caught the message naming).
+#[test]
+fn a_position_table_too_long_is_refused_by_its_own_key() {
+    for (text, key) in [
+        (
+            r#"{"model_type":"opt","max_position_embeddings":1099511627776}"#,
+            "max_position_embeddings",
+        ),
+        (
+            r#"{"model_type":"gpt2","n_positions":1099511627776}"#,
+            "n_positions",
+        ),
+    ] {
+        let e = parse_config_json(text).expect_err("too long").to_string();
+        assert!(e.contains(&format!("`{key}`")), "{text}: {e}");
+    }
+}

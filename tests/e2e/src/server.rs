@@ -1,11 +1,13 @@
 //! A static file server on 127.0.0.1 for the site's build folder. Paths without a file behind
-//! them get index.html (as a static host configured for a single-page app would answer).
+//! them get index.html (as a static host configured for a single-page app would answer); a
+//! browser that accepts gzip gets every file gzipped, as static hosts send them.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 #[derive(Debug)]
@@ -111,9 +113,12 @@ fn serve(stream: TcpStream, root: &Path, prefix: &str) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
-    // Drain the headers.
+    // Read the headers for one: whether the browser takes gzip.
     let mut line = String::new();
+    let mut gzip = false;
     while reader.read_line(&mut line)? > 2 {
+        let lower = line.to_ascii_lowercase();
+        gzip |= lower.starts_with("accept-encoding:") && lower.contains("gzip");
         line.clear();
     }
     let target = request_line.split_whitespace().nth(1).unwrap_or("/");
@@ -125,13 +130,37 @@ fn serve(stream: TcpStream, root: &Path, prefix: &str) -> std::io::Result<()> {
         Some(b) => ("200 OK", b),
         None => ("404 Not Found", b"not found".to_vec()),
     };
+    // Compressed as static hosts serve it, so that a throttled network carries what it would.
+    let (body, encoding) = if gzip && status.starts_with("200") {
+        (gzipped(&file, &body)?, "Content-Encoding: gzip\r\n")
+    } else {
+        (body, "")
+    };
     let mut stream = stream;
     write!(
         stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {}\r\n{encoding}Content-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
         content_type(&file),
         body.len()
     )?;
     stream.write_all(&body)?;
     stream.flush()
+}
+
+/// `body` (the file at `path`) gzipped at the level the budgets measure, compressed once per
+/// file and process: the build does not change while the tests run.
+fn gzipped(path: &Path, body: &[u8]) -> std::io::Result<Vec<u8>> {
+    static CACHE: std::sync::OnceLock<Mutex<HashMap<PathBuf, Vec<u8>>>> =
+        std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(path).cloned()) {
+        return Ok(hit);
+    }
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(body)?;
+    let out = enc.finish()?;
+    if let Ok(mut c) = cache.lock() {
+        c.insert(path.to_path_buf(), out.clone());
+    }
+    Ok(out)
 }

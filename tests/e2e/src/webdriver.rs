@@ -184,6 +184,18 @@ impl Session<'_> {
         );
     }
 
+    /// Sends a Chrome DevTools Protocol command (chromedriver's `goog/cdp/execute`), such as
+    /// `Network.emulateNetworkConditions`, and returns its result.
+    pub fn cdp(&self, cmd: &str, params: Value) -> Value {
+        ok(
+            self.driver.post(
+                &self.path("/goog/cdp/execute"),
+                json!({ "cmd": cmd, "params": params }),
+            ),
+            cmd,
+        )
+    }
+
     /// Runs a script (a function body; `arguments` holds `args`) and returns its value.
     pub fn js(&self, script: &str, args: Value) -> Value {
         ok(

@@ -3,7 +3,7 @@
 //! to spare, so an estimate's work is bounded and its products cannot wrap.
 
 use crate::error::ConfigError;
-use crate::model::{ModelSpec, inventory};
+use crate::model::{Family, ModelSpec, inventory};
 
 /// `vocab_size`: the largest released vocabularies are about 262,144 (Gemma 3).
 pub const MAX_VOCAB: u64 = 1 << 22;
@@ -66,7 +66,17 @@ pub fn check_model(s: &ModelSpec) -> Result<(), ConfigError> {
             MAX_INTERMEDIATE,
         ),
         ("word_embed_proj_dim", s.embed_proj_dim, 0, MAX_HIDDEN),
-        ("n_positions", s.position_embeddings, 0, MAX_POSITIONS),
+        (
+            // OPT's learned table is max_position_embeddings + 2 rows (it has no n_positions).
+            if s.family == Family::Opt {
+                "max_position_embeddings"
+            } else {
+                "n_positions"
+            },
+            s.position_embeddings,
+            0,
+            MAX_POSITIONS,
+        ),
         ("max_position_embeddings", s.max_positions, 0, MAX_POSITIONS),
         (
             "sliding_window",
