@@ -46,8 +46,10 @@ for banned in cudarc web-sys wasm-bindgen js-sys; do
 done
 echo "ok"
 
+# In the dev profile the tests already built (a bench build's optimized profile took 70 s of
+# the command's time to prove the same: that the benchmarks compile and link).
 step "benchmarks build"
-cargo bench -p headroom-core --no-run --locked
+cargo build -p headroom-core --benches --locked
 
 step "site: release build (trunk, wasm-opt), at the root and for a sub-path"
 cargo fetch --locked

@@ -241,7 +241,9 @@ pub fn estimate_table(
     }
     let _ = writeln!(
         s,
-        "\n{} on {} ({} usable): headroom {} ({:.1}%){margin}",
+        // The level the verdict judges, as the page's verdict says: the allocator failing to
+        // reserve a segment is what stops a run.
+        "\n{} on {} ({} usable; judged at the device level): headroom {} ({:.1}%){margin}",
         if v.fits { "FITS" } else { "DOES NOT FIT" },
         v.gpu,
         bytes(v.capacity),

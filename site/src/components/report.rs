@@ -101,6 +101,8 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
                 } else {
                     format!("The peak is in the {} ({}).", e.peak.phase.label(), e.peak.at)
                 } }
+                // Which level the verdict judges, and why that one (content/help.toml).
+                { " " }{ crate::help::page("verdict_level") }
             </p>
             if v.host_per_node > 0 {
                 <p class={classes!("verdict-line", (!v.host_fits).then_some("no-fit"))} id="host-line">

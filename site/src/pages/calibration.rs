@@ -135,9 +135,9 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
                     Some(Ok(v)) => Ok(v.clone()),
                     _ => {
                         rows_note = Some(if whole.is_none() {
-                            "Loading the measured training steps…"
+                            "Loading the measured training steps…".to_string()
                         } else {
-                            "The measured training steps could not be loaded (offline?); the constants above are the ones in use."
+                            crate::help::page("calibration_rows_offline")
                         });
                         view(stem, text).map(Rc::new)
                     }
