@@ -240,9 +240,7 @@ pub fn navigate(href: &str) {
         .and_then(|page| web_sys::Url::new_with_base(href, &page).ok())
         .map(|u| u.pathname())
         .unwrap_or_default();
-    let base = base_path();
-    let route = crate::route::Route::recognize(path.strip_prefix(base.as_str()).unwrap_or(&path));
-    if !route.served_here() {
+    if !crate::route::Route::at(&path).served_here() {
         let _ = w.location().set_href(href);
         return;
     }

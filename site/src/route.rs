@@ -138,8 +138,13 @@ impl Route {
         let path = web_sys::window()
             .and_then(|w| w.location().pathname().ok())
             .unwrap_or_default();
+        Route::at(&path)
+    }
+
+    /// The route of an absolute path on this site (`/headroom/guides/x` under a sub-path).
+    pub fn at(path: &str) -> Route {
         let base = crate::dom::base_path();
-        Route::recognize(path.strip_prefix(base.as_str()).unwrap_or(&path))
+        Route::recognize(path.strip_prefix(base.as_str()).unwrap_or(path))
     }
 }
 
