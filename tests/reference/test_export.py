@@ -42,6 +42,8 @@ from torch.distributed.fsdp import CPUOffloadPolicy
 from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 from transformers.training_args import OptimizerNames
 
+import prewarmed
+
 HERE = pathlib.Path(__file__).parent
 ROOT = HERE.parent.parent
 BIN = os.environ.get("HEADROOM_BIN", str(ROOT / "target" / "debug" / "headroom"))
@@ -497,8 +499,8 @@ def model_config(scenario):
 def dry_run(text, config, tmp_path, name):
     script = tmp_path / name
     script.write_text(text)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         env={**os.environ, "HEADROOM_DRY_RUN": str(config)}, cwd=tmp_path, timeout=600)
+    # As `python script` would, forked from a process that has imported torch and transformers.
+    out = prewarmed.run(script, env={**os.environ, "HEADROOM_DRY_RUN": str(config)}, cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

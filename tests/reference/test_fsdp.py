@@ -11,11 +11,10 @@ export wraps it (one unit a decoder layer, and the root unit):
   embeddings, lm_head and final norm (the core's `gathered_params`).
 """
 import json
-import subprocess
-import sys
 
 import pytest
 
+import prewarmed
 from test_saved_bytes import CONFIGS, HERE, predict
 
 
@@ -24,8 +23,7 @@ def test_fsdp2_lora_collectives(targets, tmp_path):
     config = CONFIGS["llama"]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    run = subprocess.run([sys.executable, str(HERE / "measure_fsdp.py"), str(path), "2", targets, "8"],
-                         capture_output=True, text=True, cwd=HERE, check=True)
+    run = prewarmed.run(HERE / "measure_fsdp.py", [str(path), "2", targets, "8"], cwd=HERE, check=True)
     calls = json.loads(run.stdout.strip().splitlines()[-1])
     p = predict(config, 2, 64, "amp-bf16", "sdpa", "none", False,
                 ["--gpus", "2", "--dp", "fsdp", "--method", "lora", "--rank", "8", "--targets", targets,
@@ -96,8 +94,7 @@ def test_fsdp_step_peak(fsdp, reduce, fam, prec, ckpt, method):
     config = CONFIGS[fam]
     scenario = {"config": config, "world": 2, "batch": 2, "seq": 64, "precision": prec, "checkpointing": ckpt,
                 "method": method, "rank": 8, "targets": "all", "fsdp": int(fsdp[-1]), "reduce": reduce}
-    run = subprocess.run([sys.executable, str(HERE / "measure_fsdp_peak.py"), json.dumps(scenario)],
-                         capture_output=True, text=True, cwd=HERE, check=True)
+    run = prewarmed.run(HERE / "measure_fsdp_peak.py", [json.dumps(scenario)], cwd=HERE, check=True)
     measured = json.loads(run.stdout.strip().splitlines()[-1])
     p = predict(config, 2, 64, prec, "sdpa", ckpt, False, fsdp_flags(scenario))
     assert p["bytes"]["weights"] == measured["weights"]
