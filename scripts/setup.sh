@@ -57,8 +57,12 @@ fi
 if have_version trunk "$TRUNK_VERSION"; then
   log "trunk $TRUNK_VERSION: present"
 else
-  log "installing trunk $TRUNK_VERSION (cargo install, several minutes)"
-  cargo install --locked --quiet "trunk@$TRUNK_VERSION"
+  log "installing trunk $TRUNK_VERSION (cargo install, a few minutes)"
+  # trunk's own release profile links with fat LTO in one codegen unit, which made its build
+  # most of a bare machine's set-up; it only drives the build's tools, so its speed does not
+  # matter: built without them.
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo install --locked --quiet "trunk@$TRUNK_VERSION"
 fi
 if have_version wasm-bindgen "$WASM_BINDGEN_VERSION"; then
   log "wasm-bindgen-cli $WASM_BINDGEN_VERSION: present"
