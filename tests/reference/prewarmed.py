@@ -16,6 +16,8 @@ import pathlib
 import runpy
 import subprocess
 import sys
+import tempfile
+import traceback
 
 _CONTEXT = None
 
@@ -61,12 +63,13 @@ def _child(script, argv, env, cwd, out_path, err_path):
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not isinstance(e.code, (int, type(None))):
+        # As the interpreter exits: None is 0, an int is itself, anything else is printed and 1.
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
             print(e.code, file=sys.stderr)
+            code = 1
     except BaseException:
-        import traceback
-
         traceback.print_exc()
         code = 1
     sys.stdout.flush()
@@ -79,8 +82,6 @@ def run(script, argv=(), env=None, cwd=None, timeout=600, check=False):
     forked from the prewarmed server: a CompletedProcess with the exit code and both outputs."""
     cwd = pathlib.Path(cwd or os.getcwd())
     env = dict(os.environ if env is None else env)
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         out_path, err_path = os.path.join(tmp, "out"), os.path.join(tmp, "err")
         p = _context().Process(target=_child, args=(str(script), list(argv), env, str(cwd), out_path, err_path))
