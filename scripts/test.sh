@@ -5,7 +5,15 @@
 # end-to-end browser tests and budgets, and the reference suite against real PyTorch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+# The reference suite's venv (a download of about 3 GB) installs in the background while the
+# Rust steps use the CPU; the suite waits for it at the end.
+mkdir -p target
+venv_log=target/setup-venv.log
+./scripts/setup-venv.sh >"$venv_log" 2>&1 &
+venv_pid=$!
+# A failed step ends the command; the venv's install then stops too (the next run redoes it).
+trap 'kill "$venv_pid" 2>/dev/null || true' EXIT
+SKIP_VENV=1 ./scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$HOME/.local/webtools/node_modules/.bin:$PATH"
 export TRUNK_SKIP_VERSION_CHECK=true
 # A run from a clean checkout rebuilds nothing incrementally; the incremental caches would only
@@ -71,4 +79,11 @@ cargo run -q -p headroom-e2e --bin budgets --locked
 # to workers one by one, except the files that write a section of report.md when they end,
 # each whole in one worker (their `xdist_group` mark).
 step "reference suite: the core against real PyTorch (CPU), one worker per core"
+venv_ok=0
+wait "$venv_pid" || venv_ok=$?
+cat "$venv_log"
+if [ "$venv_ok" -ne 0 ]; then
+  echo "the reference venv's install failed (scripts/setup-venv.sh, exit $venv_ok)" >&2
+  exit 1
+fi
 .venv/bin/python -m pytest -q tests/reference -p no:cacheprovider -n auto --dist loadgroup --durations=20
