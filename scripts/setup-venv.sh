@@ -19,12 +19,15 @@ assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert transformers.__version__ == sys.argv[2], transformers.__version__
 PY
 }
-# The small packages (accelerate, peft, deepspeed, ...): every pin but torch and transformers.
+# The small packages (accelerate, peft, deepspeed, ...): every pin but torch and transformers,
+# and those installed without their dependencies (requirements-nodeps.txt: torchtitan's).
+nodeps=tests/reference/requirements-nodeps.txt
 small_pins() { grep -E '^[A-Za-z0-9_.-]+==' "$req" | grep -v -E '^(torch|transformers)=='; }
+nodeps_pins() { grep -E '^[A-Za-z0-9_.-]+==' "$nodeps"; }
 # accelerate, peft and deepspeed are small: when torch and transformers are right, a missing or
 # other version is installed into the venv on its own rather than by recreating it (3 GB).
 small_ok() {
-  .venv/bin/python - $(small_pins) <<'PY' 2>/dev/null
+  .venv/bin/python - $(small_pins) $(nodeps_pins) <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version
 for pin in sys.argv[1:]:
@@ -37,13 +40,14 @@ PY
 install_small() {
   .venv/bin/pip install -q $(small_pins | grep -v '^deepspeed==')
   DS_BUILD_OPS=0 .venv/bin/pip install -q --no-build-isolation $(small_pins | grep '^deepspeed==')
+  .venv/bin/pip install -q --no-deps $(nodeps_pins)
 }
 if venv_ok; then
   log "python venv (.venv): torch $want_torch, transformers $want_tf present"
   if small_ok; then
-    log "python venv (.venv): $(small_pins | tr '\n' ' ')present"
+    log "python venv (.venv): $(small_pins | tr '\n' ' ')$(nodeps_pins | tr '\n' ' ')present"
   else
-    log "installing $(small_pins | tr '\n' ' ')into .venv"
+    log "installing $(small_pins | tr '\n' ' ')$(nodeps_pins | tr '\n' ' ')into .venv"
     install_small
     { venv_ok && small_ok; } || { echo "[setup-venv] the venv does not import torch $want_torch, transformers $want_tf and $(small_pins | tr '\n' ' ')" >&2; exit 1; }
   fi

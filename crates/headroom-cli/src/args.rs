@@ -101,7 +101,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N")]
     pub max_plans: Option<String>,
     /// Print the configuration of a plan instead: deepspeed | trainer | accelerate | fsdp2 |
-    /// torchrun | axolotl | llamafactory | env.
+    /// torchrun | axolotl | llamafactory | torchtitan | env.
     #[arg(long, value_name = "TARGET")]
     pub export: Option<String>,
     /// Which plan to export (1 = fastest; default 1).

@@ -367,7 +367,7 @@ fn unknown_export_target_names_the_field() {
         Err(ScenarioError::Invalid { field, message }) => {
             assert_eq!(field, "export");
             assert!(message.contains(
-                "deepspeed, trainer, accelerate, fsdp2, torchrun, axolotl, llamafactory, env"
+                "deepspeed, trainer, accelerate, fsdp2, torchrun, axolotl, llamafactory, torchtitan, env"
             ));
         }
         other => panic!("{other:?}"),
@@ -508,6 +508,15 @@ fn every_export_names_the_versions_it_was_checked_with() {
             );
             continue;
         }
+        // torchtitan's module runs no transformers: it names torchtitan and torch.
+        if e.target == Target::Torchtitan {
+            assert!(
+                e.text.contains("torchtitan 0.3.0") && e.text.contains("torch 2.15.0"),
+                "{}",
+                e.text
+            );
+            continue;
+        }
         let said = if e.target == Target::DeepSpeed {
             e.notes.join("\n")
         } else {
@@ -552,4 +561,82 @@ fn expandable_segments_reach_every_file_that_runs_the_plan() {
     }
     // One GPU is "1 GPU".
     assert!(yaml.starts_with("# Headroom plan: 1 GPU, "), "{yaml}");
+}
+
+fn link(q: &str) -> Scenario {
+    headroom_core::codec::decode_pairs(
+        Scenario::default(),
+        &headroom_core::codec::query_pairs(q).expect("a query"),
+    )
+    .expect("a valid link")
+}
+
+/// torchtitan 0.3 (issue 32 item 2) runs the tensor, pipeline and context parallelism the
+/// Hugging Face targets cannot write, for full training under FSDP2 of a model it has a flavor
+/// of; every other plan is refused with the reason. torchtitan's own ConfigManager reads the
+/// files (tests/reference/test_torchtitan.py).
+#[test]
+fn torchtitan_runs_the_parallel_plans_of_its_own_models() {
+    let tp = link("model=llama-3.1-70b&gpus=8&dp=fsdp&reduce32=1&tp=4&sp=1&pp=2&ckpt=full&accum=4");
+    assert_eq!(offered(&tp), vec![Target::Torchtitan, Target::Env]);
+    let text = export(
+        &resolve(&tp).expect("resolves").spec,
+        &tp,
+        Target::Torchtitan,
+    )
+    .text;
+    for line in [
+        "model_spec = model_registry(\"70B\")",
+        "from torchtitan.models.llama3 import model_registry",
+        "data_parallel_shard_degree=1,",
+        "tensor_parallel_degree=4,",
+        "enable_sequence_parallel=True,",
+        "pipeline_parallel_degree=2,",
+        "pipeline_parallel_microbatch_size=1,",
+        // A rank's local batch holds the pipeline's micro-batches: 1 x 4.
+        "local_batch_size=4,",
+        "global_batch_size=4,",
+        "activation_checkpoint=FullAC.Config(),",
+        "mixed_precision_param=\"bfloat16\",",
+        "disable_cuda_graphs=True,",
+        "--nproc_per_node=8 -m torchtitan.train --module torchtitan_plan --config headroom_plan",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    for (q, why) in [
+        ("model=qwen2.5-7b&dp=fsdp&reduce32=1", "flavors"),
+        (
+            "model=llama-3.1-8b&dp=fsdp&reduce32=1&method=lora",
+            "not adapters",
+        ),
+        ("model=llama-3.1-8b&gpus=8&dp=zero3", "FSDP2"),
+        ("model=llama-3.1-8b&gpus=8&dp=fsdp", "fp32 only"),
+        ("model=llama-3.1-8b&dp=fsdp&precision=bf16", "full-bf16"),
+        (
+            "model=llama-3.1-8b&dp=fsdp&reduce32=1&ckpt=every:2",
+            "one layer in k",
+        ),
+        (
+            "model=llama-3.1-8b&dp=fsdp&reduce32=1&loss=fused",
+            "ChunkedLossWrapper",
+        ),
+        (
+            "model=llama-3.1-8b&dp=fsdp&reduce32=1&attention=eager",
+            "flex attention",
+        ),
+        (
+            "model=llama-3.1-8b&dp=fsdp&reduce32=1&fp8=tensorwise",
+            "rowwise",
+        ),
+        (
+            "model=llama-3.1-8b&dp=fsdp&reduce32=1&optimizer=adamw8bit",
+            "AdamW",
+        ),
+    ] {
+        let why_not = not_expressed(&link(q), Target::Torchtitan);
+        assert!(
+            why_not.as_deref().is_some_and(|w| w.contains(why)),
+            "{q}: {why_not:?}"
+        );
+    }
 }

@@ -20,6 +20,7 @@ mod launch;
 mod model;
 mod names;
 mod offer;
+pub(crate) mod torchtitan;
 mod trainer;
 mod versions;
 
@@ -32,6 +33,7 @@ use crate::scenario::Scenario;
 pub use deepspeed::deepspeed_config;
 pub use names::{layer_class, model_path};
 pub use offer::{not_expressed, offered};
+pub use torchtitan::TORCHTITAN_VERSION;
 pub use trainer::trainer_kwargs;
 pub use versions::{CHECKED_WITH, checked_with_line};
 
@@ -50,11 +52,12 @@ pub enum Target {
     Torchrun,
     Axolotl,
     LlamaFactory,
+    Torchtitan,
     Env,
 }
 
 impl Target {
-    pub const ALL: [Target; 8] = [
+    pub const ALL: [Target; 9] = [
         Target::DeepSpeed,
         Target::Trainer,
         Target::Accelerate,
@@ -62,6 +65,7 @@ impl Target {
         Target::Torchrun,
         Target::Axolotl,
         Target::LlamaFactory,
+        Target::Torchtitan,
         Target::Env,
     ];
 
@@ -74,6 +78,7 @@ impl Target {
             Target::Torchrun => "torchrun",
             Target::Axolotl => "axolotl",
             Target::LlamaFactory => "llamafactory",
+            Target::Torchtitan => "torchtitan",
             Target::Env => "env",
         }
     }
@@ -88,6 +93,7 @@ impl Target {
             Target::Torchrun => "launch.sh",
             Target::Axolotl => "axolotl.yaml",
             Target::LlamaFactory => "llamafactory.yaml",
+            Target::Torchtitan => "torchtitan_plan.py",
             Target::Env => "env.sh",
         }
     }
@@ -136,6 +142,7 @@ pub fn export(spec: &ModelSpec, scen: &Scenario, target: Target) -> Export {
         Target::Torchrun => torchrun_text(spec, scen),
         Target::Axolotl => hf_yaml::axolotl_text(spec, scen),
         Target::LlamaFactory => hf_yaml::llamafactory_text(spec, scen),
+        Target::Torchtitan => torchtitan::torchtitan_text(spec, scen),
         Target::Env => (env_text(scen), Vec::new()),
     };
     Export {

@@ -25,6 +25,10 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
     if target == Target::Env {
         return None;
     }
+    // torchtitan has the parallelisms the other targets lack: its own rules.
+    if target == Target::Torchtitan {
+        return super::torchtitan::refusal(scen);
+    }
     let p = &scen.parallel;
     if p.tensor > 1 {
         return Some(format!(
@@ -131,7 +135,7 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
         );
     }
     match target {
-        Target::Env => None,
+        Target::Env | Target::Torchtitan => None,
         Target::Fsdp2 if p.fsdp1 => Some(
             "the plan runs FSDP1 (flat parameters), which the FSDP2 script does not write: \
              accelerate's config (fsdp_version: 1) and the Trainer's fsdp_config do"

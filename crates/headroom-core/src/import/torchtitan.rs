@@ -24,17 +24,12 @@ const NO_EFFECT_SECTIONS: &[&str] = &[
     "memory_estimation",
 ];
 
-/// torchtitan's (model, flavor) as a preset.
+/// torchtitan's (model, flavor) as a preset: the export's table of flavors.
 fn preset(name: &str, flavor: &str) -> Option<&'static str> {
-    Some(match (name, flavor) {
-        ("llama3", "8B") => "llama-3.1-8b",
-        ("llama3", "70B") => "llama-3.1-70b",
-        ("llama3", "405B") => "llama-3.1-405b",
-        ("qwen3", "8B") => "qwen3-8b",
-        ("qwen3", "30B-A3B") => "qwen3-30b-a3b",
-        ("deepseek_v3", "671B") => "deepseek-v3",
-        _ => return None,
-    })
+    crate::export::torchtitan::FLAVORS
+        .iter()
+        .find(|f| f.module == name && f.flavor == flavor)
+        .map(|f| f.preset)
 }
 
 pub(super) fn read(mut map: Map<String, Value>, out: &mut Out) -> Result<(), ImportError> {
