@@ -84,6 +84,10 @@ def load(text, tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "torchtitan_plan", raising=False)
     import torchtitan.components.quantization.float8 as float8
     monkeypatch.setattr(float8, "has_cuda_capability", lambda major, minor: True)
+    # The rowwise converter sets an inductor flag for the process; restored after the test so
+    # that the compiled-run tests in this worker see inductor's own default.
+    import torch._inductor.config as inductor
+    monkeypatch.setattr(inductor, "emulate_precision_casts", inductor.emulate_precision_casts)
     return ConfigManager().parse_args(["--module", "torchtitan_plan", "--config", "headroom_plan"])
 
 
