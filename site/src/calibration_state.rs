@@ -545,17 +545,29 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Reads a calibration file into the page's view model. The error is one sentence naming the
 /// file and the field.
 pub fn view(name: &str, text: &str) -> Result<CalibrationView, String> {
-    const BAD: &str = "Not a calibration file Headroom can read";
     // The core's own check first: it names the file, the field and the allowed range of each
     // constant.
     let (_, calibration) = Calibration::parse(name, text).map_err(|e| format!("{BAD}: {e}"))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("{BAD}: {name}: {e}"))?;
+    view_parsed(name, calibration, &value)
+}
+
+const BAD: &str = "Not a calibration file Headroom can read";
+
+/// [`view`] of a file already read as JSON (a published file as installed).
+pub fn view_value(name: &str, value: &Value) -> Result<CalibrationView, String> {
+    let (_, calibration) =
+        Calibration::parse_value(name, value).map_err(|e| format!("{BAD}: {e}"))?;
+    view_parsed(name, calibration, value)
+}
+
+fn view_parsed(
+    name: &str,
+    calibration: Calibration,
+    value: &Value,
+) -> Result<CalibrationView, String> {
     let bad = |e: String| format!("{BAD}: {name}: {e}");
-    let value: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    let (file, rows) = file_view(At {
-        v: &value,
-        path: "",
-    })
-    .map_err(bad)?;
+    let (file, rows) = file_view(At { v: value, path: "" }).map_err(bad)?;
     let gpu_name = GpuCatalog::builtin()
         .get(&file.gpu_id)
         .ok()

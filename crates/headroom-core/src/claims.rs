@@ -256,6 +256,11 @@ pub fn parse_file(id: &str, text: &str) -> Result<ClaimFile, ClaimError> {
             file: file.clone(),
             message: e.to_string(),
         })?;
+    parse_doc(id, file, &doc)
+}
+
+/// A claims file already parsed into its table; `file` names it in messages.
+fn parse_doc(id: &str, file: String, doc: &Map<String, Value>) -> Result<ClaimFile, ClaimError> {
     if let Some(k) = doc.keys().find(|k| !FILE_FIELDS.contains(&k.as_str())) {
         return Err(ClaimError::Field {
             at: file,
@@ -363,7 +368,18 @@ pub fn parse_bundle(json: &str) -> Result<Vec<Result<ClaimFile, ClaimError>>, Cl
     })?;
     Ok(files
         .iter()
-        .map(|(id, doc)| parse_file(id, &doc.to_string()))
+        .map(|(id, doc)| {
+            let file = format!("content/claims/{id}.toml");
+            // Read from the parsed value itself (writing it out to parse it again linked
+            // serde_json's writer into the page for this alone).
+            match doc.as_object() {
+                Some(table) => parse_doc(id, file, table),
+                None => Err(ClaimError::Parse {
+                    file,
+                    message: "must be a claims file's table".into(),
+                }),
+            }
+        })
         .collect())
 }
 

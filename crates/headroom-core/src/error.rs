@@ -11,6 +11,21 @@ pub fn shorten(s: &str) -> String {
     out
 }
 
+/// A JSON value as an error message shows it (callers shorten it): a number or boolean as
+/// JSON writes it, a string quoted, a list or an object by its kind. Written out rather than
+/// serialized: serde_json's writer was in the calculator's download only for these messages.
+pub fn shown_json(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("\"{s}\""),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
 /// A model description (a Hugging Face `config.json`) that the core cannot use.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ConfigError {

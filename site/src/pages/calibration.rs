@@ -3,12 +3,13 @@
 
 use std::rc::Rc;
 
-use headroom_core::calibration::calibration_files;
+use headroom_core::calibration::calibration_values;
 use headroom_core::catalog::GpuCatalog;
 use yew::prelude::*;
 
 use crate::calibration_state::{
     CalibrationContext, CalibrationView, MAX_FILE_BYTES, UserCalibration, save_session, view,
+    view_value,
 };
 use crate::components::calibration::report;
 use crate::dom;
@@ -105,7 +106,7 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
         use_effect_with(id.clone(), move |_| {
             whole.set(None);
             if let Some(stem) =
-                id.filter(|i| calibration_files().iter().any(|(s, _)| s == &i.as_str()))
+                id.filter(|i| calibration_values().iter().any(|(s, _)| s == &i.as_str()))
             {
                 wasm_bindgen_futures::spawn_local(async move {
                     let url = format!("{base}/content/calibration/{stem}.json");
@@ -125,11 +126,11 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
         user.map(|u| u.view.clone())
             .ok_or_else(|| "No calibration file of yours is loaded in this tab.".to_string())
     } else {
-        match calibration_files()
+        match calibration_values()
             .into_iter()
             .find(|(stem, _)| *stem == id)
         {
-            Some((stem, text)) => {
+            Some((stem, value)) => {
                 // The whole file when it came and read, else the embedded constants with a note.
                 match whole.as_ref() {
                     Some(Ok(v)) => Ok(v.clone()),
@@ -139,7 +140,7 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
                         } else {
                             crate::help::page("calibration_rows_offline")
                         });
-                        view(stem, text).map(Rc::new)
+                        view_value(stem, &value).map(Rc::new)
                     }
                 }
             }
@@ -190,7 +191,7 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
 /// The list page.
 fn list(user: Option<&UserCalibration>, base: &str) -> Html {
     let catalog = GpuCatalog::builtin();
-    let files = calibration_files();
+    let files = calibration_values();
     html! {
         <main class="page narrow calibration-list" id="main">
             <h1>{ "Calibrations" }</h1>
@@ -199,9 +200,9 @@ fn list(user: Option<&UserCalibration>, base: &str) -> Html {
                 <p id="no-calibrations">{ crate::help::page("calibration_none") }</p>
             } else {
                 <ul id="calibration-files">
-                    { for files.iter().map(|(stem, text)| {
+                    { for files.iter().map(|(stem, value)| {
                         // The stem is a committed file name; the GPU's name comes from the catalog.
-                        let gpu = headroom_core::Calibration::parse(stem, text).ok()
+                        let gpu = headroom_core::Calibration::parse_value(stem, value).ok()
                             .and_then(|(id, _)| catalog.get(&id).ok().map(|g| g.name.clone()));
                         html! {
                             <li><a href={format!("{base}/calibration/{stem}")}>{ *stem }</a>

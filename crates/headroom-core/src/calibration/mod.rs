@@ -172,7 +172,10 @@ pub fn set_replay(on: bool) {
 /// The calibration files installed at run time (the site's fetched `content/calibrations.json`),
 /// as (file stem, text) sorted by stem, with what [`Calibration::for_gpu`] picks from.
 struct Installed {
-    files: Vec<(String, String)>,
+    /// Each file as installed; written out as text only when [`calibration_files`] is asked
+    /// (the calibration pages), so the calculator's download carries no JSON writer.
+    files: Vec<(String, Value)>,
+    texts: std::sync::OnceLock<Vec<(String, String)>>,
     candidates: Vec<Candidate>,
 }
 
@@ -195,9 +198,36 @@ pub fn calibration_files() -> Vec<(&'static str, &'static str)> {
     INSTALLED
         .get()
         .map(|i| {
-            i.files
+            i.texts
+                .get_or_init(|| {
+                    i.files
+                        .iter()
+                        .map(|(stem, file)| (stem.clone(), file.to_string()))
+                        .collect()
+                })
                 .iter()
                 .map(|(stem, text)| (stem.as_str(), text.as_str()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// [`calibration_files`] as parsed JSON (the site's calibration pages read these: the installed
+/// files are kept parsed, so nothing writes them out as text in the browser).
+pub fn calibration_values() -> Vec<(&'static str, Value)> {
+    let embedded = crate::catalog::embedded::CALIBRATION_FILES;
+    if !embedded.is_empty() {
+        return embedded
+            .iter()
+            .filter_map(|(stem, text)| Some((*stem, serde_json::from_str(text).ok()?)))
+            .collect();
+    }
+    INSTALLED
+        .get()
+        .map(|i| {
+            i.files
+                .iter()
+                .map(|(stem, file)| (stem.as_str(), file.clone()))
                 .collect()
         })
         .unwrap_or_default()
@@ -226,6 +256,7 @@ fn read_installed(json: &str) -> Result<Installed, ContentError> {
         .ok_or_else(|| bad("not a JSON object of file names to calibration files".into()))?;
     let mut installed = Installed {
         files: Vec::new(),
+        texts: std::sync::OnceLock::new(),
         candidates: Vec::new(),
     };
     // serde_json's map iterates in key order: the files come sorted by stem.
@@ -233,7 +264,7 @@ fn read_installed(json: &str) -> Result<Installed, ContentError> {
         // Named by its stem, as an embedded file is: estimates cite the same name.
         let (gpu_id, cal) = Calibration::parse_value(stem, file)?;
         installed.candidates.push((gpu_id, rank_of(file), cal));
-        installed.files.push((stem.clone(), file.to_string()));
+        installed.files.push((stem.clone(), file.clone()));
     }
     Ok(installed)
 }
@@ -278,7 +309,7 @@ impl Calibration {
     }
 
     /// [`Calibration::parse`] of a file already read as JSON.
-    fn parse_value(name: &str, value: &Value) -> Result<(String, Self), ContentError> {
+    pub fn parse_value(name: &str, value: &Value) -> Result<(String, Self), ContentError> {
         let f = Fields { name, root: value };
         let version = f.uint("schema_version", 0, u64::MAX)?;
         if version != u64::from(SCHEMA_VERSION) {
@@ -463,9 +494,15 @@ impl Fields<'_> {
 
     fn uint(&self, path: &str, lo: u64, hi: u64) -> Result<u64, ContentError> {
         let v = self.get(path)?;
-        let n = v
-            .as_u64()
-            .ok_or_else(|| self.err(path, format!("must be a non-negative integer, found {v}")))?;
+        let n = v.as_u64().ok_or_else(|| {
+            self.err(
+                path,
+                format!(
+                    "must be a non-negative integer, found {}",
+                    crate::error::shorten(&crate::error::shown_json(v))
+                ),
+            )
+        })?;
         if n < lo || n > hi {
             return Err(self.err(path, format!("must be from {lo} to {hi}, found {n}")));
         }
@@ -476,7 +513,13 @@ impl Fields<'_> {
         let v = self.get(path)?;
         match v.as_f64() {
             Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
-            _ => Err(self.err(path, format!("must be a number from 0 to 1, found {v}"))),
+            _ => Err(self.err(
+                path,
+                format!(
+                    "must be a number from 0 to 1, found {}",
+                    crate::error::shorten(&crate::error::shown_json(v))
+                ),
+            )),
         }
     }
 
@@ -521,7 +564,8 @@ impl Fields<'_> {
                         &at("efficiency"),
                         format!(
                             "must be a fraction of the GPU's dense peak, above 0 and at most 2 \
-                             (null when the peak is unknown), found {v}"
+                             (null when the peak is unknown), found {}",
+                            crate::error::shorten(&crate::error::shown_json(v))
                         ),
                     )
                         },
@@ -557,9 +601,15 @@ impl Fields<'_> {
 
     fn text(&self, path: &str) -> Result<String, ContentError> {
         let v = self.get(path)?;
-        v.as_str()
-            .map(str::to_string)
-            .ok_or_else(|| self.err(path, format!("must be a string, found {v}")))
+        v.as_str().map(str::to_string).ok_or_else(|| {
+            self.err(
+                path,
+                format!(
+                    "must be a string, found {}",
+                    crate::error::shorten(&crate::error::shown_json(v))
+                ),
+            )
+        })
     }
 }
 

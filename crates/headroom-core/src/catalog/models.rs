@@ -50,7 +50,13 @@ pub fn install_model_configs(json: &str) -> Result<(), ContentError> {
         ));
     };
     // Each config is read from the parsed object itself (not written out and parsed again).
-    let catalog = PresetCatalog::parse_with(&index.to_string(), |stem| {
+    // The index too: read from the parsed value (writing it out to parse it again linked
+    // serde_json's serializer into the page for this alone).
+    let index = Index::deserialize(index).map_err(|e| ContentError::Parse {
+        file: "models/presets.toml".into(),
+        message: e.to_string(),
+    })?;
+    let catalog = PresetCatalog::parse_with(index, |stem| {
         configs.get(stem).map(crate::model::from_config_value)
     })?;
     let _ = INSTALLED.set(catalog);
@@ -98,6 +104,7 @@ impl PresetCatalog {
     /// Parses the index (TOML or JSON) and the configs it names (`configs` holds (id, config.json
     /// text)).
     pub fn parse(index: &str, configs: &[(&str, &str)]) -> Result<Self, ContentError> {
+        let index: Index = super::parse_content("models/presets.toml", index)?;
         Self::parse_with(index, |stem| {
             configs
                 .iter()
@@ -109,10 +116,9 @@ impl PresetCatalog {
     /// [`PresetCatalog::parse`] with each preset's config parsed by `config(stem)` (`None`:
     /// no such file).
     fn parse_with(
-        index: &str,
+        index: Index,
         config: impl Fn(&str) -> Option<Result<ModelSpec, crate::ConfigError>>,
     ) -> Result<Self, ContentError> {
-        let index: Index = super::parse_content("models/presets.toml", index)?;
         let mut presets = Vec::new();
         for e in index.preset {
             // `get` finds the first match, so a repeated id would hide its second entry.

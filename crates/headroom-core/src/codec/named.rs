@@ -23,6 +23,14 @@ pub fn parse_scenario_file(id: &str, text: &str) -> Result<NamedScenario, Scenar
     let file = format!("{id}.toml");
     let table: Map<String, Value> = crate::catalog::parse_content(&file, text)
         .map_err(|e| ScenarioError::invalid(file.clone(), e.to_string()))?;
+    scenario_from_table(id, &table)
+}
+
+/// A scenario file already parsed into its table.
+fn scenario_from_table(
+    id: &str,
+    table: &Map<String, Value>,
+) -> Result<NamedScenario, ScenarioError> {
     let text_field = |k: &str| {
         table
             .get(k)
@@ -84,7 +92,10 @@ pub fn install_named_scenarios(json: &str) -> Result<(), crate::ContentError> {
     let named = map
         .iter()
         .map(|(id, v)| {
-            parse_scenario_file(id, &v.to_string()).map_err(|e| bad(format!("{id}: {e}")))
+            let table = v
+                .as_object()
+                .ok_or_else(|| bad(format!("{id}: must be a scenario file's table")))?;
+            scenario_from_table(id, table).map_err(|e| bad(format!("{id}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let _ = INSTALLED_NAMED.set(named);

@@ -412,18 +412,18 @@ pub fn encode_spec(spec: &ModelSpec) -> String {
     items.join("~")
 }
 
+/// A config value as a link writes it: a list's items joined by dots, a string as itself, a
+/// number or boolean as JSON writes it. Written out rather than serialized: serde_json's
+/// serializer was in the page's download for this alone. (`spec_to_config` writes no deeper
+/// nesting; an object there would be written as `{}`.)
 fn link_value(v: &Value) -> String {
     match v {
-        Value::Array(items) => items
-            .iter()
-            .map(|i| match i {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("."),
+        Value::Array(items) => items.iter().map(link_value).collect::<Vec<_>>().join("."),
         Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".into(),
+        Value::Object(_) => "{}".into(),
     }
 }
 

@@ -53,7 +53,7 @@ pub fn from_config_value(value: &Value) -> Result<ModelSpec, ConfigError> {
             return Err(ConfigError::BadField {
                 field: "model_type".into(),
                 expected: "a string".into(),
-                found: other.to_string(),
+                found: crate::error::shorten(&crate::error::shown_json(other)),
             });
         }
         None => return Err(ConfigError::MissingModelType { supported }),
@@ -194,7 +194,7 @@ fn bad(key: &str, expected: &str, found: &Value) -> ConfigError {
         expected: expected.to_string(),
         // Shortened by characters: cutting at byte 40 panicked inside a multi-byte character
         // (found by the fuzz harness: a config value of non-ASCII text).
-        found: crate::error::shorten(&found.to_string()),
+        found: crate::error::shorten(&crate::error::shown_json(found)),
     }
 }
 
