@@ -140,7 +140,7 @@ pub fn Calibrations(props: &CalibrationsProps) -> Html {
                         } else {
                             crate::help::page("calibration_rows_offline")
                         });
-                        view_value(stem, &value).map(Rc::new)
+                        view_value(stem, value).map(Rc::new)
                     }
                 }
             }

@@ -213,13 +213,20 @@ pub fn calibration_files() -> Vec<(&'static str, &'static str)> {
 }
 
 /// [`calibration_files`] as parsed JSON (the site's calibration pages read these: the installed
-/// files are kept parsed, so nothing writes them out as text in the browser).
-pub fn calibration_values() -> Vec<(&'static str, Value)> {
+/// files are kept parsed, so nothing writes them out as text in the browser). Parsed once.
+pub fn calibration_values() -> Vec<(&'static str, &'static Value)> {
     let embedded = crate::catalog::embedded::CALIBRATION_FILES;
     if !embedded.is_empty() {
-        return embedded
+        static PARSED: std::sync::OnceLock<Vec<(&'static str, Value)>> = std::sync::OnceLock::new();
+        return PARSED
+            .get_or_init(|| {
+                embedded
+                    .iter()
+                    .filter_map(|(stem, text)| Some((*stem, serde_json::from_str(text).ok()?)))
+                    .collect()
+            })
             .iter()
-            .filter_map(|(stem, text)| Some((*stem, serde_json::from_str(text).ok()?)))
+            .map(|(stem, file)| (*stem, file))
             .collect();
     }
     INSTALLED
@@ -227,7 +234,7 @@ pub fn calibration_values() -> Vec<(&'static str, Value)> {
         .map(|i| {
             i.files
                 .iter()
-                .map(|(stem, file)| (stem.as_str(), file.clone()))
+                .map(|(stem, file)| (stem.as_str(), file))
                 .collect()
         })
         .unwrap_or_default()

@@ -175,9 +175,8 @@ pub(super) fn torchtitan_text(_spec: &ModelSpec, scen: &Scenario) -> (String, Ve
         return (format!("# Not offered for this plan: {why}\n"), vec![why]);
     };
     let p = &scen.parallel;
-    let dp = scen.data_parallel();
     // FSDP2 over the data ranks (and the context ranks, which torchtitan's mesh folds in).
-    let (shard, replicate) = (dp, 1);
+    let shard = scen.data_parallel();
     // torchtitan splits a rank's local batch into pipeline micro-batches; without a pipeline,
     // accumulation follows from the global batch.
     let local_batch = if p.pipeline > 1 {
@@ -252,7 +251,7 @@ pub(super) fn torchtitan_text(_spec: &ModelSpec, scen: &Scenario) -> (String, Ve
         training.push_str("            enable_cpu_offload=True,\n");
     }
     let mut parallelism = format!(
-        "data_parallel_shard_degree={shard},\n            data_parallel_replicate_degree={replicate},\n            tensor_parallel_degree={},\n            enable_sequence_parallel={},\n            context_parallel_degree={},\n            pipeline_parallel_degree={},\n",
+        "data_parallel_shard_degree={shard},\n            data_parallel_replicate_degree=1,\n            tensor_parallel_degree={},\n            enable_sequence_parallel={},\n            context_parallel_degree={},\n            pipeline_parallel_degree={},\n",
         p.tensor,
         py_bool(p.sequence),
         scen.context(),
