@@ -11,12 +11,20 @@
 //! - `["export", link query, target id]`: the targets that express the plan and
 //!   `headroom_core::export`'s file for the one asked (or the first offered); answer
 //!   `["ok", target shown, offered ids comma-separated, n, n refusals..., text, notes...]`.
+//! - `["plan", link query, allow training changes ("1" or ""), global batch, tokens, price per
+//!   GPU-hour (each "" for none), stack id, kept settings, plans per list, the user's
+//!   calibration file or ""]`: the planner (`headroom_core::plan`), which the page's first
+//!   download does not carry; answer `["ok", lines...]` (`plan::wire`).
+//! - `["path", link query]`: the planner's cheapest path to a setup that fits
+//!   (`plan::cheapest_path`), for the GPU and model pages' "fits with"; answer `["ok", the
+//!   changes joined by ", then ", the last step's link]`, or `["ok"]` when none fits.
 //! - `["labels", link query]`: the labels of the layer inventory's rows, in order (the worker is
 //!   built with headroom-core's `inventory-text`, the page without); answer `["ok", labels...]`.
 
 use headroom_core::codec::{decode_pairs, query_pairs};
 use headroom_core::export::{Target, export, not_expressed, offered};
 use headroom_core::import::import;
+use headroom_core::plan::{DEFAULT_SPACE, Keep, PlanOptions, Stack, plan_with, wire};
 use headroom_core::scenario::Scenario;
 use js_sys::Array;
 use wasm_bindgen::JsCast;
@@ -86,6 +94,67 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
             out.push(e.text);
             out.extend(e.notes);
             Ok(out)
+        }
+        [
+            kind,
+            link,
+            allow,
+            global_batch,
+            tokens,
+            price,
+            stack,
+            keep,
+            max_plans,
+            calibration,
+        ] if kind == "plan" => {
+            let scen = scenario_of(link)?;
+            let num = |t: &str| -> Result<Option<f64>, String> {
+                (!t.is_empty())
+                    .then(|| {
+                        t.parse::<f64>()
+                            .map_err(|_| format!("`{t}` is not a number"))
+                    })
+                    .transpose()
+            };
+            let opts = PlanOptions {
+                allow_training_changes: allow == "1",
+                global_batch: num(global_batch)?.map(|g| g as u64),
+                tokens: num(tokens)?,
+                price_per_gpu_hour: num(price)?,
+                stack: Stack::parse("stack", stack).map_err(|e| e.to_string())?,
+                keep: Keep::parse("keep", keep).map_err(|e| e.to_string())?,
+                max_plans: max_plans.parse().map_err(|_| "max_plans".to_string())?,
+                ..PlanOptions::default()
+            };
+            let r = headroom_core::estimate::resolve(&scen).map_err(|e| e.to_string())?;
+            // The user's calibration file, when the page has one for this GPU, as the
+            // calculator uses it.
+            let user = (!calibration.is_empty())
+                .then(|| headroom_core::Calibration::parse("calibration", calibration))
+                .transpose()
+                .map_err(|e| e.to_string())?
+                .filter(|(gpu, _)| *gpu == scen.gpu)
+                .map(|(_, c)| c);
+            let cal = user.as_ref().unwrap_or(&r.calibration);
+            let p = plan_with(&r.spec, r.gpu, cal, &scen, &opts, &DEFAULT_SPACE)
+                .map_err(|e| e.to_string())?;
+            Ok(wire::to_lines(&p))
+        }
+        [kind, link] if kind == "path" => {
+            let (ladder, fits) = headroom_core::plan::cheapest_path(&scenario_of(link)?)
+                .map_err(|e| e.to_string())?;
+            let steps = ladder.get(1..).unwrap_or_default();
+            Ok(match steps.last() {
+                Some(last) if fits => vec![
+                    steps
+                        .iter()
+                        .map(|s| s.technique.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", then "),
+                    last.link.clone(),
+                ],
+                _ => Vec::new(),
+            })
         }
         [kind, link] if kind == "labels" => {
             let e = headroom_core::estimate(&scenario_of(link)?).map_err(|e| e.to_string())?;

@@ -62,7 +62,7 @@ pub enum Command {
     /// parallelism, fused loss, activation offload) for a target global batch and sequence,
     /// ranked by tokens per second, with the ladder of single changes from the scenario; or
     /// export a plan's configuration.
-    Plan(PlanArgs),
+    Plan(Box<PlanArgs>),
     /// Print the share link (query string) of a scenario.
     Link {
         #[command(flatten)]
@@ -91,6 +91,11 @@ pub struct PlanArgs {
     /// parallelism).
     #[arg(long, value_name = "LIST")]
     pub keep: Option<String>,
+    /// The stack the plans must run on: runs (the default: any stack Headroom writes a file
+    /// for) | any (also plans only env.sh carries, e.g. tensor parallelism with ZeRO) |
+    /// trainer | deepspeed | fsdp2 | axolotl | llamafactory | torchtitan.
+    #[arg(long, value_name = "STACK")]
+    pub stack: Option<String>,
     /// Tokens to train on (2e9, 300B, 15T): time and GPU-hours per plan.
     #[arg(long, value_name = "N")]
     pub tokens: Option<String>,
@@ -101,10 +106,11 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N")]
     pub max_plans: Option<String>,
     /// Print the configuration of a plan instead: deepspeed | trainer | accelerate | fsdp2 |
-    /// torchrun | axolotl | llamafactory | torchtitan | env.
+    /// torchrun | axolotl | llamafactory | torchtitan | env. Without --pick or --stack, the
+    /// fastest plan that file runs.
     #[arg(long, value_name = "TARGET")]
     pub export: Option<String>,
-    /// Which plan to export (1 = fastest; default 1).
+    /// Which plan of the table to export (1 = fastest; default 1).
     #[arg(long, value_name = "N")]
     pub pick: Option<String>,
     /// Export from the training-changing plans (with --allow-training-changes).

@@ -8,7 +8,7 @@ use headroom_core::ScenarioError;
 use headroom_core::estimate::resolve;
 use headroom_core::export::{Target, export, not_expressed, offered};
 use headroom_core::format::{bytes, signed_bytes};
-use headroom_core::plan::{Keep, Plan, PlanOptions, Planning, plan};
+use headroom_core::plan::{Keep, Plan, PlanOptions, Planning, Stack, plan};
 use serde_json::json;
 
 use crate::args::{Format, PlanArgs};
@@ -86,6 +86,13 @@ impl PlanArgs {
                 .map(|s| Keep::parse("keep", s))
                 .transpose()?
                 .unwrap_or_default(),
+            stack: match (&self.stack, &self.export, &self.pick) {
+                (Some(s), _, _) => Stack::parse("stack", s)?,
+                // Exporting without a stack or a pick: the fastest plan that file runs. A pick
+                // numbers the table's plans (the default stack's).
+                (None, Some(t), None) => export_stack(Target::parse("export", t)?),
+                _ => Stack::default(),
+            },
         };
         if opts.price_per_gpu_hour.is_some() && opts.tokens.is_none() {
             bail!(
@@ -94,6 +101,14 @@ impl PlanArgs {
         }
         opts.validate()?;
         Ok(opts)
+    }
+}
+
+/// The plans an export target writes: those its file expresses; env.sh carries every plan.
+fn export_stack(t: Target) -> Stack {
+    match t {
+        Target::Env => Stack::Any,
+        t => Stack::Only(t),
     }
 }
 
@@ -117,6 +132,16 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             .transpose()?
             .unwrap_or(1);
         let Some(chosen) = n.checked_sub(1).and_then(|i| list.get(i)) else {
+            // No plan on the stack asked: why the stack does not run the scenario as given.
+            if let (Stack::Only(t), true) = (opts.stack, list.is_empty())
+                && let Some(why) = not_expressed(&scen, t)
+            {
+                bail!(
+                    "`export`: no plan that fits runs on {}, and the scenario as given cannot be written as {}: {why}",
+                    t.id(),
+                    t.file_name()
+                );
+            }
             bail!(
                 "`pick`: plan {n} does not exist; {} {}plans fit (see `headroom plan` without --export)",
                 list.len(),
@@ -183,12 +208,13 @@ pub fn run(args: &PlanArgs) -> Result<()> {
                 "{}",
                 serde_json::to_string_pretty(&json!({
                     "schema": "headroom.plan.v1",
+                    "stack": opts.stack.id(),
                     "planning": planning,
                     "band": [band.0, band.1],
                 }))?
             )
         }
-        Format::Table => print!("{}", table(&p, band)),
+        Format::Table => print!("{}", table(&p, opts.stack, band)),
     }
     Ok(())
 }
@@ -295,11 +321,21 @@ fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
             cost,
             changes.join(" ")
         );
+        let _ = writeln!(
+            s,
+            "{:>3}  runs on: {}",
+            "",
+            if p.runs_on.is_empty() {
+                "no stack Headroom writes for (env.sh only)".to_string()
+            } else {
+                p.runs_on.join(", ")
+            }
+        );
     }
 }
 
 /// The plans and the ladder for people.
-pub fn table(p: &Planning, band: (f64, f64)) -> String {
+pub fn table(p: &Planning, stack: Stack, band: (f64, f64)) -> String {
     let mut s = String::new();
     let i = &p.input;
     let _ = writeln!(
@@ -313,11 +349,21 @@ pub fn table(p: &Planning, band: (f64, f64)) -> String {
     );
     let _ = writeln!(
         s,
-        "searched {} combinations, {} estimates\n",
-        p.combinations, p.estimates
+        "searched {} combinations, {} estimates; {}\n",
+        p.combinations,
+        p.estimates,
+        match stack {
+            Stack::Any => "every plan, whatever runs it (--stack any)".to_string(),
+            Stack::Runs =>
+                "plans a stack Headroom writes for runs (--stack to choose one, any for all)".into(),
+            Stack::Only(t) => format!("plans {} runs (--stack)", t.id()),
+        }
     );
     if p.plans.is_empty() {
         s.push_str("No plan in the search space fits without changing the training");
+        if stack != Stack::Any {
+            let _ = write!(s, " on stack {}", stack.id());
+        }
         s.push_str(if p.training_plans.is_empty() {
             "; try --allow-training-changes, more GPUs or a shorter sequence.\n"
         } else {

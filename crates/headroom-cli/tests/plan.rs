@@ -96,13 +96,20 @@ fn exports_print_each_target() {
         assert!(!stdout(&["plan", "--export", target]).trim().is_empty());
     }
     // The default scenario's best plan is DeepSpeed ZeRO-2: the FSDP2 script would run another
-    // plan, so it is refused, naming the targets that can (issue 16 §1).
-    let out = headroom(&["plan", "--export", "fsdp2"]);
+    // plan, so it is refused, naming the targets that can (issue 16 §1), when the plans are
+    // any stack's ...
+    let out = headroom(&["plan", "--stack", "runs", "--export", "fsdp2"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("cannot be written as train_fsdp2.py") && err.contains("deepspeed, trainer"),
         "{err}"
+    );
+    // ... while an export without --stack ranks the plans its stack runs (issue 34 §2).
+    let own = stdout(&["plan", "--export", "fsdp2"]);
+    assert!(
+        own.contains("fully_shard") || own.contains("DistributedDataParallel"),
+        "{own}"
     );
     // With FSDP2 kept, it is offered and asserts the plan's batch.
     let f = stdout(&[

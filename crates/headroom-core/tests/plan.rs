@@ -5,7 +5,8 @@
 
 use headroom_core::codec::{self, decode, named_scenarios};
 use headroom_core::estimate::{estimate, resolve};
-use headroom_core::plan::{Keep, PlanOptions, Planning, SAME_SPEED, plan, retarget};
+use headroom_core::export::{Target, not_expressed};
+use headroom_core::plan::{Keep, PlanOptions, Planning, SAME_SPEED, Stack, plan, retarget};
 use headroom_core::time::step_time;
 use headroom_core::{Scenario, ScenarioError};
 
@@ -48,7 +49,20 @@ fn figures(link: &str) -> (u64, bool, f64) {
 #[test]
 fn every_worked_example_gets_a_fitting_plan_and_a_ladder_that_ends_fitting() {
     for (id, scen) in worked_examples() {
-        let p = run(&scen, &PlanOptions::default());
+        // A worked example that no stack Headroom writes for runs as given (Llama 3 405B's
+        // TP 8 x PP 4 with fp8 tensorwise: Meta's own stack) is planned over every plan.
+        let stack = if Stack::running(&scen).is_empty() {
+            Stack::Any
+        } else {
+            Stack::Runs
+        };
+        let p = run(
+            &scen,
+            &PlanOptions {
+                stack,
+                ..PlanOptions::default()
+            },
+        );
         // Example 2's single-GPU recipe keeps 8-bit AdamW, whose states cannot be offloaded
         // (offload steps AdamW on the CPU): only a change of the training makes it fit.
         let training;
@@ -59,6 +73,7 @@ fn every_worked_example_gets_a_fitting_plan_and_a_ladder_that_ends_fitting() {
                     &scen,
                     &PlanOptions {
                         allow_training_changes: true,
+                        stack,
                         ..PlanOptions::default()
                     },
                 );
@@ -109,7 +124,7 @@ fn every_worked_example_gets_a_fitting_plan_and_a_ladder_that_ends_fitting() {
             p.ladder
                 .iter()
                 .skip(1)
-                .map(|s| s.id)
+                .map(|s| s.id.as_str())
                 .collect::<Vec<_>>()
                 .join(" > ")
         );
@@ -371,7 +386,13 @@ fn default_search_runs_few_estimates() {
 #[test]
 fn kept_settings_stay_as_given() {
     let scen = named("ex2-70b-zero3-8x80gb");
-    let free = run(&scen, &PlanOptions::default());
+    let free = run(
+        &scen,
+        &PlanOptions {
+            stack: Stack::Any,
+            ..PlanOptions::default()
+        },
+    );
     // Unconstrained, the fastest plan uses tensor parallelism (which the Trainer cannot run).
     assert!(free.plans[0].scenario.parallel.tensor > 1);
     let keep = Keep::parse("keep", "tp").unwrap_or_else(|e| panic!("{e}"));
@@ -415,7 +436,7 @@ fn kept_settings_stay_as_given() {
                 "no_cuda_graphs",
                 "sdpa"
             ]
-            .contains(&st.id),
+            .contains(&st.id.as_str()),
             "ladder step {}",
             st.id
         );
@@ -478,4 +499,72 @@ fn kto_plans_start_at_two_samples_per_micro_batch() {
         "{:?}",
         fit.max_seq
     );
+}
+
+/// The stack a plan must run on (issue 34 §2): by default only plans some file Headroom writes
+/// runs as estimated; for one stack, only plans its file runs, each with the settings that stack
+/// fixes (torchtitan 0.3's fp32 gradient reduction); `any` also lists plans only env.sh carries.
+/// Llama 3.1 70B on 8 A100s (full fine-tuning, amp-bf16): the fastest plan of all is tensor
+/// parallelism with ZeRO, which no such file runs; torchtitan runs FSDP2 with tensor parallelism.
+#[test]
+fn plans_run_on_the_stack_asked() {
+    let scen = decode("model=llama-3.1-70b&gpu=a100-sxm4-80gb&gpus=8&accum=16")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let with = |stack| {
+        run(
+            &scen,
+            &PlanOptions {
+                stack,
+                ..PlanOptions::default()
+            },
+        )
+    };
+    let any = with(Stack::Any);
+    assert!(
+        any.plans.iter().any(|p| p.runs_on.is_empty()),
+        "some plan only env.sh carries"
+    );
+    let runs = with(Stack::Runs);
+    assert!(!runs.plans.is_empty());
+    for p in &runs.plans {
+        assert!(!p.runs_on.is_empty(), "{}", p.link);
+        for id in &p.runs_on {
+            let t = Target::parse("t", id).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(not_expressed(&p.scenario, t), None, "{id}: {}", p.link);
+        }
+    }
+    // The unrestricted list is never slower at its head.
+    assert!(any.plans[0].tokens_per_second >= runs.plans[0].tokens_per_second);
+    for t in Stack::STACKS {
+        for p in &with(Stack::Only(t)).plans {
+            assert_eq!(
+                not_expressed(&p.scenario, t),
+                None,
+                "{}: {}",
+                t.id(),
+                p.link
+            );
+        }
+    }
+    let titan = with(Stack::Only(Target::Torchtitan));
+    assert!(
+        titan
+            .plans
+            .iter()
+            .any(|p| p.scenario.parallel.tensor > 1 && p.scenario.parallel.reduce32),
+        "torchtitan's plans include FSDP2 with tensor parallelism, reducing in fp32"
+    );
+    assert!(
+        titan.ladder.iter().skip(1).all(|s| {
+            let sc = decode(&s.link).unwrap_or_else(|e| panic!("{e}"));
+            not_expressed(&sc, Target::Torchtitan).is_none()
+        }),
+        "every ladder step on torchtitan runs there"
+    );
+    assert_eq!(
+        Stack::parse("stack", "torchtitan").ok(),
+        Some(Stack::Only(Target::Torchtitan))
+    );
+    assert!(Stack::parse("stack", "megatron").is_err_and(|e| e.to_string().contains("`stack`")));
+    assert!(Stack::parse("stack", "env").is_err());
 }

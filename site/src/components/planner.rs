@@ -1,11 +1,12 @@
 //! The planner panel: on request, the setups that fit ranked by speed, the ladder of single
 //! changes from the scenario (memory and speed per step, as bars), and the configuration of a
-//! chosen plan to copy. Computed by the core's planner in the browser, only when opened.
+//! chosen plan to copy. Computed by the core's planner in the on-demand worker (`worker.rs`),
+//! only when opened: the search is not part of the page's first download.
 
 use headroom_core::Scenario;
 use headroom_core::export::Target;
 use headroom_core::format::bytes;
-use headroom_core::plan::{DEFAULT_SPACE, Plan, PlanOptions, Planning, plan_with};
+use headroom_core::plan::{Plan, Planning, Stack, wire};
 use yew::prelude::*;
 
 use crate::dom;
@@ -104,6 +105,7 @@ fn plan_rows(
                         None => "–".into(),
                     } }</td>
                     <td class="changes" data-label="Changes">{ changes(p) }</td>
+                    <td data-label="Runs on">{ if p.runs_on.is_empty() { "env.sh only".to_string() } else { p.runs_on.join(", ") } }</td>
                     <td><a href={href}>{ "open" }</a></td>
                 </tr>
             }
@@ -133,7 +135,7 @@ fn ladder(p: &Planning) -> Html {
                 cap as f64 / top * 100.0);
             let what = if s.change.is_empty() { s.technique.clone() } else { format!("{}: {}", s.technique, s.change) };
             html! {
-                <li data-id={s.id} data-fits={s.fits.to_string()}>
+                <li data-id={s.id.clone()} data-fits={s.fits.to_string()}>
                     <span>{ what }</span>
                     <span style="display:block;position:relative;height:.6rem;margin:.2rem 0">
                         <span style={bar}/>
@@ -238,6 +240,59 @@ fn written_view(
     }
 }
 
+/// The planner's options as the worker reads them (`worker.rs`, request `plan`), after the
+/// page's inputs are checked.
+#[derive(Clone, PartialEq)]
+struct Asked {
+    link: String,
+    allow: bool,
+    numbers: [Option<String>; 3],
+    stack: Stack,
+    keep: Vec<&'static str>,
+    all: bool,
+    calibration: Option<std::rc::Rc<str>>,
+}
+
+/// The page's planning inputs checked as the CLI checks its flags: a number or none each.
+fn checked(inputs: &[String; 3]) -> Result<[Option<String>; 3], String> {
+    let batch: Option<u64> = number(&inputs[0], "Global batch")?;
+    let tokens: Option<f64> = number(&inputs[1], "Tokens to train")?;
+    let price: Option<f64> = number(&inputs[2], "Price per GPU-hour")?;
+    Ok([
+        batch.map(|b| b.to_string()),
+        tokens.map(|t| t.to_string()),
+        price.map(|p| p.to_string()),
+    ])
+}
+
+/// The stacks to pick from: any that runs a plan first (the default), then each stack by its
+/// file, then every plan.
+fn stack_options() -> Vec<(Stack, String)> {
+    let mut out = vec![(Stack::Runs, "Any that runs it".to_string())];
+    out.extend(Stack::STACKS.iter().map(|&t| {
+        let name = match t {
+            Target::Trainer => "HF Trainer / accelerate",
+            Target::DeepSpeed => "DeepSpeed",
+            Target::Fsdp2 => "PyTorch FSDP2 script",
+            Target::Axolotl => "axolotl",
+            Target::LlamaFactory => "LLaMA-Factory",
+            Target::Torchtitan => "torchtitan",
+            _ => t.id(),
+        };
+        (Stack::Only(t), format!("{name} ({})", t.file_name()))
+    }));
+    out.push((Stack::Any, "Every plan (also env.sh only)".to_string()));
+    out
+}
+
+/// Settings the planner may keep, as the page names them (`Keep::NAMES`).
+const KEEP_LABELS: [(&str, &str); 4] = [
+    ("tp", "Tensor, sequence and expert parallelism"),
+    ("dp", "Sharding"),
+    ("offload", "Offload"),
+    ("batch", "Micro-batch"),
+];
+
 #[component]
 pub fn Planner(props: &PlannerProps) -> Html {
     let open = use_state(|| false);
@@ -245,38 +300,65 @@ pub fn Planner(props: &PlannerProps) -> Html {
     let chosen = use_state(|| 0usize);
     let target = use_state(|| Target::DeepSpeed);
     let status = use_state(String::new);
+    let stack = use_state(Stack::default);
+    let keep = use_state(Vec::<&'static str>::new);
+    let all = use_state(|| false);
     // The configuration the worker wrote: for which (plan link, target), and its answer.
     let exported = use_state(|| (None::<(String, Target)>, None::<Result<Written, String>>));
     // The CLI's planning inputs, as typed: global batch, tokens to train, price per GPU-hour.
     let inputs = use_state(|| [String::new(), String::new(), String::new()]);
     // The user's calibration file for this GPU, when one is loaded, as the calculator uses it.
     let user = crate::calibration_state::use_user_calibration();
-    let result = use_memo(
-        (
-            props.scenario.clone(),
-            *open,
-            *allow,
-            user,
-            (*inputs).clone(),
-        ),
-        |(s, open, allow, user, inputs)| {
-            open.then(|| {
-                let opts = PlanOptions {
-                    allow_training_changes: *allow,
-                    global_batch: number(&inputs[0], "Global batch")?,
-                    tokens: number(&inputs[1], "Tokens to train")?,
-                    price_per_gpu_hour: number(&inputs[2], "Price per GPU-hour")?,
-                    ..PlanOptions::default()
-                };
-                let r = headroom_core::estimate::resolve(s).map_err(|e| e.to_string())?;
-                let cal = user
-                    .as_deref()
-                    .and_then(|u| u.for_gpu(&s.gpu))
-                    .unwrap_or(&r.calibration);
-                plan_with(&r.spec, r.gpu, cal, s, &opts, &DEFAULT_SPACE).map_err(|e| e.to_string())
-            })
-        },
-    );
+    // What to ask the worker (the planner runs there), or why the inputs cannot be planned.
+    let asked: Option<Result<Asked, String>> = open.then(|| {
+        Ok(Asked {
+            link: headroom_core::codec::encode(&props.scenario),
+            allow: *allow,
+            numbers: checked(&inputs)?,
+            stack: *stack,
+            keep: (*keep).clone(),
+            all: *all,
+            calibration: user
+                .as_ref()
+                .filter(|u| u.for_gpu(&props.scenario.gpu).is_some())
+                .map(|u| u.text.clone()),
+        })
+    });
+    // The worker's planning: for which request, and its answer.
+    let planned = use_state(|| (None::<Asked>, None::<Result<Planning, String>>));
+    {
+        let planned = planned.clone();
+        use_effect_with(asked.clone(), move |asked| {
+            if let Some(Ok(a)) = asked.clone() {
+                wasm_bindgen_futures::spawn_local(async move {
+                    let [batch, tokens, price] = a.numbers.clone().map(Option::unwrap_or_default);
+                    let keep = a.keep.join(",");
+                    let answer = crate::worker_client::request(&[
+                        "plan",
+                        &a.link,
+                        if a.allow { "1" } else { "" },
+                        &batch,
+                        &tokens,
+                        &price,
+                        a.stack.id(),
+                        &keep,
+                        if a.all { "100" } else { "10" },
+                        a.calibration.as_deref().unwrap_or(""),
+                    ])
+                    .await;
+                    planned.set((Some(a), Some(answer.and_then(|l| wire::from_lines(&l)))));
+                });
+            }
+        });
+    }
+    let result: Option<Result<Planning, String>> = match &asked {
+        None => None,
+        Some(Err(e)) => Some(Err(e.clone())),
+        Some(Ok(a)) => (planned.0.as_ref() == Some(a))
+            .then(|| planned.1.clone())
+            .flatten(),
+    };
+    let pending = matches!(asked, Some(Ok(_))) && result.is_none();
     let on_open = {
         let open = open.clone();
         Callback::from(move |_: MouseEvent| open.set(!*open))
@@ -292,9 +374,24 @@ pub fn Planner(props: &PlannerProps) -> Html {
         let chosen = chosen.clone();
         Callback::from(move |n: usize| chosen.set(n))
     };
+    let on_stack = {
+        let (stack, chosen) = (stack.clone(), chosen.clone());
+        Callback::from(move |e: Event| {
+            if let Some(el) = e.target_dyn_into::<web_sys::HtmlSelectElement>()
+                && let Ok(s) = Stack::parse("stack", &el.value())
+            {
+                stack.set(s);
+                chosen.set(0);
+            }
+        })
+    };
+    let on_all = {
+        let all = all.clone();
+        Callback::from(move |_: Event| all.set(!*all))
+    };
     // The plan shown and the file asked for. The worker writes the file and says which targets
     // express the plan (the others with the reason): asked once each time either changes.
-    let wanted = match &*result {
+    let wanted = match &result {
         Some(Ok(p)) => p
             .plans
             .iter()
@@ -319,7 +416,10 @@ pub fn Planner(props: &PlannerProps) -> Html {
             }
         });
     }
-    let body = match &*result {
+    let body = match &result {
+        None if pending => {
+            html! { <p class="help" id="planner-pending">{ "Searching the plans ..." }</p> }
+        }
         None => html! {},
         Some(Err(e)) => html! { <div class="notice error" role="alert">{ e }</div> },
         Some(Ok(p)) => {
@@ -367,10 +467,11 @@ pub fn Planner(props: &PlannerProps) -> Html {
                                 <thead><tr><th scope="col">{ "Plan" }</th><th scope="col">{ "Tokens/s" }</th>
                                     <th scope="col">{ "vs now" }</th><th scope="col">{ "Peak" }</th>
                                     <th scope="col">{ "Step, MFU" }</th><th scope="col">{ "To train" }</th>
-                                    <th scope="col">{ "Changes" }</th><th scope="col">{ "Link" }</th></tr></thead>
+                                    <th scope="col">{ "Changes" }</th><th scope="col">{ "Runs on" }</th>
+                                    <th scope="col">{ "Link" }</th></tr></thead>
                                 { plan_rows(&p.plans, now, *chosen, 0, &on_pick) }
                                 if !p.training_plans.is_empty() {
-                                    <tbody><tr><th colspan="8">{ crate::help::page("planner_training") }</th></tr></tbody>
+                                    <tbody><tr><th colspan="9">{ crate::help::page("planner_training") }</th></tr></tbody>
                                     { plan_rows(&p.training_plans, now, *chosen, p.plans.len(), &on_pick) }
                                 }
                             </table>
@@ -395,6 +496,32 @@ pub fn Planner(props: &PlannerProps) -> Html {
                     { if *open { "Hide plans" } else { "Find plans" } }</button>
                 <label><input type="checkbox" id="planner-allow" checked={*allow} onchange={on_allow}/>
                     { " Allow changes to the training" }</label>
+                <label><input type="checkbox" id="planner-all" checked={*all} onchange={on_all}/>
+                    { " Every plan that fits (up to 100)" }</label>
+            </div>
+            <div class="planner-inputs">
+                <label for="planner-stack">{ "Runs on" }
+                    <select id="planner-stack" onchange={on_stack}>
+                        { for stack_options().into_iter().map(|(s, label)| html! {
+                            <option value={s.id()} selected={s == *stack}>{ label }</option>
+                        }) }
+                    </select></label>
+                <fieldset class="planner-keep"><legend>{ "Keep as now" }</legend>
+                { for KEEP_LABELS.iter().map(|&(name, label)| {
+                    let keep = keep.clone();
+                    let on = keep.contains(&name);
+                    let toggle = Callback::from(move |_: Event| {
+                        let mut next: Vec<&'static str> =
+                            (*keep).iter().copied().filter(|k| *k != name).collect();
+                        if !on {
+                            next.push(name);
+                        }
+                        keep.set(next);
+                    });
+                    html! { <label><input type="checkbox" data-keep={name} checked={on} onchange={toggle}/>
+                        { format!(" {label}") }</label> }
+                }) }
+                </fieldset>
             </div>
             <div class="planner-inputs">
                 { for [("planner-batch", "Global batch (sequences)", "as now"), ("planner-tokens", "Tokens to train", "e.g. 2e9"), ("planner-price", "Price per GPU-hour", "optional")]

@@ -5,8 +5,6 @@
 use headroom_core::catalog::{Gpu, GpuCatalog, Preset, PresetCatalog};
 use headroom_core::codec::{self, decode};
 use headroom_core::format;
-use headroom_core::plan::{PlanOptions, plan};
-use headroom_core::scenario::Scenario;
 use headroom_core::{Estimate, estimate};
 use yew::prelude::*;
 
@@ -30,44 +28,66 @@ const RECIPES: [(&str, &str); 3] = [
     ),
 ];
 
-/// A recipe's estimate on one GPU, its link, and its scenario (for the planner). On a GPU
-/// without bf16 (T4, V100), which the core refuses to train in bf16, the recipe runs in fp16,
-/// as the planner would propose it there.
-fn recipe(model: &str, gpu: &str, query: &str) -> Option<(Estimate, String, Scenario)> {
+/// A recipe's estimate on one GPU and its link. On a GPU without bf16 (T4, V100), which the
+/// core refuses to train in bf16, the recipe runs in fp16, as the planner would propose it there.
+fn recipe(model: &str, gpu: &str, query: &str) -> Option<(Estimate, String)> {
     let mut scen = decode(&format!("model={model}&gpu={gpu}&{query}")).ok()?;
     scen.precision = scen.precision.for_gpu(GpuCatalog::builtin().get(gpu).ok()?);
-    Some((estimate(&scen).ok()?, codec::encode(&scen), scen))
+    Some((estimate(&scen).ok()?, codec::encode(&scen)))
+}
+
+#[derive(Properties, PartialEq)]
+struct FitsWithProps {
+    /// The link of a recipe that does not fit.
+    link: String,
 }
 
 /// What makes a recipe that does not fit fit on the same GPUs without changing the training:
-/// the planner's ladder (its cheapest path, one change at a time), as "what" and its link.
-fn fits_with(scen: &Scenario) -> Option<(String, String)> {
-    let p = plan(scen, &PlanOptions::default()).ok()?;
-    if !p.ladder_fits {
-        return None;
+/// the planner's ladder (its cheapest path, one change at a time, each step on a stack that
+/// runs it), as "what" and its link. The on-demand worker computes it (the planner is not in
+/// the page's bundle); nothing shows until it answers, or if no path fits.
+#[component]
+fn FitsWith(props: &FitsWithProps) -> Html {
+    let fix = use_state(|| None::<(String, String)>);
+    {
+        let fix = fix.clone();
+        use_effect_with(props.link.clone(), move |link| {
+            let link = link.clone();
+            wasm_bindgen_futures::spawn_local(async move {
+                if let Ok([what, to]) = crate::worker_client::request(&["path", &link])
+                    .await
+                    .as_deref()
+                {
+                    fix.set(Some((what.clone(), to.clone())));
+                }
+            });
+        });
     }
-    let steps = p.ladder.get(1..)?;
-    let what: Vec<&str> = steps.iter().map(|s| s.technique.as_str()).collect();
-    Some((what.join(", then "), steps.last()?.link.clone()))
+    let base = crate::dom::base_path();
+    match &*fix {
+        Some((what, link)) => html! {
+            <span class="fits-with">{ "fits with " }
+                <a href={format!("{base}/?{link}")}>{ what }</a></span>
+        },
+        None => html! {},
+    }
 }
 
 /// A cell: the device peak, whether it fits, a link to the calculator on that scenario, and
 /// for a recipe that does not fit, the changes that make it fit.
-fn fit_cell(result: Option<(Estimate, String, Scenario)>) -> Html {
+fn fit_cell(result: Option<(Estimate, String)>) -> Html {
     let base = crate::dom::base_path();
     match result {
-        Some((e, link, scen)) => {
+        Some((e, link)) => {
             let fits = e.verdict.fits;
-            let fix = (!fits).then(|| fits_with(&scen)).flatten();
             html! {
                 <td class={classes!("num", if fits { "fits" } else { "no-fit" })}
                     data-value={e.peak.device.to_string()}>
                     <a href={format!("{base}/?{link}")}>
                         { format::bytes(e.peak.device) }{ if fits { " ✓" } else { " ✗" } }
                     </a>
-                    if let Some((what, link)) = fix {
-                        <span class="fits-with">{ "fits with " }
-                            <a href={format!("{base}/?{link}")}>{ what }</a></span>
+                    if !fits {
+                        <FitsWith link={link.clone()}/>
                     }
                 </td>
             }
@@ -235,7 +255,7 @@ pub fn ModelPage(props: &IdProps) -> Html {
     // The smallest single GPU each recipe fits on (catalog order by memory).
     let smallest = |q: &str| {
         gpus.iter().find_map(|g| {
-            let (e, link, _) = recipe(&p.id, &g.id, q)?;
+            let (e, link) = recipe(&p.id, &g.id, q)?;
             e.verdict.fits.then(|| (g.name.clone(), g.id.clone(), link))
         })
     };

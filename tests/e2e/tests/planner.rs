@@ -132,9 +132,55 @@ fn planner_panel_matches_the_cli() {
             .map(|v| v.to_string())
             .unwrap_or_default()
     };
+    // Each plan says which stacks run it, as the CLI's JSON lists them.
+    let runs_on = s.js(
+        "return [...document.querySelectorAll('#planner-plans tr[data-plan]')].map(r => r.cells[7].textContent)",
+        json!([]),
+    );
+    for (shown, plan) in runs_on.as_array().into_iter().flatten().zip(&plans) {
+        let ids: Vec<&str> = plan["runs_on"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert!(
+            !ids.is_empty(),
+            "the default stack lists plans a stack runs"
+        );
+        assert_eq!(shown.as_str(), Some(ids.join(", ").as_str()));
+    }
     let ds = find(&|l| l.contains("dp=zero")).expect("a plan that keeps DeepSpeed");
     pick(ds);
     shows("deepspeed", ds, &as_json);
+    let plain = find(&|l| !l.contains("ckpt=selective")).expect("a plan torchrun runs");
+    pick(plain);
+    shows("torchrun", plain, &|t: &str| t.to_string());
+
+    // Every plan, also those only env.sh carries (issue 34 §2): the CLI's --stack any.
+    s.js(
+        "const e = document.getElementById('planner-stack'); e.value = 'any'; e.dispatchEvent(new Event('change', {bubbles: true}));",
+        json!([]),
+    );
+    let cli = cli_json(&["plan", "--named", NAMED, "--stack", "any"]);
+    let plans = cli["planning"]["plans"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let links: Vec<String> = plans
+        .iter()
+        .map(|p| format!("/?{}", p["link"].as_str().unwrap_or_default()))
+        .collect();
+    s.wait_for(
+        &format!(
+            "const h = [...document.querySelectorAll('#planner-plans tr[data-plan] a')].map(a => a.getAttribute('href')); const want = {}; return h.length === want.length && h.every((x, i) => x.endsWith(want[i]))",
+            json!(links)
+        ),
+        WAIT,
+        "every plan, as the CLI's --stack any lists them",
+    );
+    let link_of = |i: usize| plans[i]["link"].as_str().unwrap_or_default().to_string();
+    let find = |want: &dyn Fn(&str) -> bool| (0..plans.len()).find(|&i| want(&link_of(i)));
     let selective = find(&|l| l.contains("ckpt=selective")).expect("a selective recompute plan");
     pick(selective);
     let deadline = std::time::Instant::now() + WAIT;
@@ -151,9 +197,10 @@ fn planner_panel_matches_the_cli() {
         std::thread::sleep(Duration::from_millis(25));
     }
     assert!(text(&s, "#planner-not-offered").contains("selective recompute"));
-    let plain = find(&|l| !l.contains("ckpt=selective")).expect("a plan torchrun runs");
-    pick(plain);
-    shows("torchrun", plain, &|t: &str| t.to_string());
+    s.js(
+        "const e = document.getElementById('planner-stack'); e.value = 'runs'; e.dispatchEvent(new Event('change', {bubbles: true}));",
+        json!([]),
+    );
 
     // The CLI's planning inputs on the page (issue 16 §2): a target global batch and tokens
     // to train give the CLI's plans, with their time to train.

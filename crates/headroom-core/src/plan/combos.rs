@@ -5,7 +5,7 @@ use crate::scenario::{Checkpointing, DataParallel, MAX_GRAD_ACCUM, Offload, Prec
 
 use super::batch::with_batch;
 use super::eval::Ctx;
-use super::{Keep, SearchSpace};
+use super::{Keep, SearchSpace, Stack};
 
 /// One structural combination: its scenario (micro-batch and accumulation unset), the allowed
 /// micro-batches (ascending) and the tokens per second at each (only at the largest without
@@ -33,13 +33,15 @@ fn pick<T: Copy>(kept: bool, own: T, all: &[T]) -> Vec<T> {
     if kept { vec![own] } else { all.to_vec() }
 }
 
-/// Every structural combination of `space` (for one recipe) on top of `base`.
+/// Every structural combination of `space` (for one recipe) on top of `base` that `stack` runs,
+/// each as the stack runs it.
 pub(super) fn combos(
     ctx: &Ctx,
     base: &Scenario,
     global_batch: u64,
     space: &SearchSpace,
     keep: &Keep,
+    stack: Stack,
 ) -> Vec<Combo> {
     let mut out = Vec::new();
     // The pipeline and context-parallel degrees are the scenario's: tensor parallelism and
@@ -103,6 +105,8 @@ pub(super) fn combos(
                                 if act && ck != Checkpointing::None && !keep.act_offload {
                                     continue;
                                 }
+                                // FSDP's own settings (FSDP1, the fp32 reduce) go with it.
+                                let fsdp = dp == DataParallel::Fsdp;
                                 let s = Scenario {
                                     precision,
                                     checkpointing: ck,
@@ -115,9 +119,14 @@ pub(super) fn combos(
                                         offload_optimizer: oo,
                                         offload_params: op,
                                         expert: ep,
+                                        fsdp1: bp.fsdp1 && fsdp,
+                                        reduce32: bp.reduce32 && fsdp && precision.is_autocast(),
                                         ..base.parallel
                                     },
                                     ..base.clone()
+                                };
+                                let Some(s) = stack.run_as(&s) else {
+                                    continue;
                                 };
                                 if with_batch(&s, per, micro_batches[0]).validate().is_err() {
                                     continue;

@@ -12,7 +12,7 @@ use crate::model::{ModelSpec, ParamInventory};
 use crate::scenario::{Precision, Scenario};
 use crate::time::{StepTime, step_time_of};
 
-use super::{Plan, PlanOptions, TrainCost, changes_training, differences};
+use super::{Plan, PlanOptions, Stack, TrainCost, changes_training, differences};
 
 /// The model, GPU and calibration every evaluation uses, and a count of estimates.
 pub(super) struct Ctx<'a> {
@@ -102,6 +102,7 @@ impl<'a> Ctx<'a> {
             tokens_per_second_per_gpu: t.tokens_per_second_per_gpu,
             mfu: t.mfu,
             changes: differences(input, &s),
+            runs_on: Stack::running(&s),
             changes_training: changes_training(reference, &s),
             cost,
             scenario: s,

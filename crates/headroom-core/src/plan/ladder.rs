@@ -6,7 +6,7 @@ use crate::scenario::Scenario;
 use crate::strategies::candidates;
 
 use super::eval::Ctx;
-use super::{Keep, LadderStep, changes_training, differences};
+use super::{Keep, LadderStep, Stack, changes_training, differences};
 
 fn speed_change(after: f64, before: f64) -> f64 {
     if before > 0.0 && before.is_finite() && after.is_finite() {
@@ -33,12 +33,13 @@ pub(super) fn ladder(
     reference: &Scenario,
     allow_training_changes: bool,
     keep: &Keep,
+    stack: Stack,
 ) -> (Vec<LadderStep>, bool) {
     let mut steps = Vec::new();
     let (peak0, fits0, head0, _, _) = ctx.memory(input);
     let tps0 = ctx.time(input).tokens_per_second;
     steps.push(LadderStep {
-        id: "start",
+        id: "start".into(),
         technique: "As given".into(),
         change: String::new(),
         peak_device: peak0,
@@ -56,7 +57,7 @@ pub(super) fn ladder(
         let (peak, fits, headroom, _, _) = ctx.memory(start);
         let tps = ctx.time(start).tokens_per_second;
         steps.push(LadderStep {
-            id: "target",
+            id: "target".into(),
             technique: "Target batch and sequence".into(),
             change: format!(
                 "global batch {} -> {}, sequence {} -> {} (micro-batch {}, accumulation {})",
@@ -106,6 +107,8 @@ pub(super) fn ladder(
                 || crate::estimate::check_context(ctx.spec, ctx.gpu, &s).is_err()
                 || s == cur
                 || !differences(&cur, &s).iter().all(|c| keep.allows(c.field))
+                // A step the stack does not run as it is is no step to take on it.
+                || stack.run_as(&s).as_ref() != Some(&s)
             {
                 continue;
             }
@@ -152,7 +155,7 @@ pub(super) fn ladder(
         };
         let Some(c) = pick else { break };
         steps.push(LadderStep {
-            id: c.id,
+            id: c.id.to_string(),
             technique: c.technique.clone(),
             change: c.change.clone(),
             peak_device: c.peak,

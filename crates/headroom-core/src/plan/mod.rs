@@ -31,6 +31,7 @@ mod search;
 mod space;
 #[cfg(test)]
 mod tests;
+pub mod wire;
 
 use serde::Serialize;
 
@@ -44,7 +45,7 @@ use crate::scenario::{Attention, Method, Precision, Scenario};
 pub use crate::scenario::changes_training;
 pub use batch::retarget;
 pub use changes::differences;
-pub use options::{Keep, MAX_GLOBAL_BATCH, MAX_TOKENS, PlanOptions};
+pub use options::{Keep, MAX_GLOBAL_BATCH, MAX_TOKENS, PlanOptions, Stack};
 pub use search::SAME_SPEED;
 pub use space::{DEFAULT_SPACE, Recipe, SearchSpace};
 
@@ -90,6 +91,9 @@ pub struct Plan {
     pub mfu: f64,
     /// Fields that differ from the scenario as given.
     pub changes: Vec<Change>,
+    /// The stacks that run it as estimated, by the id of the export that writes their file
+    /// ([`Stack::STACKS`]); empty where only `env.sh` carries it.
+    pub runs_on: Vec<&'static str>,
     /// Whether it trains something else than the target (see [`changes_training`]).
     pub changes_training: bool,
     pub cost: Option<TrainCost>,
@@ -100,7 +104,7 @@ pub struct Plan {
 pub struct LadderStep {
     /// The strategy table's id of the change (`start` for the scenario as given, `target` for
     /// the requested global batch and sequence).
-    pub id: &'static str,
+    pub id: String,
     pub technique: String,
     pub change: String,
     pub peak_device: u64,
@@ -142,6 +146,26 @@ pub fn plan(scen: &Scenario, opts: &PlanOptions) -> Result<Planning, ScenarioErr
     plan_with(&r.spec, r.gpu, &r.calibration, scen, opts, &DEFAULT_SPACE)
 }
 
+/// The ladder alone (no search): the cheapest path, one change at a time, from the scenario as
+/// given to a setup that fits without changing the training, on a stack that runs each step;
+/// and whether its last step fits. What [`plan`] returns as `ladder` and `ladder_fits` with the
+/// default options, for pages that show only the path.
+pub fn cheapest_path(scen: &Scenario) -> Result<(Vec<LadderStep>, bool), ScenarioError> {
+    let r = resolve(scen)?;
+    scen.validate()?;
+    let ctx = Ctx::new(&r.spec, r.gpu, &r.calibration);
+    let start = retarget(scen, scen.global_batch(), scen.seq)?;
+    Ok(ladder(
+        &ctx,
+        scen,
+        &start,
+        &start,
+        false,
+        &Keep::default(),
+        Stack::default(),
+    ))
+}
+
 /// Plans with an explicit model, GPU, calibration and search space.
 pub fn plan_with(
     spec: &ModelSpec,
@@ -170,7 +194,7 @@ pub fn plan_with(
         },
         ..start.clone()
     };
-    let same = combos(&ctx, &base, global_batch, space, &opts.keep);
+    let same = combos(&ctx, &base, global_batch, space, &opts.keep, opts.stack);
     let combinations = same.len() as u32;
     let plans = search(&ctx, same, scen, &start, opts);
     let mut training_plans = Vec::new();
@@ -210,7 +234,7 @@ pub fn plan_with(
             }
             let found = search(
                 &ctx,
-                combos(&ctx, &b, global_batch, space, &opts.keep),
+                combos(&ctx, &b, global_batch, space, &opts.keep, opts.stack),
                 scen,
                 &start,
                 &one,
@@ -232,6 +256,7 @@ pub fn plan_with(
         &start,
         opts.allow_training_changes,
         &opts.keep,
+        opts.stack,
     );
     let input = ctx.plan(scen, &start, scen.clone(), opts);
     Ok(Planning {

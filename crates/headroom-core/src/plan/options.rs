@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use crate::error::ScenarioError;
-use crate::scenario::MAX_SEQ;
+use crate::export::{Target, not_expressed};
+use crate::scenario::{DataParallel, MAX_SEQ, Scenario};
 
 /// Settings the user keeps as in the scenario (the changes the planner may not make), e.g. the
 /// tensor-parallel degree when the training runs under the Trainer, which has no tensor
@@ -81,6 +82,126 @@ impl Keep {
     }
 }
 
+/// The training stack the plans must run on. A stack runs a plan when a file Headroom writes for
+/// it expresses the plan as estimated ([`not_expressed`]): the offer rules of the exports are the
+/// planner's rules, so every plan listed can be exported for the stack asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum Stack {
+    /// Every plan, also those no file expresses (tensor parallelism with ZeRO, selective
+    /// recompute: Megatron-LM's settings, which only `env.sh` carries).
+    Any,
+    /// Plans at least one stack runs.
+    #[default]
+    Runs,
+    /// Plans this export's file runs: the Trainer (with accelerate, DeepSpeed or FSDP), a
+    /// DeepSpeed JSON, the FSDP2 script, axolotl, LLaMA-Factory or torchtitan ([`Stack::STACKS`],
+    /// which users pick from), or accelerate's config or launch.sh (the CLI's `--export`).
+    Only(Target),
+}
+
+impl Stack {
+    /// The stacks a user picks from, each by the export that writes its file (accelerate's
+    /// config and launch.sh run under the Trainer's rules, env.sh runs nothing by itself).
+    pub const STACKS: [Target; 6] = [
+        Target::Trainer,
+        Target::DeepSpeed,
+        Target::Fsdp2,
+        Target::Axolotl,
+        Target::LlamaFactory,
+        Target::Torchtitan,
+    ];
+
+    /// The names `parse` accepts.
+    pub fn names() -> Vec<&'static str> {
+        let mut n = vec!["runs", "any"];
+        n.extend(Stack::STACKS.map(Target::id));
+        n
+    }
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Stack::Any => "any",
+            Stack::Runs => "runs",
+            Stack::Only(t) => t.id(),
+        }
+    }
+
+    /// `runs`, `any` or a stack's export id.
+    pub fn parse(field: &str, s: &str) -> Result<Stack, ScenarioError> {
+        match s.trim() {
+            "any" => Ok(Stack::Any),
+            "runs" => Ok(Stack::Runs),
+            t => Stack::STACKS
+                .into_iter()
+                .find(|x| x.id() == t)
+                .map(Stack::Only)
+                .ok_or_else(|| {
+                    ScenarioError::invalid(
+                        field,
+                        format!(
+                            "unknown stack `{}`; allowed: {}",
+                            crate::error::shorten(t),
+                            Stack::names().join(", ")
+                        ),
+                    )
+                }),
+        }
+    }
+
+    /// The stacks that run `s` as estimated, by export id.
+    pub fn running(s: &Scenario) -> Vec<&'static str> {
+        Stack::STACKS
+            .into_iter()
+            .filter(|&t| not_expressed(s, t).is_none())
+            .map(Target::id)
+            .collect()
+    }
+
+    /// `s` as this stack runs it: `s` itself, or `s` with the settings the stack fixes (the
+    /// dtype FSDP reduces gradients in: fp32 in torchtitan 0.3, the compute dtype under
+    /// accelerate's policy); `None` when the stack does not run it either way.
+    pub fn run_as(self, s: &Scenario) -> Option<Scenario> {
+        let runs = |t: Target, x: &Scenario| not_expressed(x, t).is_none();
+        match self {
+            Stack::Any => Some(s.clone()),
+            Stack::Only(t) => [s.clone(), fixed_by(t, s)].into_iter().find(|x| runs(t, x)),
+            Stack::Runs => {
+                if Stack::STACKS.iter().any(|&t| runs(t, s)) {
+                    return Some(s.clone());
+                }
+                Stack::STACKS.into_iter().find_map(|t| {
+                    let x = fixed_by(t, s);
+                    runs(t, &x).then_some(x)
+                })
+            }
+        }
+    }
+}
+
+/// `s` with the FSDP gradient-reduction dtype `stack` fixes: torchtitan 0.3 reduces in fp32
+/// (`mixed_precision_reduce`, its only choice); accelerate's policy (the Trainer, axolotl,
+/// LLaMA-Factory) in the compute dtype; the FSDP2 script writes either.
+fn fixed_by(stack: Target, s: &Scenario) -> Scenario {
+    let mut x = s.clone();
+    let fsdp_amp = x.parallel.data == DataParallel::Fsdp && x.precision.is_autocast();
+    match stack {
+        Target::Torchtitan if fsdp_amp => {
+            x.parallel.reduce32 = true;
+            x.parallel.fsdp1 = false;
+        }
+        Target::Trainer
+        | Target::Accelerate
+        | Target::Torchrun
+        | Target::Axolotl
+        | Target::LlamaFactory
+        | Target::DeepSpeed => {
+            x.parallel.reduce32 = false;
+        }
+        _ => {}
+    }
+    x
+}
+
 /// What the user asks for besides the scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanOptions {
@@ -99,6 +220,8 @@ pub struct PlanOptions {
     pub max_plans: usize,
     /// Settings kept as in the scenario.
     pub keep: Keep,
+    /// The stack the plans must run on.
+    pub stack: Stack,
 }
 
 impl Default for PlanOptions {
@@ -111,6 +234,7 @@ impl Default for PlanOptions {
             price_per_gpu_hour: None,
             max_plans: 10,
             keep: Keep::default(),
+            stack: Stack::default(),
         }
     }
 }

@@ -9,7 +9,7 @@ use super::batch::with_batch;
 use super::combos::combos;
 use super::eval::Ctx;
 use super::search::lightest;
-use super::{DEFAULT_SPACE, Keep, retarget};
+use super::{DEFAULT_SPACE, Keep, Stack, retarget};
 
 /// The evaluation context of a resolved scenario, no estimates counted yet.
 fn context(r: &Resolved) -> Ctx<'_> {
@@ -32,7 +32,7 @@ fn speed_grows_with_micro_batch_without_pipeline() {
         // A large global batch, so every combination has several micro-batches to compare.
         let g = 256 * n.scenario.gpus as u64;
         let base = retarget(&n.scenario, g, n.scenario.seq).expect("retargets");
-        for c in combos(&ctx, &base, g, &DEFAULT_SPACE, &Keep::default()) {
+        for c in combos(&ctx, &base, g, &DEFAULT_SPACE, &Keep::default(), Stack::Any) {
             let speeds: Vec<f64> = c
                 .micro_batches
                 .iter()
@@ -70,7 +70,7 @@ fn lightest_forms_bound_every_combination() {
         let ctx = context(&r);
         let g = n.scenario.global_batch();
         let base = retarget(&n.scenario, g, n.scenario.seq).expect("retargets");
-        for c in combos(&ctx, &base, g, &DEFAULT_SPACE, &Keep::default()) {
+        for c in combos(&ctx, &base, g, &DEFAULT_SPACE, &Keep::default(), Stack::Any) {
             let s = with_batch(&c.scen, c.per_replica, c.micro_batches[0]);
             if ctx.memory(&s).1 {
                 fitting += 1;
@@ -84,4 +84,14 @@ fn lightest_forms_bound_every_combination() {
         }
     }
     assert!(fitting > 200, "only {fitting} fitting combinations checked");
+}
+
+/// The ladder alone is the planner's ladder with the default options.
+#[test]
+fn cheapest_path_is_the_planners_ladder() {
+    for n in crate::codec::named_scenarios().into_iter().take(8) {
+        let p = super::plan(&n.scenario, &super::PlanOptions::default()).expect("plans");
+        let (ladder, fits) = super::cheapest_path(&n.scenario).expect("a path");
+        assert_eq!((ladder, fits), (p.ladder, p.ladder_fits), "{}", n.id);
+    }
 }
