@@ -1,7 +1,8 @@
 """One decoder layer's saved bytes at real preset sizes, with CUDA's dispatch, against the core.
 
 The CPU suite (test_saved_bytes.py) is exact where CPU and CUDA agree, at small sizes. This one
-runs the presets' own configs (7B to 108B) on fake CUDA tensors (measure_cuda_fake.py): autocast's
+runs the presets' own configs (7B to 108B; each model cut to the layers up to the one compared,
+which the layers after it cannot change) on fake CUDA tensors (measure_cuda_fake.py): autocast's
 CUDA lists, the fused dropout's bool mask, and each SDPA kernel's saved outputs (flash,
 memory-efficient with its logsumexp padded to 32 rows, cuDNN, math), forced on both sides
 (`--sdpa`). Exact, byte for byte. Which kernel PyTorch picks for a GPU is read from its source
