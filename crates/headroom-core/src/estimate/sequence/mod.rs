@@ -831,22 +831,29 @@ impl<'s, 'a> Model<'s, 'a> {
     }
 
     /// `bytes` over the trainable tensors in proportion to their elements, `copies` requests
-    /// each (a full fine-tune: every parameter; LoRA: its adapter matrices, split evenly).
+    /// each (a full fine-tune: every parameter; LoRA: its adapter matrices, split evenly). Under
+    /// FSDP1 the optimizer sees one flat parameter per unit (the root's and each layer's shard),
+    /// so a full fine-tune's states and temporaries are one request per unit: on the H200's 1B
+    /// trace (`fsdp_p2_trace5`) AdamW's first step makes 2 x 16 layer states of 116 MiB and
+    /// the root's two of 501 MiB, which land in the freed logits blocks and split them.
     fn per_trainable(&self, r: &mut Replay, bytes: u64, copies: u64, into: &mut Vec<Allocation>) {
         let layers = self.s.layers;
         if self.s.scen.method != Method::Full {
             return r.get_split(bytes, 14 * layers * copies, into);
         }
-        let total = self.outside_tensors.iter().sum::<u64>()
-            + layers * self.layer_tensors.iter().sum::<u64>();
+        let flat = self.s.st.fsdp.is_some_and(|f| f.flat);
+        let units = |t: &[u64]| vec![t.iter().sum::<u64>()];
+        let (outside, layer) = if flat {
+            (units(&self.outside_tensors), units(&self.layer_tensors))
+        } else {
+            (self.outside_tensors.clone(), self.layer_tensors.clone())
+        };
+        let total = outside.iter().sum::<u64>() + layers * layer.iter().sum::<u64>();
         if total == 0 {
             return;
         }
         let per_element = bytes as f64 / total as f64 / copies as f64;
-        let tensors = self
-            .outside_tensors
-            .iter()
-            .chain((0..layers).flat_map(|_| self.layer_tensors.iter()));
+        let tensors = outside.iter().chain((0..layers).flat_map(|_| layer.iter()));
         for &n in tensors {
             for _ in 0..copies {
                 into.extend(r.get((n as f64 * per_element) as u64));
