@@ -286,7 +286,7 @@ fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
     for (i, p) in plans.iter().enumerate() {
         let cost = match &p.cost {
             Some(c) => match c.money {
-                Some(m) => format!("{} / {m:.0}", duration(c.seconds)),
+                Some(m) => format!("{} / {m:.0} at your price", duration(c.seconds)),
                 None => duration(c.seconds),
             },
             None => "-".into(),
@@ -312,11 +312,12 @@ fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
                     ""
                 }
             ),
-            speed_change(if input.tokens_per_second > 0.0 {
-                p.tokens_per_second / input.tokens_per_second - 1.0
+            // Against the current setup only when it runs (fits), as the page compares.
+            if input.fits && input.tokens_per_second > 0.0 {
+                speed_change(p.tokens_per_second / input.tokens_per_second - 1.0)
             } else {
-                0.0
-            }),
+                "-".to_string()
+            },
             p.mfu * 100.0,
             cost,
             changes.join(" ")
@@ -338,12 +339,16 @@ fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
 pub fn table(p: &Planning, stack: Stack, band: (f64, f64)) -> String {
     let mut s = String::new();
     let i = &p.input;
+    // A speed only for a setup that runs.
     let _ = writeln!(
         s,
-        "now: {} at the device level ({}), {} tokens/s; target: global batch {} x {} tokens",
+        "now: {} at the device level ({}); target: global batch {} x {} tokens",
         bytes(i.peak_device),
-        if i.fits { "fits" } else { "does not fit" },
-        tokens_per_second(i.tokens_per_second),
+        if i.fits {
+            format!("fits, {} tokens/s", tokens_per_second(i.tokens_per_second))
+        } else {
+            "does not fit".into()
+        },
         p.global_batch,
         p.seq
     );

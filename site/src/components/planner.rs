@@ -101,7 +101,7 @@ fn plan_rows(
                     <td data-label="Step, MFU">{ format!("{:.2} s, {:.0}%", p.step_seconds, p.mfu * 100.0) }</td>
                     <td data-label="To train">{ match &p.cost {
                         Some(c) => format!("{}, {:.0} GPU-h{}", duration(c.seconds), c.gpu_hours,
-                            c.money.map_or(String::new(), |m| format!(", {m:.0}"))),
+                            c.money.map_or(String::new(), |m| format!(", {m:.0} at your price"))),
                         None => "–".into(),
                     } }</td>
                     <td class="changes" data-label="Changes">{ changes(p) }</td>
