@@ -716,3 +716,40 @@ def test_transformer_engine_goes_through_accelerates_launch(dp, tmp_path, monkey
         out = subprocess.run([BIN, "plan", "--link", link, "--keep", "dp,ckpt,precision", "--export", target],
                              capture_output=True, text=True)
         assert out.returncode != 0 and "accelerate" in out.stderr, out.stderr
+
+
+def test_trainer_script_trains_on_cpu(tmp_path):
+    """training_args.py is a complete script (issue 34 §2): given a model and a JSON-lines file of
+    {"text": ...} records, `python training_args.py` tokenizes, collates and trains with the
+    plan's TrainingArguments, the data the only thing filled in. Here the model is a two-layer
+    Llama with random weights and a word-level tokenizer saved to disk, trained on the CPU (the
+    plan keeps the transformers loss: Liger's needs CUDA)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    text = subprocess.run([BIN, "plan", "--model", "llama-3.2-1b", "--keep", "dp,offload,ckpt,batch,precision,loss",
+                           "--export", "trainer"], capture_output=True, text=True, check=True).stdout
+    model_dir = tmp_path / "model"
+    words = ["[UNK]", "[PAD]", "the", "run", "fits", "on", "one", "gpu", "memory", "peak"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                         eos_token="[PAD]").save_pretrained(model_dir)
+    cfg = transformers.LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(model_dir)
+    line = next(l for l in text.splitlines() if l.startswith("MODEL = "))
+    script = tmp_path / "training_args.py"
+    # The plan is a GPU's: on this CPU the Trainer is told use_cpu=True, the one other change.
+    assert "args = TrainingArguments(\n" in text
+    script.write_text(text.replace(line, f"MODEL = {str(model_dir)!r}")
+                      .replace("args = TrainingArguments(\n", "args = TrainingArguments(\n    use_cpu=True,\n"))
+    (tmp_path / "train.jsonl").write_text("".join(
+        json.dumps({"text": " ".join(words[2 + (i + j) % 8] for j in range(5 + i % 4))}) + "\n" for i in range(8)))
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    # Three epochs of eight one-row steps: the Trainer's own state says it trained them.
+    state = json.loads(next((tmp_path / "out").glob("checkpoint-*/trainer_state.json")).read_text())
+    assert state["global_step"] == 24 and state["max_steps"] == 24, state

@@ -165,7 +165,7 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
     t.push_str(&format!("# {}\n", super::checked_with_line()));
     t.push_str(&format!(
-        "# Sequences of {} tokens: set max_length in your tokenization or collator.\n",
+        "# Your data is the one thing to fill in: HEADROOM_DATA=train.jsonl (records {{\"text\": ...}}), each cut to\n# the plan's {} tokens (train_dataset below).\n",
         scen.seq
     ));
     t.push_str(&format!(
@@ -174,7 +174,9 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     ));
     t.push_str(&comment_lines(&notes, "# "));
     t.push_str(super::common::script_imports(scen));
-    t.push_str("from transformers import Trainer, TrainingArguments\n");
+    t.push_str(
+        "from transformers import AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments\n",
+    );
     t.push_str(&super::model::imports(scen));
     t.push_str(&format!(
         "\nMODEL = \"{}\"\n",
@@ -192,19 +194,39 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     t.push_str("# After TrainingArguments: under ZeRO-3 transformers then builds the model already partitioned.\nmodel = build_model()\n");
     let collator = if scen.packing {
         t.push_str(&super::common::packing_code(scen));
-        ", data_collator=data_collator"
+        "data_collator"
     } else {
-        ""
+        // Padded to the longest row of each micro-batch; labels are the inputs, padding left
+        // out of the loss.
+        "DataCollatorForLanguageModeling(tokenizer, mlm=False)"
     };
-    if scen.offload_activations {
-        t.push_str("\n\nclass OffloadingTrainer(Trainer):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n\n");
+    let trainer_class = if scen.offload_activations {
+        t.push_str("\n\nclass OffloadingTrainer(Trainer):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n");
+        "OffloadingTrainer"
+    } else {
+        "Trainer"
+    };
+    if scen.trainer == crate::scenario::Trainer::Sft {
+        t.push_str(&data_code(scen.seq));
         t.push_str(&format!(
-            "# trainer = OffloadingTrainer(model=model, args=args, train_dataset=...{collator})\n"
+            "\ntokenizer = AutoTokenizer.from_pretrained(MODEL)\nif tokenizer.pad_token is None:\n    tokenizer.pad_token = tokenizer.eos_token\ntrainer = {trainer_class}(model=model, args=args, train_dataset=train_dataset(tokenizer), data_collator={collator})\ntrainer.train()\n"
         ));
     } else {
+        // TRL's trainers take their own datasets (pairs, prompts) and configs: the notes above
+        // name the class and its settings.
         t.push_str(&format!(
-            "# trainer = Trainer(model=model, args=args, train_dataset=...{collator})\n"
+            "# trainer = {}Trainer(model=model, args=..., train_dataset=...): see the notes at the top\n",
+            scen.trainer.trl_class().1
         ));
     }
     (t, notes)
+}
+
+/// The script's data: a JSON-lines file of `{"text": ...}` records (`HEADROOM_DATA`), tokenized
+/// and cut to the plan's sequence length. Rows shorter than it make smaller steps than the
+/// estimate, which assumed every row full.
+fn data_code(seq: u32) -> String {
+    format!(
+        "\n# Your data: a JSON-lines file of {{\"text\": ...}} records, each cut to the plan's {seq} tokens (shorter rows\n# use less memory than estimated). Replace train_dataset for another source.\nDATA = os.environ.get(\"HEADROOM_DATA\", \"train.jsonl\")\nSEQ = {seq}\n\n\ndef train_dataset(tokenizer):\n    from datasets import load_dataset\n\n    rows = load_dataset(\"json\", data_files=DATA, split=\"train\")\n    return rows.map(lambda b: tokenizer(b[\"text\"], truncation=True, max_length=SEQ),\n                    batched=True, remove_columns=rows.column_names)\n\n"
+    )
 }
