@@ -686,18 +686,36 @@ impl<'s, 'a> Model<'s, 'a> {
             r.put(lsm);
             g
         };
-        // lm_head's backward: its weight's gradient (when trained) and its input's.
+        // lm_head's backward: its weight's gradient (when trained) and its input's. Under
+        // autocast the weight's gradient is first the matmul's in the compute dtype, cast to the
+        // fp32 weight by the weight cast's ToCopyBackward0, a node of its own that autograd runs
+        // once MmBackward0 has released the logits' gradient: the fp32 gradient takes a block
+        // freed by it (on the H200's trace 1, the 16-bit logits' 7.8 GiB segment, as the run's
+        // allocator placed it; the free blocks AdamW's first step then finds are the run's to the
+        // largest five, though its reserved level still differs: see [`replay`]).
         let trains_outside = s.st.outside_grad_bytes > 0;
+        let head_grad = s.bwd.lm_head_grad.min(s.st.outside_grad_bytes);
+        let autocast_head = units.is_none()
+            && trains_outside
+            && crate::states::activation_precision(s.scen).is_autocast();
+        let mut head_matmul = None;
         match units.as_mut() {
             // Unsharded, made afresh by every micro-batch.
             Some(u) if trains_outside => u.root_grads().make(r, s.bwd.lm_head_grad),
-            None if trains_outside && !acc => {
-                grads.extend(r.get(s.bwd.lm_head_grad.min(s.st.outside_grad_bytes)));
+            None if autocast_head => {
+                head_matmul = r.get(s.spec.vocab * s.spec.hidden * s.compute.bytes());
             }
+            None if trains_outside && !acc => grads.extend(r.get(head_grad)),
             _ => {}
         }
         let input_grad = r.get(self.hidden_compute);
         r.put(grad_logits);
+        if head_matmul.is_some() {
+            if !acc {
+                grads.extend(r.get(head_grad));
+            }
+            r.put(head_matmul);
+        }
         r.put(lm.head_cast);
         let mut residual_grad = r.get(self.residual);
         r.put(input_grad);
