@@ -38,6 +38,13 @@ fn scenario_of(link: &str) -> Result<Scenario, String> {
     decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())
 }
 
+/// A planning input as the page sends it: empty for none, else a number the page checked.
+fn optional<T: std::str::FromStr>(t: &str) -> Result<Option<T>, String> {
+    (!t.is_empty())
+        .then(|| t.parse().map_err(|_| format!("`{t}` is not a number")))
+        .transpose()
+}
+
 /// The answer to one request.
 fn answer(request: &[String]) -> Result<Vec<String>, String> {
     match request {
@@ -108,19 +115,11 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
             calibration,
         ] if kind == "plan" => {
             let scen = scenario_of(link)?;
-            let num = |t: &str| -> Result<Option<f64>, String> {
-                (!t.is_empty())
-                    .then(|| {
-                        t.parse::<f64>()
-                            .map_err(|_| format!("`{t}` is not a number"))
-                    })
-                    .transpose()
-            };
             let opts = PlanOptions {
                 allow_training_changes: allow == "1",
-                global_batch: num(global_batch)?.map(|g| g as u64),
-                tokens: num(tokens)?,
-                price_per_gpu_hour: num(price)?,
+                global_batch: optional(global_batch)?,
+                tokens: optional(tokens)?,
+                price_per_gpu_hour: optional(price)?,
                 stack: Stack::parse("stack", stack).map_err(|e| e.to_string())?,
                 keep: Keep::parse("keep", keep).map_err(|e| e.to_string())?,
                 max_plans: max_plans.parse().map_err(|_| "max_plans".to_string())?,

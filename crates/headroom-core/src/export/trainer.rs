@@ -164,10 +164,16 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     let (kw, notes) = trainer_kwargs(spec, scen);
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
     t.push_str(&format!("# {}\n", super::checked_with_line()));
-    t.push_str(&format!(
-        "# Your data is the one thing to fill in: HEADROOM_DATA=train.jsonl (records {{\"text\": ...}}), each cut to\n# the plan's {} tokens (train_dataset below).\n",
-        scen.seq
-    ));
+    // The supervised script reads its data itself (data_code); TRL's trainers take their own.
+    t.push_str(&if scen.trainer == crate::scenario::Trainer::Sft {
+        "# Your data is the one thing to fill in: HEADROOM_DATA (train_dataset below).\n"
+            .to_string()
+    } else {
+        format!(
+            "# Sequences of {} tokens: set max_length in your tokenization or collator.\n",
+            scen.seq
+        )
+    });
     t.push_str(&format!(
         "# Dry run, no GPU and no weights: HEADROOM_DRY_RUN=path/to/config.json python {} (builds the model on the\n# meta device, applies LoRA, prints a JSON report and exits).\n",
         Target::Trainer.file_name()

@@ -101,7 +101,7 @@ pub enum Stack {
 
 impl Stack {
     /// The stacks a user picks from, each by the export that writes its file (accelerate's
-    /// config and launch.sh run under the Trainer's rules, env.sh runs nothing by itself).
+    /// config and launch.sh are launchers of the Trainer's script; env.sh runs nothing by itself).
     pub const STACKS: [Target; 6] = [
         Target::Trainer,
         Target::DeepSpeed,
