@@ -15,6 +15,9 @@
 //!   GPU-hour (each "" for none), stack id, kept settings, plans per list, the user's
 //!   calibration file or ""]`: the planner (`headroom_core::plan`), which the page's first
 //!   download does not carry; answer `["ok", lines...]` (`plan::wire`).
+//! - `["strategies", link query, the user's calibration file or ""]`: the strategy table
+//!   (`headroom_core::strategies`, one estimate and step time per technique), which the page's
+//!   first download does not carry; answer `["ok", lines...]` (`strategies::wire`).
 //! - `["path", link query]`: the planner's cheapest path to a setup that fits
 //!   (`plan::cheapest_path`), for the GPU and model pages' "fits with"; answer `["ok", the
 //!   changes joined by ", then ", the last step's link]`, or `["ok"]` when none fits.
@@ -26,6 +29,7 @@ use headroom_core::export::{Target, export, not_expressed, offered};
 use headroom_core::import::import;
 use headroom_core::plan::{DEFAULT_SPACE, Keep, PlanOptions, Stack, plan_with, wire};
 use headroom_core::scenario::Scenario;
+use headroom_core::{What, strategies};
 use js_sys::Array;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::{Closure, JsValue};
@@ -36,6 +40,20 @@ use web_sys::{DedicatedWorkerGlobalScope, MessageEvent, Response};
 fn scenario_of(link: &str) -> Result<Scenario, String> {
     let pairs = query_pairs(link).map_err(|e| e.to_string())?;
     decode_pairs(Scenario::default(), &pairs).map_err(|e| e.to_string())
+}
+
+/// The user's calibration file the page sends (empty for none) when it is for the scenario's GPU,
+/// as the calculator uses it.
+fn user_calibration(
+    scen: &Scenario,
+    text: &str,
+) -> Result<Option<headroom_core::Calibration>, String> {
+    Ok((!text.is_empty())
+        .then(|| headroom_core::Calibration::parse("calibration", text))
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .filter(|(gpu, _)| *gpu == scen.gpu)
+        .map(|(_, c)| c))
 }
 
 /// A planning input as the page sends it: empty for none, else a number the page checked.
@@ -126,18 +144,22 @@ fn answer(request: &[String]) -> Result<Vec<String>, String> {
                 ..PlanOptions::default()
             };
             let r = headroom_core::estimate::resolve(&scen).map_err(|e| e.to_string())?;
-            // The user's calibration file, when the page has one for this GPU, as the
-            // calculator uses it.
-            let user = (!calibration.is_empty())
-                .then(|| headroom_core::Calibration::parse("calibration", calibration))
-                .transpose()
-                .map_err(|e| e.to_string())?
-                .filter(|(gpu, _)| *gpu == scen.gpu)
-                .map(|(_, c)| c);
+            let user = user_calibration(&scen, calibration)?;
             let cal = user.as_ref().unwrap_or(&r.calibration);
             let p = plan_with(&r.spec, r.gpu, cal, &scen, &opts, &DEFAULT_SPACE)
                 .map_err(|e| e.to_string())?;
             Ok(wire::to_lines(&p))
+        }
+        [kind, link, calibration] if kind == "strategies" => {
+            let scen = scenario_of(link)?;
+            let r = headroom_core::estimate::resolve(&scen).map_err(|e| e.to_string())?;
+            let user = user_calibration(&scen, calibration)?;
+            let cal = user.as_ref().unwrap_or(&r.calibration);
+            let a =
+                headroom_core::analyze_with(&r.name, &r.spec, r.gpu, cal, &scen, What::STRATEGIES);
+            Ok(strategies::wire::to_lines(
+                &a.strategies.unwrap_or_default(),
+            ))
         }
         [kind, link] if kind == "path" => {
             let (ladder, fits) = headroom_core::plan::cheapest_path(&scenario_of(link)?)

@@ -11,7 +11,7 @@ use headroom_site::charts::ChartKind;
 use headroom_site::components::chart::{Chart, ChartProps};
 use headroom_site::components::form::ScenarioForm;
 use headroom_site::components::notices::{LinkErrors, LinkErrorsProps};
-use headroom_site::components::report::{AnalysisProps, StrategyTable, Verdict};
+use headroom_site::components::report::{AnalysisProps, Verdict};
 use headroom_site::state::CalcState;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
@@ -53,6 +53,7 @@ async fn the_verdict_says_whether_it_fits() {
         AnalysisProps {
             analysis: a,
             gpus: 1,
+            builtin: false,
         },
     )
     .render();
@@ -75,6 +76,7 @@ async fn the_verdict_says_whether_it_fits() {
         AnalysisProps {
             analysis: a,
             gpus: 1,
+            builtin: false,
         },
     )
     .render();
@@ -104,17 +106,31 @@ async fn link_messages_are_text_never_markup() {
     assert!(div.text_content().unwrap_or_default().contains(&hostile));
 }
 
+/// The rows the worker sends, rendered as the page renders its answer.
+#[derive(Properties, PartialEq)]
+struct RowsProps {
+    rows: Rc<Vec<headroom_core::strategies::Strategy>>,
+}
+
+#[component]
+fn Rows(props: &RowsProps) -> Html {
+    headroom_site::components::strategies::table(&props.rows)
+}
+
 #[wasm_bindgen_test]
 async fn the_strategy_table_has_a_row_per_technique() {
     let div = root();
     let a = analysis("model=llama-3.1-8b");
-    let n = a.strategies.as_ref().map_or(0, Vec::len);
+    let rows = a.strategies.clone().expect("asked for");
+    let n = rows.len();
     assert!(n > 3);
-    yew::Renderer::<StrategyTable>::with_root_and_props(
+    // As the worker sends them (strategies::wire), read back.
+    let sent = headroom_core::strategies::wire::to_lines(&rows);
+    let rows = headroom_core::strategies::wire::from_lines(&sent).expect("reads back");
+    yew::Renderer::<Rows>::with_root_and_props(
         div.clone(),
-        AnalysisProps {
-            analysis: a,
-            gpus: 1,
+        RowsProps {
+            rows: Rc::new(rows),
         },
     )
     .render();

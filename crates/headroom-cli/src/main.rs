@@ -37,9 +37,23 @@ fn run(cli: Cli) -> Result<()> {
             // The estimate prints what fits, not the strategy table.
             let a = analyze_only(&scen, What::FIT, None)?;
             let fit = a.fit.context("what fits was asked for")?;
+            // A setup that does not fit gets its next steps, from the strategy table as the
+            // page's verdict shows them.
+            let fits = a.estimate.verdict.fits;
+            let table = if fits {
+                Vec::new()
+            } else {
+                analyze_only(&scen, What::STRATEGIES, None)?
+                    .strategies
+                    .unwrap_or_default()
+            };
+            let next = headroom_core::strategies::next_steps(&table, fits);
             match format {
                 Format::Json => {
                     let mut json = render::estimate_json(&a.estimate, &fit, &a.link, &a.time);
+                    if !fits {
+                        json["next"] = render::next_steps_json(&next);
+                    }
                     if let Some(i) = &imported {
                         json["import"] = serde_json::to_value(i)?;
                     }
@@ -52,7 +66,10 @@ fn run(cli: Cli) -> Result<()> {
                     print!(
                         "{}",
                         render::estimate_table(&a.estimate, &fit, &a.link, &scen, &a.time)
-                    )
+                    );
+                    if !fits {
+                        print!("{}", render::next_steps_lines(&next));
+                    }
                 }
             }
         }

@@ -7,7 +7,7 @@ use headroom_core::catalog::{Gpu, Preset};
 use headroom_core::estimate::Estimate;
 use headroom_core::fit::Fit;
 use headroom_core::format::{bytes, count, signed_bytes};
-use headroom_core::strategies::Strategy;
+use headroom_core::strategies::{NextSteps, Strategy};
 use headroom_core::time::StepTime;
 use serde_json::{Value, json};
 
@@ -96,6 +96,44 @@ pub fn speed_line(t: &StepTime) -> String {
         a.gpus_per_node,
         a.internode_gbs
     )
+}
+
+/// The next steps of a setup that does not fit, one line each (`strategies::next_steps`, as the
+/// page's verdict offers them): the fastest single change that fits and trains the same thing,
+/// and the fastest that fits at all when that one changes the training and is faster.
+pub fn next_steps_lines(n: &NextSteps) -> String {
+    let line = |lead: &str, r: &Strategy| {
+        format!(
+            "{lead}: {} ({}{}): peak {}, speed {} ({} tokens/s); ?{}\n",
+            r.technique,
+            r.change,
+            if r.changes_training {
+                ", changes what is trained"
+            } else {
+                ""
+            },
+            bytes(r.peak_device),
+            speed_change(r.speed_change),
+            tokens_per_second(r.tokens_per_second),
+            r.link
+        )
+    };
+    match (n.same_training, n.fastest) {
+        (None, None) => "next: no single change fits; `headroom plan` combines them\n".into(),
+        (Some(s), f) => {
+            let mut out = line("next, training the same thing", s);
+            if let Some(f) = f {
+                out += &line("faster", f);
+            }
+            out
+        }
+        (None, Some(f)) => line("next", f),
+    }
+}
+
+/// [`next_steps_lines`] as JSON: each step a strategy-table row, or null.
+pub fn next_steps_json(n: &NextSteps) -> Value {
+    json!({ "same_training": n.same_training, "fastest": n.fastest })
 }
 
 pub fn estimate_table(

@@ -118,3 +118,50 @@ fn a_hub_id_that_is_no_preset_says_how_to_give_its_config() {
     let out = headroom(&["estimate", "--model", "someone/unknown-model"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("link field"));
 }
+
+/// A setup that does not fit ends with what to do next, as the page's verdict offers it: full
+/// fine-tuning of Llama 3.1 8B under amp-bf16 needs 16 bytes a parameter of model states (128 GB)
+/// on one 80 GB H100. Keeping the training, only offloading the optimizer's states fits (at
+/// CPU-Adam speed); pure bf16, which changes the training, fits faster: both are offered, each
+/// with a link that the estimate then calls a fit. A setup that fits has no such lines.
+#[test]
+fn a_setup_that_does_not_fit_gets_both_next_steps() {
+    let args = [
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--method",
+        "full",
+    ];
+    let text = stdout(&args);
+    let same = text
+        .lines()
+        .find(|l| l.starts_with("next, training the same thing: "))
+        .unwrap_or_else(|| panic!("no next step in:\n{text}"));
+    let faster = text
+        .lines()
+        .find(|l| l.starts_with("faster: "))
+        .unwrap_or_else(|| panic!("no faster step in:\n{text}"));
+    assert!(same.contains("CPU optimizer offload"), "{same}");
+    assert!(faster.contains("changes what is trained"), "{faster}");
+    for line in [same, faster] {
+        let link = line.rsplit_once("; ?").expect("a link").1;
+        let after = stdout(&["estimate", "--link", link]);
+        assert!(after.contains("\nFITS on "), "{link}:\n{after}");
+    }
+    let mut json = args.to_vec();
+    json.extend(["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("json");
+    let (s, f) = (&doc["next"]["same_training"], &doc["next"]["fastest"]);
+    assert_eq!(s["changes_training"], false);
+    assert_eq!(f["changes_training"], true);
+    assert!(f["tokens_per_second"].as_f64() > s["tokens_per_second"].as_f64());
+
+    let fits = stdout(&["estimate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm"]);
+    assert!(
+        fits.contains("\nFITS on ") && !fits.contains("\nnext"),
+        "{fits}"
+    );
+}

@@ -3,7 +3,8 @@
 //!
 //! The CLI, the site and the guides all assemble their [`Analysis`] here ([`analyze`],
 //! [`analyze_only`] or [`analyze_with`]), so a number printed by one is the number shown by the
-//! others.
+//! others. The site's page uses [`analyze_without_table`] and has its on-demand worker compute
+//! the strategy table (`strategies::wire`), which keeps the table's code out of its download.
 //!
 //! The estimate and the step time share one preparation (`estimate::estimate_and_time`: the
 //! parameter inventory, model states and a layer's saved bytes built once), and the strategy table
@@ -96,6 +97,35 @@ pub fn analyze_with(
     scen: &Scenario,
     what: What,
 ) -> Analysis {
+    let mut a = without_table(name, spec, gpu, cal, scen, what.fit);
+    if what.strategies {
+        a.strategies = Some(strategies_from(spec, gpu, cal, scen, &a.estimate, &a.time));
+    }
+    a
+}
+
+/// [`analyze_only`] without the strategy table (`strategies` is `None`): for a caller that has
+/// the table computed elsewhere (the site's page asks its on-demand worker), so the table's code
+/// is not linked into its download.
+pub fn analyze_without_table(
+    scen: &Scenario,
+    fit: bool,
+    own: Option<&Calibration>,
+) -> Result<Analysis, ScenarioError> {
+    let r = resolve(scen)?;
+    let cal = own.unwrap_or(&r.calibration);
+    Ok(without_table(&r.name, &r.spec, r.gpu, cal, scen, fit))
+}
+
+/// The estimate, the step time, the link and (`fit`) what fits.
+fn without_table(
+    name: &str,
+    spec: &ModelSpec,
+    gpu: &Gpu,
+    cal: &Calibration,
+    scen: &Scenario,
+    with_fit: bool,
+) -> Analysis {
     // The estimate and the step time share one preparation (inventory, model states).
     let (estimate, time) = estimate_and_time(spec, gpu, cal, scen);
     let estimate = Estimate {
@@ -103,10 +133,8 @@ pub fn analyze_with(
         ..estimate
     };
     Analysis {
-        fit: what.fit.then(|| fit(spec, gpu, cal, scen)),
-        strategies: what
-            .strategies
-            .then(|| strategies_from(spec, gpu, cal, scen, &estimate, &time)),
+        fit: with_fit.then(|| fit(spec, gpu, cal, scen)),
+        strategies: None,
         estimate,
         time,
         link: codec::encode(scen),

@@ -84,6 +84,7 @@ pub(crate) mod states;
 pub mod strategies;
 pub mod time;
 pub mod vllm;
+pub(crate) mod wire;
 
 pub use activations::{Part, Saved};
 pub use analysis::{Analysis, What, analyze, analyze_only, analyze_with};

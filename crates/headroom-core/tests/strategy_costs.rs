@@ -32,7 +32,7 @@ fn row<'a>(rows: &'a [Strategy], id: &str) -> &'a Strategy {
 }
 
 fn ids(rows: &[Strategy]) -> Vec<&str> {
-    rows.iter().map(|r| r.id).collect()
+    rows.iter().map(|r| r.id.as_str()).collect()
 }
 
 fn close(a: f64, b: f64, rel: f64) -> bool {

@@ -11,3 +11,4 @@ pub mod planner;
 pub mod report;
 pub mod search;
 pub mod share;
+pub mod strategies;

@@ -1,4 +1,5 @@
-//! The results of one analysis: verdict, headline numbers, breakdown, strategies, layer tensors.
+//! The results of one analysis: verdict, headline numbers, breakdown, layer tensors (the
+//! strategy table and next steps: `strategies.rs`).
 //! Every component can show its formula, source and confidence.
 //!
 //! The breakdown's "At the peak" column reads `Peaks::parts`.
@@ -16,6 +17,10 @@ pub struct AnalysisProps {
     pub analysis: std::rc::Rc<Analysis>,
     /// Number of GPUs (for the verdict's wording).
     pub gpus: u32,
+    /// The analysis used the built-in calibration even where the user loaded one (embeds): the
+    /// worker's strategy table must too.
+    #[prop_or_default]
+    pub builtin: bool,
 }
 
 pub fn gpu_name(id: &str) -> String {
@@ -137,7 +142,7 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
             }
             { for e.warnings.iter().map(|w| html! { <p class="notice" role="note">{ w.clone() }</p> }) }
             { for fit }
-            { next_step(&props.analysis) }
+            <super::strategies::NextStep analysis={props.analysis.clone()} gpus={props.gpus} builtin={props.builtin}/>
         </section>
     }
 }
@@ -159,43 +164,6 @@ fn speed_line(t: &headroom_core::time::StepTime) -> String {
         a.gpus_per_node,
         a.internode_gbs
     )
-}
-
-/// What to do next: for a setup that does not fit, the fastest single change that fits
-/// without changing the training (the strategy table's recommendation), applied in one
-/// click, or a pointer to the planner when no single change is enough.
-fn next_step(a: &Analysis) -> Html {
-    let Some(rows) = a.strategies.as_ref() else {
-        return html! {};
-    };
-    let base = crate::dom::base_path();
-    if a.estimate.verdict.fits {
-        return html! {
-            <p class="next" id="next-step">{ "Next: " }
-                <a href="#planner-title">{ "find faster plans" }</a>{ " or " }
-                <a href="#strategies-title">{ "see what each technique saves" }</a>{ "." }</p>
-        };
-    }
-    let pick = rows
-        .iter()
-        .find(|r| r.recommended)
-        .or_else(|| rows.iter().find(|r| r.fits));
-    match pick {
-        Some(r) => html! {
-            <p class="next" id="next-step">
-                { format!("Next: {} ({}) fits: peak {}, speed {}{}. ", r.technique, r.change,
-                    format::bytes(r.peak_device), speed(r),
-                    if r.changes_training { "; it changes what is trained" } else { "" }) }
-                <a class="button-like" href={format!("{base}/?{}", r.link)} id="apply-next">{ "Apply" }</a>
-            </p>
-        },
-        None => html! {
-            <p class="next" id="next-step">
-                { "No single change is enough: " }
-                <a href="#planner-title">{ "find plans that combine them" }</a>{ "." }
-            </p>
-        },
-    }
 }
 
 /// A one-line verdict that stays at the bottom of a phone's screen while the inputs scroll.
@@ -354,55 +322,6 @@ pub fn BreakdownTable(props: &AnalysisProps) -> Html {
     }
 }
 
-/// `−12% (3,450 tok/s)`, or `same (…)` within half a percent.
-pub fn speed(s: &headroom_core::strategies::Strategy) -> String {
-    let tps = super::num::grouped(s.tokens_per_second.max(0.0).round() as u64);
-    let pct = s.speed_change * 100.0;
-    if pct.abs() < 0.5 {
-        format!("same ({tps} tok/s)")
-    } else {
-        format!(
-            "{}{:.0}% ({tps} tok/s)",
-            if pct < 0.0 { "−" } else { "+" },
-            pct.abs()
-        )
-    }
-}
-
-/// Each memory-saving technique applied to this scenario, largest saving first.
-#[component]
-pub fn StrategyTable(props: &AnalysisProps) -> Html {
-    let rows = props.analysis.strategies.as_deref().unwrap_or_default();
-    if rows.is_empty() {
-        return html! { <p>{ "No further technique applies to this scenario." }</p> };
-    }
-    html! {
-        <div class="table-wrap">
-            <table class="strategies" id="strategy-table">
-                <thead><tr><th scope="col">{ "Technique" }</th><th scope="col">{ "Change" }</th>
-                    <th scope="col">{ "Peak after" }</th><th scope="col">{ "Saves" }</th>
-                    <th scope="col">{ "Fits" }</th><th scope="col">{ "Speed" }</th></tr></thead>
-                <tbody>
-                { for rows.iter().map(|s| html! {
-                    <tr data-id={s.id} class={classes!(s.recommended.then_some("recommended"))}>
-                        <th scope="row">{ &s.technique }</th>
-                        <td data-label="Change">{ &s.change }{ if s.changes_training { " *" } else { "" } }</td>
-                        <td data-label="Peak after"><Bytes bytes={s.peak_device}/></td>
-                        <td data-label="Saves" class={if s.saved < 0 { "costs" } else { "saves" }}>
-                            { if s.saved < 0 { format!("costs {}", format::bytes(s.saved.unsigned_abs())) }
-                              else { format::bytes(s.saved as u64) } }
-                        </td>
-                        <td data-label="Fits">{ if s.recommended { "yes, fastest" } else if s.fits { "yes" } else { "no" } }</td>
-                        <td data-label="Speed" class={if s.speed_change < -0.005 { "costs" } else { "saves" }}>{ speed(s) }</td>
-                    </tr>
-                }) }
-                </tbody>
-            </table>
-            <p class="note">{ crate::help::page("ladder_note") }</p>
-        </div>
-    }
-}
-
 /// Every tensor one decoder layer saves for backward. The rows' labels are not in the page's
 /// download (headroom-core's `inventory-text`): the worker, which has them, answers them for the
 /// scenario's link when the table is first opened, and again when the link changes while open.
@@ -452,37 +371,5 @@ pub fn LayerInventory(props: &AnalysisProps) -> Html {
                 </table>
             </div>
         </details>
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use headroom_core::strategies::Strategy;
-
-    fn row(speed_change: f64, tokens_per_second: f64) -> Strategy {
-        Strategy {
-            id: "x",
-            technique: String::new(),
-            change: String::new(),
-            peak_device: 0,
-            saved: 0,
-            fits: true,
-            step_seconds: 1.0,
-            tokens_per_step: 1,
-            tokens_per_second,
-            tokens_per_second_per_gpu: tokens_per_second,
-            speed_change,
-            changes_training: false,
-            recommended: false,
-            link: String::new(),
-        }
-    }
-
-    #[test]
-    fn speed_reads_as_a_signed_percentage_with_the_rate() {
-        assert_eq!(super::speed(&row(-0.12, 3450.4)), "−12% (3,450 tok/s)");
-        assert_eq!(super::speed(&row(0.9, 16709.0)), "+90% (16,709 tok/s)");
-        assert_eq!(super::speed(&row(0.004, 7679.0)), "same (7,679 tok/s)");
-        assert_eq!(super::speed(&row(-0.004, 7679.0)), "same (7,679 tok/s)");
     }
 }

@@ -7,7 +7,7 @@
 use std::rc::Rc;
 
 use headroom_core::codec::named_scenario;
-use headroom_core::{Analysis, Scenario, What};
+use headroom_core::{Analysis, Scenario};
 use yew::prelude::*;
 
 use super::{Outcome, outcome_with};
@@ -18,10 +18,9 @@ use crate::components::chart::Chart;
 use crate::components::form::ScenarioForm;
 use crate::components::notices::LinkErrors;
 use crate::components::planner::Planner;
-use crate::components::report::{
-    BreakdownTable, KeyNumbers, LayerInventory, StrategyTable, Verdict, VerdictBar,
-};
+use crate::components::report::{BreakdownTable, KeyNumbers, LayerInventory, Verdict, VerdictBar};
 use crate::components::share::Share;
+use crate::components::strategies::StrategyTable;
 use crate::dom;
 use crate::query::{calculator_query, compare_query, parse};
 use crate::state::{Action, CalcState};
@@ -62,12 +61,13 @@ fn initial_state(named: Option<&str>) -> (CalcState, Option<(String, String)>) {
     (CalcState::new(q.scenario, errors), title)
 }
 
-/// The results column for one analysis.
-pub fn results(a: &Rc<Analysis>, gpus: u32, file_stem: &str) -> Html {
+/// The results column for one analysis (`builtin`: computed with the built-in calibration
+/// whatever file the user loaded, as embeds are).
+pub fn results(a: &Rc<Analysis>, gpus: u32, file_stem: &str, builtin: bool) -> Html {
     let est = Rc::new(a.estimate.clone());
     html! {
         <>
-            <Verdict analysis={a.clone()} gpus={gpus}/>
+            <Verdict analysis={a.clone()} gpus={gpus} {builtin}/>
             <section class="card" aria-labelledby="timeline-title">
                 <h2 id="timeline-title">{ "Memory over one training step" }</h2>
                 <p class="help">{ crate::help::page("timeline_help") }</p>
@@ -83,7 +83,7 @@ pub fn results(a: &Rc<Analysis>, gpus: u32, file_stem: &str) -> Html {
             </section>
             <section class="card" aria-labelledby="strategies-title">
                 <h2 id="strategies-title">{ "What each technique saves here" }</h2>
-                <StrategyTable analysis={a.clone()} gpus={gpus}/>
+                <StrategyTable analysis={a.clone()} gpus={gpus} {builtin}/>
             </section>
             <LayerInventory analysis={a.clone()} gpus={gpus}/>
         </>
@@ -102,7 +102,7 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
     // its GPU.
     let user = use_user_calibration();
     let analysis: Rc<Outcome> = use_memo((state.scenario.clone(), user.clone()), |(s, u)| {
-        outcome_with(s, u.as_deref(), What::ALL)
+        outcome_with(s, u.as_deref(), true)
     });
     {
         // The link follows every change (replace, not push); the short link stays until then.
@@ -173,7 +173,7 @@ pub fn Calculator(props: &CalculatorProps) -> Html {
                     Ok(a) => html! {
                         <>
                             { calibration_note(&scen.gpu, user.as_deref()) }
-                            { results(a, scen.gpus, "headroom") }
+                            { results(a, scen.gpus, "headroom", false) }
                             <Planner scenario={scen.clone()}/>
                         </>
                     },

@@ -2,8 +2,8 @@
 
 use std::rc::Rc;
 
+use headroom_core::Analysis;
 use headroom_core::format;
-use headroom_core::{Analysis, What};
 use yew::prelude::*;
 
 use super::{Outcome, outcome_with};
@@ -163,10 +163,10 @@ pub fn Compare() -> Html {
     let user = use_user_calibration();
     // Both sides show the estimate and what fits, never a strategy table.
     let ra: Rc<Outcome> = use_memo((a.scenario.clone(), user.clone()), |(s, u)| {
-        outcome_with(s, u.as_deref(), What::FIT)
+        outcome_with(s, u.as_deref(), true)
     });
     let rb: Rc<Outcome> = use_memo((b.scenario.clone(), user.clone()), |(s, u)| {
-        outcome_with(s, u.as_deref(), What::FIT)
+        outcome_with(s, u.as_deref(), true)
     });
     {
         let first = (opened.scenario.clone(), opened.other.clone());

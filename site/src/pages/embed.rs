@@ -9,10 +9,10 @@ use super::calculator::results;
 use super::{Outcome, outcome};
 use crate::charts::ChartKind;
 use crate::components::chart::Chart;
-use crate::components::report::{BreakdownTable, StrategyTable, Verdict, gpu_name, model_name};
+use crate::components::report::{BreakdownTable, Verdict, gpu_name, model_name};
+use crate::components::strategies::StrategyTable;
 use crate::dom;
 use crate::query::{View, calculator_query, parse};
-use headroom_core::What;
 
 #[component]
 pub fn Embed() -> Html {
@@ -20,14 +20,8 @@ pub fn Embed() -> Html {
     // Built-in calibrations only: an embed shows every visitor of the host page the same
     // numbers, whatever file one of them loaded on this site.
     let result: Rc<Outcome> = use_memo((q.scenario.clone(), q.view), |(s, view)| {
-        // Each view computes only what it shows.
-        let what = match view {
-            View::Calculator => What::ALL,
-            View::Timeline => What::ESTIMATE,
-            View::Breakdown => What::FIT,
-            View::Strategies => What::STRATEGIES,
-        };
-        outcome(s, what)
+        // Each view computes only what it shows (the strategy table is the worker's).
+        outcome(s, matches!(view, View::Calculator | View::Breakdown))
     });
     use_effect_with((), |_| {
         dom::watch_height();
@@ -53,20 +47,20 @@ pub fn Embed() -> Html {
             };
             match q.view {
                 // The results open with the verdict, which names the model and GPUs.
-                View::Calculator => results(a, gpus, "headroom"),
+                View::Calculator => results(a, gpus, "headroom", true),
                 View::Timeline => html! {
                     <>{ caption }
                     <Chart kind={ChartKind::Timeline} estimate={est} label="Memory over one training step"/></>
                 },
                 View::Breakdown => html! {
                     <>
-                        <Verdict analysis={a.clone()} gpus={gpus}/>
+                        <Verdict analysis={a.clone()} gpus={gpus} builtin=true/>
                         <Chart kind={ChartKind::Breakdown} estimate={est} label="Memory by component"/>
                         <BreakdownTable analysis={a.clone()} gpus={gpus}/>
                     </>
                 },
                 View::Strategies => {
-                    html! { <>{ caption }<StrategyTable analysis={a.clone()} gpus={gpus}/></> }
+                    html! { <>{ caption }<StrategyTable analysis={a.clone()} gpus={gpus} builtin=true/></> }
                 }
             }
         }

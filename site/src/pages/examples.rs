@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use headroom_core::claims::{self, ClaimFile, Row, Unit, Verdict};
 use headroom_core::codec::{NamedScenario, named_scenarios};
-use headroom_core::{What, format};
+use headroom_core::format;
 use yew::prelude::*;
 
 use crate::components::num::grouped;
@@ -159,7 +159,7 @@ pub fn Example(props: &ExampleProps) -> Html {
     let named = named_scenarios();
     // Each claim's scenario analyzed now, by the same core as the CLI (through the
     // calculator's path, so the download carries one copy of the analysis).
-    let rows = claims::evaluate_with(file, &named, |s| super::outcome(s, What::FIT));
+    let rows = claims::evaluate_with(file, &named, |s| super::outcome(s, true));
     let count = |v: Verdict| file.claims.iter().filter(|c| c.verdict == v).count();
     let neighbour = |f: Option<&ClaimFile>, label: &str| match f {
         Some(f) => html! {

@@ -10,16 +10,17 @@ pub mod not_found;
 
 use std::rc::Rc;
 
-use headroom_core::{Analysis, Scenario, What};
+use headroom_core::{Analysis, Scenario};
 
 /// The analysis a page shows, or the sentence that says why there is none.
 pub type Outcome = Result<Rc<Analysis>, String>;
 
-/// Analyzes a scenario with the built-in calibration, computing only `what` the page shows,
-/// recording how long the core took (`data-analyze-ms` on `<body>`, read by the budget script
-/// next to the whole update's time).
-pub fn outcome(s: &Scenario, what: What) -> Outcome {
-    outcome_with(s, None, what)
+/// Analyzes a scenario with the built-in calibration, with what fits when the page shows it
+/// (`fit`), recording how long the core took (`data-analyze-ms` on `<body>`, read by the budget
+/// script next to the whole update's time). The strategy table is the worker's
+/// (`components/strategies.rs`): never computed here.
+pub fn outcome(s: &Scenario, fit: bool) -> Outcome {
+    outcome_with(s, None, fit)
 }
 
 /// [`outcome`] with the user's own calibration file when it is for the scenario's GPU (the
@@ -27,11 +28,11 @@ pub fn outcome(s: &Scenario, what: What) -> Outcome {
 pub fn outcome_with(
     s: &Scenario,
     user: Option<&crate::calibration_state::UserCalibration>,
-    what: What,
+    fit: bool,
 ) -> Outcome {
     let started = crate::dom::now_ms();
     let own = user.and_then(|u| u.for_gpu(&s.gpu));
-    let result = headroom_core::analyze_only(s, what, own)
+    let result = headroom_core::analysis::analyze_without_table(s, fit, own)
         .map(Rc::new)
         .map_err(|e| format!("This scenario cannot be estimated: {e}"));
     crate::dom::mark_analyze(crate::dom::now_ms() - started);

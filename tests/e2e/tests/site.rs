@@ -168,9 +168,32 @@ fn a_first_visit_opens_on_a_question_it_answers_with_starting_points_and_a_next_
             "{id}"
         );
     }
-    // A setup that does not fit shows the change that makes it fit, applied in one click.
+    // A setup that does not fit shows the change that makes it fit, applied in one click: the
+    // fastest that trains the same thing and, beside it, the faster one that changes the
+    // training, as the CLI prints them (the worker computes the strategy table they come from).
     s.goto(&site.url("/?v=1"));
     s.wait_ready();
+    s.wait_for(
+        "return !!document.getElementById('apply-next') || document.getElementById('next-step').textContent.startsWith('No single')",
+        WAIT,
+        "the next steps",
+    );
+    let cli = cli_json(&["estimate", "--link", "?v=1"]);
+    let hrefs = s.js(
+        "return ['apply-next', 'apply-fastest'].map(id => { const a = document.getElementById(id); return a && a.getAttribute('href'); })",
+        json!([]),
+    );
+    for (i, key) in ["same_training", "fastest"].into_iter().enumerate() {
+        let want = cli["next"][key]["link"]
+            .as_str()
+            .expect("the CLI's next step");
+        assert!(
+            hrefs[i]
+                .as_str()
+                .is_some_and(|h| h.ends_with(&format!("?{want}"))),
+            "{key}: {hrefs} against {want}"
+        );
+    }
     let next = s.js(
         "const a = document.getElementById('apply-next'); return [document.getElementById('next-step').textContent, a && a.getAttribute('href')]",
         json!([]),
@@ -178,7 +201,7 @@ fn a_first_visit_opens_on_a_question_it_answers_with_starting_points_and_a_next_
     assert!(
         next[0]
             .as_str()
-            .is_some_and(|t| t.starts_with("Next:") || t.starts_with("No single change")),
+            .is_some_and(|t| t.starts_with("Next") || t.starts_with("No single change")),
         "{next}"
     );
     if let Some(href) = next[1].as_str() {
@@ -556,11 +579,18 @@ fn the_page_fits_a_phone_screen() {
     for (session, width) in [(&s, 390), (&driver.session(1400, 1000), 1400)] {
         session.goto(&srv.url("/?v=1"));
         session.wait_ready();
+        // The worker's strategy table and next steps move the page when they arrive: click
+        // once they are in.
+        session.wait_for(
+            "return !!document.getElementById('strategy-table') && !!document.getElementById('apply-next')",
+            WAIT,
+            &format!("the strategy table at {width} px"),
+        );
         session.click(&session.find("#planner-open"));
         session.wait_for(
             "return document.querySelectorAll('#planner-plans tr[data-plan]').length > 0",
             WAIT,
-            "plans",
+            &format!("plans at {width} px"),
         );
         for table in ["#strategy-table", "#planner-plans"] {
             let r = session.js(fits_its_box, json!([table]));

@@ -1,17 +1,16 @@
-//! The planner's answer as lines of text: the site's on-demand worker plans and sends them, the
-//! page reads them back, so the search stays out of the page's first download. Each line is
-//! one record, its fields split by U+001F (no link, label or number contains it); numbers are
-//! written as Rust prints them (the shortest text that reads back to the same value), so the
-//! page shows the figures the planner computed, to the bit. A plan travels as its link: the page
+//! The planner's answer as lines of text (`crate::wire`): the site's on-demand worker plans and
+//! sends them, the page reads them back, so the search stays out of the page's first download.
+//! A plan travels as its link: the page
 //! decodes the scenario and recomputes the changes from the input's link, as the planner made
 //! them.
 
+use super::{Change, LadderStep, Plan, Planning, TrainCost, differences};
 use crate::codec;
 use crate::export::Target;
+use crate::wire::{Fields, line};
 
-use super::{Change, LadderStep, Plan, Planning, TrainCost, differences};
-
-const SEP: char = '\u{1f}';
+/// The name errors give this answer.
+const ANSWER: &str = "planner answer";
 
 fn plan_line(p: &Plan) -> String {
     let cost = p.cost.map_or_else(
@@ -41,11 +40,11 @@ fn plan_line(p: &Plan) -> String {
         p.runs_on.join(","),
     ];
     f.extend(cost);
-    f.join(&SEP.to_string())
+    line(&f)
 }
 
 fn ladder_line(s: &LadderStep) -> String {
-    [
+    line(&[
         s.id.clone(),
         s.technique.clone(),
         s.change.clone(),
@@ -57,15 +56,14 @@ fn ladder_line(s: &LadderStep) -> String {
         s.speed_vs_start.to_string(),
         s.changes_training.to_string(),
         s.link.clone(),
-    ]
-    .join(&SEP.to_string())
+    ])
 }
 
 /// The lines of `p`: a head (global batch, sequence, combinations, estimates, whether the
 /// ladder fits, and the count of each list), the input, the plans, the training plans, the
 /// ladder.
 pub fn to_lines(p: &Planning) -> Vec<String> {
-    let head = [
+    let head = line(&[
         p.global_batch.to_string(),
         p.seq.to_string(),
         p.combinations.to_string(),
@@ -74,8 +72,7 @@ pub fn to_lines(p: &Planning) -> Vec<String> {
         p.plans.len().to_string(),
         p.training_plans.len().to_string(),
         p.ladder.len().to_string(),
-    ]
-    .join(&SEP.to_string());
+    ]);
     let mut out = vec![head, plan_line(&p.input)];
     out.extend(p.plans.iter().map(plan_line));
     out.extend(p.training_plans.iter().map(plan_line));
@@ -83,49 +80,8 @@ pub fn to_lines(p: &Planning) -> Vec<String> {
     out
 }
 
-/// A line's fields, read in order, each parse naming the record and field that failed.
-struct Fields<'a> {
-    what: &'static str,
-    it: std::str::Split<'a, char>,
-    at: usize,
-}
-
-impl<'a> Fields<'a> {
-    fn new(what: &'static str, line: &'a str) -> Self {
-        Fields {
-            what,
-            it: line.split(SEP),
-            at: 0,
-        }
-    }
-
-    fn text(&mut self) -> Result<&'a str, String> {
-        self.at += 1;
-        self.it
-            .next()
-            .ok_or_else(|| format!("planner answer: {} has no field {}", self.what, self.at))
-    }
-
-    fn num<T: std::str::FromStr>(&mut self) -> Result<T, String> {
-        let t = self.text()?;
-        t.parse()
-            .map_err(|_| format!("planner answer: {} field {}: `{t}`", self.what, self.at))
-    }
-
-    fn opt(&mut self) -> Result<Option<f64>, String> {
-        let t = self.text()?;
-        if t.is_empty() {
-            Ok(None)
-        } else {
-            t.parse()
-                .map(Some)
-                .map_err(|_| format!("planner answer: {} field {}: `{t}`", self.what, self.at))
-        }
-    }
-}
-
 fn read_plan(line: &str, input: Option<&Plan>) -> Result<Plan, String> {
-    let mut f = Fields::new("a plan", line);
+    let mut f = Fields::new(ANSWER, "a plan", line);
     let link = f.text()?.to_string();
     let scenario = codec::decode(&link).map_err(|e| format!("planner answer: {e}"))?;
     let (peak_device, capacity, fits, headroom) = (f.num()?, f.num()?, f.num()?, f.num()?);
@@ -171,7 +127,7 @@ fn read_plan(line: &str, input: Option<&Plan>) -> Result<Plan, String> {
 }
 
 fn read_step(line: &str) -> Result<LadderStep, String> {
-    let mut f = Fields::new("a ladder step", line);
+    let mut f = Fields::new(ANSWER, "a ladder step", line);
     Ok(LadderStep {
         id: f.text()?.to_string(),
         technique: f.text()?.to_string(),
@@ -190,7 +146,7 @@ fn read_step(line: &str) -> Result<LadderStep, String> {
 /// The planning [`to_lines`] wrote.
 pub fn from_lines(lines: &[String]) -> Result<Planning, String> {
     let (head, rest) = lines.split_first().ok_or("planner answer: no lines")?;
-    let mut h = Fields::new("the head", head);
+    let mut h = Fields::new(ANSWER, "the head", head);
     let (global_batch, seq, combinations, estimates) = (h.num()?, h.num()?, h.num()?, h.num()?);
     let ladder_fits = h.num()?;
     let (n_plans, n_training, n_ladder): (usize, usize, usize) = (h.num()?, h.num()?, h.num()?);

@@ -345,7 +345,7 @@ fn main() {
         updates.iter().copied().fold(0.0, f64::max)
     );
     println!(
-        "  of which the core's analysis (estimate, fit, strategies): median {:.1} ms",
+        "  of which the core's analysis (estimate and fit; the strategy table is the worker's): median {:.1} ms",
         median(analyses)
     );
     println!(

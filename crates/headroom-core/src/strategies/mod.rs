@@ -24,10 +24,12 @@ use crate::scenario::{
 };
 use crate::time::{StepTime, step_time, step_time_of};
 
+pub mod wire;
+
 /// One row: a change, the device peak after it and the speed after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Strategy {
-    pub id: &'static str,
+    pub id: String,
     pub technique: String,
     pub change: String,
     pub peak_device: u64,
@@ -605,7 +607,7 @@ pub fn strategies_from(
             let e = memory_with(spec, &inv, gpu, cal, &s);
             let t = step_time_of(spec, &inv, gpu, cal, &s);
             Strategy {
-                id: c.id,
+                id: c.id.to_string(),
                 technique: c.technique.to_string(),
                 change: c.change,
                 peak_device: e.peak_device,
@@ -626,7 +628,7 @@ pub fn strategies_from(
         b.saved
             .cmp(&a.saved)
             .then(b.speed_change.total_cmp(&a.speed_change))
-            .then(a.id.cmp(b.id))
+            .then(a.id.cmp(&b.id))
     });
     if !now_estimate.verdict.fits {
         // max_by keeps the last of equals: iterate in reverse so ties go to the earlier row
@@ -646,4 +648,105 @@ pub fn strategies_from(
         }
     }
     rows
+}
+
+/// What the verdict offers when a scenario does not fit: the fastest change that fits and
+/// trains the same thing (the table's recommendation), and beside it the fastest change that
+/// fits at all when that one changes the training and is faster, so a user sees what keeping
+/// the training as it is costs (issue 34: CPU offload at -94% beside pure bf16 at +16%).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NextSteps<'a> {
+    pub same_training: Option<&'a Strategy>,
+    pub fastest: Option<&'a Strategy>,
+}
+
+/// The next steps among `rows`, the strategy table of a scenario that fits (`fits`: none) or
+/// does not.
+pub fn next_steps(rows: &[Strategy], fits: bool) -> NextSteps<'_> {
+    if fits {
+        return NextSteps {
+            same_training: None,
+            fastest: None,
+        };
+    }
+    let same_training = rows.iter().find(|r| r.recommended);
+    // Compared as the recommendation is, per GPU, so adding GPUs is weighed by what they cost;
+    // the first of equals (the larger saving) wins.
+    let fastest = rows
+        .iter()
+        .filter(|r| r.fits && r.changes_training)
+        .fold(None::<&Strategy>, |best, r| match best {
+            Some(b) if b.tokens_per_second_per_gpu >= r.tokens_per_second_per_gpu => Some(b),
+            _ => Some(r),
+        })
+        .filter(|f| {
+            same_training.is_none_or(|s| f.tokens_per_second_per_gpu > s.tokens_per_second_per_gpu)
+        });
+    NextSteps {
+        same_training,
+        fastest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, fits: bool, changes_training: bool, recommended: bool, tps: f64) -> Strategy {
+        Strategy {
+            id: id.into(),
+            technique: String::new(),
+            change: String::new(),
+            peak_device: 0,
+            saved: 0,
+            fits,
+            step_seconds: 1.0,
+            tokens_per_step: 1,
+            tokens_per_second: tps,
+            tokens_per_second_per_gpu: tps,
+            speed_change: 0.0,
+            changes_training,
+            recommended,
+            link: String::new(),
+        }
+    }
+
+    /// The recommendation keeps the training; beside it, only a faster change that fits and
+    /// changes the training (the fastest, the first of equals); nothing when the scenario fits.
+    #[test]
+    fn next_steps_pair_the_same_training_with_a_faster_change() {
+        let rows = vec![
+            row("offload", true, false, true, 400.0),
+            row("lora", true, true, false, 7500.0),
+            row("bf16", true, true, false, 8000.0),
+            row("bf16_again", true, true, false, 8000.0),
+            row("sgd", false, true, false, 9000.0),
+        ];
+        let n = next_steps(&rows, false);
+        assert_eq!(n.same_training.map(|r| r.id.as_str()), Some("offload"));
+        assert_eq!(n.fastest.map(|r| r.id.as_str()), Some("bf16"));
+        assert_eq!(
+            next_steps(&rows, true),
+            NextSteps {
+                same_training: None,
+                fastest: None
+            }
+        );
+        // A slower training change is not offered beside a faster recommendation.
+        let rows = vec![
+            row("ckpt", true, false, true, 5000.0),
+            row("lora", true, true, false, 4000.0),
+        ];
+        assert_eq!(next_steps(&rows, false).fastest, None);
+        // Without a recommendation the fastest change that fits is the one step.
+        let rows = vec![
+            row("lora", true, true, false, 4000.0),
+            row("x", false, false, false, 1.0),
+        ];
+        let n = next_steps(&rows, false);
+        assert_eq!(
+            (n.same_training, n.fastest.map(|r| r.id.as_str())),
+            (None, Some("lora"))
+        );
+    }
 }
