@@ -176,7 +176,7 @@ COVERED = {c[0] for c in CASES} | {c[0] for c in NO_CACHE}
 # MoE layer where the core's one-layer figure is the dense layer's, so their MoE layers are
 # compared in test_moe_layer_of_a_mixed_preset_on_cuda.
 EAGER = {"gpt-oss-20b", "gpt-oss-120b"}
-NO_IMAGES = {"qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct"}
+NO_IMAGES = {"qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b"}
 CANNOT_RUN = {
     **{p: "its layer 1 is a MoE layer and the core's one-layer figure is its dense layer's: its MoE layer "
           "is compared in test_moe_layer_of_a_mixed_preset_on_cuda"
@@ -188,8 +188,8 @@ CANNOT_RUN = {
 # below. Qwen3-Next's layer 1 is a gated DeltaNet layer, exact: the 16 B it was short by were
 # the SDPA RNG state the harness added to a layer that runs no SDPA.
 # A multimodal wrapper's text layers, built from its text config (the vision tower is outside
-# the layers; its tokens are part of the sequence either way).
-WRAPPERS = {"gemma3", "mistral3"}
+# the layers; its tokens are part of the sequence either way); Qwen3.5's wrappers too (no images).
+WRAPPERS = {"gemma3", "mistral3", "qwen3_5", "qwen3_5_moe"}
 EVERY = [p.stem for p in sorted(MODELS.glob("*.json")) if p.stem not in COVERED]
 
 

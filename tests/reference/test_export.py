@@ -95,7 +95,7 @@ MODEL_TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qw
                "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox", "opt", "granite", "smollm3", "olmo2",
                "olmo3", "glm4", "cohere2", "starcoder2", "granitemoe", "glm4_moe", "gpt_oss",
                "deepseek_v2", "deepseek_v3", "qwen2_5_vl", "qwen3_vl", "mistral3", "llama4",
-               "qwen3_next"]
+               "qwen3_next", "qwen3_5", "qwen3_5_moe"]
 
 
 def layer_class_exists(name):

@@ -65,6 +65,15 @@ SCENARIOS = [
     ("starcoder2-lora8-bf16-ckpt", CONFIGS["starcoder2"], "lora8", "bf16", "16bit", False, "all", "full", 2, 64),
     ("glm4-lora8-bf16", CONFIGS["glm4"], "lora8", "bf16", "16bit", False, "all", "none", 2, 64),
     ("cohere2-lora8-bf16-ckpt", CONFIGS["cohere2"], "lora8", "bf16", "16bit", False, "all", "full", 2, 64),
+    # Qwen3.5's DeltaNet layers: all-linear LoRA adapts its four input projections (in_proj_qkv,
+    # in_proj_z, in_proj_b, in_proj_a), each keeping its own adapter's input under autocast.
+    ("qwen3_5-lora-bf16", CONFIGS["qwen3_5"], "lora", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("qwen3_5-lora-amp-16bit", CONFIGS["qwen3_5"], "lora", "amp-bf16", "16bit", False, "all", "none", 2, 64),
+    ("qwen3_5-lora-amp-fp32-ckpt", CONFIGS["qwen3_5"], "lora", "amp-bf16", "fp32", False, "all", "full", 2, 64),
+    ("qwen3_5-qlora-amp-kbit", CONFIGS["qwen3_5"], "qlora", "amp-bf16", "16bit", True, "all", "none", 2, 64),
+    ("qwen3_5-qlora-bf16", CONFIGS["qwen3_5"], "qlora", "bf16", "16bit", False, "all", "none", 2, 64),
+    ("qwen3_5-qlora-amp", CONFIGS["qwen3_5"], "qlora", "amp-bf16", "16bit", False, "all", "none", 2, 64),
+    ("qwen3_5_moe-lora-bf16", CONFIGS["qwen3_5_moe"], "lora", "bf16", "16bit", False, "all", "none", 2, 64),
 ]
 
 
@@ -77,6 +86,13 @@ GAPS = {
     # The same with an 8-bit base: its first layer's attention Linears and gate/up hold nothing
     # either (their inputs need no gradient), only its down_proj's input.
     "llama-lora8-bf16-mlp": "first layer's attention block unsaved with MLP-only adapters",
+    # peft 0.21's all-linear adapts every nn.Linear: Qwen3.5-MoE's shared expert and its gate,
+    # none of its fused experts (3-D parameters) and not its router (a plain module). The core
+    # gives every expert its own adapters and the shared gate none: 170,944 trainable
+    # parameters against peft's 78,816. transformers 5.x's fused experts under peft are not
+    # modelled yet (qwen3_moe, mixtral and olmoe differ the other way: peft wraps their
+    # experts' parameters and their routers).
+    "qwen3_5_moe-lora-bf16": "peft adapts no fused expert of Qwen3.5-MoE; the core adapts each",
 }
 
 

@@ -28,7 +28,7 @@ BIN = os.environ.get("HEADROOM_BIN", str(HERE.parent.parent / "target" / "debug"
 PRESETS = tomllib.loads((MODELS / "presets.toml").read_text())["preset"]
 
 
-MULTIMODAL = {"gemma3", "qwen2_5_vl", "qwen3_vl", "mistral3", "llama4"}
+MULTIMODAL = {"gemma3", "qwen2_5_vl", "qwen3_vl", "mistral3", "llama4", "qwen3_5", "qwen3_5_moe"}
 
 
 def transformers_count(config: dict) -> int:
@@ -197,6 +197,25 @@ VARIANTS = {
                                         **MOE),
     "qwen3_next-interval-3": dict(SMALL, model_type="qwen3_next", num_hidden_layers=7, full_attention_interval=3,
                                   decoder_sparse_step=2, **MOE),
+    # Qwen3.5: Qwen3-Next's layers with the DeltaNet's input projections split in four, dense
+    # or MoE text models, and the wrappers around them (Qwen3-VL's tower without DeepStack).
+    "qwen3_5_text-defaults": {"model_type": "qwen3_5_text"},
+    "qwen3_5_moe_text-defaults": {"model_type": "qwen3_5_moe_text"},
+    "qwen3_5-defaults": {"model_type": "qwen3_5"},
+    "qwen3_5_moe-defaults": {"model_type": "qwen3_5_moe"},
+    "qwen3_5_text-layer-types-bias": dict(SMALL, model_type="qwen3_5_text", num_hidden_layers=5, head_dim=64,
+                                          linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+                                          linear_value_head_dim=48, linear_conv_kernel_dim=3, attention_bias=True,
+                                          layer_types=["linear_attention", "full_attention", "linear_attention",
+                                                       "linear_attention", "full_attention"]),
+    "qwen3_5_moe-small-tower": {"model_type": "qwen3_5_moe", "tie_word_embeddings": True,
+                                "text_config": dict(SMALL, model_type="qwen3_5_moe_text", head_dim=32,
+                                                    linear_num_key_heads=2, linear_num_value_heads=4,
+                                                    linear_key_head_dim=16, linear_value_head_dim=24,
+                                                    shared_expert_intermediate_size=96, **MOE),
+                                "vision_config": {"depth": 3, "hidden_size": 64, "intermediate_size": 100,
+                                                  "num_heads": 4, "out_hidden_size": 256, "patch_size": 8,
+                                                  "num_position_embeddings": 64}},
     "gpt2-n-inner": {"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "n_inner": 300,
                      "vocab_size": 1000, "n_positions": 64},
 }

@@ -91,6 +91,17 @@ CONFIGS = {
                    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
                    "linear_value_head_dim": 24, "num_experts": 4, "num_experts_per_tok": 2,
                    "moe_intermediate_size": 64, "shared_expert_intermediate_size": 96},
+    # Qwen3.5: Qwen3-Next's layers with the DeltaNet's input projections split in four; the dense
+    # text model (Llama's MLP) and the MoE one (Qwen3-Next's MoE on every layer).
+    "qwen3_5": {"model_type": "qwen3_5_text", "vocab_size": 3000, "hidden_size": 192, "intermediate_size": 384,
+                "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32,
+                "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
+                "linear_value_head_dim": 24},
+    "qwen3_5_moe": {"model_type": "qwen3_5_moe_text", "vocab_size": 3000, "hidden_size": 192,
+                    "num_hidden_layers": 4, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 32,
+                    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
+                    "linear_value_head_dim": 24, "num_experts": 4, "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 64, "shared_expert_intermediate_size": 96},
 }
 
 SCENARIOS = [
@@ -183,6 +194,10 @@ VARIANTS = [
       for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
     *[("qwen3_next-ckpt", "qwen3_next", {}, prec, attn, "full", 2, 64, False)
       for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"), ("amp-bf16", "sdpa"))],
+    *[(f"{fam}-3-chunks", fam, {}, prec, attn, "none", 2, 150, False)
+      for fam in ("qwen3_5", "qwen3_5_moe") for prec, attn in (("bf16", "sdpa"), ("amp-bf16", "sdpa"))],
+    *[(f"{fam}-ckpt", fam, {}, prec, attn, "full", 2, 64, False)
+      for fam in ("qwen3_5", "qwen3_5_moe") for prec, attn in (("bf16", "sdpa"), ("fp32", "eager"))],
     *[("qwen3_next-dense-middle", "qwen3_next", {"mlp_only_layers": [2]}, prec, attn, "none", 2, 64, False)
       for prec, attn in (("bf16", "sdpa"), ("amp-bf16", "eager"))],
     # Cohere 2's full-attention layers have no RoPE: the middle of 3 layers with a pattern of 2.
@@ -292,7 +307,7 @@ def test_against_pytorch(fam, prec, attn, ckpt, b, s, keep):
     if attn == "sdpa" and attention_dropout(config) > 0:
         extra = ["--sdpa", "math"]  # as in test_variant_against_pytorch
     else:
-        extra = cpu_flash(config, prec, attn, fam in ("glm4", "deepseek_v3", "qwen3_next"))
+        extra = cpu_flash(config, prec, attn, fam in ("glm4", "deepseek_v3", "qwen3_next", "qwen3_5", "qwen3_5_moe"))
     compare(f"{fam} {prec} {attn}{' flash' if extra else ''} ckpt={ckpt} b{b} s{s}{' keep' if keep else ''}",
             CONFIGS[fam], prec, attn, ckpt, b, s, keep, extra)
 
@@ -354,7 +369,7 @@ def rng_correction(config, prediction, ckpt):
     if kernel is None or ckpt != "none":
         return 0, 0
     n = config.get("num_hidden_layers", config.get("n_layer"))
-    if config["model_type"] == "qwen3_next":
+    if config["model_type"] in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         # Gated DeltaNet layers but every full_attention_interval-th (default 4).
         every = config.get("full_attention_interval", 4)
         attention = [i for i in range(n) if (i + 1) % every == 0]

@@ -31,7 +31,7 @@ pub(super) fn llama_attention(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape,
     if let Some(la) = &spec.linear_attention
         && !l.other
     {
-        return gated_delta_net(inv, sh, l, la);
+        return gated_delta_net(inv, sh, l, la, spec.deltanet_projections());
     }
     projections(inv, spec, sh, l);
     // RoPE: q * cos + rotate_half(q) * sin. Under autocast cos/sin are fp32, so q and k become
@@ -129,11 +129,13 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         // Qwen3-Next's q_norm and k_norm: zero-centred RMSNorms over each head. q is a view of
         // q_proj's output (query and gate side by side), so in fp32, where `.float()` returns
         // the view, pow and mul keep the whole output.
-        let q_in = if c == DType::F32 { 2 * t * q } else { t * q };
+        // A 4-bit base's q_proj returns its input's dtype (`Shape::linear_out`).
+        let out = sh.linear_out();
+        let q_in = if out == DType::F32 { 2 * t * q } else { t * q };
         let d = spec.head_dim;
         inv.at(Part::QkNorm);
-        zero_centred_norm(inv, label!("q_norm"), (q_in, t * q, d), sh, c);
-        zero_centred_norm(inv, label!("k_norm"), (t * kv, t * kv, d), sh, c);
+        zero_centred_norm(inv, label!("q_norm"), (q_in, t * q, d), sh, out);
+        zero_centred_norm(inv, label!("k_norm"), (t * kv, t * kv, d), sh, out);
     } else if spec.qk_norm && spec.class().traits.qk_norm == QkNorm::Whole {
         // The class's RMSNorm over the whole q and k projections (their compute-dtype
         // outputs): the fp32 input, the rsqrt, the normalized input where the weight trains
@@ -357,7 +359,7 @@ fn output_projection(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layo
         inv.add(
             what!("output gate sigmoid (saved by the product)"),
             t * l.o,
-            c,
+            sh.linear_out(),
         );
         if l.quadratic(sh) || q_heads_first(spec, l) {
             inv.add(

@@ -14,10 +14,18 @@ use crate::model::LinearAttention;
 /// Python loop over the chunks carrying the recurrent state (each chunk's state and new values
 /// saved); then the gated RMSNorm over each value head and out_proj. On GPUs the fla Triton
 /// kernel runs instead and saves differently (assumed: not modelled; the torch path is what
-/// is estimated).
-pub(super) fn gated_delta_net(inv: &mut Inventory, sh: &Shape, l: &Layout, la: &LinearAttention) {
+/// is estimated). Qwen3.5's (`Qwen3_5GatedDeltaNet`) saves the same with its input read by four
+/// projections (`projections`), not two: conv1d saves in_proj_qkv's output where Qwen3-Next's
+/// saves q, k and v joined by a cat, the same bytes.
+pub(super) fn gated_delta_net(
+    inv: &mut Inventory,
+    sh: &Shape,
+    l: &Layout,
+    la: &LinearAttention,
+    projections: u64,
+) {
     let n = Sizes::new(sh, la);
-    conv_and_gates(inv, sh, l, la, &n);
+    conv_and_gates(inv, sh, l, la, &n, projections);
     inv.at(Part::AttentionCore);
     chunk_systems(inv, sh, l, &n);
     recurrent_state(inv, sh, &n);
@@ -71,18 +79,33 @@ impl Sizes {
 
 /// The projections' input and what the depthwise conv1d over q, k and v, beta and the decay
 /// save.
-fn conv_and_gates(inv: &mut Inventory, sh: &Shape, l: &Layout, la: &LinearAttention, n: &Sizes) {
+fn conv_and_gates(
+    inv: &mut Inventory,
+    sh: &Shape,
+    l: &Layout,
+    la: &LinearAttention,
+    n: &Sizes,
+    projections: u64,
+) {
     let (t, c) = (l.t, sh.compute());
     let f32 = DType::F32;
     let (hv, conv) = (n.hv, n.conv);
-    linear_inputs(inv, label!("in_proj_qkvz/in_proj_ba input"), l.th, 2, sh);
+    linear_inputs(
+        inv,
+        label!("the input projections' input"),
+        l.th,
+        projections,
+        sh,
+    );
     inv.add(what!("q, k, v joined (saved by conv1d)"), t * conv, c);
     inv.add(
         what!("conv1d output with its kernel - 1 extra positions (saved by silu)"),
         sh.b * conv * (sh.s + la.conv_kernel - 1),
         c,
     );
-    inv.add(what!("beta (saved by sigmoid)"), t * hv, c);
+    // in_proj_b's output: a 4-bit base's Linear returns its input's dtype (fp32 where the
+    // stream is, under prepare_model_for_kbit_training).
+    inv.add(what!("beta (saved by sigmoid)"), t * hv, sh.linear_out());
     if sh.base_trainable {
         inv.add(
             what!("exp(A_log), fp32 (saved by exp and the decay's product)"),
@@ -92,6 +115,14 @@ fn conv_and_gates(inv: &mut Inventory, sh: &Shape, l: &Layout, la: &LinearAttent
         inv.add(
             what!("softplus output, fp32 (saved by the decay's product)"),
             t * hv,
+            f32,
+        );
+    } else {
+        // Frozen (LoRA): the product still saves -exp(A_log) for the softplus's gradient,
+        // which the layer's input carries (found by peft's adapters on CPU: 16 B a layer).
+        inv.add(
+            what!("-exp(A_log), fp32 (saved by the decay's product)"),
+            hv,
             f32,
         );
     }

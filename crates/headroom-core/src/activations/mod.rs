@@ -319,7 +319,7 @@ impl Shape {
     /// dtype of a decoder-layer Linear's output: the compute dtype, but the input's for a
     /// QLoRA model's 4-bit Linears (bitsandbytes `Linear4bit.forward` casts its result back
     /// to the input's dtype, autocast or not).
-    fn linear_out(&self) -> DType {
+    pub(super) fn linear_out(&self) -> DType {
         if self.quantized_base {
             self.stream
         } else {

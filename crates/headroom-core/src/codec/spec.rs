@@ -64,7 +64,7 @@ fn multimodal_config(spec: &ModelSpec, v: &Vision) -> Map<String, Value> {
             }
         }
     }
-    m.insert("model_type".into(), v.wrapper().into());
+    m.insert("model_type".into(), spec.display_type().into());
     m.insert("tie_word_embeddings".into(), spec.tie_embeddings.into());
     match v.kind {
         VisionKind::Siglip => {

@@ -55,6 +55,8 @@ const LAYER_CLASSES: &[(&str, &str)] = &[
     ("qwen3_vl", "Qwen3VLTextDecoderLayer"),
     ("llama4_text", "Llama4TextDecoderLayer"),
     ("qwen3_next", "Qwen3NextDecoderLayer"),
+    ("qwen3_5_text", "Qwen3_5DecoderLayer"),
+    ("qwen3_5_moe_text", "Qwen3_5MoeDecoderLayer"),
     ("seed_oss", "SeedOssDecoderLayer"),
     ("ernie4_5", "Ernie4_5DecoderLayer"),
     ("olmoe", "OlmoeDecoderLayer"),

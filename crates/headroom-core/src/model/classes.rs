@@ -262,6 +262,9 @@ pub struct Traits {
     pub gpt_oss: bool,
     /// Qwen3-Next's gated attention and gated DeltaNet layers.
     pub qwen3_next: bool,
+    /// Qwen3.5's gated DeltaNet: four input projections (in_proj_qkv, in_proj_z, in_proj_b,
+    /// in_proj_a) where Qwen3-Next has two (in_proj_qkvz, in_proj_ba).
+    pub deltanet_split: bool,
     /// Llama 4's text model (NoPE layers, chunked attention, `intermediate_size_mlp`).
     pub llama4: bool,
     /// RoPE's cos and sin in fp32, one pair per kind of layer (OLMo 3).
@@ -302,6 +305,7 @@ const LLAMA: Traits = Traits {
     mtp: false,
     gpt_oss: false,
     qwen3_next: false,
+    deltanet_split: false,
     llama4: false,
     rope_fp32_per_kind: false,
     conv1d: false,
@@ -322,6 +326,17 @@ const QWEN3: Traits = Traits {
     qk_norm: QkNorm::Yes,
     window: Window::OptIn,
     local_rule: LocalRule::FromMaxWindow,
+    ..LLAMA
+};
+
+const QWEN3_NEXT: Traits = Traits {
+    // Qwen3NextConfig declares `head_dim: int = 256`; its gated attention has per-head q/k
+    // norms (its linear layers none).
+    head_dim: 256,
+    rotary_percent: 25,
+    qk_norm: QkNorm::Yes,
+    window: Window::Off,
+    qwen3_next: true,
     ..LLAMA
 };
 
@@ -724,12 +739,6 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [151936, 2048, 5632, 48, 16, 2, 32768, 0],
         Traits {
-            // Qwen3NextConfig declares `head_dim: int = 256`; its gated attention has
-            // per-head q/k norms (its linear layers none).
-            head_dim: 256,
-            rotary_percent: 25,
-            qk_norm: QkNorm::Yes,
-            window: Window::Off,
             // 512 experts of 512, top-10, a gated shared expert of 512.
             moe: MoeRule::Qwen {
                 experts: 512,
@@ -738,10 +747,40 @@ pub const CLASSES: &[ConfigClass] = &[
                 shared: 512,
                 norm_topk_key: false,
             },
-            qwen3_next: true,
-            ..LLAMA
+            ..QWEN3_NEXT
         },
     ),
+    // Qwen3.5's text models (Qwen3_5TextConfig, Qwen3_5MoeTextConfig): Qwen3-Next's layers with
+    // the DeltaNet's input projections split in four; the dense one has Llama's MLP, the MoE
+    // one Qwen3-Next's MoE on every layer (its config has no `decoder_sparse_step` or
+    // `mlp_only_layers`; its router always renormalizes the top-k).
+    class(
+        "qwen3_5_text",
+        LlamaLike,
+        [248320, 4096, 12288, 32, 16, 4, 32768, 0],
+        Traits {
+            deltanet_split: true,
+            ..QWEN3_NEXT
+        },
+    ),
+    class(
+        "qwen3_5_moe_text",
+        LlamaLike,
+        [248320, 2048, 5632, 40, 16, 2, 32768, 0],
+        Traits {
+            deltanet_split: true,
+            moe: MoeRule::Qwen {
+                experts: 256,
+                top_k: 8,
+                expert: 512,
+                shared: 512,
+                norm_topk_key: false,
+            },
+            ..QWEN3_NEXT
+        },
+    ),
+    class("qwen3_5", Multimodal, [0; 8], LLAMA),
+    class("qwen3_5_moe", Multimodal, [0; 8], LLAMA),
     class(
         "seed_oss",
         LlamaLike,
@@ -841,6 +880,14 @@ pub const TEXT_CLASSES: &[(&str, &str, [u32; 8])] = &[
         "qwen3",
         [151936, 4096, 22016, 32, 32, 32, 128000, 0],
     ),
+];
+
+/// The wrappers whose text model is a class of its own (not a [`TEXT_CLASSES`] entry), by
+/// that class: Qwen3.5's (Qwen3_5Config and Qwen3_5MoeConfig, Qwen3-VL's tower without
+/// DeepStack around a Qwen3.5 text model).
+pub const WRAPPED_TEXT: &[(&str, &str)] = &[
+    ("qwen3_5", "qwen3_5_text"),
+    ("qwen3_5_moe", "qwen3_5_moe_text"),
 ];
 
 /// How a `model_type` the core does not model is read: as Llama's layout, named approximate.

@@ -364,7 +364,7 @@ fn llama_like_attention(b: &mut Builder, spec: &ModelSpec) {
         b.linear(a, "v_proj", "self_attn.v_proj", h, kv, spec.qkv_bias);
     }
     if let Some(la) = &spec.linear_attention {
-        gated_delta_net(b, h, la);
+        gated_delta_net(b, h, la, spec.deltanet_projections() == 4);
     }
     b.linear(
         a,
@@ -683,21 +683,35 @@ fn llama4_feed_forward(b: &mut Builder, spec: &ModelSpec) {
 /// Qwen3-Next's gated DeltaNet (`Qwen3NextGatedDeltaNet`): in_proj_qkvz (q, k, v and the
 /// output gate z), in_proj_ba (beta and the decay's input per value head), a depthwise conv1d
 /// without bias over q, k and v, `dt_bias` and `A_log` per value head, the gated RMSNorm over
-/// one value head, and out_proj.
-fn gated_delta_net(b: &mut Builder, h: u64, la: &LinearAttention) {
+/// one value head, and out_proj. Qwen3.5's (`split`) has the same widths in four projections:
+/// in_proj_qkv, in_proj_z, in_proj_b and in_proj_a.
+fn gated_delta_net(b: &mut Builder, h: u64, la: &LinearAttention, split: bool) {
     let s = Scope::LinearAttentionLayer;
-    let (kd, vd) = (la.key_dim(), la.value_dim());
-    let qkvz = 2 * kd + 2 * vd;
-    b.linear(
-        s,
-        "in_proj_qkvz",
-        "linear_attn.in_proj_qkvz",
-        h,
-        qkvz,
-        false,
-    );
-    let ba = 2 * la.value_heads;
-    b.linear(s, "in_proj_ba", "linear_attn.in_proj_ba", h, ba, false);
+    let (kd, vd, nv) = (la.key_dim(), la.value_dim(), la.value_heads);
+    if split {
+        b.linear(
+            s,
+            "in_proj_qkv",
+            "linear_attn.in_proj_qkv",
+            h,
+            2 * kd + vd,
+            false,
+        );
+        b.linear(s, "in_proj_z", "linear_attn.in_proj_z", h, vd, false);
+        b.linear(s, "in_proj_b", "linear_attn.in_proj_b", h, nv, false);
+        b.linear(s, "in_proj_a", "linear_attn.in_proj_a", h, nv, false);
+    } else {
+        let qkvz = 2 * kd + 2 * vd;
+        b.linear(
+            s,
+            "in_proj_qkvz",
+            "linear_attn.in_proj_qkvz",
+            h,
+            qkvz,
+            false,
+        );
+        b.linear(s, "in_proj_ba", "linear_attn.in_proj_ba", h, 2 * nv, false);
+    }
     b.push(ParamTensor {
         name: "linear_attn.conv1d.weight".into(),
         d_in: la.conv_kernel,

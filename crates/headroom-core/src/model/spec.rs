@@ -469,6 +469,17 @@ impl ModelSpec {
         self.class().traits.gpt_oss
     }
 
+    /// The gated DeltaNet's input projections, all reading the layer's normalized input:
+    /// Qwen3-Next's two (in_proj_qkvz, in_proj_ba), Qwen3.5's four (in_proj_qkv, in_proj_z,
+    /// in_proj_b, in_proj_a).
+    pub fn deltanet_projections(&self) -> u64 {
+        if self.class().traits.deltanet_split {
+            4
+        } else {
+            2
+        }
+    }
+
     /// Qwen3-Next's gated attention: q_proj gives the query and a sigmoid gate on the
     /// attention output (twice the q width).
     pub fn gated_attention(&self) -> bool {
@@ -612,9 +623,13 @@ impl ModelSpec {
     /// The `model_type` a person's config names: the wrapper's for a multimodal model (its
     /// text model's type is `model_type`), else `model_type`.
     pub fn display_type(&self) -> &str {
-        match &self.vision {
-            Some(v) => v.wrapper(),
-            None => &self.model_type,
+        let wrapped = super::classes::WRAPPED_TEXT
+            .iter()
+            .find(|(_, text)| *text == self.model_type);
+        match (&self.vision, wrapped) {
+            (Some(_), Some((wrapper, _))) => wrapper,
+            (Some(v), None) => v.wrapper(),
+            (None, _) => &self.model_type,
         }
     }
 }

@@ -216,7 +216,8 @@ pub(super) fn class_moe(
 }
 
 /// The share of each head RoPE rotates: the config's `partial_rotary_factor` (a fraction in
-/// (0, 1]; Phi-4-mini's 0.75), else its config class's default: GLM-4's and GLM-4.5's 0.5,
+/// (0, 1]; Phi-4-mini's 0.75; at the top level or in `rope_parameters`), else its config
+/// class's default: GLM-4's and GLM-4.5's 0.5,
 /// Qwen3-Next's 0.25, 1 for the others. gpt-oss rotates every dimension, from cos and sin
 /// tables of half the head that its `_apply_rotary_emb` applies to each half: counted as 0.5.
 /// MiniMax-M2's configs give `rotary_dim` instead (a share of heads `head_dim` wide).
@@ -232,6 +233,17 @@ pub(super) fn rotary_fraction(
             Some(dim) => dim as f64 / head_dim as f64,
             None => t.rotary(),
         },
+    };
+    // transformers 5.x keeps it in `rope_parameters` (its standardized rope keys, where a
+    // top-level key is moved to); Qwen3.5's released configs give it only there.
+    let default = match cfg.0.get("rope_parameters") {
+        Some(Value::Object(rope)) => match rope.get("partial_rotary_factor") {
+            None | Some(Value::Null) => default,
+            Some(v) => v
+                .as_f64()
+                .ok_or_else(|| bad("rope_parameters.partial_rotary_factor", "a number", v))?,
+        },
+        _ => default,
     };
     let f = cfg.f64_or("partial_rotary_factor", default)?;
     if !(f > 0.0 && f <= 1.0) {

@@ -108,7 +108,10 @@ pub(super) fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigEr
         "gemma3" => "gemma3_text",
         "qwen2_5_vl" => "qwen2_5_vl_text",
         "qwen3_vl" => "qwen3_vl_text",
-        _ => "mistral",
+        w => classes::WRAPPED_TEXT
+            .iter()
+            .find(|(wrapper, _)| *wrapper == w)
+            .map_or("mistral", |(_, text)| text),
     };
     let text_type = if flat {
         text_default_type.to_string()
@@ -143,7 +146,10 @@ pub(super) fn multimodal(cfg: &Cfg, wrapper: &str) -> Result<ModelSpec, ConfigEr
     let v = Cfg(&vision_obj);
     let vision = match wrapper {
         "gemma3" => siglip_vision(cfg, &v, spec.hidden)?,
-        "qwen2_5_vl" | "qwen3_vl" => qwen_vl_vision(&v, wrapper == "qwen3_vl")?,
+        "qwen2_5_vl" => qwen_vl_vision(&v, None)?,
+        "qwen3_vl" => qwen_vl_vision(&v, Some(3))?,
+        // Qwen3.5's tower is Qwen3-VL's without DeepStack (Qwen3_5VisionModel deletes it).
+        "qwen3_5" | "qwen3_5_moe" => qwen_vl_vision(&v, Some(0))?,
         _ => pixtral_vision(cfg, &v, spec.hidden)?,
     };
     let tie_default = match wrapper {
@@ -182,18 +188,22 @@ fn siglip_vision(cfg: &Cfg, v: &Cfg, text_hidden: u64) -> Result<Vision, ConfigE
     })
 }
 
-/// Qwen2_5_VLVisionConfig's and Qwen3VLVisionConfig's defaults.
-fn qwen_vl_vision(v: &Cfg, q3: bool) -> Result<Vision, ConfigError> {
-    let deepstack = match v.present("deepstack_visual_indexes") {
-        Some(Value::Array(items)) => items.len() as u64,
-        Some(other) => {
+/// Qwen2_5_VLVisionConfig's and Qwen3VLVisionConfig's defaults (Qwen3_5VisionConfig's are
+/// Qwen3-VL's). `deepstack_default`: None for Qwen2.5-VL's tower, else Qwen3-VL's with this many
+/// DeepStack mergers when `deepstack_visual_indexes` is absent (0: none whatever it says).
+fn qwen_vl_vision(v: &Cfg, deepstack_default: Option<u64>) -> Result<Vision, ConfigError> {
+    let q3 = deepstack_default.is_some();
+    let deepstack = match (deepstack_default, v.present("deepstack_visual_indexes")) {
+        (Some(0) | None, _) => 0,
+        (_, Some(Value::Array(items))) => items.len() as u64,
+        (_, Some(other)) => {
             return Err(bad(
                 "vision_config.deepstack_visual_indexes",
                 "a list",
                 other,
             ));
         }
-        None => 3,
+        (Some(n), None) => n,
     };
     Ok(Vision {
         kind: if q3 {
@@ -217,7 +227,7 @@ fn qwen_vl_vision(v: &Cfg, q3: bool) -> Result<Vision, ConfigError> {
         merge: v.u64_or("spatial_merge_size", 2)?,
         tokens_per_image: 0,
         out_hidden: v.u64_or("out_hidden_size", 3584)?,
-        deepstack: if q3 { deepstack } else { 0 },
+        deepstack,
         pooling_head: false,
         feature_layers: 1,
         projector_bias: true,
