@@ -169,7 +169,10 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
         // RoPE under autocast (Hunyuan) both are fp32: RoPE's output is.
         let fp32_out =
             c == DType::F32 || (sh.amp() && spec.class().traits.qk_norm == QkNorm::AfterRope);
-        let per = if fp32_out { 2 } else { 1 };
+        // The weight's product saves the normalized input only where the weight trains
+        // (frozen under LoRA: measured on CPU, tests/reference/test_peft.py).
+        let trains = sh.base_trainable;
+        let per = if fp32_out && trains { 2 } else { 1 };
         inv.at(Part::QkNorm).add(
             what!("q_norm/k_norm: fp32 inputs and normalized outputs"),
             (t * (q + kv)) * per,
@@ -182,7 +185,7 @@ fn qk_norms(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, l: &Layout) {
             t * (q + kv) / spec.head_dim,
             DType::F32,
         );
-        if !fp32_out {
+        if !fp32_out && trains {
             inv.add(what!("q_norm/k_norm: normalized outputs"), t * (q + kv), c);
         }
     }

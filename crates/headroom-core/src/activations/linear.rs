@@ -23,7 +23,7 @@ pub(super) fn mlp_linear_inputs(
 
 /// A router's input: as [`mlp_linear_inputs`], never Transformer Engine's.
 pub(super) fn router_inputs(inv: &mut Inventory, elements: u64, sh: &Shape) {
-    if sh.base_trainable || sh.lora_mlp {
+    if sh.base_trainable {
         plain_linear_inputs(inv, label!("router input"), elements, 1, sh);
     }
 }
@@ -41,6 +41,16 @@ pub(super) fn mlp_lora_inputs(
         held_linear_inputs(inv, what, elements, adapted, sh);
     } else if sh.lora_mlp {
         lora_inputs(inv, what, elements, consumers, sh);
+    }
+}
+
+/// One adapted Linear's input under LoRA, whatever the targets say of the MLP (a Qwen shared
+/// expert's gate, which all-linear adapts where peft takes the MLP's names for the experts).
+pub(super) fn adapted_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, sh: &Shape) {
+    if sh.held_inputs {
+        held_linear_inputs(inv, what, elements, 1, sh);
+    } else {
+        lora_inputs(inv, what, elements, 1, sh);
     }
 }
 
@@ -150,7 +160,13 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
 /// again). LLM.int8's outlier columns of the input (`subA`, kept too) depend on the data and
 /// are not counted. Measured on CPU through the CUDA autograd function
 /// (tests/reference/measure_int8.py).
-fn held_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
+pub(super) fn held_linear_inputs(
+    inv: &mut Inventory,
+    what: &str,
+    elements: u64,
+    consumers: u64,
+    sh: &Shape,
+) {
     held_linear_inputs_of(inv, what, (elements, sh.stream()), consumers, sh);
 }
 

@@ -210,8 +210,21 @@ pub struct Shape {
     /// DoRA (peft's `use_dora`): what each adapted Linear keeps for its magnitude.
     pub dora: bool,
     /// Whether the adapters also sit on the MLP's Linears (`all-linear`), not only on the
-    /// attention projections: a frozen Linear without an adapter saves nothing.
+    /// attention projections: a frozen Linear without an adapter saves nothing. peft takes a
+    /// converted MoE class's `gate_proj`, `up_proj` and `down_proj` for its fused experts'
+    /// (`states::lora_adapts`): its shared experts' and dense layers' Linears stay bare.
     pub lora_mlp: bool,
+    /// Whether peft adapts the MoE layers' fused experts (`ParamWrapper`: each forward folds
+    /// the adapters into a copy of the whole expert stack, which grouped_mm saves), their
+    /// router (the weight likewise) and a Qwen shared expert's gate Linear.
+    pub lora_experts: bool,
+    /// Whether a gated DeltaNet's projections carry adapters: under all-linear only (the
+    /// other targets name attention and MLP projections it does not have).
+    pub lora_deltanet: bool,
+    pub lora_router: bool,
+    pub lora_shared_gate: bool,
+    /// The routed experts on this GPU (expert parallelism divides them).
+    pub local_experts: u64,
     /// How many of q, k and v carry adapters (`LoraTargets::qkv_adapted`), and whether the
     /// attention's output projection does.
     pub lora_qkv: u64,
@@ -243,6 +256,8 @@ impl Shape {
             }
         };
         let kernels = sdpa::kernels(spec, gpu, scen);
+        let lora = scen.method != Method::Full;
+        let all_linear = scen.lora.targets == crate::scenario::LoraTargets::AllLinear;
         Shape {
             sdpa: kernels.scenario.backend,
             local_mask: kernels.local.is_some(),
@@ -274,7 +289,15 @@ impl Shape {
             dora: scen.method != Method::Full && scen.lora.dora,
             lm_head_trained: scen.method == Method::Full
                 || (scen.lora.save_embeddings && !spec.tie_embeddings),
-            lora_mlp: scen.lora.targets.mlp_adapted(),
+            lora_mlp: scen.lora.targets.mlp_adapted() && !spec.peft_converts_moe(),
+            lora_experts: lora && spec.peft_converts_moe() && scen.lora.targets.mlp_adapted(),
+            lora_router: lora && spec.peft_converts_moe() && all_linear,
+            lora_deltanet: lora && all_linear,
+            lora_shared_gate: lora && all_linear,
+            local_experts: spec
+                .moe
+                .as_ref()
+                .map_or(0, |m| m.experts / u64::from(scen.parallel.expert.max(1))),
             lora_qkv: scen.lora.targets.qkv_adapted(),
             lora_o: scen.lora.targets.output_adapted(),
             kv_cache: scen.checkpointing == Checkpointing::None && scen.trainer.use_cache(),

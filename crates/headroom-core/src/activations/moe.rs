@@ -8,7 +8,8 @@
 //! every expert with a bmm.
 
 use super::linear::{
-    linear_inputs, mlp_linear_inputs, mlp_lora_inputs, next_linear_input, router_inputs,
+    adapted_linear_inputs, linear_inputs, mlp_linear_inputs, mlp_lora_inputs, next_linear_input,
+    router_inputs,
 };
 use super::mlp::gated_mlp;
 use super::{Inventory, Shape};
@@ -54,18 +55,8 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
     // has no rule for grouped_mm: under it the experts run in the weights' dtype, fp32 (as
     // gpt-oss's do; fake CUDA at full size: Mixtral and Qwen MoE 30-41% under before).
     let x = if sh.amp() { sh.stream() } else { c };
-    inv.add(
-        what!("tokens gathered per expert (saved by the experts' grouped_mm)"),
-        routed * spec.hidden,
-        x,
-    );
     let f = m.expert_intermediate / sh.tp;
-    inv.add_n(
-        what!("expert intermediates (gate, up, activation, product)"),
-        routed * f,
-        x,
-        4,
-    );
+    grouped_experts(inv, spec, sh, (routed, f), x);
     inv.add(
         what!("routing weights applied to expert outputs"),
         routed * spec.hidden,
@@ -94,7 +85,7 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
             // sigmoid(shared_expert_gate(x)) * shared_expert(x): the product saves both; the
             // gate's Linear saves its own cast of x under autocast (fake CUDA, Qwen1.5-MoE at
             // full size: exact in bf16 and under autocast).
-            if sh.amp() {
+            if sh.amp() && sh.base_trainable {
                 mlp_linear_inputs(
                     inv,
                     label!("shared_expert_gate input"),
@@ -103,6 +94,7 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
                     sh,
                 );
             }
+            shared_gate_adapter(inv, t * spec.hidden, sh);
             inv.add(what!("shared expert gate output"), t, c);
             inv.add(
                 what!("shared expert output (saved by the gate's product)"),
@@ -110,6 +102,88 @@ pub(super) fn moe_mlp(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape) {
                 c,
             );
         }
+    }
+}
+
+/// The grouped_mm experts' saved tensors for `routed` rows of intermediate width `f`, in `x`:
+/// the gathered rows (for the weights' gradient) and four intermediates (gate and up, the
+/// activation, their product) when the experts train, in full training or under peft's
+/// adapters; frozen, grouped_mm keeps no input and the down projection no product (measured
+/// on CPU under LoRA: tests/reference/test_peft.py); and the adapted experts' folded weights.
+fn grouped_experts(
+    inv: &mut Inventory,
+    spec: &ModelSpec,
+    sh: &Shape,
+    (routed, f): (u64, u64),
+    x: DType,
+) {
+    let trains = sh.base_trainable || sh.lora_experts;
+    if trains {
+        inv.add(
+            what!("tokens gathered per expert (saved by the experts' grouped_mm)"),
+            routed * spec.hidden,
+            x,
+        );
+    }
+    inv.add_n(
+        what!("expert intermediates (gate, up, activation, product)"),
+        routed * f,
+        x,
+        if trains { 4 } else { 3 },
+    );
+    folded_expert_weights(inv, spec, sh, f);
+}
+
+/// peft's `ParamWrapper` on fused experts: each forward folds the adapters into a copy of the
+/// whole expert stack (`baddbmm(W, lhs, rhs)`, in the base weight's dtype, outside autocast),
+/// which grouped_mm saves for the input's gradient; baddbmm saves the low-rank factors, cast
+/// to that dtype where the adapters are another (measured on CPU: tests/reference/test_peft.py).
+fn folded_expert_weights(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u64) {
+    if !sh.lora_experts {
+        return;
+    }
+    let (e, h, w) = (sh.local_experts, spec.hidden, sh.stream());
+    inv.add(
+        what!(
+            "experts' weights with the adapters folded in (gate_up and down, saved by grouped_mm)"
+        ),
+        e * 3 * f * h,
+        w,
+    );
+    if sh.adapter != w {
+        let r = sh.lora_rank.unwrap_or(0);
+        // gate_up at twice the rank: (2f x 2r) and (2r x h); down: (h x r) and (r x f).
+        inv.add(
+            what!("the adapters' factors cast to the weights' dtype (saved by baddbmm)"),
+            e * (4 * r * f + 2 * r * h + r * h + r * f),
+            w,
+        );
+    }
+}
+
+/// The adapter on a Qwen shared expert's gate (an nn.Linear(h, 1), which all-linear adapts).
+fn shared_gate_adapter(inv: &mut Inventory, elements: u64, sh: &Shape) {
+    if sh.lora_shared_gate && !sh.base_trainable {
+        adapted_linear_inputs(inv, label!("shared_expert_gate input"), elements, sh);
+    }
+}
+
+/// An adapted router (peft's `ParamWrapper` on `gate.weight`): its linear saves its input,
+/// for the weight's gradient, and the weight plus the adapters' product, in the weight's dtype.
+fn adapted_router_weight(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
+    if sh.lora_router && !sh.base_trainable {
+        inv.add(
+            what!("router input (saved by its linear for the adapted weight)"),
+            sh.tokens() * spec.hidden,
+            sh.compute(),
+        );
+        // Under autocast the linear saves the folded weight's 16-bit cast (no leaf: not
+        // cached), else the folded weight itself.
+        inv.add(
+            what!("router weight with the adapters folded in (saved by its linear)"),
+            m.experts * spec.hidden,
+            if sh.amp() { sh.compute() } else { sh.stream() },
+        );
     }
 }
 
@@ -123,6 +197,7 @@ fn softmax_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     if !(m.shared_gate && sh.base_trainable && !sh.amp()) {
         router_inputs(inv, t * spec.hidden, sh);
     }
+    adapted_router_weight(inv, spec, sh, m);
     if spec.class().traits.topk_softmax {
         // GraniteMoeTopKGating: top-k of the logits first, then a softmax over those k.
         inv.add(
@@ -174,10 +249,28 @@ fn topk_division(inv: &mut Inventory, what: &str, (t, k): (u64, u64), dtype: DTy
 /// when the forward ends (fake CUDA at full size, GLM-4.5-Air; tests/reference).
 fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     let (t, h) = (sh.tokens(), spec.hidden);
+    // The weight's gradient needs x: in full training, and where peft adapts the router (its
+    // folded weight then stands where the weight did).
+    let adapted = sh.lora_router && !sh.base_trainable;
     if sh.amp() {
         router_inputs(inv, t * h, sh);
+        if adapted {
+            inv.add(
+                what!(
+                    "router input, cast by autocast (saved by the linear for the adapted weight)"
+                ),
+                t * h,
+                sh.compute(),
+            );
+            // peft's folded weight, cast for the linear (no leaf: autocast does not cache it).
+            inv.add(
+                what!("router weight with the adapters folded in, cast (saved by its linear)"),
+                m.experts * h,
+                sh.compute(),
+            );
+        }
     } else if sh.stream() != DType::F32 {
-        if sh.base_trainable {
+        if sh.base_trainable || adapted {
             inv.add(
                 what!("router input's fp32 copy (saved by the fp32 Linear)"),
                 t * h,
@@ -189,7 +282,7 @@ fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
             m.experts * h,
             DType::F32,
         );
-    } else if sh.base_trainable && m.shared_intermediate == 0 {
+    } else if (sh.base_trainable && m.shared_intermediate == 0) || adapted {
         inv.add(
             what!("router input (saved by the Linear)"),
             t * h,
@@ -400,6 +493,7 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         );
     }
     shared_expert_mlp(inv, t * si, c, sh);
+    shared_gate_adapter(inv, t * h, sh);
     inv.add(
         what!("router probabilities, fp32 (saved by softmax)"),
         t * m.experts,
@@ -415,6 +509,7 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         r + t,
         DType::F32,
     );
+    adapted_router_weight(inv, spec, sh, m);
     grouped_mm_dispatch(inv, (r, h, m.experts), 3, x, sh);
     inv.add(
         what!("gate_up output (saved by the activation and the product)"),
@@ -422,7 +517,8 @@ fn qwen3_next_moe(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
         x,
     );
     inv.add(what!("activation output (saved by the product)"), r * f, x);
-    if sh.base_trainable {
+    folded_expert_weights(inv, spec, sh, f);
+    if sh.base_trainable || sh.lora_experts {
         inv.add(
             what!("product act(gate) * up (saved by the down grouped_mm)"),
             r * f,
@@ -506,7 +602,7 @@ fn grouped_mm_dispatch(
         experts,
         DType::I32,
     );
-    if sh.base_trainable {
+    if sh.base_trainable || sh.lora_experts {
         inv.add(
             what!("routed tokens, gathered (saved by grouped_mm)"),
             r * h,

@@ -90,6 +90,14 @@ fn warnings(spec: &ModelSpec, kernel: &sdpa::Choice, scen: &Scenario) -> Vec<Str
                 .into(),
         );
     }
+    if scen.method.quantized_base() && spec.moe.is_some() {
+        out.push(
+            "bitsandbytes quantizes nn.Linear modules only: transformers 5.x's fused MoE experts \
+             stay in the load dtype (bitsandbytes issue 1849), as estimated; Unsloth's loader \
+             quantizes them."
+                .into(),
+        );
+    }
     if spec.position_embeddings > 0 && seq > spec.position_embeddings {
         out.push(format!(
             "The model's learned position table has {} rows: sequences of {seq} tokens cannot run \
@@ -224,6 +232,7 @@ pub fn resolve(scen: &Scenario) -> Result<Resolved, ScenarioError> {
     check_fp8(gpu, scen)?;
     check_dtypes(gpu, scen)?;
     check_expert_parallel(&spec, scen)?;
+    check_lora(&spec, scen)?;
     if scen.method == crate::scenario::Method::Int8 && spec.moe.is_some() {
         // Its experts' inputs, routed copies that 8-bit experts would hold, are not written.
         return Err(ScenarioError::invalid(
@@ -394,6 +403,33 @@ pub fn check_expert_parallel(spec: &ModelSpec, scen: &Scenario) -> Result<(), Sc
         )),
         Some(_) => Ok(()),
     }
+}
+
+/// What peft 0.21 refuses on the fused experts it adapts (`ParamWrapper`: a converted MoE
+/// class under adapters on the MLP, `states::lora_adapts`): lora_dropout, whose input it cannot
+/// factor out of the folded weight, and DoRA.
+pub fn check_lora(spec: &ModelSpec, scen: &Scenario) -> Result<(), ScenarioError> {
+    if scen.method == crate::scenario::Method::Full
+        || !spec.peft_converts_moe()
+        || !scen.lora.targets.mlp_adapted()
+    {
+        return Ok(());
+    }
+    let refused = |field: &str, option: &str| {
+        Err(ScenarioError::invalid(
+            field,
+            format!(
+                "peft adapts this MoE model's fused experts as parameters (ParamWrapper), which refuse {option}: turn it off, or target the attention only (targets=attn)"
+            ),
+        ))
+    };
+    if scen.lora.dropout {
+        return refused("lora_dropout", "lora_dropout");
+    }
+    if scen.lora.dora {
+        return refused("dora", "DoRA");
+    }
+    Ok(())
 }
 
 /// Context parallelism's rules that need the model and the GPU: ring attention in PyTorch's

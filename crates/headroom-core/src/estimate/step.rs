@@ -470,14 +470,16 @@ fn held_in(items: &[Saved], part: activations::Part) -> u64 {
 /// product lives), then the base weight cast to the adapters' dtype, the scaled product and
 /// their sum: four d_out x d_in matrices and the identity at once, for the largest adapted
 /// Linear (read from peft's code; assumed, not measured).
-fn dora_norm_bytes(inv: &ParamInventory, scen: &Scenario) -> u64 {
+fn dora_norm_bytes(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> u64 {
     if scen.method == Method::Full || !scen.lora.dora {
         return 0;
     }
     let tp = u64::from(scen.parallel.tensor.max(1));
     let a = scen.lora.adapter_dtype.bytes();
     inv.linears()
-        .filter(|t| t.scope != crate::model::Scope::Model && crate::states::lora_adapts(scen, t))
+        .filter(|t| {
+            t.scope != crate::model::Scope::Model && crate::states::lora_adapts(spec, scen, t)
+        })
         .map(|t| (t.d_in * t.d_in + 4 * (t.d_in * t.d_out).div_ceil(tp)) * a)
         .max()
         .unwrap_or(0)
@@ -772,7 +774,7 @@ fn transients(
         } else {
             dequantized
         })
-        .max(dora_norm_bytes(inv, scen));
+        .max(dora_norm_bytes(spec, inv, scen));
     // Context parallelism: the ring's key/value chunks in flight during attention (assumed).
     tmp.layer_forward += crate::context::forward_bytes(spec, scen);
     let backward_extra = dequantized

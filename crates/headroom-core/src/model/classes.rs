@@ -262,6 +262,14 @@ pub struct Traits {
     pub gpt_oss: bool,
     /// Qwen3-Next's gated attention and gated DeltaNet layers.
     pub qwen3_next: bool,
+    /// peft 0.21 converts a LoRA config for this MoE class's transformers-5 layout
+    /// (`peft/utils/transformers_weight_conversion.py`, for the classes transformers 5.23's
+    /// `conversion_mapping._MODEL_TO_CONVERSION_PATTERN` lists, and Mixtral): the v4 names
+    /// (`gate_proj`, `up_proj`, `down_proj`, `gate`; Mixtral's `w1`-`w3`) become the fused
+    /// experts' parameters (gate and up at twice the rank) and the router's weight, each a
+    /// `ParamWrapper`; Linears elsewhere that carry those names (shared experts, dense MLPs) lose
+    /// their adapters. Other MoE classes keep their fused experts and router unadapted.
+    pub peft_converts_moe: bool,
     /// Qwen3.5's gated DeltaNet: four input projections (in_proj_qkv, in_proj_z, in_proj_b,
     /// in_proj_a) where Qwen3-Next has two (in_proj_qkvz, in_proj_ba).
     pub deltanet_split: bool,
@@ -306,6 +314,7 @@ const LLAMA: Traits = Traits {
     gpt_oss: false,
     qwen3_next: false,
     deltanet_split: false,
+    peft_converts_moe: false,
     llama4: false,
     rope_fp32_per_kind: false,
     conv1d: false,
@@ -342,6 +351,7 @@ const QWEN3_NEXT: Traits = Traits {
 
 const DEEPSEEK: Traits = Traits {
     mla: true,
+    peft_converts_moe: true,
     window: Window::Off,
     ..LLAMA
 };
@@ -396,6 +406,7 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [32000, 4096, 14336, 32, 32, 8, 131072, 0],
         Traits {
+            peft_converts_moe: true,
             bias: Bias::Fixed(false),
             moe: MoeRule::Uniform {
                 experts: 8,
@@ -446,6 +457,7 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [151936, 2048, 6144, 24, 32, 4, 32768, 0],
         Traits {
+            peft_converts_moe: true,
             // Qwen3MoeConfig declares no head_dim: Qwen3MoeAttention falls back to
             // `hidden_size // num_attention_heads`; its window has no `max_window_layers` rule.
             head_dim: 0,
@@ -561,6 +573,7 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [151552, 4096, 10944, 46, 96, 8, 131072, 0],
         Traits {
+            peft_converts_moe: true,
             bias: Bias::Key {
                 key: "attention_bias",
                 default: false,
@@ -739,6 +752,7 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [151936, 2048, 5632, 48, 16, 2, 32768, 0],
         Traits {
+            peft_converts_moe: true,
             // 512 experts of 512, top-10, a gated shared expert of 512.
             moe: MoeRule::Qwen {
                 experts: 512,
@@ -815,6 +829,7 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [50304, 2048, 2048, 16, 16, 0, 4096, 0],
         Traits {
+            peft_converts_moe: true,
             qk_norm: QkNorm::Whole,
             window: Window::Off,
             // Every layer's MLP is 64 experts of intermediate_size, top-8, Qwen3-MoE's router
@@ -833,6 +848,7 @@ pub const CLASSES: &[ConfigClass] = &[
         LlamaLike,
         [200064, 3072, 1536, 62, 48, 8, 196608, 0],
         Traits {
+            peft_converts_moe: true,
             head_dim: 128,
             bias: Bias::Fixed(false),
             rotary_key: RotaryKey::FactorOrDim,

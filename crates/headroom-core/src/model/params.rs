@@ -60,6 +60,12 @@ impl ParamTensor {
     pub fn is_vision(&self) -> bool {
         self.name.starts_with(VISION_PREFIX)
     }
+
+    /// Whether the tensor is a MoE layer's routed experts' (`Builder::experts`): one fused
+    /// parameter of all experts in transformers 5.x, not an `nn.Linear` per expert.
+    pub fn is_expert(&self) -> bool {
+        self.name.contains(".experts.*.")
+    }
 }
 
 /// The prefix of every vision-side tensor's name in the inventory.
@@ -244,7 +250,10 @@ impl Builder {
                 copies: experts,
                 scope: Scope::SparseLayer,
                 linear: Some(name),
-                quantizable: true,
+                // transformers 5.x fuses the experts into 3-D parameters, which bitsandbytes
+                // (nn.Linear modules only) leaves in the load dtype under QLoRA (measured on
+                // CPU: tests/reference/test_peft.py).
+                quantizable: false,
             });
         }
     }

@@ -480,6 +480,12 @@ impl ModelSpec {
         }
     }
 
+    /// Whether peft's LoRA adapts this MoE model's fused experts and router by converting its
+    /// config (`classes::Traits::peft_converts_moe`).
+    pub fn peft_converts_moe(&self) -> bool {
+        self.moe.is_some() && self.class().traits.peft_converts_moe
+    }
+
     /// Qwen3-Next's gated attention: q_proj gives the query and a sigmoid gate on the
     /// attention output (twice the q width).
     pub fn gated_attention(&self) -> bool {

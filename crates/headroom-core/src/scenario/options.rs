@@ -378,7 +378,10 @@ impl LoraTargets {
     pub fn adapts(self, name: &str, path: &str) -> bool {
         match self {
             LoraTargets::AllLinear => true,
-            LoraTargets::Attention => ATTENTION_PROJECTIONS.contains(&name),
+            // A gated DeltaNet's out_proj is not one: the exported list names q, k, v and o.
+            LoraTargets::Attention => {
+                ATTENTION_PROJECTIONS.contains(&name) && !path.starts_with("linear_attn.")
+            }
             LoraTargets::Qkv => {
                 matches!(name, "q_proj" | "k_proj" | "v_proj") || FUSED_QKV.contains(&name)
             }

@@ -158,7 +158,7 @@ pub(super) fn local_tensors(
         if !full && !quantized && !t.is_vision() {
             frozen_cast(&mut l, &cx, t, n, count);
         }
-        if t.linear.is_some() && lora_adapts(scen, t) {
+        if lora_adapts(spec, scen, t) {
             adapter(&mut l, &cx, t, count);
         }
         if scen.lora.save_embeddings
@@ -282,11 +282,12 @@ fn trained_weight(l: &mut Local, cx: &Cx, t: &ParamTensor, n: u64, count: u64) {
 /// grouped_mm experts excepted), a trained vision tower's matrices, the routers that are
 /// Linears, the lm_head and a tied embedding.
 fn used_by_linear(cx: &Cx, t: &ParamTensor) -> bool {
-    // gpt-oss's experts run through grouped_mm, which autocast has no rule for: they compute
-    // in fp32 and no copy is cached (measured on CPU, tests/reference/test_saved_bytes.py).
-    // Qwen3-Next's experts run through grouped_mm as well.
-    let grouped_experts =
-        (cx.spec.is_gpt_oss() || cx.spec.gated_attention()) && t.name.contains(".experts.");
+    // transformers 5.x runs the fused experts through grouped_mm, which autocast has no rule
+    // for: they compute in their own dtype and no copy is cached (measured on CPU for gpt-oss,
+    // tests/reference/test_saved_bytes.py, and under peft for Qwen3-MoE, Mixtral, OLMoE and
+    // Qwen2-MoE on an fp32 base, tests/reference/test_peft.py). Llama 4's run through bmm,
+    // which autocast casts.
+    let grouped_experts = t.name.contains(".experts.") && cx.spec.llama4.is_none();
     // A trained vision tower's matrices run through Linear, conv or matmul, which autocast
     // casts (its position tables are lookups; norms, listed with their layers as matrices,
     // and biases are vectors).
@@ -349,9 +350,11 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     } else {
         t.d_in
     };
+    // Fused experts' gate and up share one adapter of twice the rank (`super::adapter_dims`).
+    let d_out = super::adapter_dims(t).1;
     // DoRA adds a magnitude per output (`lora_magnitude_vector`, in the adapters' dtype).
-    let magnitude = if cx.scen.lora.dora { t.d_out } else { 0 };
-    let per_layer = super::adapter_params(cx.scen, d_in, t.d_out) * t.copies;
+    let magnitude = if cx.scen.lora.dora { d_out } else { 0 };
+    let per_layer = super::adapter_params(cx.scen, d_in, d_out) * t.copies;
     let dtype = cx.scen.lora.adapter_dtype;
     if magnitude > 0 {
         l.train.push(TrainTensor {
@@ -368,7 +371,7 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
         dtype,
     });
     l.train.push(TrainTensor {
-        rows: t.d_out,
+        rows: d_out,
         cols: r,
         count: count * t.copies,
         dtype,
@@ -378,8 +381,10 @@ fn adapter(l: &mut Local, cx: &Cx, t: &ParamTensor, count: u64) {
     l.params += per_layer * count;
     // Autocast caches the 16-bit casts of the adapters (leaves that require grad) until the
     // forward ends, and lora_A/lora_B save them for backward.
+    // (Fused experts' adapters are cast to the base weight's dtype outside autocast: their
+    // copies are the layer's activations, `activations::moe`.)
     let p = cx.scen.precision;
-    if cx.autocast_casts() && dtype != p.compute_dtype() {
+    if cx.autocast_casts() && dtype != p.compute_dtype() && !t.is_expert() {
         // (DoRA's magnitude divides, no matmul: autocast leaves it alone.)
         let cast = per_layer - magnitude * t.copies;
         let bytes = cast * self::per_layer(cx, count) * p.compute_dtype().bytes();

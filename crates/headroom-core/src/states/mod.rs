@@ -276,7 +276,7 @@ pub fn model_states(
         params_trainable: if full {
             inv.total() - frozen_vision(inv, scen)
         } else {
-            lora_params(inv, scen) + local.saved_modules
+            lora_params(spec, inv, scen) + local.saved_modules
         },
         params_local: local.params,
         layer_grad_bytes: per_gpu_grads(local.layer_trainable, grad_dtype),
@@ -472,12 +472,54 @@ fn unsharded(
     }
 }
 
-/// Whether LoRA puts an adapter on this Linear: decoder layers only, all Linears or the
+/// Whether LoRA puts an adapter on this tensor: decoder layers only, all Linears or the
 /// attention projections (PEFT's `target_modules`). The time model uses the same rule.
-pub(crate) fn lora_adapts(scen: &Scenario, t: &ParamTensor) -> bool {
-    t.scope != Scope::Model
-        && t.linear
-            .is_some_and(|n| scen.lora.targets.adapts(n, &t.name))
+///
+/// A MoE model's experts are fused 3-D parameters in transformers 5.x, which no module rule
+/// reaches: peft 0.21 adapts them (and the router) only where it converts the config for the
+/// class (`ModelSpec::peft_converts_moe`), and then the Linears elsewhere that carry the experts'
+/// v4 names (a shared expert's, a dense layer's `gate_proj`, `up_proj`, `down_proj`) lose
+/// theirs (measured: tests/reference/test_peft.py).
+pub(crate) fn lora_adapts(spec: &ModelSpec, scen: &Scenario, t: &ParamTensor) -> bool {
+    if t.scope == Scope::Model {
+        return false;
+    }
+    let targets = scen.lora.targets;
+    let converts = spec.peft_converts_moe();
+    let all_linear = targets == crate::scenario::LoraTargets::AllLinear;
+    if is_router(t) {
+        return converts && all_linear;
+    }
+    // Qwen's shared-expert gate is an nn.Linear(h, 1): all-linear adapts it, converted or not.
+    if t.name == "mlp.shared_expert_gate.weight" {
+        return all_linear;
+    }
+    let Some(name) = t.linear else { return false };
+    if t.is_expert() {
+        return converts && targets.mlp_adapted();
+    }
+    if converts && matches!(name, "gate_proj" | "up_proj" | "down_proj") {
+        return false;
+    }
+    targets.adapts(name, &t.name)
+}
+
+/// A MoE layer's router weight (`mlp.gate.weight`; gpt-oss's `mlp.router.weight`).
+fn is_router(t: &ParamTensor) -> bool {
+    t.linear.is_none()
+        && t.scope == Scope::SparseLayer
+        && (t.name == "mlp.gate.weight" || t.name == "mlp.router.weight")
+}
+
+/// The (d_in, d_out) of the adapter on `t`: its own, but for the fused experts' gate and up
+/// projections, which peft adapts as one `gate_up_proj` at twice the rank (lora_A 2r x h,
+/// lora_B 2I x 2r per expert): counted as each at its own d_in and twice its d_out.
+pub(crate) fn adapter_dims(t: &ParamTensor) -> (u64, u64) {
+    if t.is_expert() && matches!(t.linear, Some("gate_proj" | "up_proj")) {
+        (t.d_in, 2 * t.d_out)
+    } else {
+        (t.d_in, t.d_out)
+    }
 }
 
 /// One adapted Linear(d_in, d_out)'s adapter parameters: lora_A (r x d_in), lora_B
@@ -488,9 +530,13 @@ pub(super) fn adapter_params(scen: &Scenario, d_in: u64, d_out: u64) -> u64 {
 }
 
 /// LoRA parameters over the whole model (as PEFT's `print_trainable_parameters` counts them).
-fn lora_params(inv: &ParamInventory, scen: &Scenario) -> u64 {
-    inv.linears()
-        .filter(|t| lora_adapts(scen, t))
-        .map(|t| adapter_params(scen, t.d_in, t.d_out) * t.copies * inv.multiplicity(t.scope))
+fn lora_params(spec: &ModelSpec, inv: &ParamInventory, scen: &Scenario) -> u64 {
+    inv.tensors
+        .iter()
+        .filter(|t| lora_adapts(spec, scen, t))
+        .map(|t| {
+            let (d_in, d_out) = adapter_dims(t);
+            adapter_params(scen, d_in, d_out) * t.copies * inv.multiplicity(t.scope)
+        })
         .sum()
 }

@@ -320,7 +320,7 @@ fn lora(
     let adapter = if autocast { compute } else { storage };
     let wide = adapter.max(compute);
     for t in cx.inv.tensors.iter().filter(|t| t.scope != Scope::Model) {
-        if !crate::states::lora_adapts(scen, t) {
+        if !crate::states::lora_adapts(cx.spec, scen, t) {
             continue;
         }
         // A token passes through its top-k experts' copies only.

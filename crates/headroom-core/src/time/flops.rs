@@ -103,7 +103,7 @@ pub(super) fn token_flops_of(
         if full {
             f.matmul_params_trainable += n;
         }
-        if !full && t.linear.is_some() && crate::states::lora_adapts(scen, t) {
+        if !full && t.linear.is_some() && crate::states::lora_adapts(spec, scen, t) {
             // x·A (d_in x r) then ·B (r x d_out): 2r(d_in + d_out) forward, twice that back.
             let a = r * (t.d_in + t.d_out) as f64 * active * layer_count(inv, t.scope);
             fwd_total += 2.0 * a;

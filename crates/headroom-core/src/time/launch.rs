@@ -281,7 +281,7 @@ fn lora_kernels(cx: &Cx, sh: &Shape) -> (f64, f64) {
         .inv
         .tensors
         .iter()
-        .filter(|t| t.scope != Scope::Model && crate::states::lora_adapts(scen, t))
+        .filter(|t| t.scope != Scope::Model && crate::states::lora_adapts(cx.spec, scen, t))
         .map(|t| cx.used_per_layer(t))
         .sum();
     (adapters, 2.0 + casts)
@@ -320,7 +320,7 @@ fn optimizer_kernels(cx: &Cx) -> f64 {
         2.0 * inv
             .tensors
             .iter()
-            .filter(|t| crate::states::lora_adapts(scen, t))
+            .filter(|t| crate::states::lora_adapts(cx.spec, scen, t))
             .map(count)
             .sum::<f64>()
     };

@@ -142,7 +142,7 @@ pub(super) fn terms(cx: &Cx, terms: &mut Terms, busy: &mut Busy) {
         // sum written, and the sum read by the norm: five passes over d_out x d_in elements in
         // the adapters' dtype (`DoraLinearLayer.get_weight_norm`; assumed passes).
         let adapted = layer_weights(cx, |t| {
-            t.linear.is_some() && crate::states::lora_adapts(scen, t)
+            t.linear.is_some() && crate::states::lora_adapts(cx.spec, scen, t)
         });
         let a = scen.lora.adapter_dtype.bytes() as f64;
         let uses = 1.0 + ck / layers.max(1.0);
