@@ -252,7 +252,8 @@ def test_torchrun_flags_are_training_arguments(named, tmp_path, monkeypatch):
     argv = shlex.split(cmd)
     assert argv[0] == "torchrun"
     assert any(a.startswith("--nproc_per_node=") for a in argv)
-    script = argv.index("train.py")
+    # The plan's Trainer script by default (SCRIPT overrides it).
+    script = argv.index("${SCRIPT:-training_args.py}")
     flags = [a[2:] for a in argv[script + 1:] if a.startswith("--")]
     assert flags and set(flags) <= FIELDS, set(flags) - FIELDS
     # HfArgumentParser (what transformers' example scripts use) reads them back, and the

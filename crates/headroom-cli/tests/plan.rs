@@ -83,7 +83,8 @@ fn exports_print_each_target() {
         "--export",
         "torchrun",
     ]);
-    assert!(run.contains("torchrun --nproc_per_node=4 --nnodes=1 train.py"));
+    // It runs the plan's own Trainer script unless told another.
+    assert!(run.contains("torchrun --nproc_per_node=4 --nnodes=1 \"${SCRIPT:-training_args.py}\""));
     let env = stdout(&[
         "plan",
         "--named",

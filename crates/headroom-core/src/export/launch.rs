@@ -74,9 +74,14 @@ pub(super) fn torchrun_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<S
             " --node_rank=$NODE_RANK --rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:29500",
         );
     }
-    cmd.push_str(" train.py");
-    // The script's arguments are TrainingArguments fields (HfArgumentParser), as in
-    // transformers' example scripts.
+    // The plan's Trainer script (`--export trainer`), which carries these settings itself; the
+    // flags are TrainingArguments fields for a script that parses them (HfArgumentParser, as
+    // transformers' example scripts do), given as SCRIPT.
+    t.push_str(concat!(
+        "# Runs training_args.py (headroom plan ... --export trainer), which sets these arguments\n",
+        "# itself; SCRIPT=run_clm.py (a script that parses TrainingArguments flags) runs that one with them.\n",
+    ));
+    cmd.push_str(" \"${SCRIPT:-training_args.py}\"");
     let (kw, _) = trainer_kwargs(spec, scen);
     for (k, v) in kw {
         match v {
