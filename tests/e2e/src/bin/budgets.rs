@@ -160,7 +160,11 @@
 //!   worker (its answer comes back as lines, `plan::wire`), and so did the GPU and model pages'
 //!   "fits with" paths, which let the planner rank by the stacks that run a plan (the exports'
 //!   offer rules, which the first download does not carry): 368,149 and 444,352 B, limits
-//!   368,200 and 444,400 B;
+//!   368,200 and 444,400 B. The strategy table moved to the worker too (the page analyses
+//!   without it, `analysis::analyze_without_table`; the verdict's two next steps come from the
+//!   worker's table): 364,856 and 440,181 B; then Qwen3.5's four config classes and MoE under
+//!   peft and bitsandbytes as transformers 5.x builds it: 366,686 and 442,191 B, limits
+//!   366,750 and 442,250 B;
 //! - interactive after navigation: median of 7 loads in a fresh profile each, read from the
 //!   app's own mark (`data-ready-ms`, milliseconds since navigation start); a guide's page
 //!   (the whole site's bundle), median of 3; the calculator on a throttled network (issue 34's
@@ -180,10 +184,10 @@ use headroom_e2e::server::StaticServer;
 use headroom_e2e::webdriver::Driver;
 use serde_json::json;
 
-const SIZE_BUDGET: u64 = 368_200;
+const SIZE_BUDGET: u64 = 366_750;
 
 /// The whole site's bundle, which the documentation pages load instead (see the history above).
-const DOCS_SIZE_BUDGET: u64 = 444_400;
+const DOCS_SIZE_BUDGET: u64 = 442_250;
 
 fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
