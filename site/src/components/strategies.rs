@@ -58,12 +58,15 @@ fn ask(key: String, request: [String; 3], done: Callback<Rows>) {
         let [kind, link, cal] = &request;
         let answer = crate::worker_client::request(&[kind, link, cal]).await;
         let rows: Rows = Rc::new(answer.and_then(|lines| wire::from_lines(&lines)));
-        ANSWERS.with(|a| {
-            let mut a = a.borrow_mut();
-            a.push((key.clone(), rows.clone()));
-            let over = a.len().saturating_sub(KEPT);
-            a.drain(..over);
-        });
+        // A failure (the worker could not load: offline) is not kept: the next ask tries again.
+        if rows.is_ok() {
+            ANSWERS.with(|a| {
+                let mut a = a.borrow_mut();
+                a.push((key.clone(), rows.clone()));
+                let over = a.len().saturating_sub(KEPT);
+                a.drain(..over);
+            });
+        }
         let waiting = WAITING.with(|w| {
             let mut w = w.borrow_mut();
             w.iter()
