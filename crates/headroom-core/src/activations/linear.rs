@@ -14,7 +14,19 @@ pub(super) fn mlp_linear_inputs(
     consumers: u64,
     sh: &Shape,
 ) {
-    if sh.base_trainable || sh.lora_mlp {
+    inputs_if_adapted(inv, (what, elements, consumers), sh.lora_mlp, sh);
+}
+
+/// The input of Linears that under LoRA carry adapters only where `adapted` says: as
+/// [`linear_inputs`] where they train or are adapted; frozen and bare, nothing (an 8-bit base's
+/// still holds it).
+pub(super) fn inputs_if_adapted(
+    inv: &mut Inventory,
+    (what, elements, consumers): (&str, u64, u64),
+    adapted: bool,
+    sh: &Shape,
+) {
+    if sh.base_trainable || adapted {
         linear_inputs(inv, what, elements, consumers, sh);
     } else if sh.held_inputs {
         held_linear_inputs(inv, what, elements, 0, sh);
@@ -160,13 +172,7 @@ fn lora_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, s
 /// again). LLM.int8's outlier columns of the input (`subA`, kept too) depend on the data and
 /// are not counted. Measured on CPU through the CUDA autograd function
 /// (tests/reference/measure_int8.py).
-pub(super) fn held_linear_inputs(
-    inv: &mut Inventory,
-    what: &str,
-    elements: u64,
-    consumers: u64,
-    sh: &Shape,
-) {
+fn held_linear_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
     held_linear_inputs_of(inv, what, (elements, sh.stream()), consumers, sh);
 }
 

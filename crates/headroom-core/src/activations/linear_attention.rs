@@ -1,7 +1,7 @@
 //! What Qwen3-Next's linear-attention layers save: the gated DeltaNet as transformers' torch
 //! path runs it.
 
-use super::linear::{held_linear_inputs, linear_inputs};
+use super::linear::inputs_if_adapted;
 use super::{Inventory, Layout, Part, Shape};
 use crate::dtype::DType;
 use crate::model::LinearAttention;
@@ -31,17 +31,8 @@ pub(super) fn gated_delta_net(
     recurrent_state(inv, sh, &n);
     inv.at(Part::OutputProjection);
     gated_norm(inv, sh, l, &n);
-    projection_inputs(inv, label!("out_proj input"), l.t * n.vd, 1, sh);
-}
-
-/// The DeltaNet projections' input: as any Linear's where the weights train or carry adapters
-/// (all-linear); frozen and bare, nothing (an 8-bit base's still holds it).
-fn projection_inputs(inv: &mut Inventory, what: &str, elements: u64, consumers: u64, sh: &Shape) {
-    if sh.base_trainable || sh.lora_deltanet {
-        linear_inputs(inv, what, elements, consumers, sh);
-    } else if sh.held_inputs {
-        held_linear_inputs(inv, what, elements, 0, sh);
-    }
+    let out_proj = (label!("out_proj input"), l.t * n.vd, 1);
+    inputs_if_adapted(inv, out_proj, sh.lora_all_linear, sh);
 }
 
 /// The delta rule's chunk length (`torch_chunk_gated_delta_rule`'s `chunk_size`).
@@ -100,13 +91,9 @@ fn conv_and_gates(
     let (t, c) = (l.t, sh.compute());
     let f32 = DType::F32;
     let (hv, conv) = (n.hv, n.conv);
-    projection_inputs(
-        inv,
-        label!("the input projections' input"),
-        l.th,
-        projections,
-        sh,
-    );
+    // The projections save their input where they train or carry adapters (all-linear).
+    let inputs = (label!("the input projections' input"), l.th, projections);
+    inputs_if_adapted(inv, inputs, sh.lora_all_linear, sh);
     inv.add(what!("q, k, v joined (saved by conv1d)"), t * conv, c);
     inv.add(
         what!("conv1d output with its kernel - 1 extra positions (saved by silu)"),

@@ -215,14 +215,13 @@ pub struct Shape {
     /// (`states::lora_adapts`): its shared experts' and dense layers' Linears stay bare.
     pub lora_mlp: bool,
     /// Whether peft adapts the MoE layers' fused experts (`ParamWrapper`: each forward folds
-    /// the adapters into a copy of the whole expert stack, which grouped_mm saves), their
-    /// router (the weight likewise) and a Qwen shared expert's gate Linear.
+    /// the adapters into a copy of the whole expert stack, which grouped_mm saves) and their
+    /// router (the weight likewise), and whether its adapters sit on every nn.Linear
+    /// (all-linear: a Qwen shared expert's gate, a gated DeltaNet's projections, which the
+    /// other targets do not name): `states::peft_reach`.
     pub lora_experts: bool,
-    /// Whether a gated DeltaNet's projections carry adapters: under all-linear only (the
-    /// other targets name attention and MLP projections it does not have).
-    pub lora_deltanet: bool,
     pub lora_router: bool,
-    pub lora_shared_gate: bool,
+    pub lora_all_linear: bool,
     /// The routed experts on this GPU (expert parallelism divides them).
     pub local_experts: u64,
     /// How many of q, k and v carry adapters (`LoraTargets::qkv_adapted`), and whether the
@@ -257,7 +256,7 @@ impl Shape {
         };
         let kernels = sdpa::kernels(spec, gpu, scen);
         let lora = scen.method != Method::Full;
-        let all_linear = scen.lora.targets == crate::scenario::LoraTargets::AllLinear;
+        let reach = crate::states::peft_reach(spec, scen.lora.targets);
         Shape {
             sdpa: kernels.scenario.backend,
             local_mask: kernels.local.is_some(),
@@ -289,11 +288,10 @@ impl Shape {
             dora: scen.method != Method::Full && scen.lora.dora,
             lm_head_trained: scen.method == Method::Full
                 || (scen.lora.save_embeddings && !spec.tie_embeddings),
-            lora_mlp: scen.lora.targets.mlp_adapted() && !spec.peft_converts_moe(),
-            lora_experts: lora && spec.peft_converts_moe() && scen.lora.targets.mlp_adapted(),
-            lora_router: lora && spec.peft_converts_moe() && all_linear,
-            lora_deltanet: lora && all_linear,
-            lora_shared_gate: lora && all_linear,
+            lora_mlp: scen.lora.targets.mlp_adapted() && !reach.mlp_names_taken,
+            lora_experts: lora && reach.experts,
+            lora_router: lora && reach.router,
+            lora_all_linear: lora && reach.all_linear,
             local_experts: spec
                 .moe
                 .as_ref()

@@ -163,7 +163,7 @@ fn folded_expert_weights(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, f: u
 
 /// The adapter on a Qwen shared expert's gate (an nn.Linear(h, 1), which all-linear adapts).
 fn shared_gate_adapter(inv: &mut Inventory, elements: u64, sh: &Shape) {
-    if sh.lora_shared_gate && !sh.base_trainable {
+    if sh.lora_all_linear && !sh.base_trainable {
         adapted_linear_inputs(inv, label!("shared_expert_gate input"), elements, sh);
     }
 }
@@ -253,22 +253,10 @@ fn deepseek_router(inv: &mut Inventory, spec: &ModelSpec, sh: &Shape, m: &Moe) {
     // folded weight then stands where the weight did).
     let adapted = sh.lora_router && !sh.base_trainable;
     if sh.amp() {
+        // Autocast runs the linear in 16 bits: as any adapted router's (its casts of x and of
+        // the folded weight).
         router_inputs(inv, t * h, sh);
-        if adapted {
-            inv.add(
-                what!(
-                    "router input, cast by autocast (saved by the linear for the adapted weight)"
-                ),
-                t * h,
-                sh.compute(),
-            );
-            // peft's folded weight, cast for the linear (no leaf: autocast does not cache it).
-            inv.add(
-                what!("router weight with the adapters folded in, cast (saved by its linear)"),
-                m.experts * h,
-                sh.compute(),
-            );
-        }
+        adapted_router_weight(inv, spec, sh, m);
     } else if sh.stream() != DType::F32 {
         if sh.base_trainable || adapted {
             inv.add(

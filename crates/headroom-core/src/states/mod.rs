@@ -485,23 +485,50 @@ pub(crate) fn lora_adapts(spec: &ModelSpec, scen: &Scenario, t: &ParamTensor) ->
         return false;
     }
     let targets = scen.lora.targets;
-    let converts = spec.peft_converts_moe();
-    let all_linear = targets == crate::scenario::LoraTargets::AllLinear;
+    let reach = peft_reach(spec, targets);
     if is_router(t) {
-        return converts && all_linear;
+        return reach.router;
     }
     // Qwen's shared-expert gate is an nn.Linear(h, 1): all-linear adapts it, converted or not.
     if t.name == "mlp.shared_expert_gate.weight" {
-        return all_linear;
+        return reach.all_linear;
     }
     let Some(name) = t.linear else { return false };
     if t.is_expert() {
-        return converts && targets.mlp_adapted();
+        return reach.experts;
     }
-    if converts && matches!(name, "gate_proj" | "up_proj" | "down_proj") {
+    if reach.mlp_names_taken && matches!(name, "gate_proj" | "up_proj" | "down_proj") {
         return false;
     }
     targets.adapts(name, &t.name)
+}
+
+/// What peft's LoRA reaches beyond the Linears its targets name: one rule for the adapters'
+/// parameters ([`lora_adapts`]) and the tensors the layers save (`activations::Shape`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeftReach {
+    /// The fused experts' parameters: a converted MoE class under targets on the MLP.
+    pub experts: bool,
+    /// The router's weight: a converted MoE class under all-linear.
+    pub router: bool,
+    /// Every nn.Linear whatever its name (a Qwen shared expert's gate, a DeltaNet's
+    /// projections): all-linear.
+    pub all_linear: bool,
+    /// peft took `gate_proj`, `up_proj` and `down_proj` for the experts (a converted class):
+    /// the Linears elsewhere with those names keep no adapter.
+    pub mlp_names_taken: bool,
+}
+
+/// [`PeftReach`] of `targets` on `spec`.
+pub(crate) fn peft_reach(spec: &ModelSpec, targets: crate::scenario::LoraTargets) -> PeftReach {
+    let converts = spec.peft_converts_moe();
+    let all_linear = targets == crate::scenario::LoraTargets::AllLinear;
+    PeftReach {
+        experts: converts && targets.mlp_adapted(),
+        router: converts && all_linear,
+        all_linear,
+        mlp_names_taken: converts,
+    }
 }
 
 /// A MoE layer's router weight (`mlp.gate.weight`; gpt-oss's `mlp.router.weight`).
