@@ -719,26 +719,33 @@ def test_transformer_engine_goes_through_accelerates_launch(dp, tmp_path, monkey
         assert out.returncode != 0 and "accelerate" in out.stderr, out.stderr
 
 
+WORDS = ["[UNK]", "[PAD]", "the", "run", "fits", "on", "one", "gpu", "memory", "peak"]
+
+
+def tiny_model(model_dir):
+    """A two-layer Llama with random weights and a word-level tokenizer of WORDS, saved to disk."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                         eos_token="[PAD]").save_pretrained(model_dir)
+    cfg = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(model_dir)
+    return model_dir
+
+
 def test_trainer_script_trains_on_cpu(tmp_path):
     """training_args.py is a complete script (issue 34 §2): given a model and a JSON-lines file of
     {"text": ...} records, `python training_args.py` tokenizes, collates and trains with the
     plan's TrainingArguments, the data the only thing filled in. Here the model is a two-layer
     Llama with random weights and a word-level tokenizer saved to disk, trained on the CPU (the
     plan keeps the transformers loss: Liger's needs CUDA)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
     text = subprocess.run([BIN, "plan", "--model", "llama-3.2-1b", "--keep", "dp,offload,ckpt,batch,precision,loss",
                            "--export", "trainer"], capture_output=True, text=True, check=True).stdout
-    model_dir = tmp_path / "model"
-    words = ["[UNK]", "[PAD]", "the", "run", "fits", "on", "one", "gpu", "memory", "peak"]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                         eos_token="[PAD]").save_pretrained(model_dir)
-    cfg = transformers.LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(model_dir)
+    model_dir = tiny_model(tmp_path / "model")
     line = next(l for l in text.splitlines() if l.startswith("MODEL = "))
     script = tmp_path / "training_args.py"
     # The plan is a GPU's: on this CPU the Trainer is told use_cpu=True, the one other change.
@@ -746,7 +753,7 @@ def test_trainer_script_trains_on_cpu(tmp_path):
     script.write_text(text.replace(line, f"MODEL = {str(model_dir)!r}")
                       .replace("args = TrainingArguments(\n", "args = TrainingArguments(\n    use_cpu=True,\n"))
     (tmp_path / "train.jsonl").write_text("".join(
-        json.dumps({"text": " ".join(words[2 + (i + j) % 8] for j in range(5 + i % 4))}) + "\n" for i in range(8)))
+        json.dumps({"text": " ".join(WORDS[2 + (i + j) % 8] for j in range(5 + i % 4))}) + "\n" for i in range(8)))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
@@ -754,3 +761,117 @@ def test_trainer_script_trains_on_cpu(tmp_path):
     # Three epochs of eight one-row steps: the Trainer's own state says it trained them.
     state = json.loads(next((tmp_path / "out").glob("checkpoint-*/trainer_state.json")).read_text())
     assert state["global_step"] == 24 and state["max_steps"] == 24, state
+
+
+# TRL's objectives (issue 31 §4): training_args.py builds TRL 1.16's trainer for each, with its
+# config class, its rows and (GRPO, RLOO) a reward. Each case: the objective's flags, the trainer
+# class the script builds, its sequence (prompt and completion for GRPO and RLOO).
+TRL_CASES = {
+    "dpo-full": (["--trainer", "dpo", "--method", "full", "--batch", "2"], "DPOTrainer"),
+    "dpo-lora-precompute": (["--trainer", "dpo", "--method", "lora", "--batch", "2", "--precompute-ref-log-probs"],
+                            "DPOTrainer"),
+    "kto-full-precompute": (["--trainer", "kto", "--method", "full", "--batch", "2", "--precompute-ref-log-probs"],
+                            "KTOTrainer"),
+    "orpo-full": (["--trainer", "orpo", "--method", "full", "--batch", "2"], "ORPOTrainer"),
+    "simpo-lora": (["--trainer", "simpo", "--method", "lora", "--batch", "2"], "CPOTrainer"),
+    "grpo-lora-kl": (["--trainer", "grpo", "--method", "lora", "--batch", "4", "--prompt", "16", "--kl"],
+                     "GRPOTrainer"),
+    "rloo-full-kl-ckpt": (["--trainer", "rloo", "--method", "full", "--batch", "2", "--prompt", "16", "--kl",
+                           "--checkpointing", "full"], "RLOOTrainer"),
+}
+TRL_SEQ = 48
+TRL_COMMON = ["--model", "llama-3.2-1b", "--gpu", "h100-sxm-80gb", "--precision", "fp32", "--seq", str(TRL_SEQ)]
+
+# Runs each script in one Python (TRL's import is most of a run's time) and records, when its
+# trainer has trained, what it built: the class, the reference model, the arguments, the steps.
+TRL_DRIVER = r'''
+import json, os, runpy, sys
+import transformers
+
+records = {}
+train = transformers.Trainer.train
+KEYS = ["per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "fp16", "activation_checkpointing",
+        "max_length", "max_completion_length", "num_generations", "generation_batch_size", "beta",
+        "precompute_ref_log_probs", "loss_type"]
+
+
+def recording_train(self, *a, **k):
+    out = train(self, *a, **k)
+    records[CASE] = dict(cls=type(self).__name__, reference=getattr(self, "ref_model", None) is not None,
+                         steps=self.state.global_step, args={key: getattr(self.args, key, None) for key in KEYS})
+    return out
+
+
+transformers.Trainer.train = recording_train
+for CASE, folder in json.loads(sys.argv[1]).items():
+    os.chdir(folder)
+    os.environ["HEADROOM_DATA"] = os.path.join(folder, "train.jsonl")
+    runpy.run_path(os.path.join(folder, "training_args.py"), run_name="__main__")
+print("RECORDS " + json.dumps(records))
+'''
+
+
+def trl_rows(trainer):
+    """Eight JSON lines in the format the trainer reads (TRL's dataset formats), from WORDS."""
+    text = lambda i, n: " ".join(WORDS[2 + (i + j) % 8] for j in range(n))
+    if trainer in ("grpo", "rloo"):
+        return [{"prompt": text(i, 4)} for i in range(8)]
+    if trainer == "kto":
+        return [{"prompt": text(i, 4), "completion": " " + text(i + 3, 5), "label": i % 2 == 0} for i in range(8)]
+    return [{"prompt": text(i, 4), "chosen": " " + text(i + 3, 5), "rejected": " " + text(i + 5, 6)} for i in range(8)]
+
+
+def test_trl_scripts_build_and_train_on_cpu(tmp_path):
+    """training_args.py for every TRL objective is a complete script: given a model and a JSON-lines
+    file in the trainer's format, it builds TRL's trainer with the plan's config and trains (two
+    steps here, on the CPU: use_cpu and max_steps are the only changes). What it built is the
+    estimate's: the trainer class, a reference model exactly where the core holds a second copy of
+    the weights (a full fine-tune without precomputed log-probabilities, or GRPO/RLOO with a KL
+    term), the batch, fp32 stated against TRL's bf16 default, checkpointing as planned, the
+    lengths, and GRPO's groups (num_generations dividing the generation batch, which is the
+    micro-batch times the accumulation the core generates at once)."""
+    model_dir = tiny_model(tmp_path / "model")
+    folders = {}
+    for case, (flags, _) in TRL_CASES.items():
+        text = subprocess.run([BIN, "plan", *TRL_COMMON, *flags, "--keep", "dp,offload,ckpt,batch,precision,loss",
+                               "--export", "trainer"], capture_output=True, text=True)
+        assert text.returncode == 0, text.stderr
+        text = text.stdout
+        line = next(l for l in text.splitlines() if l.startswith("MODEL = "))
+        head = next(l for l in text.splitlines() if l.startswith("args = ") and l.endswith("Config("))
+        folder = tmp_path / case
+        folder.mkdir()
+        (folder / "training_args.py").write_text(
+            text.replace(line, f"MODEL = {str(model_dir)!r}")
+                .replace(head, head + "\n    use_cpu=True,\n    max_steps=2,\n    save_strategy=\"no\",\n    report_to=[],"))
+        trainer = flags[flags.index("--trainer") + 1]
+        (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trl_rows(trainer)))
+        folders[case] = str(folder)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-c", TRL_DRIVER, json.dumps(folders)], env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    records = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("RECORDS "))[len("RECORDS "):])
+    for case, (flags, cls) in TRL_CASES.items():
+        rec, args = records[case], records[case]["args"]
+        e = json.loads(subprocess.run([BIN, "estimate", *TRL_COMMON, *flags, "--format", "json"], capture_output=True,
+                                      text=True, check=True).stdout)
+        method = flags[flags.index("--method") + 1]
+        sft = json.loads(subprocess.run([BIN, "estimate", *TRL_COMMON, "--method", method, "--format", "json"],
+                                        capture_output=True, text=True, check=True).stdout)
+        batch = int(flags[flags.index("--batch") + 1])
+        assert rec["cls"] == cls and rec["steps"] == 2, (case, rec)
+        assert rec["reference"] == (e["bytes"]["weights"] == 2 * sft["bytes"]["weights"]), (case, rec)
+        assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (batch, 1), (case, args)
+        assert args["bf16"] is False and args["fp16"] is False, (case, args)
+        assert args["activation_checkpointing"] == ("--checkpointing" in flags), (case, args)
+        if "--prompt" in flags:
+            prompt = int(flags[flags.index("--prompt") + 1])
+            assert args["max_completion_length"] == TRL_SEQ - prompt, (case, args)
+            assert args["generation_batch_size"] == batch and batch % args["num_generations"] == 0, (case, args)
+            assert args["num_generations"] >= 2 and (args["beta"] > 0) == ("--kl" in flags), (case, args)
+        else:
+            assert args["max_length"] == TRL_SEQ, (case, args)
+            assert args["precompute_ref_log_probs"] in (None, "--precompute-ref-log-probs" in flags), (case, args)
+        if case.startswith("simpo"):
+            assert args["loss_type"] == "simpo", (case, args)

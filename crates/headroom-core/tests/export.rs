@@ -640,3 +640,74 @@ fn torchtitan_runs_the_parallel_plans_of_its_own_models() {
         );
     }
 }
+
+/// TRL's objectives (issue 31 §4): training_args.py builds TRL 1.16's trainer with its config
+/// class; the FSDP2 script, a supervised loop, refuses them; GRPO needs whole groups of at
+/// least two completions (GRPOConfig.__post_init__), so `num_generations` is TRL's default 8
+/// where the generation batch divides by it, else its largest divisor, and a batch of one is
+/// not written. tests/reference/test_export.py runs these scripts on CPU.
+#[test]
+fn trl_objectives_are_written_as_trl_runs_them() {
+    let dpo = link("model=llama-3.2-1b&trainer=dpo&method=lora&batch=2");
+    assert_eq!(
+        not_expressed(&dpo, Target::Fsdp2).as_deref(),
+        Some(
+            "the FSDP2 script's loop trains the supervised objective; DPO (TRL) is TRL's DPOTrainer, which training_args.py builds"
+        )
+    );
+    let text = export(
+        &resolve(&dpo).expect("resolves").spec,
+        &dpo,
+        Target::Trainer,
+    )
+    .text;
+    for line in [
+        "from trl import DPOConfig, DPOTrainer",
+        "args = DPOConfig(",
+        // TRL's configs turn checkpointing on by default: the plan's "off" is written.
+        "    activation_checkpointing=False,",
+        "    max_length=4096,",
+        "trainer = DPOTrainer(model=model, args=args, train_dataset=train_dataset(), processing_class=tokenizer)",
+    ] {
+        assert!(text.contains(line), "{line:?} missing:\n{text}");
+    }
+    assert!(!text.contains("TrainingArguments("), "{text}");
+
+    // An fp32 plan states bf16=False (TRL's default is bf16 autocast).
+    let fp32 = link("model=llama-3.2-1b&trainer=orpo&precision=fp32&batch=2");
+    let text = export(
+        &resolve(&fp32).expect("resolves").spec,
+        &fp32,
+        Target::Trainer,
+    )
+    .text;
+    assert!(text.contains("    bf16=False,"), "{text}");
+    assert!(text.contains("from trl.experimental.orpo import ORPOConfig, ORPOTrainer"));
+
+    for (q, generations) in [
+        ("batch=8", Some(8)),
+        ("batch=4&accum=4", Some(8)),
+        ("batch=3&gpus=2", Some(6)),
+        ("batch=5", Some(5)),
+        ("batch=1&accum=2", Some(2)),
+        ("batch=1", None),
+    ] {
+        let s = link(&format!(
+            "model=llama-3.2-1b&trainer=grpo&prompt=512&kl=1&{q}"
+        ));
+        assert_eq!(
+            headroom_core::export::num_generations(&s),
+            generations,
+            "{q}"
+        );
+        let refused = not_expressed(&s, Target::Trainer);
+        assert_eq!(refused.is_some(), generations.is_none(), "{q}: {refused:?}");
+        if let Some(n) = generations {
+            let text = export(&resolve(&s).expect("resolves").spec, &s, Target::Trainer).text;
+            assert!(text.contains(&format!("    num_generations={n},")), "{q}");
+            assert!(text.contains("    beta=0.04,"), "{q}");
+            assert!(text.contains("    max_completion_length=3584,"), "{q}");
+            assert!(text.contains("reward_funcs=reward"), "{q}");
+        }
+    }
+}

@@ -222,41 +222,17 @@ pub(super) fn packing_code(scen: &Scenario) -> String {
 }
 
 /// TRL's `GRPOConfig` as the estimate assumed it: completions per GPU, their length, the KL
-/// term, and where they are generated.
+/// term, and where they are generated (the keywords training_args.py passes, `trl.rs`).
 fn grpo_config(scen: &Scenario) -> String {
     use crate::scenario::Generator;
-    let completion = if scen.prompt > 0 {
-        scen.seq - scen.prompt
-    } else {
-        scen.seq
-    };
-    let mut args = vec![
-        format!("per_device_train_batch_size={}", scen.micro_batch),
-        format!("max_completion_length={completion}"),
-        if scen.kl {
-            "beta=0.04 (any beta > 0: a reference model, as estimated)".into()
-        } else {
-            "beta=0.0".into()
-        },
-    ];
-    if scen.generator != Generator::Hf {
-        args.push(format!(
-            "use_vllm=True, vllm_mode=\"{}\"",
-            scen.generator.id()
-        ));
-        if scen.vllm_util > 0 && scen.generator == Generator::Colocate {
-            args.push(format!(
-                "vllm_gpu_memory_utilization={}",
-                f64::from(scen.vllm_util) / 100.0
-            ));
-        }
-        if scen.vllm_len > 0 {
-            args.push(format!("vllm_max_model_length={}", scen.vllm_len));
-        }
-        if scen.vllm_sleep {
-            args.push("vllm_enable_sleep_mode=True".into());
-        }
-    }
+    let args: Vec<String> = [(
+        "per_device_train_batch_size",
+        serde_json::json!(scen.micro_batch),
+    )]
+    .into_iter()
+    .chain(super::trl::config_kwargs(scen))
+    .map(|(k, v)| format!("{k}={}", super::trainer::py(&v)))
+    .collect();
     let (module, name) = scen.trainer.trl_class();
     let mut line = format!(
         "{name}: {module}.{name}Trainer, {name}Config({})",

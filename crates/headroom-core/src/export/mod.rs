@@ -22,6 +22,7 @@ mod names;
 mod offer;
 pub(crate) mod torchtitan;
 mod trainer;
+mod trl;
 mod versions;
 
 use serde::Serialize;
@@ -35,6 +36,7 @@ pub use names::{layer_class, model_path};
 pub use offer::{not_expressed, offered};
 pub use torchtitan::TORCHTITAN_VERSION;
 pub use trainer::trainer_kwargs;
+pub use trl::num_generations;
 pub use versions::{CHECKED_WITH, checked_with_line};
 
 use accelerate::accelerate_text;

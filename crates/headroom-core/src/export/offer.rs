@@ -7,7 +7,7 @@
 //! refuses the other targets, naming the plans that can use them; the site shows only the offered
 //! ones. axolotl and LLaMA-Factory YAML are written by `hf_yaml.rs`.
 
-use crate::scenario::{Checkpointing, DataParallel, Fp8Recipe, Method, Offload, Scenario};
+use crate::scenario::{Checkpointing, DataParallel, Fp8Recipe, Method, Offload, Scenario, Trainer};
 
 use super::Target;
 
@@ -133,6 +133,31 @@ pub fn not_expressed(scen: &Scenario, target: Target) -> Option<String> {
              the compute dtype, and only the FSDP2 script writes reduce_dtype=torch.float32"
                 .into(),
         );
+    }
+    // TRL runs the objectives other than SFT: training_args.py builds its trainer, which needs
+    // whole groups of at least two completions per prompt for GRPO and RLOO.
+    if scen.trainer != Trainer::Sft {
+        let (_, stem) = scen.trainer.trl_class();
+        if target == Target::Fsdp2 {
+            return Some(format!(
+                "the FSDP2 script's loop trains the supervised objective; {} is TRL's {stem}Trainer, \
+                 which training_args.py builds",
+                scen.trainer.label()
+            ));
+        }
+        if scen.trainer.generates()
+            && super::trl::num_generations(scen).is_none()
+            && matches!(
+                target,
+                Target::Trainer | Target::Accelerate | Target::Torchrun
+            )
+        {
+            return Some(format!(
+                "{} needs at least 2 completions per prompt (TRL's num_generations), and the \
+                 generation batch (micro-batch x GPUs x accumulation) is 1",
+                scen.trainer.label()
+            ));
+        }
     }
     match target {
         Target::Env | Target::Torchtitan => None,

@@ -143,7 +143,7 @@ pub fn trainer_kwargs(
 }
 
 /// A JSON value as a Python literal.
-fn py(v: &Value) -> String {
+pub(super) fn py(v: &Value) -> String {
     match v {
         Value::Bool(true) => "True".into(),
         Value::Bool(false) => "False".into(),
@@ -160,29 +160,49 @@ fn py(v: &Value) -> String {
     }
 }
 
+/// The keyword arguments of a TRL objective's config: the Trainer's, with bf16 and
+/// checkpointing stated where they are off (TRL's configs turn both on by default), then the
+/// objective's own (`trl::config_kwargs`).
+fn trl_kwargs(mut kw: Vec<(&'static str, Value)>, scen: &Scenario) -> Vec<(&'static str, Value)> {
+    let has = |kw: &[(&str, Value)], k: &str| kw.iter().any(|(name, _)| *name == k);
+    if !has(&kw, "bf16") && !has(&kw, "fp16") {
+        kw.push(("bf16", json!(false)));
+    }
+    if !has(&kw, "activation_checkpointing") {
+        kw.push(("activation_checkpointing", json!(false)));
+    }
+    kw.extend(super::trl::config_kwargs(scen));
+    kw
+}
+
 pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
     let (kw, notes) = trainer_kwargs(spec, scen);
+    let sft = scen.trainer == crate::scenario::Trainer::Sft;
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
     t.push_str(&format!("# {}\n", super::checked_with_line()));
-    // The supervised script reads its data itself (data_code); TRL's trainers take their own.
-    t.push_str(&if scen.trainer == crate::scenario::Trainer::Sft {
-        "# Your data is the one thing to fill in: HEADROOM_DATA (train_dataset below).\n"
-            .to_string()
+    if sft {
+        t.push_str(
+            "# Your data is the one thing to fill in: HEADROOM_DATA (train_dataset below).\n",
+        );
     } else {
-        format!(
-            "# Sequences of {} tokens: set max_length in your tokenization or collator.\n",
-            scen.seq
-        )
-    });
+        let (module, stem) = scen.trainer.trl_class();
+        t.push_str(&format!(
+            "# TRL {}'s {module}.{stem}Trainer (its own dry run and CPU training in the reference suite too).\n",
+            super::versions::TRL_VERSION
+        ));
+        t.push_str(&super::trl::fill_in_line(scen));
+    }
     t.push_str(&format!(
         "# Dry run, no GPU and no weights: HEADROOM_DRY_RUN=path/to/config.json python {} (builds the model on the\n# meta device, applies LoRA, prints a JSON report and exits).\n",
         Target::Trainer.file_name()
     ));
     t.push_str(&comment_lines(&notes, "# "));
     t.push_str(super::common::script_imports(scen));
-    t.push_str(
-        "from transformers import AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments\n",
-    );
+    t.push_str(&if sft {
+        "from transformers import AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments\n".to_string()
+    } else {
+        super::trl::imports(scen)
+    });
     t.push_str(&super::model::imports(scen));
     t.push_str(&format!(
         "\nMODEL = \"{}\"\n",
@@ -192,7 +212,15 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     t.push_str(&super::model::build_model_code(scen, false));
     t.push_str(super::model::report_code());
     t.push_str("\n\nif DRY_RUN:\n    print(json.dumps(model_report(build_model(on_meta=True))))\n    raise SystemExit(0)\n\n");
-    t.push_str("args = TrainingArguments(\n");
+    let (config, kw) = if sft {
+        ("TrainingArguments".to_string(), kw)
+    } else {
+        (
+            format!("{}Config", scen.trainer.trl_class().1),
+            trl_kwargs(kw, scen),
+        )
+    };
+    t.push_str(&format!("args = {config}(\n"));
     for (k, v) in &kw {
         t.push_str(&format!("    {k}={},\n", py(v)));
     }
@@ -206,24 +234,24 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
         // out of the loss.
         "DataCollatorForLanguageModeling(tokenizer, mlm=False)"
     };
-    let trainer_class = if scen.offload_activations {
-        t.push_str("\n\nclass OffloadingTrainer(Trainer):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n");
-        "OffloadingTrainer"
+    let base = if sft {
+        "Trainer".to_string()
     } else {
-        "Trainer"
+        format!("{}Trainer", scen.trainer.trl_class().1)
     };
-    if scen.trainer == crate::scenario::Trainer::Sft {
+    let trainer_class = if scen.offload_activations {
+        t.push_str(&format!("\n\nclass OffloadingTrainer({base}):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n"));
+        "OffloadingTrainer".to_string()
+    } else {
+        base
+    };
+    if sft {
         t.push_str(&data_code(scen.seq));
         t.push_str(&format!(
             "\ntokenizer = AutoTokenizer.from_pretrained(MODEL)\nif tokenizer.pad_token is None:\n    tokenizer.pad_token = tokenizer.eos_token\ntrainer = {trainer_class}(model=model, args=args, train_dataset=train_dataset(tokenizer), data_collator={collator})\ntrainer.train()\n"
         ));
     } else {
-        // TRL's trainers take their own datasets (pairs, prompts) and configs: the notes above
-        // name the class and its settings.
-        t.push_str(&format!(
-            "# trainer = {}Trainer(model=model, args=..., train_dataset=...): see the notes at the top\n",
-            scen.trainer.trl_class().1
-        ));
+        t.push_str(&super::trl::run_code(scen, &trainer_class));
     }
     (t, notes)
 }

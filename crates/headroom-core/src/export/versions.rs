@@ -12,6 +12,10 @@ pub const CHECKED_WITH: [(&str, &str); 5] = [
     ("deepspeed", "0.19.8"),
 ];
 
+/// TRL, which runs the objectives other than SFT (`training_args.py` builds its trainer), as
+/// pinned beside them; the same test keeps it equal.
+pub const TRL_VERSION: &str = "1.16.0";
+
 /// The header line every export carries (a comment in the scripts and YAML, a note beside the
 /// JSON).
 pub fn checked_with_line() -> String {
@@ -39,7 +43,10 @@ mod tests {
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
             .filter_map(|l| l.trim().split_once("=="))
             .collect();
-        for (p, v) in CHECKED_WITH {
+        for (p, v) in CHECKED_WITH
+            .into_iter()
+            .chain([("trl", super::TRL_VERSION)])
+        {
             assert!(
                 pins.contains(&(p, v)),
                 "{p} {v} is not pinned in tests/reference/requirements.txt: {pins:?}"
