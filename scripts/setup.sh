@@ -54,6 +54,9 @@ else
   $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq g++ >/dev/null
 fi
+# trunk and wasm-bindgen-cli build side by side: each install leaves one core idle for long
+# stretches (its serial crates and its link), which the other fills.
+installs=()
 if have_version trunk "$TRUNK_VERSION"; then
   log "trunk $TRUNK_VERSION: present"
 else
@@ -62,7 +65,8 @@ else
   # hooks), so its own speed does not show. Measured on 2 cores: the install took 370 s, where
   # its release profile without fat LTO took 709 s; a release build of the site took 46 s with
   # either binary, and wrote the same files.
-  cargo install --debug --locked --quiet "trunk@$TRUNK_VERSION"
+  cargo install --debug --locked --quiet "trunk@$TRUNK_VERSION" &
+  installs+=($!)
 fi
 if have_version wasm-bindgen "$WASM_BINDGEN_VERSION"; then
   log "wasm-bindgen-cli $WASM_BINDGEN_VERSION: present"
@@ -72,8 +76,12 @@ else
   # profile, as trunk: measured here, the install took 177 s against 445 s in release (each
   # beside other work on 2 cores), the site's release build wrote byte-identical files in the
   # same time (42 and 46 s), and the component tests' runner took 33 s against 13 s.
-  cargo install --debug --quiet wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+  cargo install --debug --quiet wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" &
+  installs+=($!)
 fi
+for pid in "${installs[@]}"; do
+  wait "$pid"
+done
 if have_version wasm-opt "version ${BINARYEN_VERSION%%.*}"; then
   log "wasm-opt (binaryen $BINARYEN_VERSION): present"
 else

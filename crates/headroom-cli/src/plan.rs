@@ -117,7 +117,8 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     let scen = args.scenario.build()?;
     let opts = args.options()?;
     let p = plan(&scen, &opts)?;
-    let band = spread(&scen);
+    let calibrated = calibrated(&scen);
+    let band = headroom_core::time::band_factors(calibrated);
     if let Some(target) = &args.export {
         let target = Target::parse("export", target)?;
         let list = if args.training {
@@ -214,43 +215,29 @@ pub fn run(args: &PlanArgs) -> Result<()> {
                 }))?
             )
         }
-        Format::Table => print!("{}", table(&p, opts.stack, band)),
+        Format::Table => print!("{}", table(&p, opts.stack, calibrated)),
     }
     Ok(())
 }
 
-/// The time model's band for this GPU (`time::Band`, as multiples of a step's time): where
-/// eight in ten measured steps fell, narrower with a calibration.
-fn spread(scen: &headroom_core::Scenario) -> (f64, f64) {
+/// Whether the scenario's step time runs on a measured matmul curve (`time::Band`): the
+/// narrower band, where eight in ten measured steps fell.
+fn calibrated(scen: &headroom_core::Scenario) -> bool {
     // The estimate and its step time only: what fits and the strategy table are not needed.
-    let calibrated = headroom_core::analyze_only(scen, headroom_core::What::ESTIMATE, None)
-        .is_ok_and(|a| a.time.band().calibrated);
-    if calibrated {
-        headroom_core::time::CALIBRATED_BAND
-    } else {
-        headroom_core::time::ASSUMED_BAND
-    }
+    headroom_core::analyze_only(scen, headroom_core::What::ESTIMATE, None)
+        .is_ok_and(|a| a.time.band().calibrated)
 }
 
 /// Whether `p`'s band overlaps that of a plan at `first` tokens/s: the model cannot tell which
 /// of the two runs faster.
 fn within(first: f64, p: &Plan, band: (f64, f64)) -> bool {
-    p.tokens_per_second * band.1 / band.0 >= first
+    headroom_core::time::indistinct_from_first([first, p.tokens_per_second], band) == 2
 }
 
 /// A line naming the plans whose speed the model cannot tell from the first's.
-fn spread_line(s: &mut String, plans: &[Plan], band: (f64, f64)) {
-    let Some(first) = plans.first().map(|f| f.tokens_per_second) else {
-        return;
-    };
-    let close = plans.iter().take_while(|p| within(first, p, band)).count();
-    if close > 1 {
-        let _ = writeln!(
-            s,
-            "plans 1-{close}: within the time model's spread of each other (eight in ten measured \
-             steps fell within {:.2}-{:.2}x of its time here): which is fastest is not certain",
-            band.0, band.1
-        );
+fn spread_line(s: &mut String, plans: &[Plan], calibrated: bool) {
+    if let Some(note) = headroom_core::plan::spread_note(plans, calibrated) {
+        let _ = writeln!(s, "{note}");
     }
 }
 
@@ -336,7 +323,7 @@ fn plan_rows(s: &mut String, plans: &[Plan], input: &Plan) {
 }
 
 /// The plans and the ladder for people.
-pub fn table(p: &Planning, stack: Stack, band: (f64, f64)) -> String {
+pub fn table(p: &Planning, stack: Stack, calibrated: bool) -> String {
     let mut s = String::new();
     let i = &p.input;
     // A speed only for a setup that runs.
@@ -377,14 +364,14 @@ pub fn table(p: &Planning, stack: Stack, band: (f64, f64)) -> String {
     } else {
         s.push_str("Plans that fit and train the same thing, fastest first:\n");
         plan_rows(&mut s, &p.plans, i);
-        spread_line(&mut s, &p.plans, band);
+        spread_line(&mut s, &p.plans, calibrated);
     }
     if !p.training_plans.is_empty() {
         s.push_str(
             "\nPlans that change the training (precision of the weights, optimizer, LoRA):\n",
         );
         plan_rows(&mut s, &p.training_plans, i);
-        spread_line(&mut s, &p.training_plans, band);
+        spread_line(&mut s, &p.training_plans, calibrated);
     }
     if let Some(c) = p.plans.first().and_then(|b| b.cost.as_ref()) {
         let _ = writeln!(

@@ -183,6 +183,6 @@ fn plans_within_the_time_models_spread_of_the_first_are_marked() {
     }
     let table = stdout(&args);
     if close > 1 {
-        assert!(table.contains(&format!("plans 1-{close}: within the time model's spread")));
+        assert!(table.contains(&format!("Plans 1-{close}: within the time model's spread")));
     }
 }

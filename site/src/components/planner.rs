@@ -128,18 +128,17 @@ fn ladder(p: &Planning) -> Html {
     html! {
         <ol class="ladder" id="planner-ladder">
         { for p.ladder.iter().map(|s| {
+            // The bars' look is style.css's (#planner .ladder); only the lengths are computed.
             let w = (s.peak_device as f64 / top * 100.0).clamp(0.5, 100.0);
-            let bar = format!("display:block;height:100%;width:{w:.1}%;background:{}",
-                if s.fits { "var(--ok)" } else { "var(--bad)" });
-            let cap_at = format!("position:absolute;top:-3px;bottom:-3px;left:{:.1}%;border-left:2px solid var(--muted)",
-                cap as f64 / top * 100.0);
+            let bar = format!("width:{w:.1}%");
+            let cap_at = format!("left:{:.1}%", cap as f64 / top * 100.0);
             let what = if s.change.is_empty() { s.technique.clone() } else { format!("{}: {}", s.technique, s.change) };
             html! {
                 <li data-id={s.id.clone()} data-fits={s.fits.to_string()}>
                     <span>{ what }</span>
-                    <span style="display:block;position:relative;height:.6rem;margin:.2rem 0">
-                        <span style={bar}/>
-                        <span style={cap_at} title="GPU capacity"/>
+                    <span class="track">
+                        <span class={if s.fits { "bar fits" } else { "bar" }} style={bar}/>
+                        <span class="cap" style={cap_at} title="GPU capacity"/>
                     </span>
                     <span class="help">{ format!("{} ({}), {} tokens/s, {} vs the step before, {} in all",
                         bytes(s.peak_device), if s.fits { "fits" } else { "does not fit" },

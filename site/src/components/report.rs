@@ -150,14 +150,17 @@ pub fn Verdict(props: &AnalysisProps) -> Html {
 /// The scenario's speed from the time model, with the assumptions it rests on.
 fn speed_line(t: &headroom_core::time::StepTime) -> String {
     let a = &t.assumptions;
+    let (slow, fast) = t.band().tokens_per_second;
     format!(
-        "Speed (time model{}): {} tok/s, {:.2} s per optimizer step, MFU {:.0}%. Assumed: {:.0}% of the GPU's matmul peak reached by the framework, {} GPUs per node, {:.0} GB/s between nodes (Advanced overheads sets them).",
+        "Speed (time model{}): {} tok/s ({} to {} in eight of ten measured steps), {:.2} s per optimizer step, MFU {:.0}%. Assumed: {:.0}% of the GPU's matmul peak reached by the framework, {} GPUs per node, {:.0} GB/s between nodes (Advanced overheads sets them).",
         if t.confidence == headroom_core::estimate::Confidence::Calibrated {
             ", calibrated"
         } else {
             ""
         },
         super::num::grouped(t.tokens_per_second.round() as u64),
+        super::num::grouped(slow.round() as u64),
+        super::num::grouped(fast.round() as u64),
         t.step_seconds,
         t.mfu * 100.0,
         a.framework_efficiency * 100.0,

@@ -32,6 +32,16 @@ fn assert_speed_matches(s: &Session, cli: &serde_json::Value, context: &str) {
             .is_some_and(|t| t.contains(&format!("{grouped} tok/s"))),
         "{context}: {speed} vs {tps}"
     );
+    // And the band measured steps fell in (issue 33 §2), the CLI's too.
+    let band = &cli["speed"]["band"]["tokens_per_second"];
+    let [low, high] = [0, 1]
+        .map(|i| headroom_core::format::grouped(band[i].as_f64().expect("a band").round() as u64));
+    assert!(
+        speed
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("tok/s ({low} to {high} in eight"))),
+        "{context}: {speed} vs band {low} to {high}"
+    );
 }
 
 /// The page's headline numbers equal the CLI's JSON for the same scenario.

@@ -140,6 +140,21 @@ pub struct Planning {
     pub estimates: u32,
 }
 
+/// A sentence naming the first plans of `plans` (fastest first) whose speeds the time model
+/// cannot tell apart: their bands ([`crate::time::band_factors`]) overlap the first's. `None`
+/// when the first stands alone.
+pub fn spread_note(plans: &[Plan], calibrated: bool) -> Option<String> {
+    let band = crate::time::band_factors(calibrated);
+    let close = crate::time::indistinct_from_first(plans.iter().map(|p| p.tokens_per_second), band);
+    (close > 1).then(|| {
+        format!(
+            "Plans 1-{close}: within the time model's spread of each other (eight in ten measured \
+             steps fell within {:.2}-{:.2}x of its time here): which is fastest is not certain",
+            band.0, band.1
+        )
+    })
+}
+
 /// Plans a scenario with the built-in catalogs and the default search space.
 pub fn plan(scen: &Scenario, opts: &PlanOptions) -> Result<Planning, ScenarioError> {
     let r = resolve(scen)?;

@@ -22,6 +22,15 @@ pub const CALIBRATED_BAND: (f64, f64) = (0.80, 1.18);
 /// [`CALIBRATED_BAND`].
 pub const ASSUMED_BAND: (f64, f64) = (0.55, 1.18);
 
+/// The band's multiples of a step's time: [`CALIBRATED_BAND`] or [`ASSUMED_BAND`].
+pub const fn band_factors(calibrated: bool) -> (f64, f64) {
+    if calibrated {
+        CALIBRATED_BAND
+    } else {
+        ASSUMED_BAND
+    }
+}
+
 /// A step's band: its seconds and its throughput, low to high.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Band {
@@ -31,6 +40,20 @@ pub struct Band {
     pub calibrated: bool,
 }
 
+/// How many of `tokens_per_second` (fastest first) the band cannot tell from the first: those
+/// whose band, `(low, high)` as multiples of a step's time, overlaps the first's. The planner's
+/// ranking says so rather than claim an order the measured runs do not support.
+pub fn indistinct_from_first(
+    tokens_per_second: impl IntoIterator<Item = f64>,
+    (low, high): (f64, f64),
+) -> usize {
+    let mut it = tokens_per_second.into_iter();
+    let Some(first) = it.next() else {
+        return 0;
+    };
+    1 + it.take_while(|tps| tps * high / low >= first).count()
+}
+
 impl StepTime {
     /// The band around this step's time: [`CALIBRATED_BAND`] where its matmul terms come from
     /// a calibration, [`ASSUMED_BAND`] otherwise.
@@ -38,15 +61,31 @@ impl StepTime {
         let calibrated = self
             .term("forward")
             .is_some_and(|t| t.confidence == Confidence::Calibrated);
-        let (low, high) = if calibrated {
-            CALIBRATED_BAND
-        } else {
-            ASSUMED_BAND
-        };
+        let (low, high) = band_factors(calibrated);
         Band {
             step_seconds: (self.step_seconds * low, self.step_seconds * high),
             tokens_per_second: (self.tokens_per_second / high, self.tokens_per_second / low),
             calibrated,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With the calibrated band (0.80-1.18x), a plan is told apart from the first only below
+    /// 0.80/1.18 = 67.8% of its speed.
+    #[test]
+    fn plans_within_the_band_of_the_first_are_counted() {
+        let b = CALIBRATED_BAND;
+        assert_eq!(indistinct_from_first([], b), 0);
+        assert_eq!(indistinct_from_first([100.0], b), 1);
+        assert_eq!(indistinct_from_first([100.0, 90.0, 68.0, 67.0, 66.0], b), 3);
+        // The assumed band is wider: 0.55/1.18 = 46.6%.
+        assert_eq!(
+            indistinct_from_first([100.0, 60.0, 47.0, 46.0], ASSUMED_BAND),
+            3
+        );
     }
 }

@@ -60,7 +60,7 @@ use crate::confidence::Confidence;
 use crate::model::{ModelSpec, ParamInventory};
 use crate::scenario::{Checkpointing, Scenario};
 
-pub use band::{ASSUMED_BAND, Band, CALIBRATED_BAND};
+pub use band::{ASSUMED_BAND, Band, CALIBRATED_BAND, band_factors, indistinct_from_first};
 pub(crate) use cx::Prepared;
 pub use elementwise::{COMPILED_SHARE_OF_EAGER, EAGER_BANDWIDTH_SHARE, FUSED_BANDWIDTH_SHARE};
 pub use flops::{TokenFlops, token_flops};
