@@ -2,6 +2,7 @@
 //! launcher or config here can express.
 
 use crate::scenario::{Checkpointing, LoraTargets, Method, Offload, Precision, Scenario};
+use serde_json::Value;
 
 /// Settings no launcher or config here can express, shared by every target.
 pub(super) fn common_notes(scen: &Scenario) -> Vec<String> {
@@ -231,7 +232,7 @@ fn grpo_config(scen: &Scenario) -> String {
     )]
     .into_iter()
     .chain(super::trl::config_kwargs(scen))
-    .map(|(k, v)| format!("{k}={}", super::trainer::py(&v)))
+    .map(|(k, v)| format!("{k}={}", py(&v)))
     .collect();
     let (module, name) = scen.trainer.trl_class();
     let mut line = format!(
@@ -252,4 +253,22 @@ fn grpo_config(scen: &Scenario) -> String {
         ));
     }
     line
+}
+
+/// A JSON value as a Python literal.
+pub(super) fn py(v: &Value) -> String {
+    match v {
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Null => "None".into(),
+        Value::Array(a) => format!("[{}]", a.iter().map(py).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), py(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
 }

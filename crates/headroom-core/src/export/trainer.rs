@@ -9,7 +9,7 @@ use crate::scenario::{
 };
 
 use super::Target;
-use super::common::{comment_lines, common_notes, summary};
+use super::common::{comment_lines, common_notes, py, summary};
 use super::deepspeed::{
     DS_ADAMW_BETAS, DS_ADAMW_EPS, DS_ADAMW_LR, DS_ADAMW_WEIGHT_DECAY, ds_adamw_block,
 };
@@ -140,24 +140,6 @@ pub fn trainer_kwargs(
         ));
     }
     (kw, notes)
-}
-
-/// A JSON value as a Python literal.
-pub(super) fn py(v: &Value) -> String {
-    match v {
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Null => "None".into(),
-        Value::Array(a) => format!("[{}]", a.iter().map(py).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => format!(
-            "{{{}}}",
-            m.iter()
-                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), py(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        other => other.to_string(),
-    }
 }
 
 /// The keyword arguments of a TRL objective's config: the Trainer's, with bf16 and
