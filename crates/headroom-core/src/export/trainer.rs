@@ -169,7 +169,7 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     } else {
         let (module, stem) = scen.trainer.trl_class();
         t.push_str(&format!(
-            "# TRL {}'s {module}.{stem}Trainer (its own dry run and CPU training in the reference suite too).\n",
+            "# Trains with TRL {}'s {module}.{stem}Trainer (the reference suite trains this script two steps on CPU, tiny model).\n",
             super::versions::TRL_VERSION
         ));
         t.push_str(&super::trl::fill_in_line(scen));

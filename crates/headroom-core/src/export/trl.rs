@@ -94,12 +94,12 @@ fn row_fields(trainer: Trainer) -> &'static str {
 /// The header's line on what to fill in.
 pub(super) fn fill_in_line(scen: &Scenario) -> String {
     let reward = if scen.trainer.generates() {
-        " and the reward function (reward below)"
+        ", and the reward function (reward below)"
     } else {
         ""
     };
     format!(
-        "# Your data is the thing to fill in: HEADROOM_DATA, JSON lines of {}{reward}.\n",
+        "# What to fill in: your data (HEADROOM_DATA, JSON lines of {}){reward}.\n",
         row_fields(scen.trainer)
     )
 }
