@@ -563,6 +563,11 @@ fn expandable_segments_reach_every_file_that_runs_the_plan() {
     assert!(yaml.starts_with("# Headroom plan: 1 GPU, "), "{yaml}");
 }
 
+/// The file `target` writes for `s`.
+fn text_of(s: &Scenario, target: Target) -> String {
+    export(&resolve(s).expect("resolves").spec, s, target).text
+}
+
 fn link(q: &str) -> Scenario {
     headroom_core::codec::decode_pairs(
         Scenario::default(),
@@ -579,12 +584,7 @@ fn link(q: &str) -> Scenario {
 fn torchtitan_runs_the_parallel_plans_of_its_own_models() {
     let tp = link("model=llama-3.1-70b&gpus=8&dp=fsdp&reduce32=1&tp=4&sp=1&pp=2&ckpt=full&accum=4");
     assert_eq!(offered(&tp), vec![Target::Torchtitan, Target::Env]);
-    let text = export(
-        &resolve(&tp).expect("resolves").spec,
-        &tp,
-        Target::Torchtitan,
-    )
-    .text;
+    let text = text_of(&tp, Target::Torchtitan);
     for line in [
         "model_spec = model_registry(\"70B\")",
         "from torchtitan.models.llama3 import model_registry",
@@ -655,12 +655,7 @@ fn trl_objectives_are_written_as_trl_runs_them() {
             "the FSDP2 script's loop trains the supervised objective; DPO (TRL) is TRL's DPOTrainer, which training_args.py builds"
         )
     );
-    let text = export(
-        &resolve(&dpo).expect("resolves").spec,
-        &dpo,
-        Target::Trainer,
-    )
-    .text;
+    let text = text_of(&dpo, Target::Trainer);
     for line in [
         "from trl import DPOConfig, DPOTrainer",
         "args = DPOConfig(",
@@ -675,12 +670,7 @@ fn trl_objectives_are_written_as_trl_runs_them() {
 
     // An fp32 plan states bf16=False (TRL's default is bf16 autocast).
     let fp32 = link("model=llama-3.2-1b&trainer=orpo&precision=fp32&batch=2");
-    let text = export(
-        &resolve(&fp32).expect("resolves").spec,
-        &fp32,
-        Target::Trainer,
-    )
-    .text;
+    let text = text_of(&fp32, Target::Trainer);
     assert!(text.contains("    bf16=False,"), "{text}");
     assert!(text.contains("from trl.experimental.orpo import ORPOConfig, ORPOTrainer"));
 
@@ -703,7 +693,7 @@ fn trl_objectives_are_written_as_trl_runs_them() {
         let refused = not_expressed(&s, Target::Trainer);
         assert_eq!(refused.is_some(), generations.is_none(), "{q}: {refused:?}");
         if let Some(n) = generations {
-            let text = export(&resolve(&s).expect("resolves").spec, &s, Target::Trainer).text;
+            let text = text_of(&s, Target::Trainer);
             assert!(text.contains(&format!("    num_generations={n},")), "{q}");
             assert!(text.contains("    beta=0.04,"), "{q}");
             assert!(text.contains("    max_completion_length=3584,"), "{q}");

@@ -142,24 +142,10 @@ pub fn trainer_kwargs(
     (kw, notes)
 }
 
-/// The keyword arguments of a TRL objective's config: the Trainer's, with bf16 and
-/// checkpointing stated where they are off (TRL's configs turn both on by default), then the
-/// objective's own (`trl::config_kwargs`).
-fn trl_kwargs(mut kw: Vec<(&'static str, Value)>, scen: &Scenario) -> Vec<(&'static str, Value)> {
-    let has = |kw: &[(&str, Value)], k: &str| kw.iter().any(|(name, _)| *name == k);
-    if !has(&kw, "bf16") && !has(&kw, "fp16") {
-        kw.push(("bf16", json!(false)));
-    }
-    if !has(&kw, "activation_checkpointing") {
-        kw.push(("activation_checkpointing", json!(false)));
-    }
-    kw.extend(super::trl::config_kwargs(scen));
-    kw
-}
-
 pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<String>) {
     let (kw, notes) = trainer_kwargs(spec, scen);
     let sft = scen.trainer == crate::scenario::Trainer::Sft;
+    let (module, stem) = scen.trainer.trl_class();
     let mut t = format!("# Headroom plan: {}\n", summary(scen));
     t.push_str(&format!("# {}\n", super::checked_with_line()));
     if sft {
@@ -167,7 +153,6 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
             "# Your data is the one thing to fill in: HEADROOM_DATA (train_dataset below).\n",
         );
     } else {
-        let (module, stem) = scen.trainer.trl_class();
         t.push_str(&format!(
             "# Trains with TRL {}'s {module}.{stem}Trainer (the reference suite trains this script two steps on CPU, tiny model).\n",
             super::versions::TRL_VERSION
@@ -197,10 +182,7 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     let (config, kw) = if sft {
         ("TrainingArguments".to_string(), kw)
     } else {
-        (
-            format!("{}Config", scen.trainer.trl_class().1),
-            trl_kwargs(kw, scen),
-        )
+        (format!("{stem}Config"), super::trl::trl_kwargs(kw, scen))
     };
     t.push_str(&format!("args = {config}(\n"));
     for (k, v) in &kw {
@@ -219,7 +201,7 @@ pub(super) fn trainer_text(spec: &ModelSpec, scen: &Scenario) -> (String, Vec<St
     let base = if sft {
         "Trainer".to_string()
     } else {
-        format!("{}Trainer", scen.trainer.trl_class().1)
+        format!("{stem}Trainer")
     };
     let trainer_class = if scen.offload_activations {
         t.push_str(&format!("\n\nclass OffloadingTrainer({base}):\n    \"\"\"Saved activations go to pinned host memory during the forward (save_on_cpu), as estimated.\"\"\"\n\n    def compute_loss(self, model, inputs, *a, **kw):\n        with torch.autograd.graph.save_on_cpu(pin_memory=True):\n            return super().compute_loss(model, inputs, *a, **kw)\n\n"));

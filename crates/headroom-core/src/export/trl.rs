@@ -79,6 +79,24 @@ pub(super) fn config_kwargs(scen: &Scenario) -> Vec<(&'static str, Value)> {
     kw
 }
 
+/// The keyword arguments of a TRL objective's config: the Trainer's, with bf16 and
+/// checkpointing stated where they are off (TRL's configs turn both on by default), then the
+/// objective's own ([`config_kwargs`]).
+pub(super) fn trl_kwargs(
+    mut kw: Vec<(&'static str, Value)>,
+    scen: &Scenario,
+) -> Vec<(&'static str, Value)> {
+    let has = |kw: &[(&str, Value)], k: &str| kw.iter().any(|(name, _)| *name == k);
+    if !has(&kw, "bf16") && !has(&kw, "fp16") {
+        kw.push(("bf16", json!(false)));
+    }
+    if !has(&kw, "activation_checkpointing") {
+        kw.push(("activation_checkpointing", json!(false)));
+    }
+    kw.extend(config_kwargs(scen));
+    kw
+}
+
 /// The fields of one JSON line, as TRL's docs name the dataset formats: a preference pair, an
 /// unpaired preference, or a prompt alone.
 fn row_fields(trainer: Trainer) -> &'static str {
