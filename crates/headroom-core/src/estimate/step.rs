@@ -41,6 +41,10 @@ pub(super) struct Step<'a> {
     /// One dense layer's saved tensors, and their bytes.
     pub dense: Vec<Saved>,
     pub dense_bytes: u64,
+    /// A dense layer's saved tensors with the model's other kind of attention (empty where
+    /// all layers attend alike): what the allocator replay writes for those layers.
+    #[cfg(feature = "replay")]
+    other: Vec<Saved>,
     /// One MoE layer's saved bytes (0 for dense models) and how many of the last layers are MoE.
     moe_bytes: u64,
     /// A dense and a MoE layer's saved bytes with the model's other kind of attention
@@ -129,6 +133,8 @@ impl<'a> Step<'a> {
         let LayerKinds {
             dense,
             dense_bytes,
+            #[cfg(feature = "replay")]
+            other,
             moe,
             moe_bytes,
             held,
@@ -218,6 +224,8 @@ impl<'a> Step<'a> {
             compute,
             dense,
             dense_bytes,
+            #[cfg(feature = "replay")]
+            other,
             moe_bytes,
             other_dense_bytes,
             other_moe_bytes,
@@ -246,6 +254,18 @@ impl<'a> Step<'a> {
     /// (mlp_only_layers).
     pub fn is_moe(&self, i: u64) -> bool {
         self.spec.moe.is_some() && i >= self.spec.layers - self.sparse_layers
+    }
+
+    /// The tensors dense layer `i` saves, in forward order: a layer with the model's other
+    /// kind of attention (a sliding-window model's full or sliding layers) has its own, as its
+    /// kernel and mask may differ.
+    #[cfg(feature = "replay")]
+    pub fn saved_of(&self, i: u64) -> &[Saved] {
+        if self.spec.is_other_attention(i) && !self.other.is_empty() {
+            &self.other
+        } else {
+            &self.dense
+        }
     }
 
     /// Everything layer `i` saves without checkpointing.
@@ -666,6 +686,8 @@ impl Generation {
 struct LayerKinds {
     dense: Vec<activations::Saved>,
     dense_bytes: u64,
+    #[cfg(feature = "replay")]
+    other: Vec<activations::Saved>,
     moe: Vec<activations::Saved>,
     moe_bytes: u64,
     held: [u64; 4],
@@ -711,6 +733,9 @@ impl LayerKinds {
         // The layers with the model's other kind of attention, compressed as the others are
         // (with their own s x s scores: their kernel may be another one).
         let mut held = [activations::held(&dense), activations::held(&moe), 0, 0];
+        // Only the allocator replay writes the other layers' tensors one by one.
+        #[cfg(feature = "replay")]
+        let mut other_saved = Vec::new();
         let (other_dense_bytes, other_moe_bytes, other_attention_scores) =
             if spec.other_attention_layers() > 0 {
                 let other = compress(activations::layer_of(spec, sh, true));
@@ -721,17 +746,24 @@ impl LayerKinds {
                 };
                 held[2] = activations::held(&other);
                 held[3] = activations::held(&other_moe);
-                (
+                let kinds = (
                     activations::total(&other),
                     activations::total(&other_moe),
                     activations::attention_scores(&other),
-                )
+                );
+                #[cfg(feature = "replay")]
+                {
+                    other_saved = other;
+                }
+                kinds
             } else {
                 (0, 0, 0)
             };
         LayerKinds {
             dense,
             dense_bytes,
+            #[cfg(feature = "replay")]
+            other: other_saved,
             moe,
             moe_bytes,
             held,

@@ -103,6 +103,11 @@ pub struct FsdpBuffers {
     /// The root's trained parameters' unsharded gradients, and their reduce-scatter input.
     pub root_grads: u64,
     pub root_reduce: u64,
+    /// Of `root_reduce`, the copy-in's cast of the largest tensor's rank chunk (FSDP2 reducing
+    /// in another dtype than the gradients'): beside the input, not reduce-scattered. Read by
+    /// the allocator replay only.
+    #[cfg(feature = "replay")]
+    pub root_copy_in: u64,
     /// FSDP1's flat parameters (`FullyShardedDataParallel`): the all-gather's output is the
     /// unit's parameters (no copy-out), nothing is gathered ahead in forward, and a unit's
     /// gradient is its parameters' gradients concatenated into one flat tensor that is

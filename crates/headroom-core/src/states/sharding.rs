@@ -257,20 +257,22 @@ pub(super) fn fsdp(s: &mut Sharded, f: &Facts, precision: Precision) {
     } else {
         reduce_bytes
     };
+    // Copying the gradients in casts each one's rank chunks to the reduce dtype first
+    // (`foreach_reduce_scatter_copy_in`): the largest tensor's chunk beside the input.
+    let root_copy_in = if !flat && reduce != gathered_grad && f.outside_trainable > 0 {
+        (f.inv.largest_outside() / p.tp).div_ceil(p.dp) * reduce
+    } else {
+        0
+    };
     let fsdp = super::FsdpBuffers {
         root,
         layer: layer_gathered,
         layer_grads: f.layer_trainable * gathered_grad,
         layer_reduce: f.layer_trainable * reduce,
         root_grads: f.outside_trainable * gathered_grad,
-        // Copying the gradients in casts each one's rank chunks to the reduce dtype first
-        // (`foreach_reduce_scatter_copy_in`): the largest tensor's chunk beside the input.
-        root_reduce: f.outside_trainable * reduce
-            + if !flat && reduce != gathered_grad && f.outside_trainable > 0 {
-                (f.inv.largest_outside() / p.tp).div_ceil(p.dp) * reduce
-            } else {
-                0
-            },
+        root_reduce: f.outside_trainable * reduce + root_copy_in,
+        #[cfg(feature = "replay")]
+        root_copy_in,
         flat,
         shards: p.dp,
         reduce_cast: reduce_bytes != f.grad_bytes,

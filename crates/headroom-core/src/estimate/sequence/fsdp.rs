@@ -138,7 +138,7 @@ impl Fsdp2 {
     fn reduce_scatter(
         &mut self,
         r: &mut Replay,
-        input: u64,
+        (input, copy_in): (u64, u64),
         sharded: u64,
         unsharded: Vec<Allocation>,
         into: &mut Vec<Allocation>,
@@ -147,7 +147,9 @@ impl Fsdp2 {
         r.put(self.reduce_input.take());
         self.reduce_input = r.get(input);
         r.put_all(unsharded);
-        let output = r.get_on(REDUCE_SCATTER, input.div_ceil(self.f.shards));
+        // The reduce-scatter's output: the gradients' share of the input, without the root's
+        // copy-in chunk (a temporary beside it).
+        let output = r.get_on(REDUCE_SCATTER, (input - copy_in).div_ceil(self.f.shards));
         let kept = cast_if_needed(r, &self.f, REDUCE_SCATTER, output, sharded);
         keep_or_add(r, kept, into, acc);
     }
@@ -200,8 +202,8 @@ impl Units for Fsdp2 {
         acc: bool,
     ) {
         self.reshard_layer(r);
-        let (input, sharded) = (self.f.layer_reduce, self.layer_sharded);
-        self.reduce_scatter(r, input, sharded, unsharded, into, acc);
+        let input = (self.f.layer_reduce, 0);
+        self.reduce_scatter(r, input, self.layer_sharded, unsharded, into, acc);
     }
 
     /// The root's post-backward, after the embedding's backward: the root resharded, its
@@ -210,8 +212,8 @@ impl Units for Fsdp2 {
         r.put_all(std::mem::take(&mut self.root));
         let grads = self.root_grads.take();
         if self.f.root_reduce > 0 {
-            let (input, sharded) = (self.f.root_reduce, self.root_sharded);
-            self.reduce_scatter(r, input, sharded, grads, into, acc);
+            let input = (self.f.root_reduce, self.f.root_copy_in);
+            self.reduce_scatter(r, input, self.root_sharded, grads, into, acc);
         } else {
             r.put_all(grads);
         }
