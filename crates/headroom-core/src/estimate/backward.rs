@@ -104,6 +104,19 @@ impl LayerBackward {
         }
     }
 
+    /// The MLP's output side above the layer's start: the output projection's weight gradient
+    /// (when trained) and the product's input gradients (the allocator replay writes it).
+    #[cfg(feature = "replay")]
+    pub fn mlp_out(&self) -> u64 {
+        self.mlp_out
+    }
+
+    /// What the attention core's backward holds at once (the allocator replay writes it).
+    #[cfg(feature = "replay")]
+    pub fn attention_inflight(&self) -> u64 {
+        self.attention_inflight
+    }
+
     /// The layer's backward peak above its start (its gradients as this GPU keeps them).
     pub fn peak(&self, layer_grads: u64) -> u64 {
         let attention = (self.before_attention_grads.min(layer_grads) + self.attention_inflight)
