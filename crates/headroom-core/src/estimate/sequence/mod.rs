@@ -840,20 +840,22 @@ impl<'s, 'a> Model<'s, 'a> {
             if let Some(g) = r.get(sizes[k]) {
                 flowing.push((g, sizes[k]));
             }
-            if k + 1 == n {
-                // The MLP's output side as `LayerBackward` counts it, above the one gradient
-                // written here: the output projection's weight gradient and the product's
-                // input gradients (with fp8's operand casts), beside every saved tensor.
-                let extra = r.get((s.bwd.mlp_out() + s.backward_extra).saturating_sub(sizes[k]));
-                r.put(extra);
-            }
-            if attention_core == Some(k) {
-                // The attention core's backward as `LayerBackward` counts it: the q, k and v
-                // gradients (and the kernel's accumulator, or eager's probabilities' and
-                // scores' gradients) beside what is still saved, above the gradients flowing.
+            // The two points that set the layer's backward peak, as `LayerBackward` counts them
+            // (with fp8's operand casts or QLoRA's dequantized weight): the MLP's output side
+            // (the output projection's weight gradient and the product's input gradients) and
+            // the attention core (q, k and v's gradients and the kernel's accumulator, or
+            // eager's probabilities' and scores' gradients), beside what is still saved.
+            let peak = if k + 1 == n {
+                Some(s.bwd.mlp_out())
+            } else if attention_core == Some(k) {
+                Some(s.bwd.attention_inflight())
+            } else {
+                None
+            };
+            if let Some(peak) = peak {
+                // What it holds above the gradients flowing here, asked for and freed.
                 let held: u64 = flowing.iter().map(|&(_, bytes)| bytes).sum();
-                let inflight = s.bwd.attention_inflight() + s.backward_extra;
-                let extra = r.get(inflight.saturating_sub(held));
+                let extra = r.get((peak + s.backward_extra).saturating_sub(held));
                 r.put(extra);
             }
             while flowing.len() > 2 {
